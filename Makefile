@@ -1,0 +1,48 @@
+# Thin wrapper over CMake. The two set-up commands for a fresh machine are
+# `make demo` and `make test`; both install what is missing first.
+BUILD   ?= build
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+WERROR  := $(if $(CI),ON,OFF)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps configure build demo test test-unit test-asan bench fuzz clean
+
+all: build
+
+deps:
+	@sh scripts/deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -DPTC_WERROR=$(WERROR) $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@sh scripts/demo.sh $(BUILD)/ptc
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE gpu
+
+test-unit: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+
+# Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (CPU only).
+test-asan: deps
+	@cmake -S . -B $(BUILD)-asan -DPTC_SANITIZE=address,undefined -DPTC_WITH_CUDA=OFF \
+	    -DPTC_BENCH=OFF -DPTC_WERROR=$(WERROR) -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	@cmake --build $(BUILD)-asan -j $(JOBS)
+	@cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	    ctest --output-on-failure -j $(JOBS) -L unit
+
+# Benchmarks (not part of the tests): figures and ratios to the baselines.
+bench: build
+	@sh scripts/bench.sh $(BUILD)
+
+# libFuzzer binaries (clang): make fuzz, then run build-fuzz/fuzz_<name>_lf.
+fuzz: deps
+	@CC=clang cmake -S . -B $(BUILD)-fuzz -DPTC_FUZZ=ON -DPTC_WITH_CUDA=OFF -DPTC_BENCH=OFF >/dev/null
+	@cmake --build $(BUILD)-fuzz -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz

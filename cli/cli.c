@@ -1,0 +1,134 @@
+/* Helpers shared by the subcommands of the ptc command. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "ptc/error.h"
+
+static void log_to_stderr(int level, const char *msg, void *user)
+{
+    (void)user;
+    static const char *const names[] = {"error", "warning", "info", "debug"};
+    fprintf(stderr, "ptc: %s: %s\n", names[level & 3], msg);
+}
+
+void ptc_cli_init(void)
+{
+    const char *v = getenv("PTC_VERBOSE");
+    ptc_log_set(log_to_stderr, NULL, v && *v ? PTC_LOG_DEBUG : PTC_LOG_WARN);
+    const char *a = getenv("PTC_FAULT_ALLOC");
+    if (a && *a)
+        ptc_fault_alloc_at(strtol(a, NULL, 10));
+    const char *w = getenv("PTC_FAULT_WRITE");
+    if (w && *w) {
+        char *end;
+        long n = strtol(w, &end, 10);
+        int err = EIO;
+        if (*end == ':' && !strcmp(end + 1, "ENOSPC"))
+            err = ENOSPC;
+        ptc_fault_write_at(n, err);
+    }
+}
+
+static void vline(const char *fmt, va_list ap)
+{
+    ptc_cli_progress_done();
+    char buf[2048];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    for (char *p = buf; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+    fprintf(stderr, "ptc: error: %s\n", buf);
+}
+
+int ptc_cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vline(fmt, ap);
+    va_end(ap);
+    return PTC_CLI_USAGE;
+}
+
+int ptc_cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vline(fmt, ap);
+    va_end(ap);
+    return PTC_CLI_FAIL;
+}
+
+int ptc_cli_lib_error(int rc)
+{
+    const char *m = ptc_last_error();
+    return ptc_cli_error("%s", m && *m ? m : ptc_strerror(rc));
+}
+
+void ptc_cli_help(const char *help)
+{
+    fputs(help, stdout);
+    if (help[0] && help[strlen(help) - 1] != '\n')
+        fputc('\n', stdout);
+}
+
+static bool progress_drawn;
+static struct timespec progress_last;
+
+void ptc_cli_progress(const char *what, uint64_t done, uint64_t total, void *user)
+{
+    (void)user;
+    if (!isatty(STDERR_FILENO))
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double dt = (double)(now.tv_sec - progress_last.tv_sec) +
+                (double)(now.tv_nsec - progress_last.tv_nsec) * 1e-9;
+    if (progress_drawn && dt < 0.1 && done != total)
+        return;
+    progress_last = now;
+    if (total)
+        fprintf(stderr, "\r%s: %llu/%llu (%.0f%%)   ", what, (unsigned long long)done,
+                (unsigned long long)total, 100.0 * (double)done / (double)total);
+    else
+        fprintf(stderr, "\r%s: %llu   ", what, (unsigned long long)done);
+    progress_drawn = true;
+}
+
+void ptc_cli_progress_done(void)
+{
+    if (progress_drawn) {
+        fputc('\n', stderr);
+        progress_drawn = false;
+    }
+}
+
+bool ptc_cli_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+')
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool ptc_cli_parse_int(const char *s, int lo, int hi, int *out)
+{
+    if (!s || !*s)
+        return false;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return false;
+    *out = (int)v;
+    return true;
+}

@@ -1,0 +1,40 @@
+/* Shared helpers of the ptc command: exit codes, error lines, progress,
+ * option parsing conventions. Only cli/ includes this. */
+#ifndef PTC_CLI_H
+#define PTC_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum { PTC_CLI_OK = 0, PTC_CLI_FAIL = 1, PTC_CLI_USAGE = 2 };
+
+/* Install the library log callback (stderr) and apply the test-only fault
+ * environment variables PTC_FAULT_ALLOC=N and PTC_FAULT_WRITE=N[:ENOSPC]. */
+void ptc_cli_init(void);
+
+/* Print "ptc: error: <msg>" and return PTC_CLI_USAGE. */
+int ptc_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Print "ptc: error: <msg>" and return PTC_CLI_FAIL. */
+int ptc_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Print "ptc: error: <ptc_last_error() or ptc_strerror(rc)>" for a failed
+ * library call and return PTC_CLI_FAIL. */
+int ptc_cli_lib_error(int rc);
+
+/* Print a command's help text to stdout. */
+void ptc_cli_help(const char *help);
+
+/* Progress callback for the library: one self-overwriting line on stderr
+ * when stderr is a terminal, nothing otherwise. user: unused. */
+void ptc_cli_progress(const char *what, uint64_t done, uint64_t total, void *user);
+
+/* End a progress line (newline if one was drawn). */
+void ptc_cli_progress_done(void);
+
+/* Parse a non-negative decimal integer option; false if bad. */
+bool ptc_cli_parse_u64(const char *s, uint64_t *out);
+bool ptc_cli_parse_int(const char *s, int lo, int hi, int *out);
+
+#endif

@@ -1,0 +1,60 @@
+# Test registration by folder, so a new test file needs no CMake edit.
+#   tests/unit/test_<module>.c   cmocka, label unit
+#   tests/cli/test_*.sh          label cli    (env PTC = the ptc binary)
+#   tests/fuse/test_*.sh         label fuse   (mounts for real)
+#   tests/mpi/test_*.sh          label mpi    (mpirun for real)
+#   tests/gpu/test_*.sh          label gpu    (only where a GPU exists)
+#   tests/fuzz/fuzz_<parser>.c   libFuzzer target + corpus replay, label unit
+#   A first line "# labels: slow" in a script adds labels.
+pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+
+file(GLOB _unit CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/unit/test_*.c)
+foreach(f ${_unit})
+  get_filename_component(n ${f} NAME_WE)
+  add_executable(${n} ${f})
+  target_link_libraries(${n} PRIVATE ptc_static PkgConfig::CMOCKA)
+  target_compile_options(${n} PRIVATE ${PTC_C_WARN})
+  add_test(NAME unit.${n} COMMAND ${n})
+  set_tests_properties(unit.${n} PROPERTIES LABELS unit TIMEOUT 300
+    ENVIRONMENT "PTC_TEST_DATA=${CMAKE_CURRENT_SOURCE_DIR}/tests/data;PTC=$<TARGET_FILE:ptc_cli>")
+endforeach()
+
+foreach(kind cli fuse mpi gpu)
+  file(GLOB _scripts CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/${kind}/test_*.sh)
+  foreach(f ${_scripts})
+    get_filename_component(n ${f} NAME_WE)
+    file(STRINGS ${f} _first LIMIT_COUNT 2 REGEX "^# labels:")
+    set(_labels ${kind})
+    if(_first)
+      string(REGEX REPLACE "^# labels:[ ]*" "" _extra "${_first}")
+      string(REPLACE " " ";" _extra "${_extra}")
+      list(APPEND _labels ${_extra})
+    endif()
+    add_test(NAME ${kind}.${n} COMMAND bash ${f})
+    set_tests_properties(${kind}.${n} PROPERTIES LABELS "${_labels}" TIMEOUT 900
+      ENVIRONMENT "PTC=$<TARGET_FILE:ptc_cli>;PTC_SRC=${CMAKE_CURRENT_SOURCE_DIR};PTC_BUILD=${CMAKE_CURRENT_BINARY_DIR}")
+    if(kind STREQUAL "mpi" OR kind STREQUAL "fuse")
+      set_tests_properties(${kind}.${n} PROPERTIES RUN_SERIAL ON)
+    endif()
+  endforeach()
+endforeach()
+
+# Fuzz targets: always built as corpus replayers (plain ctest); with
+# PTC_FUZZ=ON and clang also as libFuzzer binaries (fuzz_<name>_lf).
+file(GLOB _fuzz CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/fuzz/fuzz_*.c)
+foreach(f ${_fuzz})
+  get_filename_component(n ${f} NAME_WE)
+  add_executable(${n}_replay ${f} ${CMAKE_CURRENT_SOURCE_DIR}/tests/fuzz/replay_main.c)
+  target_link_libraries(${n}_replay PRIVATE ptc_static)
+  target_compile_options(${n}_replay PRIVATE ${PTC_C_WARN})
+  string(REGEX REPLACE "^fuzz_" "" _corpus ${n})
+  add_test(NAME fuzz.${n} COMMAND ${n}_replay
+           ${CMAKE_CURRENT_SOURCE_DIR}/tests/fuzz/corpus/${_corpus})
+  set_tests_properties(fuzz.${n} PROPERTIES LABELS "unit;fuzz" TIMEOUT 300)
+  if(PTC_FUZZ)
+    add_executable(${n}_lf ${f})
+    target_compile_options(${n}_lf PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_options(${n}_lf PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_libraries(${n}_lf PRIVATE ptc_static)
+  endif()
+endforeach()

@@ -1,0 +1,61 @@
+/* Internal helpers shared by every module of libptc: the allocator and I/O
+ * wrappers that fault injection hooks into, error and log helpers. Never
+ * installed; cli/ must not include it. */
+#ifndef PTC_UTIL_INTERNAL_H
+#define PTC_UTIL_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ptc/error.h"
+
+/* Allocation through these counts toward ptc_fault_alloc_at(). They set a
+ * PTC_E_NOMEM detail message on failure. */
+void *ptc_malloc(size_t n);
+void *ptc_calloc(size_t count, size_t size);
+void *ptc_realloc(void *p, size_t n);
+char *ptc_strdup(const char *s);
+char *ptc_strndup(const char *s, size_t n);
+void ptc_free(void *p);
+
+/* Grow *p (element size @p elem) to hold at least @p need elements;
+ * *cap tracks capacity. Returns PTC_OK or PTC_E_NOMEM. */
+int ptc_grow(void **p, size_t *cap, size_t need, size_t elem);
+
+/* Writes through these count toward ptc_fault_write_at(). Each returns
+ * PTC_OK or PTC_E_IO with a detail naming @p what (a path) and the OS error.
+ * pwrite_all/write_all loop over short writes and EINTR. */
+int ptc_pwrite_all(int fd, const void *buf, size_t n, uint64_t off, const char *what);
+int ptc_write_all(int fd, const void *buf, size_t n, const char *what);
+int ptc_fsync(int fd, const char *what);
+/* fsync a directory (after creating or renaming entries in it). */
+int ptc_fsync_dir(const char *dir);
+/* pread exactly n bytes; a short read is PTC_E_FORMAT ("truncated"). */
+int ptc_pread_all(int fd, void *buf, size_t n, uint64_t off, const char *what);
+
+/* Record errno-based failure: "<fmt>: <strerror(errno)>". Returns code. */
+int ptc_error_sys(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Log through the installed callback (no-op if none). */
+void ptc_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* mkdir -p; PTC_OK or PTC_E_IO. */
+int ptc_mkdir_p(const char *path, mode_t mode);
+
+/* Checked arithmetic on sizes: return false on overflow. */
+static inline bool ptc_mul_overflow_i64(int64_t a, int64_t b, int64_t *out)
+{
+    return __builtin_mul_overflow(a, b, out);
+}
+static inline bool ptc_add_overflow_i64(int64_t a, int64_t b, int64_t *out)
+{
+    return __builtin_add_overflow(a, b, out);
+}
+
+#define PTC_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define PTC_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define PTC_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#endif
