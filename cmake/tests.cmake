@@ -58,3 +58,15 @@ foreach(f ${_fuzz})
     target_link_libraries(${n}_lf PRIVATE ptc_static)
   endif()
 endforeach()
+
+# GPU test programs: tests/gpu/<name>.c built when CUDA is on, run by the
+# tests/gpu/test_*.sh scripts (label gpu; skipped where no GPU exists).
+if(PTC_WITH_CUDA)
+  file(GLOB _gpu_progs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/gpu/*.c)
+  foreach(f ${_gpu_progs})
+    get_filename_component(n ${f} NAME_WE)
+    add_executable(gpu_${n} ${f})
+    target_link_libraries(gpu_${n} PRIVATE ptc_static CUDA::cudart CUDA::cublas)
+    target_compile_options(gpu_${n} PRIVATE ${PTC_C_WARN})
+  endforeach()
+endif()
