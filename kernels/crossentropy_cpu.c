@@ -17,8 +17,9 @@ struct ptc_xent_ctx {
     float scale;
 };
 
-/* Returns the log-sum-exp of a row; float, max-shifted. */
-static float ptc_xent_lse(const float *l, size_t v)
+/* sum_k exp(l_k - max) of a row, and the max: kept apart so that huge
+ * logits do not cancel in the loss. */
+static float ptc_xent_sumexp(const float *l, size_t v, float *max_out)
 {
     float mx = -INFINITY;
     for (size_t k = 0; k < v; k++)
@@ -26,7 +27,8 @@ static float ptc_xent_lse(const float *l, size_t v)
     float s = 0.0f;
     for (size_t k = 0; k < v; k++)
         s += expf(l[k] - mx);
-    return mx + logf(s);
+    *max_out = mx;
+    return s;
 }
 
 static void ptc_xent_forward_rows(void *arg, size_t b, size_t e)
@@ -39,7 +41,9 @@ static void ptc_xent_forward_rows(void *arg, size_t b, size_t e)
             continue;
         }
         const float *l = ctx->logits + i * ctx->v;
-        ctx->out[i] = ptc_xent_lse(l, ctx->v) - l[t];
+        float mx;
+        float s = ptc_xent_sumexp(l, ctx->v, &mx);
+        ctx->out[i] = logf(s) - (l[t] - mx);
     }
 }
 
@@ -53,9 +57,10 @@ static void ptc_xent_backward_rows(void *arg, size_t b, size_t e)
             continue;
         const float *l = ctx->logits + i * v;
         float *d = ctx->out + i * v;
-        float lse = ptc_xent_lse(l, v);
+        float mx;
+        float inv = 1.0f / ptc_xent_sumexp(l, v, &mx);
         for (size_t j = 0; j < v; j++)
-            d[j] += ctx->scale * expf(l[j] - lse);
+            d[j] += ctx->scale * (expf(l[j] - mx) * inv);
         d[t] -= ctx->scale;
     }
 }

@@ -24,7 +24,8 @@ int ptc_crossentropy_check(const char *op, const float *out,
     return PTC_OK;
 }
 
-/* log sum_k exp(l_k), shifted by the maximum so nothing overflows. */
+/* log sum_k exp(l_k - max): shifted by the maximum, so nothing overflows,
+ * and kept apart from the maximum, so that huge logits do not cancel. */
 static double ptc_xent_logsumexp(const float *l, size_t v, double *max_out)
 {
     double mx = -INFINITY;
@@ -35,7 +36,7 @@ static double ptc_xent_logsumexp(const float *l, size_t v, double *max_out)
     for (size_t k = 0; k < v; k++)
         s += exp((double)l[k] - mx);
     *max_out = mx;
-    return mx + log(s);
+    return log(s);
 }
 
 int ptc_crossentropy_forward_ref(float *losses, const float *logits,
@@ -51,7 +52,7 @@ int ptc_crossentropy_forward_ref(float *losses, const float *logits,
         const float *l = logits + i * v;
         double mx;
         double lse = ptc_xent_logsumexp(l, v, &mx);
-        losses[i] = (float)(lse - (double)l[targets[i]]);
+        losses[i] = (float)(lse - ((double)l[targets[i]] - mx));
     }
     return PTC_OK;
 }
@@ -69,7 +70,7 @@ int ptc_crossentropy_backward_ref(float *dlogits, const float *logits,
         double mx;
         double lse = ptc_xent_logsumexp(l, v, &mx);
         for (size_t j = 0; j < v; j++) {
-            double p = exp((double)l[j] - lse);
+            double p = exp((double)l[j] - mx - lse);
             double ind = (size_t)targets[i] == j ? 1.0 : 0.0;
             dlogits[i * v + j] += (float)((double)scale * (p - ind));
         }
