@@ -205,7 +205,7 @@ static bool parse_dec(const char *s, size_t n, int64_t max, int64_t *out)
         if (s[i] < '0' || s[i] > '9')
             return false;
         int d = s[i] - '0';
-        if (v > (max - d) / 10)
+        if (v > max / 10 || (v == max / 10 && d > max % 10))
             return false;
         v = v * 10 + d;
     }
@@ -837,12 +837,15 @@ int ptc_placement_parse(ptc_placement *out, const char *text)
     const char *s = text;
     size_t n = strlen(text);
     size_t i = 0;
-    while (i < n) {
+    while (i <= n) {
         size_t j = i;
         while (j < n && text[j] != ' ')
             j++;
         const char *item = s + i;
         size_t len = j - i;
+        if (len == 0)
+            return ptc_error_set(PTC_E_INVAL, "placement: empty item in '%s'",
+                                 clip(text, n, cb));
         const char *eq = memchr(item, '=', len);
         if (!eq)
             return ptc_error_set(PTC_E_INVAL, "placement: expected key=value, got '%s'",
