@@ -316,6 +316,8 @@ int ptc_store_open_ex(ptc_store **out, const char *dir, const ptc_store_options 
     }
     if ((rc = open_core_dbis(s, create)) < 0)
         goto out_env;
+    int dead;
+    mdb_reader_check(s->env, &dead); /* clear reader slots of killed processes */
     *out = s;
     return PTC_OK;
 out_env:

@@ -112,6 +112,7 @@ static int writer_alloc(ptc_store_writer **out, ptc_store *s, const ptc_store_wr
 int ptc_store_writer_begin(ptc_store_writer **out, ptc_store *s,
                            const ptc_store_write_options *opts)
 {
+    *out = NULL;
     ptc_store_writer *w;
     PTC_TRY(writer_alloc(&w, s, opts));
     int rc;
@@ -139,6 +140,7 @@ int ptc_store_writer_begin_pack(ptc_store_writer **out, ptc_store *s, uint64_t v
                                 const ptc_store_write_options *opts, const uint32_t *ranks,
                                 size_t nranks)
 {
+    *out = NULL;
     if (version == 0)
         return ptc_error_set(PTC_E_INVAL, "pack-only writer: version must be >= 1");
     ptc_store_writer *w;
