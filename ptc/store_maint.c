@@ -392,7 +392,7 @@ static int version_json(ptc_store *s, uint64_t v, unsigned flags, json_t *arr)
     json_t *tensors = json_array();
     size_t nt = ptc_store_reader_tensor_count(r);
     for (size_t t = 0; ok && tensors && t < nt; t++) {
-        ptc_tensor_info ti;
+        ptc_store_tensor ti;
         ptc_store_reader_tensor(r, t, &ti);
         json_t *to = json_object();
         if (!to) {

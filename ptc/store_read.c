@@ -320,7 +320,7 @@ const ptc_tensor_rec *ptc_store_reader_trec(const ptc_store_reader *r, size_t t)
     return t < r->nt ? &r->tensors[t] : NULL;
 }
 
-int ptc_store_reader_tensor(const ptc_store_reader *r, size_t i, ptc_tensor_info *out)
+int ptc_store_reader_tensor(const ptc_store_reader *r, size_t i, ptc_store_tensor *out)
 {
     if (i >= r->nt)
         return ptc_error_set(PTC_E_RANGE, "tensor index %zu out of range (%zu tensors)", i,

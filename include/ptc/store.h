@@ -250,7 +250,7 @@ PTC_API void ptc_store_writer_destroy(ptc_store_writer *w);
 /* ---- reader ------------------------------------------------------------- */
 
 /** A tensor of a version. Pointers valid until the reader is closed. */
-typedef struct ptc_tensor_info {
+typedef struct ptc_store_tensor {
     const char *name; /**< NUL-terminated (the name itself contains no NUL) */
     size_t name_len;
     ptc_dtype dtype;
@@ -258,7 +258,7 @@ typedef struct ptc_tensor_info {
     int64_t shape[PTC_MAX_DIMS];
     const char *placement; /**< "" if none */
     size_t nshards;        /**< ranks with a shard record (data or alias) */
-} ptc_tensor_info;
+} ptc_store_tensor;
 
 /** A shard of (tensor, rank). Pointers valid until the reader is closed.
  * For an alias the data fields describe the owner's stored shard. */
@@ -297,7 +297,7 @@ PTC_API const char *ptc_store_reader_metadata(const ptc_store_reader *r, const c
 PTC_API size_t ptc_store_reader_tensor_count(const ptc_store_reader *r);
 /** Tensor @p i (in the version's order). @return PTC_OK or PTC_E_RANGE. */
 PTC_API int ptc_store_reader_tensor(const ptc_store_reader *r, size_t i,
-                                    ptc_tensor_info *out);
+                                    ptc_store_tensor *out);
 /** Find a tensor by name. @return PTC_OK or PTC_E_NOTFOUND naming it. */
 PTC_API int ptc_store_reader_find(const ptc_store_reader *r, const char *name,
                                   size_t name_len, size_t *index);

@@ -3,7 +3,7 @@
 # "ptc: error: ..." naming the problem, writes no file outside the store,
 # and leaves the store's committed versions unchanged.
 . "$(dirname "$0")/lib.sh"
-cd "$T"
+mkdir "$T/w" && cd "$T/w"
 "$PTC" synth --preset llama-tiny --seed 1 --out good.safetensors
 "$PTC" import --store st --config tp=2 --rules llama good.safetensors >/dev/null
 before=$("$PTC" versions --store st --json)

@@ -20,8 +20,9 @@ run_case() { # model preset stored-config other-config
     if $check "$T/$model.safetensors" "$cfg" "$preset" "$T/ranks"; then ok; else bad "$model $cfg: rank files"; fi
     "$PTC" export --store "$s" --config "$other" --out-dir "$T/other"
     if $check "$T/$model.safetensors" "$other" "$preset" "$T/other"; then ok; else bad "$model $cfg -> $other: rank files"; fi
-    "$PTC" export --store "$s" --rank 1 --out "$T/r1.safetensors"
-    if cmp -s "$T/r1.safetensors" "$T/ranks/rank-1.safetensors"; then ok; else bad "$model $cfg: --rank 1 differs from --config"; fi
+    local last=$(( $(ls "$T/ranks" | wc -l) - 1 ))
+    "$PTC" export --store "$s" --rank "$last" --out "$T/rl.safetensors"
+    if cmp -s "$T/rl.safetensors" "$T/ranks/rank-$last.safetensors"; then ok; else bad "$model $cfg: --rank $last differs from --config"; fi
     if "$PTC" verify --store "$s" >/dev/null; then ok; else bad "$model $cfg: verify"; fi
     rm -rf "$s"
 }

@@ -340,7 +340,7 @@ static void roundtrip(unsigned codec)
     assert_int_equal(vi->bytes, bytes);
     assert_int_equal(ptc_store_reader_tensor_count(r), NT);
     for (int i = 0; i < NT; i++) {
-        ptc_tensor_info ti;
+        ptc_store_tensor ti;
         assert_int_equal(ptc_store_reader_tensor(r, (size_t)i, &ti), PTC_OK);
         assert_string_equal(ti.name, t[i].name);
         assert_int_equal(ti.dtype, t[i].dt);
