@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "ptc/dataset.h"
+#include "ptc/npy.h"
 
 static char tmpdir[256];
 
@@ -437,6 +438,73 @@ static void test_alloc_faults(void **state)
     }
 }
 
+static void test_npy(void **state)
+{
+    (void)state;
+    float a[3][4];
+    for (int i = 0; i < 12; i++)
+        a[i / 4][i % 4] = (float)i * 0.5f;
+    char p1[512], p2[512];
+    snprintf(p1, sizeof p1, "%s/a.npy", tmpdir);
+    snprintf(p2, sizeof p2, "%s/b.npy", tmpdir);
+    int64_t shape[3] = {3, 4, 0};
+    assert_int_equal(ptc_npy_write(p1, PTC_DTYPE_F32, 2, shape, a), PTC_OK);
+    int64_t shape3[3] = {2, 1, 2};
+    uint16_t b[4] = {1, 2, 3, 4};
+    assert_int_equal(ptc_npy_write(p2, PTC_DTYPE_U16, 3, shape3, b), PTC_OK);
+    const char *in[] = {p1, p2};
+    ptc_ingest *r;
+    const uint8_t *d;
+    size_t len;
+    bool end;
+    int rc;
+    assert_int_equal(ptc_ingest_open(&r, "npy", in, 2), PTC_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ptc_ingest_next(r, &d, &len, &end), PTC_OK);
+        assert_false(end);
+        assert_int_equal(len, 16);
+        assert_memory_equal(d, a[i], 16);
+    }
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(ptc_ingest_next(r, &d, &len, &end), PTC_OK);
+        assert_int_equal(len, 4);
+        assert_memory_equal(d, b + 2 * i, 4);
+    }
+    assert_int_equal(ptc_ingest_next(r, &d, &len, &end), PTC_OK);
+    assert_true(end);
+    ptc_ingest_destroy(r);
+
+    /* a 1-D array, trailing bytes, truncated data */
+    int64_t one = 5;
+    assert_int_equal(ptc_npy_write(p2, PTC_DTYPE_U16, 1, &one, b), PTC_OK);
+    const char *q = p2;
+    assert_int_equal(ptc_ingest_open(&r, "npy", &q, 1), PTC_OK);
+    assert_int_equal(drain(r, NULL, 0, &rc), 0);
+    assert_int_equal(rc, PTC_E_FORMAT);
+    assert_non_null(strstr(ptc_last_error(), "dimensions"));
+    ptc_ingest_destroy(r);
+    FILE *f = fopen(p1, "rb");
+    assert_non_null(f);
+    static uint8_t raw[4096];
+    size_t n = fread(raw, 1, sizeof raw, f);
+    fclose(f);
+    raw[n] = 7;
+    assert_int_equal(ptc_ingest_open_buffer(&r, "npy", raw, n + 1), PTC_OK);
+    assert_int_equal(drain(r, NULL, 0, &rc), 3);
+    assert_int_equal(rc, PTC_E_FORMAT);
+    assert_non_null(strstr(ptc_last_error(), "longer"));
+    ptc_ingest_destroy(r);
+    assert_int_equal(ptc_ingest_open_buffer(&r, "npy", raw, n - 5), PTC_OK);
+    assert_int_equal(drain(r, NULL, 0, &rc), 2);
+    assert_int_equal(rc, PTC_E_FORMAT);
+    assert_non_null(strstr(ptc_last_error(), "truncated"));
+    ptc_ingest_destroy(r);
+    assert_int_equal(ptc_ingest_open_buffer(&r, "npy", "\x93NUMPY\x01\x00\xff\xff", 10), PTC_OK);
+    assert_int_equal(drain(r, NULL, 0, &rc), 0);
+    assert_int_equal(rc, PTC_E_FORMAT);
+    ptc_ingest_destroy(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -444,7 +512,7 @@ int main(void)
         cmocka_unit_test(test_lines_long), cmocka_unit_test(test_jsonl),
         cmocka_unit_test(test_tokens),    cmocka_unit_test(test_files),
         cmocka_unit_test(test_tfrecord),  cmocka_unit_test(test_progress),
-        cmocka_unit_test(test_alloc_faults),
+        cmocka_unit_test(test_alloc_faults), cmocka_unit_test(test_npy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
