@@ -160,6 +160,63 @@ PTC_API uint32_t ptc_crc32c(uint32_t crc, const void *data, size_t len);
 /** TFRecord's masked CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8. */
 PTC_API uint32_t ptc_crc32c_mask(uint32_t crc);
 
+/* ---- served counts (audit) ------------------------------------------------------ */
+
+/** The store (include/ptc/store.h). */
+typedef struct ptc_store ptc_store;
+
+/** Name of the LMDB database of the count map inside the store. */
+#define PTC_DATASET_DB_COUNTS "ptc.dataset.counts"
+
+/**
+ * Buffers "record served" events and adds them to the persistent count map
+ * (per dataset, seed, epoch and record id) in the store's LMDB environment.
+ * Opaque.
+ * @note Thread safety: ptc_dataset_counter_add may be called from any
+ *       number of threads at once, also concurrently with flush; destroy is
+ *       externally synchronised.
+ */
+typedef struct ptc_dataset_counter ptc_dataset_counter;
+
+/**
+ * Create a counter writing into @p store (which must outlive it and not be
+ * read-only).
+ * @return PTC_OK, PTC_E_INVAL (read-only store), PTC_E_NOMEM, PTC_E_STORE.
+ */
+PTC_API int ptc_dataset_counter_create(ptc_dataset_counter **out, ptc_store *store);
+
+/** Count one serving of record @p id of dataset @p name in (seed, epoch).
+ * Kept in memory until the next flush.
+ * @return PTC_OK, PTC_E_INVAL (bad name), PTC_E_NOMEM. */
+PTC_API int ptc_dataset_counter_add(ptc_dataset_counter *c, const char *name,
+                                    uint64_t seed, uint64_t epoch, uint64_t id);
+
+/** Add every buffered count to the store in one LMDB transaction (durable
+ * when it returns). On failure the counts stay buffered for the next try.
+ * @return PTC_OK or a store error. */
+PTC_API int ptc_dataset_counter_flush(ptc_dataset_counter *c);
+
+/** Flush (best effort) and free; NULL is a no-op. */
+PTC_API void ptc_dataset_counter_destroy(ptc_dataset_counter *c);
+
+/** The exactly-once audit of one (dataset, seed, epoch). */
+typedef struct ptc_dataset_audit_result {
+    uint64_t samples;  /**< N */
+    uint64_t once;     /**< records served exactly once */
+    uint64_t repeated; /**< records served more than once */
+    uint64_t missing;  /**< records never served */
+} ptc_dataset_audit_result;
+
+/**
+ * Audit the count map of (@p name, @p seed, @p epoch) for a dataset of
+ * @p samples records.
+ * @return PTC_OK; PTC_E_STORE if the map holds an id >= @p samples;
+ *         PTC_E_INVAL (bad name); an LMDB error.
+ */
+PTC_API int ptc_dataset_audit_counts(ptc_store *store, const char *name, uint64_t seed,
+                                     uint64_t epoch, uint64_t samples,
+                                     ptc_dataset_audit_result *out);
+
 #ifdef __cplusplus
 }
 #endif
