@@ -475,7 +475,7 @@ static void test_npy(void **state)
     ptc_ingest_destroy(r);
 
     /* a 1-D array, trailing bytes, truncated data */
-    int64_t one = 5;
+    int64_t one = 4;
     assert_int_equal(ptc_npy_write(p2, PTC_DTYPE_U16, 1, &one, b), PTC_OK);
     const char *q = p2;
     assert_int_equal(ptc_ingest_open(&r, "npy", &q, 1), PTC_OK);
