@@ -1,0 +1,838 @@
+/* The mounted tree as a library: path grammar, step files and reads over
+ * an abstract dataset. The FUSE adapter (mount_fuse3.c) is a thin shell
+ * around this file, so everything here is testable without mounting. */
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptc/dataset.h"
+#include "ptc/util_internal.h"
+#include "ptc/view.h"
+
+#define VIEW_MAX_DEPTH 10
+#define VIEW_CACHE 64
+#define VIEW_LIST_MAX 1024
+
+static const char view_readme[] =
+    "PTC mount: the model and dataset state of a PTC store, computed on read.\n"
+    "\n"
+    "models/<V>/info.json                       version V: step, config, tensors\n"
+    "models/<V>/model.safetensors               the whole model, assembled on read\n"
+    "models/<V>/<CFG>/rank-<R>.safetensors      rank R's shards for any CFG,\n"
+    "                                           written dp2-tp4-pp1[-zero1]\n"
+    "datasets/<NAME>/info.json                  the dataset: samples, format\n"
+    "datasets/<NAME>/samples/<ID>               one record (not counted)\n"
+    "datasets/<NAME>/seed-<S>/epoch-<E>/batch-<B>/start-<X>/dp-<D>/rank-<R>/step-<K>\n"
+    "    the records of step K for data-parallel rank R of D, concatenated:\n"
+    "    global batch K covers positions [X+K*B, X+(K+1)*B) of the epoch order\n"
+    "    (clipped to the dataset), split over the D ranks by the split rule.\n"
+    "    step-<K>.idx holds n+1 little-endian u64 offsets into step-<K>.\n"
+    "    A step past the end does not exist. Every record whose last byte is\n"
+    "    read is counted for `ptc dataset audit`.\n"
+    "\n"
+    "Numbers are plain decimal without leading zeros. Directories whose\n"
+    "children are unbounded list nothing: open the path you need.\n";
+
+/* ---- errors ------------------------------------------------------------------------ */
+
+int ptc_view_errno(int rc)
+{
+    switch (rc) {
+    case PTC_OK: return 0;
+    case PTC_E_NOTFOUND: return ENOENT;
+    case PTC_E_INVAL:
+    case PTC_E_RANGE: return EINVAL;
+    case PTC_E_NOMEM: return ENOMEM;
+    case PTC_E_UNSUPPORTED: return EOPNOTSUPP;
+    case PTC_E_BUSY: return EBUSY;
+    case PTC_E_TIMEOUT: return ETIMEDOUT;
+    default: return EIO;
+    }
+}
+
+static int not_found(const char *path)
+{
+    return ptc_error_set(PTC_E_NOTFOUND, "no such path in the view: %s", path);
+}
+
+/* ---- path grammar ------------------------------------------------------------------ */
+
+struct comp {
+    const char *s;
+    size_t len;
+};
+
+static bool comp_is(const struct comp *c, const char *lit)
+{
+    size_t n = strlen(lit);
+    return c->len == n && memcmp(c->s, lit, n) == 0;
+}
+
+/* Canonical decimal: "0" or a non-zero digit then digits. */
+static int parse_num(const char *s, size_t len, uint64_t *v, const char *path)
+{
+    if (len == 0 || (s[0] == '0' && len > 1))
+        return not_found(path);
+    uint64_t x = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return not_found(path);
+        if (x > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+            return ptc_error_set(PTC_E_RANGE, "number out of range in %s", path);
+        x = x * 10 + (uint64_t)(s[i] - '0');
+    }
+    *v = x;
+    return PTC_OK;
+}
+
+/* "<prefix><number><suffix>" */
+static int parse_prefixed(const struct comp *c, const char *prefix, const char *suffix,
+                          uint64_t *v, const char *path)
+{
+    size_t pl = strlen(prefix), sl = strlen(suffix);
+    if (c->len < pl + sl || memcmp(c->s, prefix, pl) != 0 ||
+        memcmp(c->s + c->len - sl, suffix, sl) != 0)
+        return not_found(path);
+    return parse_num(c->s + pl, c->len - pl - sl, v, path);
+}
+
+static bool dataset_name_ok(const struct comp *c)
+{
+    if (c->len == 0 || c->len > PTC_VIEW_NAME_MAX || c->s[0] == '.')
+        return false;
+    for (size_t i = 0; i < c->len; i++) {
+        char ch = c->s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+static int parse_models(const struct comp *c, int n, ptc_view_node *node, const char *path)
+{
+    if (n == 1) {
+        node->kind = PTC_VIEW_MODELS;
+        return PTC_OK;
+    }
+    PTC_TRY(parse_num(c[1].s, c[1].len, &node->version, path));
+    if (node->version == 0)
+        return not_found(path);
+    if (n == 2) {
+        node->kind = PTC_VIEW_MODEL;
+        return PTC_OK;
+    }
+    if (n == 3 && comp_is(&c[2], "info.json")) {
+        node->kind = PTC_VIEW_MODEL_INFO;
+        return PTC_OK;
+    }
+    if (n == 3 && comp_is(&c[2], "model.safetensors")) {
+        node->kind = PTC_VIEW_MODEL_FULL;
+        return PTC_OK;
+    }
+    if (n > 4 || c[2].len > PTC_VIEW_NAME_MAX)
+        return not_found(path);
+    char cfg[PTC_VIEW_NAME_MAX + 1], canon[PTC_VIEW_NAME_MAX + 1];
+    memcpy(cfg, c[2].s, c[2].len);
+    cfg[c[2].len] = 0;
+    /* only the canonical path form names a directory: one name per layout */
+    if (ptc_config_parse(&node->config, cfg) != PTC_OK ||
+        ptc_config_format(&node->config, PTC_CONFIG_STYLE_PATH, canon, sizeof canon) != PTC_OK ||
+        strcmp(cfg, canon) != 0)
+        return not_found(path);
+    if (n == 3) {
+        node->kind = PTC_VIEW_MODEL_CFG;
+        return PTC_OK;
+    }
+    PTC_TRY(parse_prefixed(&c[3], "rank-", ".safetensors", &node->rank, path));
+    if (node->rank >= (uint64_t)ptc_config_world(&node->config))
+        return not_found(path);
+    node->kind = PTC_VIEW_MODEL_RANK;
+    return PTC_OK;
+}
+
+static int parse_datasets(const struct comp *c, int n, ptc_view_node *node, const char *path)
+{
+    if (n == 1) {
+        node->kind = PTC_VIEW_DATASETS;
+        return PTC_OK;
+    }
+    if (!dataset_name_ok(&c[1]))
+        return not_found(path);
+    memcpy(node->name, c[1].s, c[1].len);
+    node->name[c[1].len] = 0;
+    if (n == 2) {
+        node->kind = PTC_VIEW_DATASET;
+        return PTC_OK;
+    }
+    if (comp_is(&c[2], "info.json")) {
+        if (n != 3)
+            return not_found(path);
+        node->kind = PTC_VIEW_DATASET_INFO;
+        return PTC_OK;
+    }
+    if (comp_is(&c[2], "samples")) {
+        if (n == 3) {
+            node->kind = PTC_VIEW_SAMPLES;
+            return PTC_OK;
+        }
+        if (n != 4)
+            return not_found(path);
+        PTC_TRY(parse_num(c[3].s, c[3].len, &node->id, path));
+        node->kind = PTC_VIEW_SAMPLE;
+        return PTC_OK;
+    }
+    if (n > 10)
+        return not_found(path);
+    static const char *const pre[] = {"seed-", "epoch-", "batch-", "start-", "dp-", "rank-"};
+    static const ptc_view_kind kinds[] = {PTC_VIEW_SEED,  PTC_VIEW_EPOCH, PTC_VIEW_BATCH,
+                                          PTC_VIEW_START, PTC_VIEW_DP,    PTC_VIEW_RANK};
+    uint64_t *dst[] = {&node->seed, &node->epoch, &node->batch,
+                       &node->start, &node->dp,   &node->rank};
+    for (int i = 0; i < 6 && 2 + i < n; i++) {
+        PTC_TRY(parse_prefixed(&c[2 + i], pre[i], "", dst[i], path));
+        node->kind = kinds[i];
+    }
+    if (n >= 5 && node->batch == 0)
+        return not_found(path);
+    if (n >= 7 && node->dp == 0)
+        return not_found(path);
+    if (n >= 7 && node->dp > PTC_VIEW_MAX_DP)
+        return ptc_error_set(PTC_E_RANGE, "dp-%llu is over the largest supported %llu in %s",
+                             (unsigned long long)node->dp,
+                             (unsigned long long)PTC_VIEW_MAX_DP, path);
+    if (n >= 8 && node->rank >= node->dp)
+        return not_found(path);
+    if (n == 9) {
+        const struct comp *s = &c[8];
+        if (s->len > 4 && memcmp(s->s + s->len - 4, ".idx", 4) == 0) {
+            PTC_TRY(parse_prefixed(s, "step-", ".idx", &node->step, path));
+            node->kind = PTC_VIEW_STEP_IDX;
+        } else {
+            PTC_TRY(parse_prefixed(s, "step-", "", &node->step, path));
+            node->kind = PTC_VIEW_STEP;
+        }
+    } else if (n > 9) {
+        return not_found(path);
+    }
+    return PTC_OK;
+}
+
+int ptc_view_parse(const char *path, ptc_view_node *node)
+{
+    memset(node, 0, sizeof *node);
+    if (!path || path[0] != '/')
+        return ptc_error_set(PTC_E_NOTFOUND, "view paths are absolute");
+    struct comp c[VIEW_MAX_DEPTH + 1];
+    int n = 0;
+    const char *p = path + 1;
+    if (*p == 0) {
+        node->kind = PTC_VIEW_ROOT;
+        return PTC_OK;
+    }
+    for (;;) {
+        const char *slash = strchr(p, '/');
+        size_t len = slash ? (size_t)(slash - p) : strlen(p);
+        if (len == 0 || n == VIEW_MAX_DEPTH || (len == 1 && p[0] == '.') ||
+            (len == 2 && p[0] == '.' && p[1] == '.'))
+            return not_found(path);
+        c[n].s = p;
+        c[n].len = len;
+        n++;
+        if (!slash)
+            break;
+        p = slash + 1;
+    }
+    if (comp_is(&c[0], "README.txt") && n == 1) {
+        node->kind = PTC_VIEW_README;
+        return PTC_OK;
+    }
+    if (comp_is(&c[0], "models"))
+        return parse_models(c, n, node, path);
+    if (comp_is(&c[0], "datasets"))
+        return parse_datasets(c, n, node, path);
+    return not_found(path);
+}
+
+bool ptc_view_kind_is_dir(ptc_view_kind k)
+{
+    switch (k) {
+    case PTC_VIEW_README:
+    case PTC_VIEW_MODEL_INFO:
+    case PTC_VIEW_MODEL_FULL:
+    case PTC_VIEW_MODEL_RANK:
+    case PTC_VIEW_DATASET_INFO:
+    case PTC_VIEW_SAMPLE:
+    case PTC_VIEW_STEP:
+    case PTC_VIEW_STEP_IDX:
+        return false;
+    default:
+        return true;
+    }
+}
+
+/* ---- step plans ---------------------------------------------------------------------- */
+
+void ptc_view_step_destroy(ptc_view_step *s)
+{
+    if (!s)
+        return;
+    ptc_free(s->ids);
+    ptc_free(s->offsets);
+    ptc_free(s);
+}
+
+int ptc_view_step_plan(const ptc_view_dataset *ds, uint64_t seed, uint64_t epoch,
+                       uint64_t batch, uint64_t start, uint64_t dp, uint64_t rank,
+                       uint64_t step, ptc_view_step **out)
+{
+    *out = NULL;
+    uint64_t lo, hi;
+    PTC_TRY(ptc_batch_part(ds->n, batch, start, dp, rank, step, &lo, &hi));
+    uint64_t n = hi - lo;
+    if (n > PTC_VIEW_MAX_STEP_RECORDS)
+        return ptc_error_set(PTC_E_RANGE, "a step file of %llu records is over the limit of %llu",
+                             (unsigned long long)n,
+                             (unsigned long long)PTC_VIEW_MAX_STEP_RECORDS);
+    ptc_order o;
+    PTC_TRY(ptc_order_init(&o, ds->n, seed, epoch));
+    ptc_view_step *s = ptc_calloc(1, sizeof *s);
+    if (!s)
+        return PTC_E_NOMEM;
+    int rc = PTC_E_NOMEM;
+    s->n = n;
+    s->ids = ptc_malloc((size_t)(n ? n : 1) * sizeof *s->ids);
+    s->offsets = ptc_malloc((size_t)(n + 1) * sizeof *s->offsets);
+    if (!s->ids || !s->offsets)
+        goto out_free;
+    s->offsets[0] = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t size;
+        rc = ptc_order_sample(&o, lo + i, &s->ids[i]);
+        if (rc < 0)
+            goto out_free;
+        rc = ds->record_size(ds->user, s->ids[i], &size);
+        if (rc < 0)
+            goto out_free;
+        if (__builtin_add_overflow(s->offsets[i], size, &s->offsets[i + 1]) ||
+            s->offsets[i + 1] > (uint64_t)INT64_MAX) {
+            rc = ptc_error_set(PTC_E_RANGE, "step file larger than 2^63 bytes");
+            goto out_free;
+        }
+    }
+    *out = s;
+    return PTC_OK;
+out_free:
+    ptc_view_step_destroy(s);
+    return rc;
+}
+
+uint64_t ptc_view_step_find(const ptc_view_step *s, uint64_t off)
+{
+    if (off >= s->offsets[s->n])
+        return s->n;
+    /* first u with offsets[u] > off; the record is u - 1 */
+    uint64_t lo = 0, hi = s->n + 1;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (s->offsets[mid] <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo - 1;
+}
+
+void ptc_view_step_idx_read(const ptc_view_step *s, uint64_t off, void *buf, size_t len,
+                            size_t *got)
+{
+    uint64_t size = 8 * (s->n + 1);
+    uint8_t *out = buf;
+    size_t k = 0;
+    for (uint64_t b = off; b < size && k < len; b++, k++)
+        out[k] = (uint8_t)(s->offsets[b / 8] >> (8 * (b % 8)));
+    *got = k;
+}
+
+/* The byte whose reading serves record i: its last byte, or for an empty
+ * record the byte before it (byte 0 at the start of the file). */
+static uint64_t trigger_byte(const ptc_view_step *s, uint64_t i)
+{
+    return s->offsets[i + 1] > 0 ? s->offsets[i + 1] - 1 : 0;
+}
+
+/* ---- the view object ------------------------------------------------------------------- */
+
+struct view_ds {
+    char *name;
+    ptc_view_dataset ds;
+};
+
+struct plan_ref {
+    atomic_long refs;
+    ptc_view_step *step;
+};
+
+struct cache_entry {
+    const struct view_ds *ds;
+    uint64_t seed, epoch, batch, start, dp, rank, step;
+    struct plan_ref *plan;
+    uint64_t used;
+};
+
+struct ptc_view {
+    ptc_view_ops ops;
+    void *user;
+    pthread_mutex_t lock;
+    struct view_ds **ds;
+    size_t nds, cap;
+    struct cache_entry cache[VIEW_CACHE];
+    uint64_t tick;
+};
+
+struct ptc_view_file {
+    ptc_view *v;
+    ptc_view_kind kind;
+    uint64_t size;
+    const struct view_ds *ds;
+    struct plan_ref *plan;
+    uint64_t id, seed, epoch;
+    char *text;
+    void *fh;
+};
+
+static void plan_unref(struct plan_ref *p)
+{
+    if (p && atomic_fetch_sub(&p->refs, 1) == 1) {
+        ptc_view_step_destroy(p->step);
+        ptc_free(p);
+    }
+}
+
+int ptc_view_create(ptc_view **out, const ptc_view_ops *ops, void *user)
+{
+    *out = NULL;
+    ptc_view *v = ptc_calloc(1, sizeof *v);
+    if (!v)
+        return PTC_E_NOMEM;
+    if (ops)
+        v->ops = *ops;
+    v->user = user;
+    pthread_mutex_init(&v->lock, NULL);
+    *out = v;
+    return PTC_OK;
+}
+
+void ptc_view_destroy(ptc_view *v)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < VIEW_CACHE; i++)
+        plan_unref(v->cache[i].plan);
+    for (size_t i = 0; i < v->nds; i++) {
+        if (v->ops.dataset_close)
+            v->ops.dataset_close(v->user, &v->ds[i]->ds);
+        ptc_free(v->ds[i]->name);
+        ptc_free(v->ds[i]);
+    }
+    ptc_free(v->ds);
+    pthread_mutex_destroy(&v->lock);
+    ptc_free(v);
+}
+
+/* Find or open a dataset; the result stays valid until ptc_view_destroy. */
+static int view_dataset(ptc_view *v, const char *name, const struct view_ds **out)
+{
+    pthread_mutex_lock(&v->lock);
+    for (size_t i = 0; i < v->nds; i++) {
+        if (strcmp(v->ds[i]->name, name) == 0) {
+            *out = v->ds[i];
+            pthread_mutex_unlock(&v->lock);
+            return PTC_OK;
+        }
+    }
+    pthread_mutex_unlock(&v->lock);
+    if (!v->ops.dataset_open)
+        return ptc_error_set(PTC_E_NOTFOUND, "no dataset '%s'", name);
+    struct view_ds *d = ptc_calloc(1, sizeof *d);
+    if (!d)
+        return PTC_E_NOMEM;
+    d->name = ptc_strdup(name);
+    if (!d->name) {
+        ptc_free(d);
+        return PTC_E_NOMEM;
+    }
+    int rc = v->ops.dataset_open(v->user, name, &d->ds);
+    if (rc < 0) {
+        ptc_free(d->name);
+        ptc_free(d);
+        return rc;
+    }
+    pthread_mutex_lock(&v->lock);
+    /* another thread may have opened it meanwhile: keep the first */
+    for (size_t i = 0; i < v->nds; i++) {
+        if (strcmp(v->ds[i]->name, name) == 0) {
+            *out = v->ds[i];
+            pthread_mutex_unlock(&v->lock);
+            goto out_close;
+        }
+    }
+    rc = ptc_grow((void **)&v->ds, &v->cap, v->nds + 1, sizeof *v->ds);
+    if (rc == PTC_OK) {
+        v->ds[v->nds++] = d;
+        *out = d;
+    }
+    pthread_mutex_unlock(&v->lock);
+    if (rc == PTC_OK)
+        return PTC_OK;
+out_close:
+    if (v->ops.dataset_close)
+        v->ops.dataset_close(v->user, &d->ds);
+    ptc_free(d->name);
+    ptc_free(d);
+    return rc;
+}
+
+static bool cache_match(const struct cache_entry *e, const struct view_ds *ds,
+                        const ptc_view_node *n)
+{
+    return e->plan && e->ds == ds && e->seed == n->seed && e->epoch == n->epoch &&
+           e->batch == n->batch && e->start == n->start && e->dp == n->dp &&
+           e->rank == n->rank && e->step == n->step;
+}
+
+/* The plan of a step node, shared through a small LRU cache (getattr,
+ * open and the .idx of one step all need the same plan). */
+static int view_plan(ptc_view *v, const struct view_ds *ds, const ptc_view_node *n,
+                     struct plan_ref **out)
+{
+    pthread_mutex_lock(&v->lock);
+    for (size_t i = 0; i < VIEW_CACHE; i++) {
+        if (cache_match(&v->cache[i], ds, n)) {
+            v->cache[i].used = ++v->tick;
+            atomic_fetch_add(&v->cache[i].plan->refs, 1);
+            *out = v->cache[i].plan;
+            pthread_mutex_unlock(&v->lock);
+            return PTC_OK;
+        }
+    }
+    pthread_mutex_unlock(&v->lock);
+    struct plan_ref *p = ptc_calloc(1, sizeof *p);
+    if (!p)
+        return PTC_E_NOMEM;
+    int rc = ptc_view_step_plan(&ds->ds, n->seed, n->epoch, n->batch, n->start, n->dp,
+                                n->rank, n->step, &p->step);
+    if (rc < 0) {
+        ptc_free(p);
+        return rc;
+    }
+    atomic_init(&p->refs, 2); /* the caller's and the cache's */
+    pthread_mutex_lock(&v->lock);
+    size_t victim = 0;
+    for (size_t i = 1; i < VIEW_CACHE; i++)
+        if (v->cache[i].used < v->cache[victim].used)
+            victim = i;
+    struct plan_ref *old = v->cache[victim].plan;
+    struct cache_entry *e = &v->cache[victim];
+    e->ds = ds;
+    e->seed = n->seed;
+    e->epoch = n->epoch;
+    e->batch = n->batch;
+    e->start = n->start;
+    e->dp = n->dp;
+    e->rank = n->rank;
+    e->step = n->step;
+    e->plan = p;
+    e->used = ++v->tick;
+    pthread_mutex_unlock(&v->lock);
+    plan_unref(old);
+    *out = p;
+    return PTC_OK;
+}
+
+static int dataset_info_text(const struct view_ds *d, char **out)
+{
+    if (d->ds.info_json) {
+        *out = ptc_strdup(d->ds.info_json);
+        return *out ? PTC_OK : PTC_E_NOMEM;
+    }
+    json_t *j = json_pack("{s:s, s:I}", "name", d->name, "samples", (json_int_t)d->ds.n);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!s)
+        return ptc_error_set(PTC_E_NOMEM, "out of memory formatting info.json");
+    size_t l = strlen(s);
+    *out = ptc_malloc(l + 2);
+    if (*out) {
+        memcpy(*out, s, l);
+        (*out)[l] = '\n';
+        (*out)[l + 1] = 0;
+    }
+    free(s);
+    return *out ? PTC_OK : PTC_E_NOMEM;
+}
+
+/* Resolve a parsed node: existence against the data, directory or file,
+ * size; for files the dataset and plan a read needs (the caller releases
+ * *plan with plan_unref and frees *text). */
+static int view_resolve(ptc_view *v, const char *path, const ptc_view_node *n,
+                        ptc_view_stat *st, const struct view_ds **dsp, struct plan_ref **plan,
+                        char **text)
+{
+    st->is_dir = ptc_view_kind_is_dir(n->kind);
+    st->size = 0;
+    switch (n->kind) {
+    case PTC_VIEW_ROOT:
+    case PTC_VIEW_MODELS:
+    case PTC_VIEW_DATASETS:
+        return PTC_OK;
+    case PTC_VIEW_README:
+        st->size = sizeof view_readme - 1;
+        return PTC_OK;
+    case PTC_VIEW_MODEL:
+    case PTC_VIEW_MODEL_INFO:
+    case PTC_VIEW_MODEL_FULL:
+    case PTC_VIEW_MODEL_CFG:
+    case PTC_VIEW_MODEL_RANK:
+        if (!v->ops.model_stat)
+            return not_found(path);
+        return v->ops.model_stat(v->user, n, &st->size);
+    default:
+        break;
+    }
+    const struct view_ds *d = NULL;
+    PTC_TRY(view_dataset(v, n->name, &d));
+    if (dsp)
+        *dsp = d;
+    switch (n->kind) {
+    case PTC_VIEW_DATASET_INFO: {
+        char *t = NULL;
+        PTC_TRY(dataset_info_text(d, &t));
+        st->size = strlen(t);
+        if (text)
+            *text = t;
+        else
+            ptc_free(t);
+        return PTC_OK;
+    }
+    case PTC_VIEW_SAMPLE:
+        if (n->id >= d->ds.n)
+            return not_found(path);
+        return d->ds.record_size(d->ds.user, n->id, &st->size);
+    case PTC_VIEW_START:
+    case PTC_VIEW_DP:
+    case PTC_VIEW_RANK:
+        return n->start <= d->ds.n ? PTC_OK : not_found(path);
+    case PTC_VIEW_STEP:
+    case PTC_VIEW_STEP_IDX: {
+        struct plan_ref *p;
+        int rc = view_plan(v, d, n, &p);
+        if (rc == PTC_E_NOTFOUND)
+            return not_found(path);
+        if (rc < 0)
+            return rc;
+        st->size = n->kind == PTC_VIEW_STEP ? p->step->offsets[p->step->n] : 8 * (p->step->n + 1);
+        if (plan)
+            *plan = p;
+        else
+            plan_unref(p);
+        return PTC_OK;
+    }
+    default:
+        return PTC_OK; /* dataset, samples/, seed-, epoch-, batch- levels */
+    }
+}
+
+int ptc_view_stat_path(ptc_view *v, const char *path, ptc_view_stat *st)
+{
+    ptc_view_node n;
+    PTC_TRY(ptc_view_parse(path, &n));
+    return view_resolve(v, path, &n, st, NULL, NULL, NULL);
+}
+
+int ptc_view_list(ptc_view *v, const char *path, ptc_view_emit_fn emit, void *ctx)
+{
+    ptc_view_node n;
+    ptc_view_stat st;
+    PTC_TRY(ptc_view_parse(path, &n));
+    PTC_TRY(view_resolve(v, path, &n, &st, NULL, NULL, NULL));
+    if (!st.is_dir)
+        return ptc_error_set(PTC_E_INVAL, "%s is not a directory", path);
+    char name[64];
+    switch (n.kind) {
+    case PTC_VIEW_ROOT:
+        if (emit(ctx, "README.txt", false) || emit(ctx, "models", true))
+            return PTC_OK;
+        emit(ctx, "datasets", true);
+        return PTC_OK;
+    case PTC_VIEW_MODELS:
+        return v->ops.model_list ? v->ops.model_list(v->user, emit, ctx) : PTC_OK;
+    case PTC_VIEW_MODEL:
+        if (!emit(ctx, "info.json", false))
+            emit(ctx, "model.safetensors", false);
+        return PTC_OK;
+    case PTC_VIEW_MODEL_CFG: {
+        int world = ptc_config_world(&n.config);
+        for (int r = 0; r < world && r < VIEW_LIST_MAX; r++) {
+            snprintf(name, sizeof name, "rank-%d.safetensors", r);
+            if (emit(ctx, name, false))
+                break;
+        }
+        return PTC_OK;
+    }
+    case PTC_VIEW_DATASETS:
+        return v->ops.dataset_list ? v->ops.dataset_list(v->user, emit, ctx) : PTC_OK;
+    case PTC_VIEW_DATASET:
+        if (!emit(ctx, "info.json", false))
+            emit(ctx, "samples", true);
+        return PTC_OK;
+    case PTC_VIEW_DP:
+        for (uint64_t r = 0; r < n.dp && r < VIEW_LIST_MAX; r++) {
+            snprintf(name, sizeof name, "rank-%llu", (unsigned long long)r);
+            if (emit(ctx, name, true))
+                break;
+        }
+        return PTC_OK;
+    default:
+        return PTC_OK; /* unbounded children: list nothing */
+    }
+}
+
+static void count_served(ptc_view_file *f, uint64_t a, uint64_t b)
+{
+    const ptc_view_step *s = f->plan->step;
+    if (!f->v->ops.served || s->n == 0)
+        return;
+    /* first record whose trigger byte is >= a (triggers do not decrease) */
+    uint64_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (trigger_byte(s, mid) < a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (uint64_t i = lo; i < s->n && trigger_byte(s, i) < b; i++)
+        f->v->ops.served(f->v->user, f->ds->name, f->seed, f->epoch, s->ids[i]);
+}
+
+int ptc_view_open(ptc_view *v, const char *path, ptc_view_file **out)
+{
+    *out = NULL;
+    ptc_view_node n;
+    ptc_view_stat st;
+    PTC_TRY(ptc_view_parse(path, &n));
+    ptc_view_file *f = ptc_calloc(1, sizeof *f);
+    if (!f)
+        return PTC_E_NOMEM;
+    f->v = v;
+    f->kind = n.kind;
+    f->id = n.id;
+    f->seed = n.seed;
+    f->epoch = n.epoch;
+    int rc = view_resolve(v, path, &n, &st, &f->ds, &f->plan, &f->text);
+    if (rc < 0)
+        goto out_free;
+    if (st.is_dir) {
+        rc = ptc_error_set(PTC_E_INVAL, "%s is a directory", path);
+        goto out_free;
+    }
+    f->size = st.size;
+    if (n.kind == PTC_VIEW_MODEL_INFO || n.kind == PTC_VIEW_MODEL_FULL ||
+        n.kind == PTC_VIEW_MODEL_RANK) {
+        rc = v->ops.model_open ? v->ops.model_open(v->user, &n, &f->fh)
+                               : ptc_error_set(PTC_E_UNSUPPORTED, "models are not served here");
+        if (rc < 0)
+            goto out_free;
+    }
+    /* an empty step file is never read: its (empty) records count now */
+    if (n.kind == PTC_VIEW_STEP && f->size == 0 && v->ops.served)
+        for (uint64_t i = 0; i < f->plan->step->n; i++)
+            v->ops.served(v->user, f->ds->name, f->seed, f->epoch, f->plan->step->ids[i]);
+    *out = f;
+    return PTC_OK;
+out_free:
+    plan_unref(f->plan);
+    ptc_free(f->text);
+    ptc_free(f);
+    return rc;
+}
+
+uint64_t ptc_view_file_size(const ptc_view_file *f)
+{
+    return f->size;
+}
+
+static void read_text(const char *text, uint64_t size, uint64_t off, void *buf, size_t len,
+                      size_t *got)
+{
+    size_t n = off >= size ? 0 : (size_t)PTC_MIN((uint64_t)len, size - off);
+    memcpy(buf, text + off, n);
+    *got = n;
+}
+
+static int read_step(ptc_view_file *f, uint64_t off, uint8_t *buf, uint64_t end)
+{
+    const ptc_view_step *s = f->plan->step;
+    const ptc_view_dataset *ds = &f->ds->ds;
+    uint64_t pos = off;
+    for (uint64_t i = ptc_view_step_find(s, off); pos < end && i < s->n; i++) {
+        uint64_t rlo = s->offsets[i], rhi = s->offsets[i + 1];
+        if (rhi <= pos)
+            continue; /* empty record */
+        uint64_t n = PTC_MIN(end, rhi) - pos;
+        PTC_TRY(ds->record_read(ds->user, s->ids[i], pos - rlo, buf + (pos - off), (size_t)n));
+        pos += n;
+    }
+    return PTC_OK;
+}
+
+int ptc_view_read(ptc_view_file *f, uint64_t off, void *buf, size_t len, size_t *got)
+{
+    *got = 0;
+    if (f->kind == PTC_VIEW_MODEL_INFO || f->kind == PTC_VIEW_MODEL_FULL ||
+        f->kind == PTC_VIEW_MODEL_RANK)
+        return f->v->ops.model_read
+                   ? f->v->ops.model_read(f->v->user, f->fh, off, buf, len, got)
+                   : ptc_error_set(PTC_E_UNSUPPORTED, "models are not served here");
+    if (off >= f->size || len == 0)
+        return PTC_OK;
+    uint64_t end = off + PTC_MIN((uint64_t)len, f->size - off);
+    switch (f->kind) {
+    case PTC_VIEW_README:
+        read_text(view_readme, f->size, off, buf, len, got);
+        return PTC_OK;
+    case PTC_VIEW_DATASET_INFO:
+        read_text(f->text, f->size, off, buf, len, got);
+        return PTC_OK;
+    case PTC_VIEW_SAMPLE:
+        PTC_TRY(f->ds->ds.record_read(f->ds->ds.user, f->id, off, buf, (size_t)(end - off)));
+        *got = (size_t)(end - off);
+        return PTC_OK;
+    case PTC_VIEW_STEP_IDX:
+        ptc_view_step_idx_read(f->plan->step, off, buf, len, got);
+        return PTC_OK;
+    case PTC_VIEW_STEP:
+        PTC_TRY(read_step(f, off, buf, end));
+        count_served(f, off, end);
+        *got = (size_t)(end - off);
+        return PTC_OK;
+    default:
+        return ptc_error_set(PTC_E_INVAL, "not a file");
+    }
+}
+
+void ptc_view_close(ptc_view_file *f)
+{
+    if (!f)
+        return;
+    if (f->fh && f->v->ops.model_close)
+        f->v->ops.model_close(f->v->user, f->fh);
+    plan_unref(f->plan);
+    ptc_free(f->text);
+    ptc_free(f);
+}

@@ -1,0 +1,72 @@
+/**
+ * @file mount.h
+ * @brief Serve a ptc_view as a read-only FUSE filesystem (libfuse3).
+ *
+ * Builds without libfuse3 (PTC_WITH_FUSE == 0) get an inline stub that
+ * returns PTC_E_UNSUPPORTED.
+ *
+ * @note Thread safety: ptc_mount_run blocks its caller until the filesystem
+ *       is unmounted; the view it serves must stay valid until it returns
+ *       and is used from the FUSE worker threads concurrently.
+ */
+#ifndef PTC_MOUNT_H
+#define PTC_MOUNT_H
+
+#include "ptc/build_config.h"
+#include "ptc/error.h"
+#include "ptc/view.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** How to mount. Zero-initialise, then set what you need. */
+typedef struct ptc_mount_options {
+    bool foreground;   /**< stay in the foreground (-f); otherwise detach
+                            once the mount is up */
+    bool allow_other;  /**< let other users read (needs user_allow_other
+                            in /etc/fuse.conf for non-root) */
+    bool debug;        /**< libfuse debug output on stderr */
+    /** Called once the mount is up (after detaching), before requests are
+     * served; a negative return unmounts and is returned. Open resources
+     * that must not cross a fork (an LMDB environment) here. May be NULL. */
+    int (*ready)(void *user);
+    /** Called about every @p tick_ms milliseconds while mounted, from a
+     * helper thread, and once more after the last request (for durable
+     * counters). May be NULL. */
+    void (*tick)(void *user);
+    unsigned tick_ms;  /**< 0: 1000 */
+    void *user;        /**< passed to ready and tick */
+} ptc_mount_options;
+
+#if PTC_WITH_FUSE
+/**
+ * Mount @p view read-only at @p mountpoint and serve it with several
+ * threads until unmounted (fusermount3 -u, umount) or until SIGINT,
+ * SIGTERM or SIGHUP, which unmount cleanly. Immutable files keep the
+ * kernel page cache between opens; reads of up to 1 MiB are asked for.
+ * Without @p opts->foreground the process forks once the mount is up and
+ * the parent exits with status 0 (as any FUSE daemon does).
+ * @return PTC_OK after a clean unmount; PTC_E_NOTFOUND if @p mountpoint
+ *         does not exist; PTC_E_INVAL if it is not a directory; PTC_E_BUSY
+ *         if it is already a mount point (or a stale one);
+ *         PTC_E_UNSUPPORTED if there is no /dev/fuse; PTC_E_IO if the
+ *         mount fails; the error of opts->ready.
+ */
+PTC_API int ptc_mount_run(ptc_view *view, const char *mountpoint,
+                          const ptc_mount_options *opts);
+#else
+static inline int ptc_mount_run(ptc_view *view, const char *mountpoint,
+                                const ptc_mount_options *opts)
+{
+    (void)view;
+    (void)mountpoint;
+    (void)opts;
+    return ptc_error_set(PTC_E_UNSUPPORTED, "this build of ptc has no FUSE support");
+}
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,257 @@
+/**
+ * @file view.h
+ * @brief The mounted tree as a library: path parsing, step files, reads.
+ *
+ * The view answers the questions a filesystem asks — does this path exist,
+ * is it a directory, how large is it, what are bytes [a, b) — for the tree
+ * of DESIGN.md, without mounting anything:
+ *
+ *     /README.txt
+ *     /models/<V>/info.json
+ *     /models/<V>/model.safetensors
+ *     /models/<V>/<CFG>/rank-<R>.safetensors
+ *     /datasets/<NAME>/info.json
+ *     /datasets/<NAME>/samples/<ID>
+ *     /datasets/<NAME>/seed-<S>/epoch-<E>/batch-<B>/start-<X>/dp-<D>/rank-<R>/step-<K>
+ *     /datasets/<NAME>/seed-<S>/epoch-<E>/batch-<B>/start-<X>/dp-<D>/rank-<R>/step-<K>.idx
+ *
+ * Datasets come from an abstract interface (ptc_view_dataset: N, record
+ * length, record bytes) so any backing store plugs in; model files are only
+ * parsed here and served by callbacks (ptc_view_ops model_*).
+ *
+ * Numbers in names are canonical decimal ("0" or no leading zero). A name
+ * that is not a node of the tree — malformed, non-canonical, or out of the
+ * data's range (rank >= D, a step past the end, an id >= N, an unknown
+ * dataset) — is PTC_E_NOTFOUND (ENOENT). A number that does not fit the
+ * field (more than 2^64 - 1, dp over PTC_VIEW_MAX_DP) is PTC_E_RANGE
+ * (EINVAL). docs/dataset.md has the full grammar.
+ *
+ * @note Thread safety: ptc_view_parse and the step helpers are pure. A
+ *       ptc_view is safe to use from any number of threads at once (the
+ *       callbacks it calls must be too). A ptc_view_file may be read by
+ *       several threads at once; close it once.
+ */
+#ifndef PTC_VIEW_H
+#define PTC_VIEW_H
+
+#include "ptc/config.h"
+#include "ptc/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Longest path component (a dataset name, a CFG). */
+#define PTC_VIEW_NAME_MAX 255
+/** Largest data-parallel degree accepted in a dp-<D> component. */
+#define PTC_VIEW_MAX_DP ((uint64_t)1 << 20)
+/** Most records one step file may hold (a larger part is PTC_E_RANGE). */
+#define PTC_VIEW_MAX_STEP_RECORDS ((uint64_t)1 << 22)
+
+/** What a path names. */
+typedef enum ptc_view_kind {
+    PTC_VIEW_ROOT,          /**< / */
+    PTC_VIEW_README,        /**< /README.txt */
+    PTC_VIEW_MODELS,        /**< /models */
+    PTC_VIEW_MODEL,         /**< /models/<V> */
+    PTC_VIEW_MODEL_INFO,    /**< /models/<V>/info.json */
+    PTC_VIEW_MODEL_FULL,    /**< /models/<V>/model.safetensors */
+    PTC_VIEW_MODEL_CFG,     /**< /models/<V>/<CFG> */
+    PTC_VIEW_MODEL_RANK,    /**< /models/<V>/<CFG>/rank-<R>.safetensors */
+    PTC_VIEW_DATASETS,      /**< /datasets */
+    PTC_VIEW_DATASET,       /**< /datasets/<NAME> */
+    PTC_VIEW_DATASET_INFO,  /**< /datasets/<NAME>/info.json */
+    PTC_VIEW_SAMPLES,       /**< .../samples */
+    PTC_VIEW_SAMPLE,        /**< .../samples/<ID> */
+    PTC_VIEW_SEED,          /**< .../seed-<S> */
+    PTC_VIEW_EPOCH,         /**< .../epoch-<E> */
+    PTC_VIEW_BATCH,         /**< .../batch-<B> */
+    PTC_VIEW_START,         /**< .../start-<X> */
+    PTC_VIEW_DP,            /**< .../dp-<D> */
+    PTC_VIEW_RANK,          /**< .../rank-<R> */
+    PTC_VIEW_STEP,          /**< .../step-<K> */
+    PTC_VIEW_STEP_IDX,      /**< .../step-<K>.idx */
+} ptc_view_kind;
+
+/** A parsed path. Fields not used by the kind are zero. */
+typedef struct ptc_view_node {
+    ptc_view_kind kind;
+    char name[PTC_VIEW_NAME_MAX + 1]; /**< dataset name */
+    uint64_t version;                 /**< model version V */
+    ptc_config config;                /**< model <CFG> */
+    uint64_t id;                      /**< sample id */
+    uint64_t seed, epoch, batch, start, dp, rank, step; /**< rank: also model rank */
+} ptc_view_node;
+
+/**
+ * Parse an absolute path of the tree ("/" is the root; no trailing slash,
+ * no empty, "." or ".." components). Checks everything that does not depend
+ * on the data: grammar, canonical numbers, batch >= 1, 1 <= dp <=
+ * PTC_VIEW_MAX_DP, rank < dp, version >= 1, a canonical path-form <CFG>
+ * (ptc_config_format PATH style), model rank < world size.
+ * @return PTC_OK, PTC_E_NOTFOUND, or PTC_E_RANGE (see the file comment).
+ */
+PTC_API int ptc_view_parse(const char *path, ptc_view_node *node);
+
+/** @return true if nodes of @p kind are directories. */
+PTC_API bool ptc_view_kind_is_dir(ptc_view_kind kind);
+
+/** @return the errno a filesystem returns for a PTC_E_* code (0 for PTC_OK). */
+PTC_API int ptc_view_errno(int rc);
+
+/* ---- the abstract dataset ------------------------------------------------------- */
+
+/**
+ * An open dataset, filled by ptc_view_ops.dataset_open. The functions must
+ * be safe to call from several threads at once.
+ */
+typedef struct ptc_view_dataset {
+    uint64_t n;               /**< number of records N */
+    const char *info_json;    /**< info.json text, or NULL for the default
+                                   {"name":..,"samples":N}; owned by the
+                                   provider until dataset_close */
+    void *user;               /**< the provider's handle */
+    /** Length in bytes of record @p id (< n). */
+    int (*record_size)(void *user, uint64_t id, uint64_t *size);
+    /** Copy bytes [off, off + len) of record @p id (inside the record). */
+    int (*record_read)(void *user, uint64_t id, uint64_t off, void *buf, size_t len);
+} ptc_view_dataset;
+
+/** Directory listing callback: return non-zero to stop. */
+typedef int (*ptc_view_emit_fn)(void *ctx, const char *name, bool is_dir);
+
+/**
+ * What backs a view. Every member may be NULL: without dataset_open there
+ * are no datasets, without model_stat no models. Callbacks are called from
+ * any thread, concurrently.
+ */
+typedef struct ptc_view_ops {
+    /** Open dataset @p name into @p ds; PTC_E_NOTFOUND if there is none. The
+     * view keeps it open until ptc_view_destroy. */
+    int (*dataset_open)(void *user, const char *name, ptc_view_dataset *ds);
+    /** Release what dataset_open filled. */
+    void (*dataset_close)(void *user, ptc_view_dataset *ds);
+    /** Emit dataset names (a bounded number). */
+    int (*dataset_list)(void *user, ptc_view_emit_fn emit, void *ctx);
+    /** Record @p id of dataset @p name was served in a step file of
+     * (seed, epoch): its last byte was read. */
+    void (*served)(void *user, const char *name, uint64_t seed, uint64_t epoch,
+                   uint64_t id);
+    /** Does a model node exist (kinds MODEL, MODEL_INFO, MODEL_FULL,
+     * MODEL_CFG, MODEL_RANK), and its size for files. PTC_E_NOTFOUND if not. */
+    int (*model_stat)(void *user, const ptc_view_node *node, uint64_t *size);
+    /** Open a model file node; *fh is passed to model_read/model_close. */
+    int (*model_open)(void *user, const ptc_view_node *node, void **fh);
+    /** Read up to @p len bytes at @p off; *got short only at end of file. */
+    int (*model_read)(void *user, void *fh, uint64_t off, void *buf, size_t len,
+                      size_t *got);
+    /** Close what model_open opened. */
+    void (*model_close)(void *user, void *fh);
+    /** Emit model versions (directory names under /models). */
+    int (*model_list)(void *user, ptc_view_emit_fn emit, void *ctx);
+} ptc_view_ops;
+
+/* ---- step files ------------------------------------------------------------------- */
+
+/** The records of one step file: ids in order and n+1 byte offsets. */
+typedef struct ptc_view_step {
+    uint64_t n;          /**< number of records (may be 0) */
+    uint64_t *ids;       /**< n sample ids, in epoch order */
+    uint64_t *offsets;   /**< n + 1 offsets; offsets[n] is the file size */
+} ptc_view_step;
+
+/**
+ * Compute the step file of rank @p rank of @p dp at step @p step (batch
+ * @p batch from start position @p start) of epoch @p epoch, seed @p seed.
+ * @param out  a new plan; free with ptc_view_step_destroy; NULL on failure
+ * @return PTC_OK; PTC_E_NOTFOUND if the step does not exist; PTC_E_RANGE if
+ *         the part has more than PTC_VIEW_MAX_STEP_RECORDS records or the
+ *         file would exceed 2^63 bytes; PTC_E_INVAL for bad arguments; a
+ *         record_size error; PTC_E_NOMEM.
+ */
+PTC_API int ptc_view_step_plan(const ptc_view_dataset *ds, uint64_t seed,
+                               uint64_t epoch, uint64_t batch, uint64_t start,
+                               uint64_t dp, uint64_t rank, uint64_t step,
+                               ptc_view_step **out);
+
+/** Free a plan; NULL is a no-op. */
+PTC_API void ptc_view_step_destroy(ptc_view_step *s);
+
+/** Index i of the record holding byte @p off (offsets[i] <= off <
+ * offsets[i+1], skipping empty records); n if off >= the file size. */
+PTC_API uint64_t ptc_view_step_find(const ptc_view_step *s, uint64_t off);
+
+/**
+ * Write bytes [off, off + len) of the step file's .idx (n+1 little-endian
+ * u64 offsets) into @p buf, clipped to its size 8(n+1).
+ * @param got  bytes written
+ */
+PTC_API void ptc_view_step_idx_read(const ptc_view_step *s, uint64_t off,
+                                    void *buf, size_t len, size_t *got);
+
+/* ---- the view ----------------------------------------------------------------------- */
+
+/** A view over a backing (datasets, models). Opaque. */
+typedef struct ptc_view ptc_view;
+
+/** An open file of the view. Opaque. */
+typedef struct ptc_view_file ptc_view_file;
+
+/** What stat reports about a path. */
+typedef struct ptc_view_stat {
+    bool is_dir;
+    uint64_t size; /**< bytes, for files */
+} ptc_view_stat;
+
+/**
+ * Create a view. @p ops is copied; @p user is passed to every callback.
+ * @return PTC_OK or PTC_E_NOMEM (*out NULL).
+ */
+PTC_API int ptc_view_create(ptc_view **out, const ptc_view_ops *ops, void *user);
+
+/** Destroy a view (closes its datasets). No file may be open. NULL: no-op. */
+PTC_API void ptc_view_destroy(ptc_view *v);
+
+/**
+ * Does @p path exist; directory or file, and its size.
+ * @return PTC_OK, PTC_E_NOTFOUND, PTC_E_RANGE, or a backing error.
+ */
+PTC_API int ptc_view_stat_path(ptc_view *v, const char *path, ptc_view_stat *st);
+
+/**
+ * List a directory. Directories with unbounded children (samples/, seed-,
+ * epoch-, batch-, start-, dp-, rank- and <CFG> levels beyond 1024 ranks)
+ * list nothing or a bounded prefix; see docs/dataset.md.
+ * @return PTC_OK, PTC_E_NOTFOUND, or an error of the backing.
+ */
+PTC_API int ptc_view_list(ptc_view *v, const char *path, ptc_view_emit_fn emit,
+                          void *ctx);
+
+/**
+ * Open a file of the view (a directory is PTC_E_INVAL).
+ * @param out  the file; NULL on failure
+ */
+PTC_API int ptc_view_open(ptc_view *v, const char *path, ptc_view_file **out);
+
+/** Size of an open file in bytes. */
+PTC_API uint64_t ptc_view_file_size(const ptc_view_file *f);
+
+/**
+ * Read bytes [off, off + len) clipped to the file size. For step files,
+ * every record whose last byte lies in the range is reported to
+ * ops.served (a record of length 0 counts with the byte before it, or with
+ * byte 0 when it starts the file; records of an empty step file count when
+ * it is opened).
+ * @param got  bytes read (short only at end of file)
+ * @return PTC_OK or a backing error (nothing is counted then).
+ */
+PTC_API int ptc_view_read(ptc_view_file *f, uint64_t off, void *buf, size_t len,
+                          size_t *got);
+
+/** Close an open file; NULL is a no-op. */
+PTC_API void ptc_view_close(ptc_view_file *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
