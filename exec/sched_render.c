@@ -11,10 +11,10 @@
 static const char *const fill[4][2] = {
     {"#4e79a7", "#2c4f7c"}, /* F */
     {"#59a14f", "#356b2e"}, /* B */
-    {"#8cd17d", "#5fa851"}, /* I */
+    {"#76b7b2", "#3f817c"}, /* I */
     {"#f28e2b", "#b8600f"}, /* W */
 };
-static const char *const label_col[4] = {"#ffffff", "#ffffff", "#1a1a1a", "#1a1a1a"};
+static const char *const label_col[4] = {"#ffffff", "#ffffff", "#ffffff", "#1a1a1a"};
 
 static double nice_step(double span)
 {
