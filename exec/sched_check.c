@@ -278,6 +278,21 @@ static int run_rank(execst *x, int r)
         const ptc_sched_action *a = &l->a[x->pc[r]];
         if (a->op == PTC_SCHED_SEND || a->op == PTC_SCHED_RECV) {
             int q = a->peer;
+            if (a->op == PTC_SCHED_SEND) {
+                /* A send of data not yet computed is wrong whatever the peer does. */
+                int g = sched_gs(s, r, a->chunk);
+                size_t c = (size_t)a->mb * s->stages + g % s->stages;
+                uint8_t need = a->tensor == PTC_SCHED_ACT ? C_F : C_B;
+                if (!(x->fl[c] & need)) {
+                    char t[48];
+                    tokname(a, t, sizeof t);
+                    return sched_report_set(x->rep, PTC_E_INVAL, r, (int)x->pc[r],
+                                            "rank %d step %zu (%s): sends %s before its %s", r,
+                                            x->pc[r], t,
+                                            need == C_F ? "an activation" : "a gradient",
+                                            need == C_F ? "forward" : "backward");
+                }
+            }
             if (x->pc[q] >= s->lists[q].n)
                 return PTC_OK;
             const ptc_sched_action *b = &s->lists[q].a[x->pc[q]];
