@@ -6,12 +6,6 @@
 
 #include "exec/sched_internal.h"
 
-static const char *op_name(int op)
-{
-    static const char *const n[] = {"F", "B", "I", "W", "SEND", "RECV"};
-    return op <= PTC_SCHED_RECV ? n[op] : "?";
-}
-
 static void tokname(const ptc_sched_action *a, char *buf, size_t cap)
 {
     if (ptc_sched_action_format(a, buf, cap))
@@ -159,12 +153,15 @@ int sched_report_deadlock(const ptc_sched *s, const size_t *stuck, ptc_sched_rep
         snprintf(peer, sizeof peer, "rank %d, blocked at step %zu (%s)", q, stuck[q], t1);
     }
     int rc = sched_report_set(rep, PTC_E_DEADLOCK, r0, (int)stuck[r0],
-                              "deadlock: rank %d step %zu (%s %s) waits for %s", r0, stuck[r0],
-                              op_name(a->op), t0, peer);
+                              "deadlock: rank %d step %zu (%s) waits for %s", r0, stuck[r0], t0,
+                              peer);
     if (!rep)
         return rc;
     /* The rank x step picture around the stuck point. */
-    size_t from = lo > 3 ? lo - 3 : 0, to = from + 10, width = 4;
+    size_t from = lo > 3 ? lo - 3 : 0, to = from + 10, width = 4, longest = 0;
+    for (int r = 0; r < s->ranks; r++)
+        longest = PTC_MAX(longest, s->lists[r].n + 1);
+    to = PTC_MIN(to, longest);
     for (int r = 0; r < s->ranks; r++)
         for (size_t i = from; i < to && i < s->lists[r].n; i++) {
             char t[48];
