@@ -29,8 +29,9 @@ int sched_check_deps(const ptc_sched *s, ptc_sched_report *rep)
     for (int r = 0; r < s->ranks; r++) {
         for (size_t i = 0; i < s->lists[r].n; i++) {
             const ptc_sched_action *a = &s->lists[r].a[i];
-            tokname(a, tk, sizeof tk);
             int g = sched_gs(s, r, a->chunk);
+            if (g < 0 || s->mb_pipe[a->mb] != g / s->stages)
+                tokname(a, tk, sizeof tk);
             if (g < 0) {
                 rc = sched_report_set(rep, PTC_E_INVAL, r, (int)i,
                                       "rank %d step %zu (%s): chunk %u is not placed on rank %d",
@@ -78,6 +79,7 @@ int sched_check_deps(const ptc_sched *s, ptc_sched_report *rep)
                 break;
             }
             if (why) {
+                tokname(a, tk, sizeof tk);
                 rc = sched_report_set(rep, PTC_E_INVAL, r, (int)i,
                                       "rank %d step %zu (%s): %s", r, i, tk, why);
                 goto out_free;
@@ -232,29 +234,24 @@ static int match(execst *x, int r, int q)
 {
     const ptc_sched *s = x->s;
     const ptc_sched_action *sa = &s->lists[r].a[x->pc[r]], *ra = &s->lists[q].a[x->pc[q]];
-    char ts[48], tr[48];
-    tokname(sa, ts, sizeof ts);
-    tokname(ra, tr, sizeof tr);
+    char ts[48] = "", tr[48] = "";
     int gs = sched_gs(s, r, sa->chunk), gr = sched_gs(s, q, ra->chunk);
     int st = gs % s->stages;
-    size_t cs = (size_t)sa->mb * s->stages + st;
+    /* run_rank() has checked that the sender computed the tensor. */
     int want = sa->tensor == PTC_SCHED_ACT ? gs + 1 : gs - 1;
-    if (sa->tensor == PTC_SCHED_ACT && !(x->fl[cs] & C_F))
-        return sched_report_set(x->rep, PTC_E_INVAL, r, (int)x->pc[r],
-                                "rank %d step %zu (%s): sends an activation before its forward",
-                                r, x->pc[r], ts);
-    if (sa->tensor == PTC_SCHED_GRAD && !(x->fl[cs] & C_B))
-        return sched_report_set(x->rep, PTC_E_INVAL, r, (int)x->pc[r],
-                                "rank %d step %zu (%s): sends a gradient before its backward",
-                                r, x->pc[r], ts);
     bool edge = sa->tensor == PTC_SCHED_ACT ? st + 1 < s->stages : st > 0;
+    int gr_st = gr % s->stages;
+    size_t cr = (size_t)ra->mb * s->stages + gr_st;
+    uint8_t bit = sa->tensor == PTC_SCHED_ACT ? C_ACT : C_GRAD;
+    if (sa->tensor != ra->tensor || sa->mb != ra->mb || !edge || gr != want || (x->fl[cr] & bit)) {
+        tokname(sa, ts, sizeof ts);
+        tokname(ra, tr, sizeof tr);
+    }
     if (sa->tensor != ra->tensor || sa->mb != ra->mb || !edge || gr != want)
         return sched_report_set(x->rep, PTC_E_INVAL, q, (int)x->pc[q],
                                 "rank %d step %zu (%s) is matched with rank %d step %zu (%s): "
                                 "not the tensor that stage expects",
                                 q, x->pc[q], tr, r, x->pc[r], ts);
-    size_t cr = (size_t)ra->mb * s->stages + gr % s->stages;
-    uint8_t bit = sa->tensor == PTC_SCHED_ACT ? C_ACT : C_GRAD;
     if (x->fl[cr] & bit)
         return sched_report_set(x->rep, PTC_E_INVAL, q, (int)x->pc[q],
                                 "rank %d step %zu (%s): tensor received twice", q, x->pc[q], tr);
