@@ -394,7 +394,7 @@ static void test_rejects(void **st)
              "ranks 2\nstages 2\nmicrobatches 2\n"
              "rank 0: F0 SA0>1 F1 SA1>1 RG0<1 B0 RG1<1 B1\n"
              "rank 1: RA0<0 F0 B0 SG0>0 RA1<0 F1 B1 SG1>0\n");
-    expect_invalid(t, PTC_E_DEADLOCK, "deadlock: rank 0 step 3 (SEND SA1>1) waits for rank 1, "
+    expect_invalid(t, PTC_E_DEADLOCK, "deadlock: rank 0 step 3 (SA1>1) waits for rank 1, "
                                       "blocked at step 3 (SG0>0)");
     /* the same with the receive posted first is fine */
     snprintf(t, sizeof t,
