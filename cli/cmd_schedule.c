@@ -1,0 +1,452 @@
+/* ptc schedule: generate, validate, simulate and draw pipeline schedules. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "ptc/sched.h"
+
+const char ptc_cmd_schedule_help[] =
+    "generate, validate and simulate pipeline-parallel schedules\n"
+    "\n"
+    "usage:\n"
+    "  ptc schedule --kind K --stages P --microbatches M [--chunks V] [--k K | --adaptive]\n"
+    "               [--cost-f F] [--cost-b B] [--cost-w W] [--comm-latency A]\n"
+    "               [--bandwidth X --act-bytes Y] [--bw-trace FILE] [--mem-limit N]\n"
+    "               [--emit] [--json] [--svg F] [--trace F]\n"
+    "  ptc schedule --file S.txt --validate [--json] [--svg F]\n"
+    "\n"
+    "kinds: gpipe 1f1b interleaved kfkb chimera zb-h1 zb-v\n"
+    "  --stages P        pipeline ranks; --chunks V model chunks per rank (interleaved)\n"
+    "  --k K             kfkb group size (1 = 1F1B, M = GPipe); --adaptive picks k by\n"
+    "                    simulation under the given links and --mem-limit\n"
+    "  --cost-f/-b/-w    forward, full backward, weight-gradient part of a whole stage\n"
+    "                    (defaults 1, 2, 0; I = B - W; a chunk costs 1/V of them)\n"
+    "  --comm-latency A  per message; --bandwidth X bytes per time unit with\n"
+    "                    --act-bytes Y bytes per message; --bw-trace FILE time-varying\n"
+    "                    bandwidth (lines 'TIME BYTES_PER_TIME', docs/schedule-format.md)\n"
+    "  --mem-limit N     largest activation count a rank may hold (whole-stage units)\n"
+    "  --emit            print the schedule in the text format (docs/schedule-format.md)\n"
+    "  --json            print one JSON object (makespan, bubble_fraction,\n"
+    "                    peak_activations, ...)\n"
+    "  --svg F / --trace F   timeline picture / Chrome-Perfetto trace JSON\n"
+    "  --file S.txt      a schedule in the text format; --validate checks dependencies\n"
+    "                    and deadlock-freedom (without --validate it is also simulated)\n"
+    "exit status: 0 ok, 1 invalid schedule or failure, 2 usage error\n";
+
+typedef struct opts {
+    const char *kind, *file, *svg, *trace, *bw_trace;
+    int stages, mbs, chunks, k;
+    bool adaptive, emit, json, validate, have_chunks, have_k;
+    double mem_limit;
+    ptc_sched_costs costs;
+} opts;
+
+static bool parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v) || v < 0)
+        return false;
+    *out = v;
+    return true;
+}
+
+static int read_file(const char *path, char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ptc_cli_error("cannot open %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t k = fread(buf + n, 1, cap - n, f);
+        n += k;
+        if (n < cap)
+            break;
+        if (cap >= (size_t)1 << 30) {
+            free(buf);
+            fclose(f);
+            return ptc_cli_error("%s: file too large", path);
+        }
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        return ptc_cli_error("cannot read %s", path);
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+static int write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return ptc_cli_error("cannot create %s: %s", path, strerror(errno));
+    size_t n = strlen(text);
+    bool ok = fwrite(text, 1, n, f) == n;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok)
+        return ptc_cli_error("cannot write %s", path);
+    return 0;
+}
+
+static json_t *num(double v)
+{
+    if (v == floor(v) && fabs(v) < 9e15)
+        return json_integer((json_int_t)v);
+    return json_real(v);
+}
+
+/* Pictures and figures shared by both modes. Returns an exit status. */
+static int outputs(const opts *o, const ptc_sched *s, const ptc_sched_sim *sim, json_t *j)
+{
+    int P = ptc_sched_ranks(s);
+    if (o->svg) {
+        char *t;
+        int rc = ptc_sched_svg(s, sim, &t);
+        if (rc)
+            return ptc_cli_lib_error(rc);
+        rc = write_text(o->svg, t);
+        ptc_sched_text_free(t);
+        if (rc)
+            return rc;
+    }
+    if (o->trace) {
+        char *t;
+        int rc = ptc_sched_trace_json(s, sim, &t);
+        if (rc)
+            return ptc_cli_lib_error(rc);
+        rc = write_text(o->trace, t);
+        ptc_sched_text_free(t);
+        if (rc)
+            return rc;
+    }
+    json_t *peaks = json_array(), *busy = json_array();
+    for (int r = 0; r < P; r++) {
+        json_array_append_new(peaks, num(ptc_sched_sim_peak(sim, r)));
+        json_array_append_new(busy, num(ptc_sched_sim_busy(sim, r)));
+    }
+    json_object_set_new(j, "makespan", num(ptc_sched_sim_makespan(sim)));
+    json_object_set_new(j, "bubble_fraction", json_real(ptc_sched_sim_bubble(sim)));
+    json_object_set_new(j, "peak_activations", peaks);
+    json_object_set_new(j, "busy", busy);
+    json_object_set_new(j, "transfers", json_integer((json_int_t)ptc_sched_sim_messages(sim)));
+    return 0;
+}
+
+static void print_summary(const json_t *j)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)j, key, v)
+    {
+        if (json_is_object(v))
+            continue;
+        printf("%s:", key);
+        size_t n = json_is_array(v) ? json_array_size(v) : 1;
+        for (size_t i = 0; i < n; i++) {
+            json_t *x = json_is_array(v) ? json_array_get(v, i) : v;
+            char *t = json_dumps(x, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(10));
+            printf(" %s", json_is_string(x) ? json_string_value(x) : t ? t : "?");
+            free(t);
+        }
+        printf("\n");
+    }
+}
+
+static int finish_json(const opts *o, json_t *j)
+{
+    if (o->json) {
+        char *t = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15));
+        if (t) {
+            printf("%s\n", t);
+            free(t);
+        }
+    } else if (!o->emit) {
+        print_summary(j);
+    }
+    json_decref(j);
+    return 0;
+}
+
+static int check_mem(const opts *o, const ptc_sched *s, const ptc_sched_sim *sim)
+{
+    if (o->mem_limit <= 0)
+        return 0;
+    for (int r = 0; r < ptc_sched_ranks(s); r++)
+        if (ptc_sched_sim_peak(sim, r) > o->mem_limit + 1e-9)
+            return ptc_cli_error("peak activations %g on rank %d exceed --mem-limit %g",
+                                 ptc_sched_sim_peak(sim, r), r, o->mem_limit);
+    return 0;
+}
+
+static json_t *describe(const ptc_sched *s)
+{
+    json_t *j = json_object();
+    size_t actions = 0;
+    for (int r = 0; r < ptc_sched_ranks(s); r++) {
+        size_t n;
+        ptc_sched_actions(s, r, &n);
+        actions += n;
+    }
+    if (ptc_sched_kind(s)[0])
+        json_object_set_new(j, "kind", json_string(ptc_sched_kind(s)));
+    json_object_set_new(j, "ranks", json_integer(ptc_sched_ranks(s)));
+    json_object_set_new(j, "stages", json_integer(ptc_sched_stages(s)));
+    json_object_set_new(j, "pipes", json_integer(ptc_sched_pipes(s)));
+    json_object_set_new(j, "microbatches", json_integer(ptc_sched_microbatches(s)));
+    json_object_set_new(j, "chunks", json_integer(ptc_sched_chunks(s, 0)));
+    if (ptc_sched_k(s))
+        json_object_set_new(j, "k", json_integer(ptc_sched_k(s)));
+    json_object_set_new(j, "actions", json_integer((json_int_t)actions));
+    return j;
+}
+
+static int run_file(const opts *o)
+{
+    char *text;
+    size_t len;
+    int rc = read_file(o->file, &text, &len);
+    if (rc)
+        return rc;
+    ptc_sched *s;
+    rc = ptc_sched_parse(&s, text, len);
+    free(text);
+    if (rc)
+        return ptc_cli_error("%s: %s", o->file, ptc_last_error());
+    ptc_sched_report rep;
+    rc = ptc_sched_validate(s, &rep);
+    if (rc) {
+        int st;
+        if (o->json) {
+            json_t *j = json_pack("{s:b, s:s, s:s, s:i, s:i}", "valid", 0, "error", rep.message,
+                                  "problem", rc == PTC_E_DEADLOCK ? "deadlock" : "dependency",
+                                  "rank", rep.rank, "step", rep.step);
+            if (rep.grid)
+                json_object_set_new(j, "grid", json_string(rep.grid));
+            char *t = json_dumps(j, JSON_COMPACT);
+            if (t)
+                printf("%s\n", t);
+            free(t);
+            json_decref(j);
+        } else if (rep.grid) {
+            fputs(rep.grid, stdout);
+        }
+        st = rc == PTC_E_NOMEM ? ptc_cli_lib_error(rc) : ptc_cli_error("%s: %s", o->file, rep.message);
+        ptc_sched_report_clear(&rep);
+        ptc_sched_destroy(s);
+        return st;
+    }
+    json_t *j = describe(s);
+    json_object_set_new(j, "valid", json_true());
+    json_object_set_new(j, "messages", json_integer((json_int_t)rep.messages));
+    ptc_sched_report_clear(&rep);
+    ptc_sched_sim *sim;
+    rc = ptc_sched_simulate(s, &o->costs, &sim);
+    if (rc) {
+        json_decref(j);
+        ptc_sched_destroy(s);
+        return ptc_cli_lib_error(rc);
+    }
+    int st = outputs(o, s, sim, j);
+    if (!st)
+        st = check_mem(o, s, sim);
+    if (!st)
+        st = finish_json(o, j);
+    else
+        json_decref(j);
+    ptc_sched_sim_destroy(sim);
+    ptc_sched_destroy(s);
+    return st;
+}
+
+static int run_generate(const opts *o)
+{
+    ptc_sched_kind_id kind;
+    if (ptc_sched_kind_parse(o->kind, &kind))
+        return ptc_cli_usage_error("%s", ptc_last_error());
+    if (o->have_chunks && kind != PTC_SCHED_INTERLEAVED && o->chunks != (kind == PTC_SCHED_ZBV ? 2 : 1))
+        return ptc_cli_usage_error("--chunks applies to --kind interleaved (zb-v always uses 2)");
+    if ((o->have_k || o->adaptive) && kind != PTC_SCHED_KFKB)
+        return ptc_cli_usage_error("--k and --adaptive apply to --kind kfkb");
+    ptc_sched *s = NULL;
+    ptc_sched_adaptive ad = {0};
+    int rc;
+    if (o->adaptive) {
+        ad.ranks = o->stages;
+        ad.microbatches = o->mbs;
+        ad.mem_limit = o->mem_limit;
+        rc = ptc_sched_adapt_kfkb(&s, &ad, &o->costs);
+    } else {
+        ptc_sched_gen g = {kind, o->stages, o->mbs, o->have_chunks ? o->chunks : 1,
+                           o->have_k ? o->k : 1, o->costs.f, o->costs.b, o->costs.w};
+        if (kind == PTC_SCHED_KFKB && !o->have_k)
+            g.k = 1;
+        rc = ptc_sched_generate(&s, &g);
+    }
+    if (rc)
+        return rc == PTC_E_NOMEM ? ptc_cli_lib_error(rc) : ptc_cli_error("%s", ptc_last_error());
+    ptc_sched_report rep;
+    rc = ptc_sched_validate(s, &rep);
+    if (rc) {
+        int st = ptc_cli_error("generated schedule is invalid: %s", rep.message);
+        ptc_sched_report_clear(&rep);
+        ptc_sched_destroy(s);
+        return st;
+    }
+    json_t *j = describe(s);
+    json_object_set_new(j, "valid", json_true());
+    json_object_set_new(j, "messages", json_integer((json_int_t)rep.messages));
+    ptc_sched_report_clear(&rep);
+    if (o->adaptive) {
+        json_object_set_new(j, "adaptive", json_true());
+        json_object_set_new(j, "candidates", json_integer(ad.candidates));
+    }
+    if (o->mem_limit > 0)
+        json_object_set_new(j, "mem_limit", num(o->mem_limit));
+    ptc_sched_sim *sim;
+    rc = ptc_sched_simulate(s, &o->costs, &sim);
+    if (rc) {
+        json_decref(j);
+        ptc_sched_destroy(s);
+        return ptc_cli_lib_error(rc);
+    }
+    int st = outputs(o, s, sim, j);
+    if (!st)
+        st = check_mem(o, s, sim);
+    if (!st && o->emit) {
+        char *t;
+        rc = ptc_sched_format(s, &t, NULL);
+        if (rc) {
+            st = ptc_cli_lib_error(rc);
+        } else {
+            fputs(t, stdout);
+            ptc_sched_text_free(t);
+        }
+    }
+    if (!st)
+        st = finish_json(o, j);
+    else
+        json_decref(j);
+    ptc_sched_sim_destroy(sim);
+    ptc_sched_destroy(s);
+    return st;
+}
+
+int ptc_cmd_schedule(int argc, char **argv)
+{
+    opts o;
+    memset(&o, 0, sizeof o);
+    ptc_sched_costs_init(&o.costs);
+    bool have_bw = false, have_bytes = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            ptc_cli_help(ptc_cmd_schedule_help);
+            return 0;
+        }
+        if (!strcmp(a, "--adaptive")) {
+            o.adaptive = true;
+            continue;
+        }
+        if (!strcmp(a, "--emit")) {
+            o.emit = true;
+            continue;
+        }
+        if (!strcmp(a, "--json")) {
+            o.json = true;
+            continue;
+        }
+        if (!strcmp(a, "--validate")) {
+            o.validate = true;
+            continue;
+        }
+        static const char *const valued[] = {
+            "--kind", "--stages", "--microbatches", "--chunks", "--k", "--cost-f", "--cost-b",
+            "--cost-w", "--comm-latency", "--bandwidth", "--act-bytes", "--bw-trace",
+            "--mem-limit", "--svg", "--trace", "--file", NULL};
+        int which = -1;
+        for (int k = 0; valued[k]; k++)
+            if (!strcmp(a, valued[k]))
+                which = k;
+        if (which < 0)
+            return ptc_cli_usage_error("schedule: unknown option '%s' (see --help)", a);
+        if (i + 1 >= argc)
+            return ptc_cli_usage_error("schedule: %s needs a value", a);
+        const char *v = argv[++i];
+        bool ok = true;
+        switch (which) {
+        case 0: o.kind = v; break;
+        case 1: ok = ptc_cli_parse_int(v, 1, 1 << 14, &o.stages); break;
+        case 2: ok = ptc_cli_parse_int(v, 1, 1 << 20, &o.mbs); break;
+        case 3: ok = ptc_cli_parse_int(v, 1, 1 << 12, &o.chunks); o.have_chunks = true; break;
+        case 4: ok = ptc_cli_parse_int(v, 1, 1 << 20, &o.k); o.have_k = true; break;
+        case 5: ok = parse_double(v, &o.costs.f); break;
+        case 6: ok = parse_double(v, &o.costs.b); break;
+        case 7: ok = parse_double(v, &o.costs.w); break;
+        case 8: ok = parse_double(v, &o.costs.latency); break;
+        case 9: ok = parse_double(v, &o.costs.bandwidth) && o.costs.bandwidth > 0; have_bw = true; break;
+        case 10: ok = parse_double(v, &o.costs.act_bytes); have_bytes = true; break;
+        case 11: o.bw_trace = v; break;
+        case 12: ok = parse_double(v, &o.mem_limit) && o.mem_limit > 0; break;
+        case 13: o.svg = v; break;
+        case 14: o.trace = v; break;
+        case 15: o.file = v; break;
+        }
+        if (!ok)
+            return ptc_cli_usage_error("schedule: bad value '%s' for %s", v, a);
+    }
+    if (o.costs.w > o.costs.b)
+        return ptc_cli_usage_error("schedule: --cost-w must not exceed --cost-b");
+    if ((have_bw || o.bw_trace) && !have_bytes)
+        return ptc_cli_usage_error("schedule: --bandwidth and --bw-trace need --act-bytes");
+    if (have_bw && o.bw_trace)
+        return ptc_cli_usage_error("schedule: give --bandwidth or --bw-trace, not both");
+    if (o.emit && o.json)
+        return ptc_cli_usage_error("schedule: --emit and --json both write stdout; pick one");
+    if (o.have_k && o.adaptive)
+        return ptc_cli_usage_error("schedule: give --k or --adaptive, not both");
+    if (o.file) {
+        if (o.kind || o.stages || o.mbs || o.have_chunks || o.have_k || o.adaptive || o.emit)
+            return ptc_cli_usage_error("schedule: --file does not combine with --kind, --stages, "
+                                       "--microbatches, --chunks, --k, --adaptive or --emit");
+    } else {
+        if (o.validate)
+            return ptc_cli_usage_error("schedule: --validate needs --file");
+        if (!o.kind || !o.stages || !o.mbs)
+            return ptc_cli_usage_error("schedule: --kind, --stages and --microbatches are "
+                                       "required (or --file)");
+    }
+    ptc_sched_bw_trace *tr = NULL;
+    if (o.bw_trace) {
+        char *text;
+        size_t len;
+        int rc = read_file(o.bw_trace, &text, &len);
+        if (rc)
+            return rc;
+        rc = ptc_sched_bw_trace_parse(&tr, text, len);
+        free(text);
+        if (rc)
+            return ptc_cli_error("%s: %s", o.bw_trace, ptc_last_error());
+        o.costs.trace = tr;
+    }
+    int st = o.file ? run_file(&o) : run_generate(&o);
+    ptc_sched_bw_trace_destroy(tr);
+    return st;
+}
