@@ -41,6 +41,14 @@ endforeach()
 
 # Fuzz targets: always built as corpus replayers (plain ctest); with
 # PTC_FUZZ=ON and clang also as libFuzzer binaries (fuzz_<name>_lf).
+# With PTC_FUZZ the library is compiled again with coverage instrumentation
+# so libFuzzer sees inside it, not only the target file.
+if(PTC_FUZZ)
+  add_library(ptc_fuzzlib STATIC ${PTC_SOURCES})
+  target_link_libraries(ptc_fuzzlib PUBLIC ptc_deps)
+  target_compile_options(ptc_fuzzlib PRIVATE -fsanitize=fuzzer-no-link,address,undefined)
+  target_compile_definitions(ptc_fuzzlib PRIVATE PTC_BUILDING)
+endif()
 file(GLOB _fuzz CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/fuzz/fuzz_*.c)
 foreach(f ${_fuzz})
   get_filename_component(n ${f} NAME_WE)
@@ -55,7 +63,7 @@ foreach(f ${_fuzz})
     add_executable(${n}_lf ${f})
     target_compile_options(${n}_lf PRIVATE -fsanitize=fuzzer,address,undefined)
     target_link_options(${n}_lf PRIVATE -fsanitize=fuzzer,address,undefined)
-    target_link_libraries(${n}_lf PRIVATE ptc_static)
+    target_link_libraries(${n}_lf PRIVATE ptc_fuzzlib)
   endif()
 endforeach()
 

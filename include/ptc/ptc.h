@@ -18,5 +18,9 @@
 #include "ptc/safetensors.h"
 #include "ptc/npy.h"
 #include "ptc/export.h"
+#include "ptc/dataset.h"
+#include "ptc/view.h"
+#include "ptc/mount.h"
+#include "ptc/sched.h"
 
 #endif
