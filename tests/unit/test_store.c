@@ -1097,6 +1097,8 @@ static void fault_loop(bool writes)
         }
         assert_int_not_equal(rc, PTC_OK);
     }
+    print_message("%s: failed each of %ld points in turn\n", writes ? "writes" : "allocations",
+                  n - 1);
     assert_true(n > (writes ? 5 : 30));
     tm_free(&fa);
     tm_free(&fb);
