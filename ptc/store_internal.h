@@ -20,12 +20,17 @@ const char *ptc_store_dir(const ptc_store *s);
 bool ptc_store_readonly(const ptc_store *s);
 
 /* Open (create unless read-only) the named database @p name, once per store;
- * later calls return the cached handle. Thread-safe. */
+ * later calls return the cached handle. Thread-safe. It runs its own write
+ * transaction the first time: never call it while this thread holds a write
+ * transaction (LMDB would deadlock); open your databases up front. */
 int ptc_store_dbi_open(ptc_store *s, const char *name, unsigned mdb_flags, MDB_dbi *out);
 
 /* Run @p fn inside one LMDB write transaction: committed if fn returns
  * PTC_OK, aborted otherwise (its code is returned). LMDB serialises write
- * transactions across threads and processes. */
+ * transactions across threads and processes; @p fn must not start another
+ * write transaction. Read transactions: mdb_txn_begin(ptc_store_env(s),
+ * NULL, MDB_RDONLY, &txn) (the environment is opened with MDB_NOTLS, so a
+ * thread may hold several). */
 int ptc_store_write_txn(ptc_store *s, int (*fn)(MDB_txn *txn, void *user), void *user);
 
 /* Map an LMDB return code to PTC_E_* with a message naming @p what. */

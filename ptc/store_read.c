@@ -43,18 +43,15 @@ struct ptc_store_reader {
 
 /* ---- open ----------------------------------------------------------------------- */
 
-static const ptc_store_reader *sort_reader; /* qsort has no context argument */
-
-static int cmp_by_name(const void *a, const void *b)
+static int cmp_by_name(const void *a, const void *b, void *ctx)
 {
-    const ptc_tensor_rec *x = &sort_reader->tensors[*(const uint32_t *)a];
-    const ptc_tensor_rec *y = &sort_reader->tensors[*(const uint32_t *)b];
+    const ptc_store_reader *r = ctx;
+    const ptc_tensor_rec *x = &r->tensors[*(const uint32_t *)a];
+    const ptc_tensor_rec *y = &r->tensors[*(const uint32_t *)b];
     size_t n = PTC_MIN(x->name_len, y->name_len);
     int c = memcmp(x->name, y->name, n);
     return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
 }
-
-static pthread_mutex_t sort_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int load_tensors(ptc_store_reader *r, MDB_txn *txn)
 {
@@ -102,12 +99,8 @@ static int load_tensors(ptc_store_reader *r, MDB_txn *txn)
                            (unsigned long long)r->version, r->nt, (unsigned long long)n);
 out_close:
     mdb_cursor_close(c);
-    if (rc == PTC_OK) {
-        pthread_mutex_lock(&sort_mu);
-        sort_reader = r;
-        qsort(r->by_name, r->nt, sizeof *r->by_name, cmp_by_name);
-        pthread_mutex_unlock(&sort_mu);
-    }
+    if (rc == PTC_OK)
+        qsort_r(r->by_name, r->nt, sizeof *r->by_name, cmp_by_name, r);
     return rc;
 }
 
@@ -559,8 +552,9 @@ static int copy_row(blk_ctx *c, const ptc_shard_rec *rec, int64_t e0, int64_t ss
         }
         uint8_t *d = dst + i * ds * (int64_t)es;
         if (ss == 1 && ds == 1 && in == 0 && (uint64_t)m * es == blk_raw_len(rec, k) &&
-            rec->blocks[k].codec == PTC_BLOCK_RAW && !(c->valid && c->rec == rec && c->blk == k)) {
-            /* a whole raw block into a contiguous destination: no staging copy */
+            !(c->valid && c->rec == rec && c->blk == k)) {
+            /* a whole block into a contiguous destination: read or
+             * decompress straight into it, no staging copy */
             PTC_TRY(read_block_into(c, rec, k, d));
         } else {
             const uint8_t *b;

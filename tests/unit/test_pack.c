@@ -12,6 +12,10 @@
 #include <cmocka.h>
 
 #include "kernels/pack.h"
+#include "ptc/build_config.h"
+#if PTC_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void)
@@ -180,6 +184,57 @@ static void test_simplify(void **state)
     assert_int_equal(s[0], 20);
 }
 
+/* The CUDA path against the reference on random layouts (needs a GPU). */
+static void test_cuda_vs_reference(void **state)
+{
+    (void)state;
+#if PTC_WITH_CUDA
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)
+        skip();
+    static const size_t sizes[] = {1, 2, 4, 8, 3};
+    for (int iter = 0; iter < 300; iter++) {
+        int ndim = (int)rnd_in(0, 5);
+        int64_t ext[PTC_MAX_DIMS], ds[PTC_MAX_DIMS], ss[PTC_MAX_DIMS];
+        for (int d = 0; d < ndim; d++)
+            ext[d] = rnd_in(1, 7);
+        size_t es = sizes[rnd() % (sizeof sizes / sizeof sizes[0])];
+        make_layout(ndim, ext, ds, false);
+        make_layout(ndim, ext, ss, false);
+        int64_t dmn, dmx, smn, smx;
+        span(ndim, ext, ds, &dmn, &dmx);
+        span(ndim, ext, ss, &smn, &smx);
+        size_t dn = (size_t)(dmx + 1) * es, sn = (size_t)(smx + 1) * es;
+        unsigned char *src = malloc(sn), *d1 = malloc(dn), *d2 = malloc(dn);
+        for (size_t i = 0; i < sn; i++)
+            src[i] = (unsigned char)rnd();
+        memset(d1, 0x5a, dn);
+        memset(d2, 0x5a, dn);
+        void *gs, *gd;
+        assert_int_equal(cudaMalloc(&gs, sn), cudaSuccess);
+        assert_int_equal(cudaMalloc(&gd, dn), cudaSuccess);
+        assert_int_equal(cudaMemcpy(gs, src, sn, cudaMemcpyHostToDevice), cudaSuccess);
+        assert_int_equal(cudaMemcpy(gd, d2, dn, cudaMemcpyHostToDevice), cudaSuccess);
+        assert_int_equal(ptc_pack_copy_ref(d1, ds, src, ss, ext, ndim, es), PTC_OK);
+        assert_int_equal(ptc_pack_copy_cuda(gd, ds, gs, ss, ext, ndim, es, NULL), PTC_OK);
+        assert_int_equal(cudaMemcpy(d2, gd, dn, cudaMemcpyDeviceToHost), cudaSuccess);
+        for (size_t i = 0; i < dn; i++)
+            if (d1[i] != d2[i]) {
+                print_error("iter %d: first mismatch at byte %zu: ref %u cuda %u\n", iter, i,
+                            d1[i], d2[i]);
+                fail();
+            }
+        cudaFree(gs);
+        cudaFree(gd);
+        free(src);
+        free(d1);
+        free(d2);
+    }
+#else
+    skip();
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -187,6 +242,7 @@ int main(void)
         cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_subbox_and_scalar),
         cmocka_unit_test(test_simplify),
+        cmocka_unit_test(test_cuda_vs_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

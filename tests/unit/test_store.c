@@ -283,6 +283,46 @@ static void *put_thread(void *p)
     return NULL;
 }
 
+/* Several threads reading boxes from one reader at once. */
+typedef struct read_job {
+    ptc_store_reader *r;
+    const tmodel *t;
+    int seed;
+    int bad;
+} read_job;
+
+static void *read_thread(void *p)
+{
+    read_job *j = p;
+    const tmodel *t = j->t;
+    uint8_t *got = malloc(t->nbytes), *want = malloc(t->nbytes);
+    for (int it = 0; it < 20 && got && want; it++) {
+        ptc_box b;
+        b.ndim = t->ndim;
+        for (int d = 0; d < t->ndim; d++) {
+            int64_t a = (int64_t)(mix((uint64_t)(j->seed * 100 + it * 8 + d)) %
+                                  (uint64_t)t->shape[d]);
+            b.lo[d] = a;
+            b.hi[d] = a + 1 + (int64_t)(mix((uint64_t)(j->seed + it + d)) %
+                                        (uint64_t)(t->shape[d] - a));
+        }
+        int64_t ext[PTC_MAX_DIMS], ds[PTC_MAX_DIMS];
+        for (int d = 0; d < b.ndim; d++)
+            ext[d] = b.hi[d] - b.lo[d];
+        ptc_strides_row_major(b.ndim, ext, ds);
+        size_t nb = (size_t)ptc_box_volume(&b) * t->es;
+        ref_box(t, &b, ds, want);
+        if (ptc_store_reader_read_box(j->r, 0, &b, got, NULL) != PTC_OK ||
+            memcmp(got, want, nb) != 0)
+            j->bad++;
+    }
+    if (!got || !want)
+        j->bad++;
+    free(got);
+    free(want);
+    return NULL;
+}
+
 static void roundtrip(unsigned codec)
 {
     char *dir = mktmp();
@@ -394,6 +434,17 @@ static void roundtrip(unsigned codec)
                 b.hi[d] = b.lo[d] + 3;
         }
         check_box(r, (size_t)(it % 4), m, &b, it % 2 == 1);
+    }
+    /* concurrent readers of one snapshot */
+    pthread_t rt[4];
+    read_job rj[4];
+    for (int i = 0; i < 4; i++) {
+        rj[i] = (read_job){r, &t[0], i + 1, 0};
+        assert_int_equal(pthread_create(&rt[i], NULL, read_thread, &rj[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(rt[i], NULL);
+        assert_int_equal(rj[i].bad, 0);
     }
     /* errors: box outside, missing rank */
     ptc_box bad;
@@ -1046,6 +1097,8 @@ static void fault_loop(bool writes)
         }
         assert_int_not_equal(rc, PTC_OK);
     }
+    print_message("%s: failed each of %ld points in turn\n", writes ? "writes" : "allocations",
+                  n - 1);
     assert_true(n > (writes ? 5 : 30));
     tm_free(&fa);
     tm_free(&fb);
