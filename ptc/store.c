@@ -254,6 +254,30 @@ static int open_core_dbis(ptc_store *s, bool create)
     return PTC_OK;
 }
 
+/* A store is created only in a new or empty directory (or over the remains
+ * of an interrupted creation: meta/, packs/, lock), never inside a directory
+ * that holds something else. */
+static int check_creatable(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? PTC_OK : ptc_error_sys(PTC_E_IO, "open %s", dir);
+    struct dirent *e;
+    int rc = PTC_OK;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "meta") || !strcmp(n, "packs") ||
+            !strcmp(n, "lock"))
+            continue;
+        rc = ptc_error_set(PTC_E_NOTFOUND,
+                           "'%s' is not a ptc store and not empty (holds '%s'); "
+                           "refusing to create a store there", dir, n);
+        break;
+    }
+    closedir(d);
+    return rc;
+}
+
 int ptc_store_open_ex(ptc_store **out, const char *dir, const ptc_store_options *opts)
 {
     *out = NULL;
@@ -272,6 +296,7 @@ int ptc_store_open_ex(ptc_store **out, const char *dir, const ptc_store_options 
         if (!create)
             return ptc_error_set(PTC_E_NOTFOUND,
                                  "'%s' is not a ptc store (no meta/data.mdb)", dir);
+        PTC_TRY(check_creatable(dir));
         PTC_TRY(ptc_mkdir_p(meta, 0755));
         char packs[4096];
         snprintf(packs, sizeof packs, "%s/packs", dir);

@@ -72,6 +72,8 @@ expect_fail 2 -- "$PTC" export --store st --version 0 --out x.safetensors
 
 # Stores and versions that do not exist.
 expect_fail 1 notastore -- "$PTC" info --store notastore
+expect_fail 1 "not empty" -- "$PTC" import --store notastore --config tp=1 --rules llama good.safetensors
+[ ! -e notastore/meta ] && ok || bad "a store was created inside a non-empty directory"
 expect_fail 1 nowhere -- "$PTC" info --store nowhere
 expect_fail 1 version -- "$PTC" export --store st --version 7 --out x.safetensors
 expect_fail 1 version -- "$PTC" info --store st --version 9
