@@ -5,7 +5,7 @@
 set -eu
 pkgs="cmake make gcc g++ pkg-config clang libclang-rt-14-dev
       liblmdb-dev libzstd-dev libxxhash-dev libjansson-dev libcmocka-dev
-      libopenblas-dev libopenmpi-dev openmpi-bin libfuse3-dev fuse3"
+      libopenblas-dev libopenmpi-dev openmpi-bin libfuse3-dev fuse3 python3"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
