@@ -1,0 +1,167 @@
+/**
+ * @file layout.h
+ * @brief The layout function: for every (tensor, rank) of a parallel
+ * configuration, whether the rank holds the tensor, its local shape and the
+ * pieces (global boxes and their places in the local tensor).
+ *
+ * Semantics (DESIGN.md, docs/rules.md):
+ *  - tp: `split(d)` splits dim d with the split rule (ptc_split); with
+ *    blocks, dim d is a concatenation of blocks, each split with the split
+ *    rule, and tp rank i holds the concatenation of the blocks' parts i in
+ *    block order: one piece per non-empty block part.
+ *  - pp: `layer` puts layer L of n on the stage s with L in
+ *    [floor(s*n/P), floor((s+1)*n/P)) unless layers= gives per-stage counts;
+ *    n is the number of distinct layer indices of the pp=layer tensors,
+ *    which must be exactly 0..n-1. `first`, `last`, `first+last`, `all`.
+ *  - dp: replicated; with zero=1 a kind=optim tensor's tp/pp-local shard is
+ *    viewed flat (row-major) and split into D ranges with the split rule;
+ *    the local tensor is 1-D of the range length.
+ *  - Pieces of an ordinary shard use the local tensor's row-major strides.
+ *    Pieces of a zero-sharded shard: the flat range is cut into the minimal
+ *    list of flat-contiguous boxes of the tp-local tensor
+ *    (ptc_flat_to_boxes), each intersected with the tp-local pieces, mapped
+ *    to global coordinates; along every dimension where the piece has
+ *    extent > 1 its local stride is the tp-local row-major stride (its place
+ *    in the flat 1-D tensor), along extent-1 dimensions the piece box's own
+ *    row-major stride. For a piece that is contiguous in the 1-D tensor this
+ *    is exactly the box's own row-major strides.
+ *  - Pieces with no elements are never listed (a zero-volume shard has none).
+ *  - The owner (canonical replica) of a shard is the lowest rank whose shard
+ *    of the same tensor is identical: same local shape and same pieces.
+ *
+ * Nothing is allocated per (tensor, rank): shards are computed on request in
+ * O(pieces) time into caller memory.
+ *
+ * @note Thread safety: a ptc_layout is immutable after creation; any number
+ * of threads may query it concurrently.
+ */
+#ifndef PTC_LAYOUT_H
+#define PTC_LAYOUT_H
+
+#include "ptc/box.h"
+#include "ptc/config.h"
+#include "ptc/dtype.h"
+#include "ptc/rules.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Longest accepted tensor name, bytes (DESIGN: names are at most 1024). */
+#define PTC_TENSOR_NAME_MAX 1024
+
+/** A tensor of a collection: name, dtype and global shape. */
+typedef struct ptc_tensor_info {
+    const char *name;  /**< UTF-8, NUL-terminated, at most 1024 bytes */
+    ptc_dtype dtype;
+    int ndim;          /**< 0..PTC_MAX_DIMS */
+    int64_t shape[PTC_MAX_DIMS];
+} ptc_tensor_info;
+
+/** A layout (opaque): tensors with resolved placements under one config. */
+typedef struct ptc_layout ptc_layout;
+
+/**
+ * Resolve every tensor's placement and validate it against the shapes and
+ * the configuration.
+ * @param tensors @p n tensors; order is kept (tensor index = position);
+ *                names are copied
+ * @param rules   rules to resolve with (not referenced after return)
+ * @param cfg     configuration (copied)
+ * @return PTC_OK, or, with a message naming the tensor:
+ *   PTC_E_RULE   no rule; split dim >= ndim; block sizes do not sum to the
+ *                dim; blocks=N does not divide the dim; layer indices with a
+ *                gap (the message names the missing index); pp= missing;
+ *   PTC_E_CONFIG layers= does not match the number of layers;
+ *   PTC_E_INVAL  duplicate or over-long name, bad ndim/dtype/shape;
+ *   PTC_E_RANGE  tensor volume overflows int64;
+ *   PTC_E_NOMEM.
+ */
+PTC_API int ptc_layout_create(ptc_layout **out, const ptc_tensor_info *tensors, size_t n,
+                              const ptc_rules *rules, const ptc_config *cfg);
+
+/** Free a layout. NULL is a no-op. */
+PTC_API void ptc_layout_destroy(ptc_layout *l);
+
+/** @return number of tensors. */
+PTC_API size_t ptc_layout_count(const ptc_layout *l);
+
+/** The configuration the layout was made for (owned by @p l). */
+PTC_API const ptc_config *ptc_layout_config(const ptc_layout *l);
+
+/** @return the number of layers n (distinct pp=layer indices; 0 if none). */
+PTC_API int64_t ptc_layout_nlayers(const ptc_layout *l);
+
+/** Tensor @p t (< count); the name is owned by @p l, valid until destroy. */
+PTC_API const ptc_tensor_info *ptc_layout_tensor(const ptc_layout *l, size_t t);
+
+/** Resolved placement of tensor @p t (owned by @p l). */
+PTC_API const ptc_placement *ptc_layout_placement(const ptc_layout *l, size_t t);
+
+/** Index of the tensor called @p name.
+ * @return PTC_OK or PTC_E_NOTFOUND. */
+PTC_API int ptc_layout_find(const ptc_layout *l, const char *name, size_t *t);
+
+/** Whether pipeline stage @p stage holds tensor @p t. */
+PTC_API bool ptc_layout_on_stage(const ptc_layout *l, size_t t, int stage);
+
+/** The shard of one tensor on one rank (a value; pieces come separately). */
+typedef struct ptc_shard {
+    bool present;     /**< the rank's pipeline stage holds the tensor; if
+                           false every other field is zero and owner -1 */
+    bool flat;        /**< zero-sharded: local tensor is 1-D */
+    int ndim;         /**< local ndim: the tensor's, or 1 when flat */
+    int64_t shape[PTC_MAX_DIMS]; /**< local shape */
+    int64_t flat_lo, flat_hi;    /**< flat: the range of the tp/pp-local
+                                      shard's flat order; else 0 and volume */
+    size_t npieces;   /**< number of pieces (none has zero volume) */
+    int owner;        /**< lowest rank holding an identical shard */
+} ptc_shard;
+
+/**
+ * The shard of tensor @p t on rank @p rank (0 <= rank < world).
+ * @return PTC_OK or PTC_E_RANGE (bad index or rank).
+ */
+PTC_API int ptc_layout_shard(const ptc_layout *l, size_t t, int rank, ptc_shard *out);
+
+/**
+ * The pieces of tensor @p t on rank @p rank, in canonical order (block order
+ * for ordinary shards; flat order, then block order, when flat).
+ * @param pieces room for @p cap pieces (may be NULL if cap is 0)
+ * @param n      receives the number of pieces (also when cap is too small)
+ * @return PTC_OK, PTC_E_RANGE (bad index or rank, or cap < *n).
+ */
+PTC_API int ptc_layout_pieces(const ptc_layout *l, size_t t, int rank, ptc_piece *pieces,
+                              size_t cap, size_t *n);
+
+/**
+ * Owner rank of every rank's shard of tensor @p t.
+ * @param owners room for world ints; owners[r] = owner of rank r's shard, or
+ *               -1 where rank r does not hold the tensor
+ * @return PTC_OK or PTC_E_RANGE.
+ */
+PTC_API int ptc_layout_owners(const ptc_layout *l, size_t t, int *owners);
+
+/** One distinct shard of a tensor and the ranks that hold it. */
+typedef struct ptc_shard_group {
+    int owner;         /**< the lowest of ranks[] */
+    size_t nranks;
+    const int *ranks;  /**< increasing; ranks[0] == owner */
+} ptc_shard_group;
+
+/**
+ * The distinct shards of tensor @p t, ordered by owner, with their holders.
+ * @param groups receives an array of @p *n groups in one allocation (rank
+ *               lists included), freed with ptc_layout_groups_free
+ * @return PTC_OK, PTC_E_RANGE or PTC_E_NOMEM (then *groups is NULL).
+ */
+PTC_API int ptc_layout_groups(const ptc_layout *l, size_t t, ptc_shard_group **groups,
+                              size_t *n);
+
+/** Free what ptc_layout_groups returned. NULL is a no-op. */
+PTC_API void ptc_layout_groups_free(ptc_shard_group *groups);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
