@@ -2,6 +2,7 @@
 # `make demo` and `make test`; both install what is missing first.
 BUILD   ?= build
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+MAKEFLAGS += --no-print-directory
 WERROR  := $(if $(CI),ON,OFF)
 CMAKE_FLAGS ?=
 

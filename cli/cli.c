@@ -132,3 +132,26 @@ bool ptc_cli_parse_int(const char *s, int lo, int hi, int *out)
     *out = (int)v;
     return true;
 }
+
+#include "ptc/store.h"
+
+int ptc_cli_open_store(const char *dir, bool create, ptc_store **out)
+{
+    if (!dir || !*dir)
+        return ptc_cli_usage_error("--store DIR is required");
+    int rc = ptc_store_open(out, dir, create ? PTC_STORE_CREATE : 0);
+    if (rc)
+        return ptc_cli_lib_error(rc);
+    return PTC_CLI_OK;
+}
+
+bool ptc_cli_parse_version(const char *s, uint64_t *out)
+{
+    return ptc_cli_parse_u64(s, out) && *out >= 1;
+}
+
+void ptc_cli_print_json(const char *text)
+{
+    fputs(text, stdout);
+    fputc('\n', stdout);
+}

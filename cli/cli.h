@@ -38,3 +38,13 @@ bool ptc_cli_parse_u64(const char *s, uint64_t *out);
 bool ptc_cli_parse_int(const char *s, int lo, int hi, int *out);
 
 #endif
+
+/* Store helpers shared by the subcommands (public API only). */
+struct ptc_store;
+/* Open the store at @p dir (create: make it if missing). Prints the error;
+ * returns PTC_CLI_OK or PTC_CLI_FAIL. */
+int ptc_cli_open_store(const char *dir, bool create, struct ptc_store **out);
+/* Parse --version: a positive integer. */
+bool ptc_cli_parse_version(const char *s, uint64_t *out);
+/* Print a JSON text (NUL-terminated) followed by a newline. */
+void ptc_cli_print_json(const char *text);

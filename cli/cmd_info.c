@@ -1,0 +1,93 @@
+/* ptc info: a version's configuration, tensors and placements. */
+#include <getopt.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+#include "ptc/store.h"
+
+const char ptc_cmd_info_help[] =
+    "describe a stored version: configuration, tensors, placements, shards\n"
+    "\n"
+    "usage: ptc info --store DIR [--version V] [--json] [--blocks]\n"
+    "  --json    one JSON object: the store format, the version record, every\n"
+    "            tensor (dtype, shape, placement) and shard (rank, pack file,\n"
+    "            offset, length, codec, pieces)\n"
+    "  --blocks  with --json: include each shard's block table (xxh3, lengths)\n";
+
+static void print_shape(const int64_t *shape, int ndim)
+{
+    putchar('[');
+    for (int d = 0; d < ndim; d++)
+        printf(d ? ",%lld" : "%lld", (long long)shape[d]);
+    putchar(']');
+}
+
+int ptc_cmd_info(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"store", required_argument, NULL, 's'}, {"version", required_argument, NULL, 'v'},
+        {"json", no_argument, NULL, 'j'},        {"blocks", no_argument, NULL, 'b'},
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
+    };
+    const char *store = NULL;
+    uint64_t version = 0;
+    bool json = false, blocks = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': store = optarg; break;
+        case 'v':
+            if (!ptc_cli_parse_version(optarg, &version))
+                return ptc_cli_usage_error("--version: '%s' is not a version number", optarg);
+            break;
+        case 'j': json = true; break;
+        case 'b': blocks = true; break;
+        case 'h': ptc_cli_help(ptc_cmd_info_help); return PTC_CLI_OK;
+        default: return PTC_CLI_USAGE;
+        }
+    }
+    if (optind < argc)
+        return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);
+    ptc_store *s = NULL;
+    int ret = ptc_cli_open_store(store, false, &s);
+    if (ret)
+        return ret;
+    ptc_store_reader *r = NULL;
+    int rc = ptc_store_reader_open(&r, s, version);
+    if (rc) {
+        ret = ptc_cli_lib_error(rc);
+        goto out_close_store;
+    }
+    if (json) {
+        char *text = NULL;
+        rc = ptc_store_info_json(s, ptc_store_reader_version(r)->version,
+                                 blocks ? PTC_STORE_INFO_BLOCKS : 0, &text);
+        if (rc)
+            ret = ptc_cli_lib_error(rc);
+        else
+            ptc_cli_print_json(text);
+        ptc_store_free(text);
+        goto out_close_reader;
+    }
+    const ptc_version_info *vi = ptc_store_reader_version(r);
+    printf("version %llu  step %s  config %s  parent %llu\n", (unsigned long long)vi->version,
+           vi->step && *vi->step ? vi->step : "-", vi->config, (unsigned long long)vi->parent);
+    printf("%llu tensors, %llu bytes (%llu stored by this version)\n",
+           (unsigned long long)vi->tensor_count, (unsigned long long)vi->bytes,
+           (unsigned long long)vi->stored_bytes);
+    size_t n = ptc_store_reader_tensor_count(r);
+    for (size_t t = 0; t < n; t++) {
+        ptc_store_tensor ti;
+        if (ptc_store_reader_tensor(r, t, &ti) != PTC_OK)
+            break;
+        printf("  %-48s %-7s ", ti.name, ptc_dtype_name(ti.dtype));
+        print_shape(ti.shape, ti.ndim);
+        printf("  %s\n", ti.placement);
+    }
+out_close_reader:
+    ptc_store_reader_close(r);
+out_close_store:
+    ptc_store_close(s);
+    return ret;
+}

@@ -1,0 +1,83 @@
+/* ptc versions: list the committed versions of a store. */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "ptc/store.h"
+
+const char ptc_cmd_versions_help[] =
+    "list the committed versions of a store\n"
+    "\n"
+    "usage: ptc versions --store DIR [--json]\n"
+    "  --json  {\"versions\":[{\"version\",\"parent\",\"step\",\"config\",\"created\",\n"
+    "          \"tensors\",\"bytes\",\"stored_bytes\"}...]}\n";
+
+int ptc_cmd_versions(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"store", required_argument, NULL, 's'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *store = NULL;
+    bool json = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': store = optarg; break;
+        case 'j': json = true; break;
+        case 'h': ptc_cli_help(ptc_cmd_versions_help); return PTC_CLI_OK;
+        default: return PTC_CLI_USAGE;
+        }
+    }
+    if (optind < argc)
+        return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);
+    ptc_store *s = NULL;
+    int ret = ptc_cli_open_store(store, false, &s);
+    if (ret)
+        return ret;
+    ptc_version_info *v = NULL;
+    size_t n = 0;
+    int rc = ptc_store_versions(s, &v, &n);
+    if (rc) {
+        ret = ptc_cli_lib_error(rc);
+        goto out_close;
+    }
+    if (json) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(
+                arr, json_pack("{s:I,s:I,s:s,s:s,s:I,s:I,s:I,s:I}", "version",
+                               (json_int_t)v[i].version, "parent", (json_int_t)v[i].parent,
+                               "step", v[i].step ? v[i].step : "", "config", v[i].config,
+                               "created_unix_ns", (json_int_t)v[i].created_unix_ns, "tensors",
+                               (json_int_t)v[i].tensor_count, "bytes", (json_int_t)v[i].bytes,
+                               "stored_bytes", (json_int_t)v[i].stored_bytes));
+        json_t *obj = json_pack("{s:o}", "versions", arr);
+        char *text = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        ptc_cli_print_json(text ? text : "{}");
+        free(text);
+        json_decref(obj);
+    } else {
+        printf("%-8s %-8s %-10s %-28s %-20s %s\n", "version", "parent", "step", "config",
+               "created (UTC)", "bytes");
+        for (size_t i = 0; i < n; i++) {
+            time_t t = (time_t)(v[i].created_unix_ns / 1000000000);
+            struct tm tm;
+            char when[32];
+            gmtime_r(&t, &tm);
+            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+            printf("%-8llu %-8llu %-10s %-28s %-20s %llu\n", (unsigned long long)v[i].version,
+                   (unsigned long long)v[i].parent, v[i].step && *v[i].step ? v[i].step : "-",
+                   v[i].config, when, (unsigned long long)v[i].bytes);
+        }
+    }
+    ptc_store_versions_free(v, n);
+out_close:
+    ptc_store_close(s);
+    return ret;
+}

@@ -1,0 +1,381 @@
+/**
+ * @file store.h
+ * @brief The crash-safe embedded store: versions of tensor collections in a
+ * local directory (LMDB metadata + per-rank pack files). See docs/format.md.
+ *
+ * A store holds numbered versions (1, 2, 3… in commit order). A version is
+ * an ordered list of tensors (name, dtype, shape, placement text) and, per
+ * (tensor, rank), the shard that rank holds: its local shape, its pieces
+ * (ptc_piece) and where its bytes are (a pack file extent, checksummed and
+ * optionally zstd-compressed per 1 MiB block), or an alias of another rank's
+ * shard of the same version (a replica).
+ *
+ * Objects and thread safety:
+ * - ptc_store: open once per process per directory (LMDB's rule). Readers
+ *   and writers created from it may be used from any thread; the store
+ *   itself must outlive them. ptc_store_close() is externally synchronised.
+ * - ptc_store_reader: an immutable snapshot of one version; every reader
+ *   function is safe from several threads at once.
+ * - ptc_store_writer: add_tensor / import / commit / abort are externally
+ *   synchronised (one thread). Shard functions for different ranks may run
+ *   concurrently from different threads: one thread per rank at a time.
+ */
+#ifndef PTC_STORE_H
+#define PTC_STORE_H
+
+#include "ptc/box.h"
+#include "ptc/dtype.h"
+#include "ptc/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Raw bytes per checksummed / compressed block. */
+#define PTC_STORE_BLOCK_SIZE ((uint64_t)1 << 20)
+/** Longest tensor name in bytes. */
+#define PTC_STORE_MAX_NAME 1024
+/** Pass as a version to mean every committed version (verify, info). */
+#define PTC_STORE_ALL_VERSIONS UINT64_MAX
+
+/** Flags for ptc_store_open(). */
+enum {
+    PTC_STORE_CREATE = 1u << 0,   /**< create the store if it does not exist */
+    PTC_STORE_READONLY = 1u << 1, /**< no writers, no gc */
+};
+
+/** Codecs of a shard (per block the writer keeps a block raw if zstd does
+ * not make it smaller). */
+enum { PTC_STORE_CODEC_NONE = 0, PTC_STORE_CODEC_ZSTD = 1 };
+
+typedef struct ptc_store ptc_store;
+typedef struct ptc_store_reader ptc_store_reader;
+typedef struct ptc_store_writer ptc_store_writer;
+
+/** Options of ptc_store_open_ex(). Zero-initialise, then set fields. */
+typedef struct ptc_store_options {
+    unsigned flags;    /**< PTC_STORE_CREATE / PTC_STORE_READONLY */
+    uint64_t map_size; /**< LMDB map size in bytes; 0: 1 TiB (sparse) on 64-bit */
+} ptc_store_options;
+
+/**
+ * Open (or create) the store in directory @p dir.
+ * @param out    receives the handle; NULL on failure
+ * @param flags  PTC_STORE_CREATE, PTC_STORE_READONLY
+ * @return PTC_OK; PTC_E_NOTFOUND ("no ptc store at 'DIR'…") when @p dir does
+ *   not exist or is not a store and CREATE is not given; PTC_E_STORE when the
+ *   format record is missing or of another format version; PTC_E_IO, PTC_E_NOMEM.
+ */
+PTC_API int ptc_store_open(ptc_store **out, const char *dir, unsigned flags);
+
+/** ptc_store_open() with options (map size). */
+PTC_API int ptc_store_open_ex(ptc_store **out, const char *dir,
+                              const ptc_store_options *opts);
+
+/** Close the store. All readers and writers must be gone. NULL is a no-op. */
+PTC_API void ptc_store_close(ptc_store *s);
+
+/** Release memory returned by ptc_store_* functions (JSON text, descriptor
+ * buffers, version lists are freed with their own function). NULL: no-op. */
+PTC_API void ptc_store_free(void *p);
+
+/* ---- versions ----------------------------------------------------------- */
+
+/** One committed version. Strings are NUL-terminated. */
+typedef struct ptc_version_info {
+    uint64_t version;
+    uint64_t parent;          /**< version it was derived from; 0 = none */
+    int64_t created_unix_ns;  /**< commit time */
+    const char *step;         /**< step label ("" if none) */
+    const char *config;       /**< parallel configuration text */
+    const char *rules;        /**< placement rules text (canonical) */
+    const char *metadata_json;/**< JSON object string→string ("{}" if none) */
+    uint64_t tensor_count;
+    uint64_t bytes;           /**< logical bytes of all tensors (volume × dtype size) */
+    uint64_t stored_bytes;    /**< bytes this version wrote to its own pack files */
+} ptc_version_info;
+
+/**
+ * List the committed versions in increasing order.
+ * @param out  receives an array of @p n entries; release with
+ *             ptc_store_versions_free(). NULL when n == 0.
+ */
+PTC_API int ptc_store_versions(ptc_store *s, ptc_version_info **out, size_t *n);
+/** Free a list from ptc_store_versions(). */
+PTC_API void ptc_store_versions_free(ptc_version_info *v, size_t n);
+
+/** @return the newest committed version in @p out (0 if the store is empty). */
+PTC_API int ptc_store_latest(ptc_store *s, uint64_t *out);
+
+/**
+ * Delete version @p version's metadata (tensors, shards, version record) in
+ * one transaction; its pack files are removed by the next ptc_store_gc()
+ * unless another version references them. Takes the writer lock.
+ * @return PTC_OK, PTC_E_NOTFOUND, PTC_E_BUSY, PTC_E_INVAL (read-only).
+ */
+PTC_API int ptc_store_version_delete(ptc_store *s, uint64_t version);
+
+/* ---- writer ------------------------------------------------------------- */
+
+/** What a new version is and how to write it. Strings may be NULL (empty). */
+typedef struct ptc_store_write_options {
+    const char *step;    /**< step label */
+    const char *config;  /**< parallel configuration text */
+    const char *rules;   /**< canonical placement rules text */
+    uint64_t parent;     /**< version this one derives from; 0 = none */
+    uint32_t world_size; /**< ranks are 0 … world_size-1 (>= 1) */
+    unsigned codec;      /**< PTC_STORE_CODEC_NONE / _ZSTD */
+    int level;           /**< zstd level; 0 = zstd's default */
+} ptc_store_write_options;
+
+/**
+ * Begin a new version: takes the store's writer lock (non-blocking),
+ * allocates the version number (newest committed + 1) and removes stale pack
+ * files of that number.
+ * @return PTC_OK; PTC_E_BUSY "store … is locked by another process (pid N)";
+ *   PTC_E_INVAL (read-only store, world_size 0, unknown codec); PTC_E_IO.
+ */
+PTC_API int ptc_store_writer_begin(ptc_store_writer **out, ptc_store *s,
+                                   const ptc_store_write_options *opts);
+
+/**
+ * Begin a pack-only writer for the multi-process executor: it writes the pack
+ * files of @p ranks for version @p version (allocated by the committing
+ * process's ptc_store_writer_begin() and sent over) and exports the shard
+ * descriptors with ptc_store_writer_export(); it never commits and takes no
+ * lock. The tensor list must be added in the same order as in the
+ * committing writer. Rank sets of all writers of a version must be disjoint.
+ * @return PTC_OK, PTC_E_INVAL, PTC_E_NOMEM.
+ */
+PTC_API int ptc_store_writer_begin_pack(ptc_store_writer **out, ptc_store *s,
+                                        uint64_t version,
+                                        const ptc_store_write_options *opts,
+                                        const uint32_t *ranks, size_t nranks);
+
+/** @return the version number this writer writes. */
+PTC_API uint64_t ptc_store_writer_version(const ptc_store_writer *w);
+
+/** Add a key/value of the checkpoint's global __metadata__ (last one wins). */
+PTC_API int ptc_store_writer_set_metadata(ptc_store_writer *w, const char *key,
+                                          const char *value);
+
+/**
+ * Append a tensor to the version's ordered list.
+ * @param name       UTF-8, 1..PTC_STORE_MAX_NAME bytes (not NUL-terminated)
+ * @param placement  placement text (may be NULL)
+ * @param index      receives the tensor's index (0, 1, …) — may be NULL
+ * @return PTC_OK; PTC_E_INVAL (bad name, ndim, shape, dtype); PTC_E_NOMEM.
+ *   Duplicate names are reported by commit (PTC_E_EXISTS).
+ */
+PTC_API int ptc_store_writer_add_tensor(ptc_store_writer *w, const char *name,
+                                        size_t name_len, ptc_dtype dtype, int ndim,
+                                        const int64_t *shape, const char *placement,
+                                        uint32_t *index);
+
+/**
+ * Start streaming the shard of (@p tensor, @p rank) into rank's pack file.
+ * @param local_ndim,local_shape  the shard's local tensor
+ * @param pieces     the global boxes it holds and where (validated: inside the
+ *                   tensor and the local tensor, non-negative strides)
+ * @return PTC_OK; PTC_E_INVAL (rank out of range or not this writer's, a shard
+ *   of this rank already open, bad pieces); PTC_E_IO.
+ */
+PTC_API int ptc_store_shard_begin(ptc_store_writer *w, uint32_t tensor, uint32_t rank,
+                                  int local_ndim, const int64_t *local_shape,
+                                  const ptc_piece *pieces, size_t npieces);
+/** Append @p n bytes (any size) to rank's open shard.
+ * @return PTC_OK, PTC_E_INVAL (more than the local tensor holds), PTC_E_IO. */
+PTC_API int ptc_store_shard_write(ptc_store_writer *w, uint32_t rank, const void *data,
+                                  size_t n);
+/** Finish rank's open shard.
+ * @return PTC_OK, PTC_E_INVAL (fewer bytes than the local tensor), PTC_E_IO. */
+PTC_API int ptc_store_shard_end(ptc_store_writer *w, uint32_t rank);
+
+/** begin + write(all @p nbytes) + end in one call. */
+PTC_API int ptc_store_shard_put(ptc_store_writer *w, uint32_t tensor, uint32_t rank,
+                                int local_ndim, const int64_t *local_shape,
+                                const ptc_piece *pieces, size_t npieces,
+                                const void *data, size_t nbytes);
+
+/**
+ * Record that (@p tensor, @p rank) is a replica of (@p tensor, @p owner_rank)
+ * of this version: nothing is stored; reads resolve to the owner's shard.
+ * The owner's shard must exist at commit (possibly imported).
+ */
+PTC_API int ptc_store_shard_alias(ptc_store_writer *w, uint32_t tensor, uint32_t rank,
+                                  uint32_t owner_rank);
+
+/**
+ * Reference an identical shard of an older version (nothing is copied): the
+ * shard of (@p from_tensor, @p from_rank) in the snapshot @p from (of the same
+ * store) becomes the shard of (@p tensor, @p rank) of this version. Dtype and
+ * global shape must match.
+ * @return PTC_OK, PTC_E_NOTFOUND (no such shard), PTC_E_INVAL.
+ */
+PTC_API int ptc_store_shard_reuse(ptc_store_writer *w, uint32_t tensor, uint32_t rank,
+                                  const ptc_store_reader *from, size_t from_tensor,
+                                  uint32_t from_rank);
+
+/**
+ * Pack-only writers: fsync the pack files written and serialise every shard
+ * descriptor of this writer into a flat buffer (docs/format.md, "descriptor
+ * buffer"), to be passed to ptc_store_writer_import() of the committing
+ * writer. Afterwards the writer can only be destroyed.
+ * @param buf  receives the buffer; release with ptc_store_free()
+ */
+PTC_API int ptc_store_writer_export(ptc_store_writer *w, void **buf, size_t *len);
+
+/**
+ * Add the shard descriptors of a buffer from ptc_store_writer_export()
+ * (untrusted input: every field is validated against this writer's tensors).
+ * @return PTC_OK, PTC_E_FORMAT (malformed buffer, naming the problem),
+ *   PTC_E_INVAL (other version, unknown tensor, rank out of range), PTC_E_NOMEM.
+ */
+PTC_API int ptc_store_writer_import(ptc_store_writer *w, const void *buf, size_t len);
+
+/**
+ * Commit: fsync every pack file written and the pack directory, then write
+ * all metadata in one LMDB transaction; only then is the version visible.
+ * Releases the writer lock. On failure nothing is visible; destroy the writer.
+ * @param version  receives the committed version number (may be NULL)
+ * @return PTC_OK; PTC_E_INVAL (a shard still open, an alias without owner);
+ *   PTC_E_EXISTS (duplicate tensor name or shard); PTC_E_IO; PTC_E_STORE.
+ */
+PTC_API int ptc_store_writer_commit(ptc_store_writer *w, uint64_t *version);
+
+/** Abort if not committed (removes this writer's pack files), release the
+ * lock and free. NULL is a no-op. */
+PTC_API void ptc_store_writer_destroy(ptc_store_writer *w);
+
+/* ---- reader ------------------------------------------------------------- */
+
+/** A tensor of a version. Pointers valid until the reader is closed. */
+typedef struct ptc_store_tensor {
+    const char *name; /**< NUL-terminated (the name itself contains no NUL) */
+    size_t name_len;
+    ptc_dtype dtype;
+    int ndim;
+    int64_t shape[PTC_MAX_DIMS];
+    const char *placement; /**< "" if none */
+    size_t nshards;        /**< ranks with a shard record (data or alias) */
+} ptc_store_tensor;
+
+/** A shard of (tensor, rank). Pointers valid until the reader is closed.
+ * For an alias the data fields describe the owner's stored shard. */
+typedef struct ptc_shard_info {
+    uint32_t rank;
+    bool alias;              /**< a replica; data stored by owner_rank */
+    uint32_t owner_rank;     /**< == rank unless alias */
+    uint64_t pack_version;   /**< pack file packs/v<pack_version>/rank-<pack_rank>.pack */
+    uint32_t pack_rank;
+    uint64_t offset;         /**< byte offset of the first block */
+    uint64_t length;         /**< stored bytes (all blocks) */
+    uint64_t raw_length;     /**< bytes of the local tensor */
+    unsigned codec;          /**< PTC_STORE_CODEC_* the writer used */
+    uint64_t nblocks;
+    int local_ndim;
+    int64_t local_shape[PTC_MAX_DIMS];
+    const ptc_piece *pieces;
+    size_t npieces;
+} ptc_shard_info;
+
+/**
+ * Open version @p version (0 = newest) as a snapshot (metadata copied).
+ * @return PTC_OK; PTC_E_NOTFOUND "version V not found in store DIR" (or the
+ *   store is empty); PTC_E_STORE (corrupt metadata); PTC_E_NOMEM.
+ */
+PTC_API int ptc_store_reader_open(ptc_store_reader **out, ptc_store *s, uint64_t version);
+/** Close a reader. NULL is a no-op. */
+PTC_API void ptc_store_reader_close(ptc_store_reader *r);
+
+/** The version record (strings valid until close). */
+PTC_API const ptc_version_info *ptc_store_reader_version(const ptc_store_reader *r);
+/** Value of @p key in the version's __metadata__, or NULL (valid until close). */
+PTC_API const char *ptc_store_reader_metadata(const ptc_store_reader *r, const char *key);
+
+/** @return the number of tensors. */
+PTC_API size_t ptc_store_reader_tensor_count(const ptc_store_reader *r);
+/** Tensor @p i (in the version's order). @return PTC_OK or PTC_E_RANGE. */
+PTC_API int ptc_store_reader_tensor(const ptc_store_reader *r, size_t i,
+                                    ptc_store_tensor *out);
+/** Find a tensor by name. @return PTC_OK or PTC_E_NOTFOUND naming it. */
+PTC_API int ptc_store_reader_find(const ptc_store_reader *r, const char *name,
+                                  size_t name_len, size_t *index);
+
+/** Shard record @p i (increasing rank) of tensor @p t. */
+PTC_API int ptc_store_reader_shard_at(const ptc_store_reader *r, size_t t, size_t i,
+                                      ptc_shard_info *out);
+/** The shard of (@p t, @p rank), aliases resolved.
+ * @return PTC_OK, PTC_E_NOTFOUND (no shard of that rank), PTC_E_RANGE. */
+PTC_API int ptc_store_reader_shard(const ptc_store_reader *r, size_t t, uint32_t rank,
+                                   ptc_shard_info *out);
+
+/**
+ * Read the whole stored local tensor of (@p t, @p rank) into @p buf
+ * (@p len must equal its raw_length), verifying every block's checksum.
+ * @return PTC_OK, PTC_E_NOTFOUND, PTC_E_INVAL (len), PTC_E_CHECKSUM (naming
+ *   tensor, rank, pack file and byte offset), PTC_E_IO.
+ */
+PTC_API int ptc_store_reader_read_shard(const ptc_store_reader *r, size_t t, uint32_t rank,
+                                        void *buf, size_t len);
+
+/**
+ * Read any box of tensor @p t into @p dst, from whichever stored shards cover
+ * it; element g of the box goes to dst + size * sum_d (g[d]-box->lo[d]) *
+ * dst_strides[d]. Reads, decompresses and verifies only the blocks the box
+ * touches.
+ * @param dst_strides  element strides (NULL: row-major of the box)
+ * @return PTC_OK; PTC_E_RANGE (box outside the tensor); PTC_E_NOTFOUND (some
+ *   part of the box is held by no shard); PTC_E_CHECKSUM; PTC_E_IO.
+ */
+PTC_API int ptc_store_reader_read_box(const ptc_store_reader *r, size_t t,
+                                      const ptc_box *box, void *dst,
+                                      const int64_t *dst_strides);
+
+/* ---- maintenance -------------------------------------------------------- */
+
+/**
+ * Re-check every block checksum of every shard @p version references
+ * (0 = newest, PTC_STORE_ALL_VERSIONS = all; shared extents once).
+ * @param progress  called with ("verify", bytes done, bytes total); may be NULL
+ * @return PTC_OK, or the first failure: PTC_E_CHECKSUM (tensor, rank, pack
+ *   file, byte offset), PTC_E_IO, PTC_E_NOTFOUND.
+ */
+PTC_API int ptc_store_verify(ptc_store *s, uint64_t version, ptc_progress_fn progress,
+                             void *user);
+
+/** What ptc_store_gc() removed. */
+typedef struct ptc_store_gc_stats {
+    uint64_t files_removed;
+    uint64_t bytes_removed;
+    uint64_t dirs_removed;
+} ptc_store_gc_stats;
+
+/**
+ * Delete every pack file and version directory that no committed version
+ * references (debris of aborted or crashed writers, files of deleted
+ * versions). Never removes a file a committed version references (own data,
+ * aliases and cross-version references). Takes the writer lock.
+ * @param stats  may be NULL
+ * @return PTC_OK, PTC_E_BUSY, PTC_E_INVAL (read-only), PTC_E_IO.
+ */
+PTC_API int ptc_store_gc(ptc_store *s, ptc_store_gc_stats *stats);
+
+/** Flags of ptc_store_info_json(). */
+enum { PTC_STORE_INFO_BLOCKS = 1u << 0 /**< include per-block tables */ };
+
+/**
+ * Describe the store as one JSON object (for `ptc info --json`): format,
+ * versions with their records, tensors (name, dtype, shape, placement) and
+ * shards (rank, alias, pack, offset, length, raw_length, codec, local shape,
+ * pieces, and with PTC_STORE_INFO_BLOCKS the blocks: stored length, codec,
+ * xxh3 as 16 hex digits). @p version: 0 = newest, ALL_VERSIONS = all.
+ * @param json  receives NUL-terminated text; release with ptc_store_free()
+ */
+PTC_API int ptc_store_info_json(ptc_store *s, uint64_t version, unsigned flags,
+                                char **json);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,561 @@
+/* The store handle: opening the LMDB environment, the format record, the
+ * writer lock, version listing and deletion, shared path helpers. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ptc/store_internal.h"
+#include "ptc/util_internal.h"
+
+#define MAX_DBS 64
+
+int ptc_store_mdb_error(int rc, const char *what)
+{
+    switch (rc) {
+    case MDB_MAP_FULL:
+        return ptc_error_set(PTC_E_IO, "%s: store metadata map is full (%s)", what,
+                             mdb_strerror(rc));
+    case ENOMEM:
+        return ptc_error_set(PTC_E_NOMEM, "%s: %s", what, mdb_strerror(rc));
+    case MDB_NOTFOUND:
+        return ptc_error_set(PTC_E_NOTFOUND, "%s: %s", what, mdb_strerror(rc));
+    case MDB_CORRUPTED:
+    case MDB_INVALID:
+    case MDB_VERSION_MISMATCH:
+    case MDB_PAGE_NOTFOUND:
+        return ptc_error_set(PTC_E_STORE, "%s: %s", what, mdb_strerror(rc));
+    default:
+        return ptc_error_set(PTC_E_IO, "%s: %s", what, mdb_strerror(rc));
+    }
+}
+
+MDB_env *ptc_store_env(ptc_store *s)
+{
+    return s->env;
+}
+
+const char *ptc_store_dir(const ptc_store *s)
+{
+    return s->dir;
+}
+
+bool ptc_store_readonly(const ptc_store *s)
+{
+    return s->readonly;
+}
+
+void ptc_store_free(void *p)
+{
+    ptc_free(p);
+}
+
+int ptc_store_vdir_path(char *out, size_t cap, const char *dir, uint64_t v)
+{
+    int n = snprintf(out, cap, "%s/packs/v%llu", dir, (unsigned long long)v);
+    if (n < 0 || (size_t)n >= cap)
+        return ptc_error_set(PTC_E_INVAL, "store path too long: %s", dir);
+    return PTC_OK;
+}
+
+int ptc_store_pack_path(char *out, size_t cap, const char *dir, uint64_t v, uint32_t rank)
+{
+    int n = snprintf(out, cap, "%s/packs/v%llu/rank-%u.pack", dir, (unsigned long long)v,
+                     rank);
+    if (n < 0 || (size_t)n >= cap)
+        return ptc_error_set(PTC_E_INVAL, "store path too long: %s", dir);
+    return PTC_OK;
+}
+
+/* "rank-<R>.pack" with R canonical decimal (no sign, no leading zeros). */
+static bool parse_pack_name(const char *name, uint32_t *rank)
+{
+    if (strncmp(name, "rank-", 5) != 0)
+        return false;
+    const char *p = name + 5;
+    if (!(*p >= '0' && *p <= '9') || (p[0] == '0' && p[1] >= '0' && p[1] <= '9'))
+        return false;
+    uint64_t v = 0;
+    while (*p >= '0' && *p <= '9') {
+        v = v * 10 + (uint64_t)(*p - '0');
+        if (v > UINT32_MAX)
+            return false;
+        p++;
+    }
+    if (strcmp(p, ".pack") != 0)
+        return false;
+    *rank = (uint32_t)v;
+    return true;
+}
+
+int ptc_store_remove_vdir(const char *dir, uint64_t v, uint64_t *files, uint64_t *bytes)
+{
+    char vdir[4096];
+    PTC_TRY(ptc_store_vdir_path(vdir, sizeof vdir, dir, v));
+    DIR *d = opendir(vdir);
+    if (!d)
+        return errno == ENOENT ? PTC_OK : ptc_error_sys(PTC_E_IO, "open %s", vdir);
+    int rc = PTC_OK;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        uint32_t rank;
+        if (!parse_pack_name(e->d_name, &rank))
+            continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", vdir, e->d_name);
+        struct stat st;
+        uint64_t sz = stat(p, &st) == 0 ? (uint64_t)st.st_size : 0;
+        if (unlink(p) != 0 && errno != ENOENT) {
+            rc = ptc_error_sys(PTC_E_IO, "remove %s", p);
+            break;
+        }
+        if (files)
+            (*files)++;
+        if (bytes)
+            *bytes += sz;
+    }
+    closedir(d);
+    if (rc == PTC_OK && rmdir(vdir) != 0 && errno != ENOENT && errno != ENOTEMPTY &&
+        errno != EEXIST)
+        rc = ptc_error_sys(PTC_E_IO, "remove %s", vdir);
+    return rc;
+}
+
+/* ---- writer lock ----------------------------------------------------------------- */
+
+int ptc_store_lock(ptc_store *s, int *out_fd)
+{
+    *out_fd = -1;
+    if (s->readonly)
+        return ptc_error_set(PTC_E_INVAL, "store %s is open read-only", s->dir);
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/lock", s->dir) >= (int)sizeof path)
+        return ptc_error_set(PTC_E_INVAL, "store path too long: %s", s->dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ptc_error_sys(PTC_E_IO, "open %s", path);
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        if (e == EWOULDBLOCK) {
+            char txt[32] = {0};
+            ssize_t n = pread(fd, txt, sizeof txt - 1, 0);
+            long pid = n > 0 ? strtol(txt, NULL, 10) : 0;
+            close(fd);
+            return ptc_error_set(PTC_E_BUSY, "store %s is locked by another process (pid %ld)",
+                                 s->dir, pid);
+        }
+        close(fd);
+        errno = e;
+        return ptc_error_sys(PTC_E_IO, "lock %s", path);
+    }
+    char txt[32];
+    int n = snprintf(txt, sizeof txt, "%ld\n", (long)getpid());
+    int rc;
+    if (ftruncate(fd, 0) != 0) {
+        rc = ptc_error_sys(PTC_E_IO, "truncate %s", path);
+        goto out_close;
+    }
+    if ((rc = ptc_pwrite_all(fd, txt, (size_t)n, 0, path)) < 0)
+        goto out_close;
+    *out_fd = fd;
+    return PTC_OK;
+out_close:
+    close(fd); /* closing the only descriptor releases the flock */
+    return rc;
+}
+
+void ptc_store_unlock(int fd)
+{
+    if (fd >= 0)
+        close(fd);
+}
+
+/* ---- open / close ------------------------------------------------------------------- */
+
+int ptc_store_open(ptc_store **out, const char *dir, unsigned flags)
+{
+    ptc_store_options o = {.flags = flags};
+    return ptc_store_open_ex(out, dir, &o);
+}
+
+static int open_core_dbis(ptc_store *s, bool create)
+{
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(s->env, NULL, s->readonly ? MDB_RDONLY : 0, &txn);
+    if (rc)
+        return ptc_store_mdb_error(rc, s->dir);
+    unsigned f = create ? MDB_CREATE : 0;
+    const char *names[4] = {PTC_DB_META, PTC_DB_VERSIONS, PTC_DB_TENSORS, PTC_DB_SHARDS};
+    MDB_dbi *dbis[4] = {&s->dbi_meta, &s->dbi_versions, &s->dbi_tensors, &s->dbi_shards};
+    for (int i = 0; i < 4; i++) {
+        rc = mdb_dbi_open(txn, names[i], f, dbis[i]);
+        if (rc == MDB_NOTFOUND) {
+            mdb_txn_abort(txn);
+            return ptc_error_set(PTC_E_NOTFOUND,
+                                 "no ptc store at '%s' (metadata has no %s database)", s->dir,
+                                 names[i]);
+        }
+        if (rc) {
+            mdb_txn_abort(txn);
+            return ptc_store_mdb_error(rc, s->dir);
+        }
+    }
+    /* the format record: magic, format version, block size */
+    MDB_val k = {6, (void *)"format"}, v;
+    rc = mdb_get(txn, s->dbi_meta, &k, &v);
+    if (rc == MDB_NOTFOUND && create) {
+        uint8_t rec[16];
+        memcpy(rec, PTC_STORE_MAGIC, 8);
+        for (int i = 0; i < 4; i++) {
+            rec[8 + i] = (uint8_t)(PTC_STORE_FORMAT_VERSION >> (8 * i));
+            rec[12 + i] = (uint8_t)(PTC_STORE_BLOCK_SIZE >> (8 * i));
+        }
+        v.mv_size = sizeof rec;
+        v.mv_data = rec;
+        rc = mdb_put(txn, s->dbi_meta, &k, &v, 0);
+        if (rc) {
+            mdb_txn_abort(txn);
+            return ptc_store_mdb_error(rc, s->dir);
+        }
+    } else if (rc == MDB_NOTFOUND) {
+        mdb_txn_abort(txn);
+        return ptc_error_set(PTC_E_STORE, "store '%s' has no format record", s->dir);
+    } else if (rc) {
+        mdb_txn_abort(txn);
+        return ptc_store_mdb_error(rc, s->dir);
+    } else {
+        const uint8_t *p = v.mv_data;
+        uint32_t fmt = 0, bs = 0;
+        if (v.mv_size == 16)
+            for (int i = 3; i >= 0; i--) {
+                fmt = (fmt << 8) | p[8 + i];
+                bs = (bs << 8) | p[12 + i];
+            }
+        if (v.mv_size != 16 || memcmp(p, PTC_STORE_MAGIC, 8) != 0) {
+            mdb_txn_abort(txn);
+            return ptc_error_set(PTC_E_STORE, "store '%s': bad format record", s->dir);
+        }
+        if (fmt != PTC_STORE_FORMAT_VERSION || bs != PTC_STORE_BLOCK_SIZE) {
+            mdb_txn_abort(txn);
+            return ptc_error_set(PTC_E_STORE,
+                                 "store '%s': unsupported format %u (block size %u); this "
+                                 "build reads format %u",
+                                 s->dir, fmt, bs, PTC_STORE_FORMAT_VERSION);
+        }
+    }
+    rc = mdb_txn_commit(txn);
+    if (rc)
+        return ptc_store_mdb_error(rc, s->dir);
+    return PTC_OK;
+}
+
+int ptc_store_open_ex(ptc_store **out, const char *dir, const ptc_store_options *opts)
+{
+    *out = NULL;
+    unsigned flags = opts ? opts->flags : 0;
+    bool create = (flags & PTC_STORE_CREATE) && !(flags & PTC_STORE_READONLY);
+    char meta[4096], data[4096];
+    if (!dir || !*dir)
+        return ptc_error_set(PTC_E_INVAL, "empty store path");
+    if (snprintf(meta, sizeof meta, "%s/meta", dir) >= (int)sizeof meta ||
+        snprintf(data, sizeof data, "%s/meta/data.mdb", dir) >= (int)sizeof data)
+        return ptc_error_set(PTC_E_INVAL, "store path too long: %s", dir);
+    struct stat st;
+    if (stat(dir, &st) != 0 && !create)
+        return ptc_error_sys(PTC_E_NOTFOUND, "no ptc store at '%s'", dir);
+    if (stat(data, &st) != 0) {
+        if (!create)
+            return ptc_error_set(PTC_E_NOTFOUND,
+                                 "'%s' is not a ptc store (no meta/data.mdb)", dir);
+        PTC_TRY(ptc_mkdir_p(meta, 0755));
+        char packs[4096];
+        snprintf(packs, sizeof packs, "%s/packs", dir);
+        PTC_TRY(ptc_mkdir_p(packs, 0755));
+    }
+
+    ptc_store *s = ptc_calloc(1, sizeof *s);
+    if (!s)
+        return PTC_E_NOMEM;
+    int rc;
+    s->readonly = (flags & PTC_STORE_READONLY) != 0;
+    s->dir = ptc_strdup(dir);
+    if (!s->dir) {
+        rc = PTC_E_NOMEM;
+        goto out_free;
+    }
+    if (pthread_mutex_init(&s->mu, NULL) != 0) {
+        rc = ptc_error_set(PTC_E_NOMEM, "cannot create mutex");
+        goto out_free;
+    }
+    int mrc = mdb_env_create(&s->env);
+    if (mrc) {
+        rc = ptc_store_mdb_error(mrc, dir);
+        goto out_mutex;
+    }
+    uint64_t map = opts && opts->map_size ? opts->map_size
+                   : sizeof(size_t) >= 8  ? (uint64_t)1 << 40
+                                          : (uint64_t)1 << 30;
+    if ((mrc = mdb_env_set_mapsize(s->env, (size_t)map)) ||
+        (mrc = mdb_env_set_maxdbs(s->env, MAX_DBS)) ||
+        (mrc = mdb_env_set_maxreaders(s->env, 1024))) {
+        rc = ptc_store_mdb_error(mrc, dir);
+        goto out_env;
+    }
+    unsigned ef = MDB_NOTLS | (s->readonly ? MDB_RDONLY : 0);
+    mrc = mdb_env_open(s->env, meta, ef, 0644);
+    if (mrc) {
+        rc = mrc == ENOENT ? ptc_error_set(PTC_E_NOTFOUND, "'%s' is not a ptc store (%s)", dir,
+                                           mdb_strerror(mrc))
+                           : ptc_store_mdb_error(mrc, dir);
+        goto out_env;
+    }
+    if ((rc = open_core_dbis(s, create)) < 0)
+        goto out_env;
+    int dead;
+    mdb_reader_check(s->env, &dead); /* clear reader slots of killed processes */
+    *out = s;
+    return PTC_OK;
+out_env:
+    mdb_env_close(s->env);
+out_mutex:
+    pthread_mutex_destroy(&s->mu);
+out_free:
+    ptc_free(s->dir);
+    ptc_free(s);
+    return rc;
+}
+
+void ptc_store_close(ptc_store *s)
+{
+    if (!s)
+        return;
+    mdb_env_close(s->env);
+    for (int i = 0; i < s->nextra; i++)
+        ptc_free(s->extra[i].name);
+    pthread_mutex_destroy(&s->mu);
+    ptc_free(s->dir);
+    ptc_free(s);
+}
+
+int ptc_store_dbi_open(ptc_store *s, const char *name, unsigned mdb_flags, MDB_dbi *out)
+{
+    int rc = PTC_OK;
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->nextra; i++)
+        if (strcmp(s->extra[i].name, name) == 0) {
+            *out = s->extra[i].dbi;
+            goto out_unlock;
+        }
+    if (s->nextra == (int)PTC_ARRAY_LEN(s->extra)) {
+        rc = ptc_error_set(PTC_E_STORE, "too many named databases in store %s", s->dir);
+        goto out_unlock;
+    }
+    char *copy = ptc_strdup(name);
+    if (!copy) {
+        rc = PTC_E_NOMEM;
+        goto out_unlock;
+    }
+    MDB_txn *txn;
+    int mrc = mdb_txn_begin(s->env, NULL, s->readonly ? MDB_RDONLY : 0, &txn);
+    if (!mrc) {
+        mrc = mdb_dbi_open(txn, name, mdb_flags | (s->readonly ? 0 : MDB_CREATE), out);
+        mrc = mrc ? (mdb_txn_abort(txn), mrc) : mdb_txn_commit(txn);
+    }
+    if (mrc) {
+        ptc_free(copy);
+        rc = ptc_store_mdb_error(mrc, name);
+        goto out_unlock;
+    }
+    s->extra[s->nextra].name = copy;
+    s->extra[s->nextra].dbi = *out;
+    s->nextra++;
+out_unlock:
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int ptc_store_write_txn(ptc_store *s, int (*fn)(MDB_txn *txn, void *user), void *user)
+{
+    if (s->readonly)
+        return ptc_error_set(PTC_E_INVAL, "store %s is open read-only", s->dir);
+    MDB_txn *txn;
+    int mrc = mdb_txn_begin(s->env, NULL, 0, &txn);
+    if (mrc)
+        return ptc_store_mdb_error(mrc, s->dir);
+    int rc = fn(txn, user);
+    if (rc < 0) {
+        mdb_txn_abort(txn);
+        return rc;
+    }
+    mrc = mdb_txn_commit(txn);
+    if (mrc)
+        return ptc_store_mdb_error(mrc, s->dir);
+    return PTC_OK;
+}
+
+/* ---- versions ------------------------------------------------------------------- */
+
+int ptc_store_latest_txn(ptc_store *s, MDB_txn *txn, uint64_t *out)
+{
+    *out = 0;
+    MDB_cursor *c;
+    int mrc = mdb_cursor_open(txn, s->dbi_versions, &c);
+    if (mrc)
+        return ptc_store_mdb_error(mrc, s->dir);
+    MDB_val k, v;
+    mrc = mdb_cursor_get(c, &k, &v, MDB_LAST);
+    mdb_cursor_close(c);
+    if (mrc == MDB_NOTFOUND)
+        return PTC_OK;
+    if (mrc)
+        return ptc_store_mdb_error(mrc, s->dir);
+    if (k.mv_size != 8)
+        return ptc_error_set(PTC_E_STORE, "store %s: bad version key", s->dir);
+    *out = ptc_key_get_u64(k.mv_data);
+    return PTC_OK;
+}
+
+int ptc_store_latest(ptc_store *s, uint64_t *out)
+{
+    MDB_txn *txn;
+    int mrc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+    if (mrc)
+        return ptc_store_mdb_error(mrc, s->dir);
+    int rc = ptc_store_latest_txn(s, txn, out);
+    mdb_txn_abort(txn);
+    return rc;
+}
+
+static void info_from_rec(ptc_version_info *o, uint64_t v, ptc_version_rec *r)
+{
+    o->version = v;
+    o->parent = r->parent;
+    o->created_unix_ns = r->created_unix_ns;
+    o->step = r->step;
+    o->config = r->config;
+    o->rules = r->rules;
+    o->metadata_json = r->metadata_json;
+    o->tensor_count = r->tensor_count;
+    o->bytes = r->bytes;
+    o->stored_bytes = r->stored_bytes;
+}
+
+void ptc_store_versions_free(ptc_version_info *v, size_t n)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        ptc_free((char *)v[i].step);
+        ptc_free((char *)v[i].config);
+        ptc_free((char *)v[i].rules);
+        ptc_free((char *)v[i].metadata_json);
+    }
+    ptc_free(v);
+}
+
+int ptc_store_versions(ptc_store *s, ptc_version_info **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    MDB_txn *txn;
+    int mrc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+    if (mrc)
+        return ptc_store_mdb_error(mrc, s->dir);
+    MDB_cursor *c;
+    if ((mrc = mdb_cursor_open(txn, s->dbi_versions, &c))) {
+        mdb_txn_abort(txn);
+        return ptc_store_mdb_error(mrc, s->dir);
+    }
+    ptc_version_info *arr = NULL;
+    size_t cnt = 0, cap = 0;
+    int rc = PTC_OK;
+    MDB_val k, v;
+    for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        if (k.mv_size != 8) {
+            rc = ptc_error_set(PTC_E_STORE, "store %s: bad version key", s->dir);
+            goto out_free;
+        }
+        ptc_version_rec r;
+        if ((rc = ptc_version_rec_decode(&r, v.mv_data, v.mv_size)) < 0)
+            goto out_free;
+        if ((rc = ptc_grow((void **)&arr, &cap, cnt + 1, sizeof *arr)) < 0) {
+            ptc_version_rec_free(&r);
+            goto out_free;
+        }
+        info_from_rec(&arr[cnt++], ptc_key_get_u64(k.mv_data), &r);
+    }
+    if (mrc != MDB_NOTFOUND) {
+        rc = ptc_store_mdb_error(mrc, s->dir);
+        goto out_free;
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    *out = arr;
+    *n = cnt;
+    return PTC_OK;
+out_free:
+    ptc_store_versions_free(arr, cnt);
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    return rc;
+}
+
+/* Delete every key of @p dbi that starts with the 8-byte version prefix. */
+static int delete_prefix(MDB_txn *txn, MDB_dbi dbi, const uint8_t *prefix)
+{
+    MDB_cursor *c;
+    int mrc = mdb_cursor_open(txn, dbi, &c);
+    if (mrc)
+        return ptc_store_mdb_error(mrc, "delete version");
+    MDB_val k = {8, (void *)prefix}, v;
+    for (;;) {
+        k.mv_size = 8;
+        k.mv_data = (void *)prefix;
+        mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+        if (mrc || k.mv_size < 8 || memcmp(k.mv_data, prefix, 8) != 0)
+            break;
+        if ((mrc = mdb_cursor_del(c, 0)))
+            break;
+    }
+    mdb_cursor_close(c);
+    if (mrc && mrc != MDB_NOTFOUND)
+        return ptc_store_mdb_error(mrc, "delete version");
+    return PTC_OK;
+}
+
+struct del_ctx {
+    ptc_store *s;
+    uint64_t v;
+};
+
+static int delete_txn(MDB_txn *txn, void *user)
+{
+    struct del_ctx *d = user;
+    uint8_t key[8];
+    ptc_key_version(key, d->v);
+    MDB_val k = {8, key};
+    int mrc = mdb_del(txn, d->s->dbi_versions, &k, NULL);
+    if (mrc == MDB_NOTFOUND)
+        return ptc_error_set(PTC_E_NOTFOUND, "version %llu not found in store %s",
+                             (unsigned long long)d->v, d->s->dir);
+    if (mrc)
+        return ptc_store_mdb_error(mrc, d->s->dir);
+    PTC_TRY(delete_prefix(txn, d->s->dbi_tensors, key));
+    return delete_prefix(txn, d->s->dbi_shards, key);
+}
+
+int ptc_store_version_delete(ptc_store *s, uint64_t version)
+{
+    int fd;
+    PTC_TRY(ptc_store_lock(s, &fd));
+    struct del_ctx d = {s, version};
+    int rc = ptc_store_write_txn(s, delete_txn, &d);
+    ptc_store_unlock(fd);
+    return rc;
+}

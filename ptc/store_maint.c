@@ -1,0 +1,462 @@
+/* Store maintenance: verify (re-check checksums), gc (remove unreferenced
+ * pack files), and the JSON description used by `ptc info --json`. */
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ptc/store_internal.h"
+#include "ptc/util_internal.h"
+
+/* A (pack version, pack rank, offset) triple; offset UINT64_MAX for a file. */
+typedef struct extent_key {
+    uint64_t version;
+    uint32_t rank;
+    uint64_t offset;
+} extent_key;
+
+typedef struct key_set {
+    extent_key *k;
+    size_t n, cap, sorted;
+} key_set;
+
+static int cmp_key(const void *a, const void *b)
+{
+    const extent_key *x = a, *y = b;
+    if (x->version != y->version)
+        return x->version < y->version ? -1 : 1;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static bool set_has(const key_set *s, const extent_key *k)
+{
+    return s->sorted && bsearch(k, s->k, s->sorted, sizeof *k, cmp_key) != NULL;
+}
+
+static int set_add(key_set *s, const extent_key *k)
+{
+    PTC_TRY(ptc_grow((void **)&s->k, &s->cap, s->n + 1, sizeof *s->k));
+    s->k[s->n++] = *k;
+    return PTC_OK;
+}
+
+static void set_sort(key_set *s)
+{
+    qsort(s->k, s->n, sizeof *s->k, cmp_key);
+    size_t j = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (j == 0 || cmp_key(&s->k[j - 1], &s->k[i]) != 0)
+            s->k[j++] = s->k[i];
+    s->n = j;
+    s->sorted = j;
+}
+
+/* Versions selected by @p version: 0 newest, ALL every one, else exactly it. */
+static int select_versions(ptc_store *s, uint64_t version, uint64_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    ptc_version_info *vi;
+    size_t nv;
+    PTC_TRY(ptc_store_versions(s, &vi, &nv));
+    uint64_t *v = ptc_malloc((nv ? nv : 1) * sizeof *v);
+    if (!v) {
+        ptc_store_versions_free(vi, nv);
+        return PTC_E_NOMEM;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < nv; i++)
+        if (version == PTC_STORE_ALL_VERSIONS || vi[i].version == version ||
+            (version == 0 && i + 1 == nv))
+            v[k++] = vi[i].version;
+    ptc_store_versions_free(vi, nv);
+    if (k == 0 && version != PTC_STORE_ALL_VERSIONS) {
+        ptc_free(v);
+        if (version == 0)
+            return ptc_error_set(PTC_E_NOTFOUND, "store %s has no versions", s->dir);
+        return ptc_error_set(PTC_E_NOTFOUND, "version %llu not found in store %s",
+                             (unsigned long long)version, s->dir);
+    }
+    *out = v;
+    *n = k;
+    return PTC_OK;
+}
+
+/* ---- verify ------------------------------------------------------------------------ */
+
+/* One pass over the selected versions' data records, each extent once:
+ * counting (@p total) or verifying. */
+static int verify_pass(ptc_store *s, const uint64_t *vs, size_t nv, bool check,
+                       ptc_progress_fn fn, void *user, uint64_t *done, uint64_t *total)
+{
+    key_set seen = {0};
+    int rc = PTC_OK;
+    for (size_t i = 0; i < nv && rc == PTC_OK; i++) {
+        ptc_store_reader *r;
+        if ((rc = ptc_store_reader_open(&r, s, vs[i])) < 0)
+            break;
+        size_t nt = ptc_store_reader_tensor_count(r);
+        for (size_t t = 0; t < nt && rc == PTC_OK; t++) {
+            const ptc_shard_rec *recs;
+            size_t n;
+            ptc_store_reader_recs(r, t, &recs, &n);
+            for (size_t j = 0; j < n && rc == PTC_OK; j++) {
+                const ptc_shard_rec *rec = &recs[j];
+                extent_key k = {rec->pack_version, rec->pack_rank, rec->offset};
+                if (rec->kind != PTC_SHARD_DATA || rec->nblocks == 0 || set_has(&seen, &k))
+                    continue;
+                if ((rc = set_add(&seen, &k)) < 0)
+                    break;
+                if (check)
+                    rc = ptc_store_reader_verify_rec(r, t, rec, fn, user, done, *total);
+                else
+                    *total += rec->raw_length;
+            }
+        }
+        ptc_store_reader_close(r);
+        set_sort(&seen);
+    }
+    ptc_free(seen.k);
+    return rc;
+}
+
+int ptc_store_verify(ptc_store *s, uint64_t version, ptc_progress_fn progress, void *user)
+{
+    uint64_t *vs;
+    size_t nv;
+    PTC_TRY(select_versions(s, version, &vs, &nv));
+    uint64_t done = 0, total = 0;
+    int rc = verify_pass(s, vs, nv, false, NULL, NULL, &done, &total);
+    if (rc == PTC_OK)
+        rc = verify_pass(s, vs, nv, true, progress, user, &done, &total);
+    ptc_free(vs);
+    return rc;
+}
+
+/* ---- gc ------------------------------------------------------------------------------ */
+
+/* Every pack file (version, rank) a committed shard record points to. */
+static int referenced_packs(ptc_store *s, key_set *ref)
+{
+    MDB_txn *txn;
+    int mrc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+    if (mrc)
+        return ptc_store_mdb_error(mrc, s->dir);
+    MDB_cursor *c;
+    if ((mrc = mdb_cursor_open(txn, s->dbi_shards, &c))) {
+        mdb_txn_abort(txn);
+        return ptc_store_mdb_error(mrc, s->dir);
+    }
+    int rc = PTC_OK;
+    MDB_val k, v;
+    for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        ptc_shard_rec rec;
+        memset(&rec, 0, sizeof rec);
+        if ((rc = ptc_shard_rec_decode(&rec, v.mv_data, v.mv_size)) < 0) {
+            /* refuse to guess what a corrupt record references */
+            rc = ptc_error_set(PTC_E_STORE, "gc: %s; nothing removed", ptc_last_error());
+            break;
+        }
+        extent_key key = {rec.pack_version, rec.pack_rank, 0};
+        bool data = rec.kind == PTC_SHARD_DATA;
+        ptc_shard_rec_free(&rec);
+        if (data && (rc = set_add(ref, &key)) < 0)
+            break;
+    }
+    if (rc == PTC_OK && mrc != MDB_NOTFOUND)
+        rc = ptc_store_mdb_error(mrc, s->dir);
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    set_sort(ref);
+    return rc;
+}
+
+/* "v<N>", N canonical decimal >= 1. */
+static bool parse_vdir(const char *name, uint64_t *v)
+{
+    if (name[0] != 'v' || name[1] < '1' || name[1] > '9')
+        return false;
+    uint64_t x = 0;
+    for (const char *p = name + 1; *p; p++) {
+        if (*p < '0' || *p > '9' || x > (UINT64_MAX - 9) / 10)
+            return false;
+        x = x * 10 + (uint64_t)(*p - '0');
+    }
+    *v = x;
+    return true;
+}
+
+static int gc_vdir(ptc_store *s, uint64_t v, const key_set *ref, ptc_store_gc_stats *st)
+{
+    char vdir[4096];
+    PTC_TRY(ptc_store_vdir_path(vdir, sizeof vdir, s->dir, v));
+    DIR *d = opendir(vdir);
+    if (!d)
+        return errno == ENOENT || errno == ENOTDIR ? PTC_OK : ptc_error_sys(PTC_E_IO, "open %s", vdir);
+    int rc = PTC_OK;
+    bool removed = false;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        if (strncmp(n, "rank-", 5) != 0)
+            continue;
+        char *end;
+        errno = 0;
+        unsigned long long rank = strtoull(n + 5, &end, 10);
+        if (errno || end == n + 5 || strcmp(end, ".pack") != 0 || rank > UINT32_MAX ||
+            (n[5] == '0' && end != n + 6) || n[5] < '0' || n[5] > '9')
+            continue;
+        extent_key k = {v, (uint32_t)rank, 0};
+        if (set_has(ref, &k))
+            continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", vdir, n);
+        struct stat sb;
+        uint64_t sz = stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+        if (unlink(p) != 0) {
+            rc = ptc_error_sys(PTC_E_IO, "remove %s", p);
+            break;
+        }
+        removed = true;
+        st->files_removed++;
+        st->bytes_removed += sz;
+    }
+    closedir(d);
+    if (rc < 0)
+        return rc;
+    if (rmdir(vdir) == 0)
+        st->dirs_removed++;
+    else if (errno != ENOTEMPTY && errno != EEXIST)
+        return ptc_error_sys(PTC_E_IO, "remove %s", vdir);
+    else if (removed)
+        return ptc_fsync_dir(vdir);
+    return PTC_OK;
+}
+
+int ptc_store_gc(ptc_store *s, ptc_store_gc_stats *stats)
+{
+    ptc_store_gc_stats st = {0};
+    if (stats)
+        *stats = st;
+    int fd;
+    PTC_TRY(ptc_store_lock(s, &fd));
+    key_set ref = {0};
+    int rc = referenced_packs(s, &ref);
+    if (rc < 0)
+        goto out_unlock;
+    char packs[4096];
+    snprintf(packs, sizeof packs, "%s/packs", s->dir);
+    DIR *d = opendir(packs);
+    if (!d) {
+        if (errno != ENOENT)
+            rc = ptc_error_sys(PTC_E_IO, "open %s", packs);
+        goto out_unlock;
+    }
+    /* collect first: removing entries while reading a directory is unspecified */
+    uint64_t *vs = NULL;
+    size_t nv = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        uint64_t v;
+        if (!parse_vdir(e->d_name, &v))
+            continue;
+        if ((rc = ptc_grow((void **)&vs, &cap, nv + 1, sizeof *vs)) < 0)
+            break;
+        vs[nv++] = v;
+    }
+    closedir(d);
+    for (size_t i = 0; i < nv && rc == PTC_OK; i++)
+        rc = gc_vdir(s, vs[i], &ref, &st);
+    ptc_free(vs);
+    if (rc == PTC_OK && (st.files_removed || st.dirs_removed))
+        rc = ptc_fsync_dir(packs);
+out_unlock:
+    ptc_free(ref.k);
+    ptc_store_unlock(fd);
+    if (stats)
+        *stats = st;
+    return rc;
+}
+
+/* ---- info ------------------------------------------------------------------------------ */
+
+static json_t *json_i64_array(const int64_t *v, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_integer(v[i])) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* json_object_set_new that remembers a failure in *ok (NULL values included). */
+static void jset(json_t *o, const char *k, json_t *v, bool *ok)
+{
+    if (!v || json_object_set_new(o, k, v) != 0)
+        *ok = false;
+}
+
+static json_t *shard_json(const ptc_shard_rec *rec, unsigned flags, bool *ok)
+{
+    json_t *o = json_object();
+    if (!o) {
+        *ok = false;
+        return NULL;
+    }
+    jset(o, "rank", json_integer(rec->rank), ok);
+    if (rec->kind == PTC_SHARD_ALIAS) {
+        jset(o, "alias_of", json_integer(rec->alias_rank), ok);
+        return o;
+    }
+    char pack[64];
+    snprintf(pack, sizeof pack, "packs/v%llu/rank-%u.pack",
+             (unsigned long long)rec->pack_version, rec->pack_rank);
+    jset(o, "pack", json_string(pack), ok);
+    jset(o, "pack_version", json_integer((json_int_t)rec->pack_version), ok);
+    jset(o, "pack_rank", json_integer(rec->pack_rank), ok);
+    jset(o, "offset", json_integer((json_int_t)rec->offset), ok);
+    jset(o, "length", json_integer((json_int_t)rec->length), ok);
+    jset(o, "raw_length", json_integer((json_int_t)rec->raw_length), ok);
+    jset(o, "codec", json_string(rec->codec == PTC_STORE_CODEC_ZSTD ? "zstd" : "none"), ok);
+    jset(o, "local_shape", json_i64_array(rec->local_shape, rec->local_ndim), ok);
+    json_t *pieces = json_array();
+    for (uint32_t i = 0; pieces && i < rec->npieces; i++) {
+        const ptc_piece *p = &rec->pieces[i];
+        json_t *po = json_object();
+        if (!po) {
+            *ok = false;
+            break;
+        }
+        jset(po, "lo", json_i64_array(p->box.lo, p->box.ndim), ok);
+        jset(po, "hi", json_i64_array(p->box.hi, p->box.ndim), ok);
+        jset(po, "local_offset", json_integer(p->local_offset), ok);
+        jset(po, "local_stride", json_i64_array(p->local_stride, p->box.ndim), ok);
+        if (json_array_append_new(pieces, po) != 0)
+            *ok = false;
+    }
+    jset(o, "pieces", pieces, ok);
+    jset(o, "nblocks", json_integer((json_int_t)rec->nblocks), ok);
+    if (flags & PTC_STORE_INFO_BLOCKS) {
+        json_t *blocks = json_array();
+        for (uint64_t i = 0; blocks && i < rec->nblocks; i++) {
+            char hex[17];
+            snprintf(hex, sizeof hex, "%016llx", (unsigned long long)rec->blocks[i].xxh3);
+            json_t *bo = json_object();
+            if (!bo) {
+                *ok = false;
+                break;
+            }
+            jset(bo, "length", json_integer(rec->blocks[i].stored), ok);
+            jset(bo, "codec",
+                 json_string(rec->blocks[i].codec == PTC_BLOCK_ZSTD ? "zstd" : "raw"), ok);
+            jset(bo, "xxh3", json_string(hex), ok);
+            if (json_array_append_new(blocks, bo) != 0)
+                *ok = false;
+        }
+        jset(o, "blocks", blocks, ok);
+    }
+    return o;
+}
+
+static int version_json(ptc_store *s, uint64_t v, unsigned flags, json_t *arr)
+{
+    ptc_store_reader *r;
+    PTC_TRY(ptc_store_reader_open(&r, s, v));
+    const ptc_version_info *vi = ptc_store_reader_version(r);
+    bool ok = true;
+    json_t *o = json_object();
+    if (!o) {
+        ptc_store_reader_close(r);
+        return ptc_error_set(PTC_E_NOMEM, "cannot build json");
+    }
+    jset(o, "version", json_integer((json_int_t)vi->version), &ok);
+    jset(o, "parent", json_integer((json_int_t)vi->parent), &ok);
+    jset(o, "created_unix_ns", json_integer(vi->created_unix_ns), &ok);
+    jset(o, "step", json_string(vi->step), &ok);
+    jset(o, "config", json_string(vi->config), &ok);
+    jset(o, "rules", json_string(vi->rules), &ok);
+    jset(o, "state", json_string("committed"), &ok);
+    jset(o, "metadata", json_loads(vi->metadata_json, 0, NULL), &ok);
+    jset(o, "tensor_count", json_integer((json_int_t)vi->tensor_count), &ok);
+    jset(o, "bytes", json_integer((json_int_t)vi->bytes), &ok);
+    jset(o, "stored_bytes", json_integer((json_int_t)vi->stored_bytes), &ok);
+    json_t *tensors = json_array();
+    size_t nt = ptc_store_reader_tensor_count(r);
+    for (size_t t = 0; ok && tensors && t < nt; t++) {
+        ptc_store_tensor ti;
+        ptc_store_reader_tensor(r, t, &ti);
+        json_t *to = json_object();
+        if (!to) {
+            ok = false;
+            break;
+        }
+        jset(to, "name", json_stringn(ti.name, ti.name_len), &ok);
+        jset(to, "dtype", json_string(ptc_dtype_name(ti.dtype)), &ok);
+        jset(to, "shape", json_i64_array(ti.shape, ti.ndim), &ok);
+        jset(to, "placement", json_string(ti.placement), &ok);
+        const ptc_shard_rec *recs;
+        size_t n;
+        ptc_store_reader_recs(r, t, &recs, &n);
+        json_t *shards = json_array();
+        for (size_t j = 0; shards && j < n; j++)
+            if (json_array_append_new(shards, shard_json(&recs[j], flags, &ok)) != 0)
+                ok = false;
+        jset(to, "shards", shards, &ok);
+        if (json_array_append_new(tensors, to) != 0)
+            ok = false;
+    }
+    jset(o, "tensors", tensors, &ok);
+    ptc_store_reader_close(r);
+    if (!ok || json_array_append_new(arr, o) != 0)
+        return ptc_error_set(PTC_E_STORE, "version %llu: cannot describe as json "
+                             "(out of memory or invalid text)", (unsigned long long)v);
+    return PTC_OK;
+}
+
+int ptc_store_info_json(ptc_store *s, uint64_t version, unsigned flags, char **json)
+{
+    *json = NULL;
+    uint64_t latest;
+    PTC_TRY(ptc_store_latest(s, &latest));
+    uint64_t *vs = NULL;
+    size_t nv = 0;
+    if (latest != 0 || version != 0)
+        PTC_TRY(select_versions(s, version, &vs, &nv));
+    json_t *root = json_object(), *arr = json_array();
+    bool ok = root && arr;
+    int rc = PTC_OK;
+    if (ok) {
+        jset(root, "store", json_string(s->dir), &ok);
+        jset(root, "format", json_integer(PTC_STORE_FORMAT_VERSION), &ok);
+        jset(root, "block_size", json_integer((json_int_t)PTC_STORE_BLOCK_SIZE), &ok);
+        jset(root, "latest", json_integer((json_int_t)latest), &ok);
+    }
+    for (size_t i = 0; ok && i < nv && rc == PTC_OK; i++)
+        rc = version_json(s, vs[i], flags, arr);
+    ptc_free(vs);
+    if (rc < 0)
+        goto out_decref;
+    json_object_set(root, "versions", arr);
+    char *txt = ok ? json_dumps(root, JSON_COMPACT) : NULL;
+    if (!txt) {
+        rc = ptc_error_set(PTC_E_NOMEM, "cannot serialise store info");
+        goto out_decref;
+    }
+    *json = ptc_strdup(txt);
+    free(txt);
+    if (!*json)
+        rc = PTC_E_NOMEM;
+out_decref:
+    json_decref(arr);
+    json_decref(root);
+    return rc;
+}

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Regenerates docs/cli.md from the commands' own --help texts, so the
+# reference cannot drift from the binary (tests/cli/test_help.sh checks it).
+set -eu
+PTC=${1:-build/ptc}
+out=${2:-docs/cli.md}
+{
+    echo "# The ptc command"
+    echo
+    echo "Generated from \`ptc COMMAND --help\` by scripts/gen-cli-doc.sh; do not edit by hand."
+    echo "Exit status: 0 on success, 1 on failure, 2 on a usage error. Errors go to"
+    echo "stderr as one line starting \`ptc: error:\`. \`--json\` output is one JSON object."
+    echo "Test-only environment: \`PTC_FAULT_WRITE=N[:ENOSPC]\` fails the N-th write,"
+    echo "\`PTC_FAULT_ALLOC=N\` the N-th allocation; \`PTC_VERBOSE=1\` logs debug lines."
+    for c in $("$PTC" --help | awk '/^commands:/{on=1; next} on && NF {print $1}'); do
+        echo
+        echo "## ptc $c"
+        echo
+        echo '```'
+        "$PTC" "$c" --help
+        echo '```'
+    done
+} >"$out"
