@@ -2,8 +2,8 @@
  * @file reshard.h
  * @brief Resharding: the planner (minimal data movement between two layouts
  * of the same tensors) and the in-memory executors for training loops
- * (host buffers over MPI, device buffers over NCCL). The store executors
- * (threads, MPI processes) are in ptc/reshard_store.h. See docs/reshard.md.
+ * (host buffers over MPI, device buffers over NCCL), and the store
+ * executors (threads on one host, MPI processes). See docs/reshard.md.
  *
  * Model. Every source rank s holds its local tensors of the source layout,
  * every target rank r must end up holding its local tensors of the target
@@ -31,6 +31,7 @@
 
 #include "ptc/build_config.h"
 #include "ptc/layout.h"
+#include "ptc/store.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -155,6 +156,70 @@ PTC_API const ptc_transfer *ptc_plan_transfers(const ptc_plan *p, size_t *n);
 /** Whether target shard (@p tensor, @p rank) is reused unchanged from the
  * same source rank (then it has no transfers). */
 PTC_API bool ptc_plan_reused(const ptc_plan *p, size_t tensor, int rank);
+
+/* ---- store executors ---------------------------------------------------- */
+
+/** Keep the stored dtype (ptc_reshard_options.dtype). */
+#define PTC_RESHARD_DTYPE_KEEP PTC_DTYPE_COUNT
+
+/** Options of the store executors. Zero-initialise, then set fields. */
+typedef struct ptc_reshard_options {
+    const char *step;   /**< step label of the new version; NULL: the source's */
+    int threads;        /**< worker threads (threaded executor); 0: online cores */
+    ptc_dtype dtype;    /**< PTC_RESHARD_DTYPE_KEEP (ptc_reshard_options_init
+                             sets it) or F32/BF16/F16: floating-point tensors
+                             are converted on the way (then nothing is reused) */
+    unsigned codec;     /**< PTC_STORE_CODEC_* of the shards written */
+    int level;          /**< zstd level (0: default) */
+    int hosts;          /**< plan figures: ranks per host (0: one host) */
+} ptc_reshard_options;
+
+/** Initialise @p o with defaults (dtype kept, one thread per core). */
+PTC_API void ptc_reshard_options_init(ptc_reshard_options *o);
+
+/** What a store reshard did. */
+typedef struct ptc_reshard_result {
+    uint64_t version;        /**< the new version */
+    uint64_t parent;         /**< the version it was made from */
+    ptc_plan_stats plan;     /**< figures of the plan (with opts.hosts) */
+    uint64_t bytes_written;  /**< raw bytes written to new pack files */
+    uint64_t shards_written; /**< target shards written */
+    uint64_t shards_reused;  /**< target shards referencing an older version's
+                                  identical shard (any source rank) */
+    uint64_t shards_aliased; /**< replicas recorded as aliases */
+    double seconds;          /**< wall time, planning included */
+} ptc_reshard_result;
+
+/**
+ * Reshard stored version @p version (0: newest) to configuration @p to with
+ * a pool of threads on this host: each thread writes its own target ranks'
+ * pack files (positioned writes through the store writer), filling each
+ * shard chunk by chunk from the stored source boxes (strided copies, no
+ * whole tensor in memory); shards identical to a stored one are referenced,
+ * replicas aliased; one commit at the end, so the new version appears only
+ * when every byte is on disk and checksummed.
+ * @param res  may be NULL
+ * @return PTC_OK; PTC_E_NOTFOUND (no such version); PTC_E_CONFIG /
+ *   PTC_E_RULE (the model cannot take @p to, e.g. a wrong layers=);
+ *   PTC_E_BUSY (another writer holds the store's lock); PTC_E_IO,
+ *   PTC_E_CHECKSUM, PTC_E_NOMEM. On failure no version is added.
+ */
+PTC_API int ptc_reshard_store(ptc_store *s, uint64_t version, const ptc_config *to,
+                              const ptc_reshard_options *opts, ptc_reshard_result *res);
+
+/**
+ * The same over MPI: every process of @p comm (a pointer to an MPI_Comm)
+ * calls it with the same arguments. Process p writes the target ranks
+ * r with floor(r*N/W) == p (N processes, W target ranks) with a pack-only
+ * writer, reads from the store only the boxes the plan assigns to it (its
+ * source ranks s with floor(s*N/W_src) == p), exchanges the rest with MPI
+ * messages, and process 0 commits after gathering the shard descriptors.
+ * The result (and the return code) is the same on every process.
+ * @return as ptc_reshard_store(), and PTC_E_MPI.
+ */
+PTC_API int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to,
+                                  const void *comm, const ptc_reshard_options *opts,
+                                  ptc_reshard_result *res);
 
 /* ---- in-memory executors ------------------------------------------------ */
 
