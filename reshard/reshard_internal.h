@@ -24,4 +24,11 @@ bool ptc_piece_is_monotone(const ptc_piece *p);
 bool ptc_shard_same(const ptc_shard *a, const ptc_piece *pa, const ptc_shard *b,
                     const ptc_piece *pb);
 
+
+
+/* Pack transfer @p x from its provider's local buffer @p from into
+ * row-major @p out (host memory). */
+int ptc_reshard_pack_one(const ptc_plan *p, const ptc_transfer *x, const void *from, void *out);
+/* Unpack row-major @p in into the target rank's local buffer @p to. */
+int ptc_reshard_unpack_one(const ptc_plan *p, const ptc_transfer *x, const void *in, void *to);
 #endif
