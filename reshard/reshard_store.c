@@ -18,7 +18,7 @@
 #include "reshard/reshard_internal.h"
 
 /* Target elements filled per step (in source-dtype bytes). */
-#define RS_CHUNK ((size_t)8 << 20)
+#define RS_CHUNK ((size_t)2 << 20)
 /* Largest single MPI message. */
 #define RS_MSG_MAX ((size_t)1 << 30)
 
@@ -314,8 +314,10 @@ static void *worker(void *arg)
 {
     rs_ctx *c = arg;
     uint8_t *chunk = ptc_malloc(RS_CHUNK);
-    uint8_t *conv = ptc_malloc(RS_CHUNK * 4);
-    if (!chunk || !conv) {
+    /* a conversion writes at most 4 output bytes per input byte (F8 -> F32) */
+    bool convert = c->o.dtype != PTC_RESHARD_DTYPE_KEEP;
+    uint8_t *conv = convert ? ptc_malloc(RS_CHUNK * 4) : NULL;
+    if (!chunk || (convert && !conv)) {
         ptc_error_set(PTC_E_NOMEM, "out of memory for reshard buffers");
         set_err(c, PTC_E_NOMEM);
         goto out_free;
