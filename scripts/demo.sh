@@ -29,6 +29,14 @@ step "export the whole model and compare with the input"
 "$PTC" export --store store --out whole.safetensors
 cmp model.safetensors whole.safetensors && echo "whole export is byte-identical to the input"
 
+step "plan resharding to dp=1,tp=4,pp=2 with 2 ranks per host (figures only)"
+"$PTC" plan --store store --to dp=1,tp=4,pp=2 --hosts 2
+
+step "reshard to dp=1,tp=4,pp=2 (a new version; unchanged shards referenced)"
+"$PTC" reshard --store store --to dp=1,tp=4,pp=2
+"$PTC" export --store store --out whole2.safetensors
+cmp model.safetensors whole2.safetensors && echo "resharded version exports byte-identical to the input"
+
 step "verify every block checksum"
 "$PTC" verify --store store
 printf '\ndemo finished\n'

@@ -1,0 +1,172 @@
+/* ptc reshard: write a stored version under another configuration as a new
+ * version (threads on one host, or MPI processes with --mpi). */
+#include <getopt.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli/cli.h"
+#include "ptc/reshard.h"
+
+const char ptc_cmd_reshard_help[] =
+    "reshard a stored version to another configuration (a new version)\n"
+    "\n"
+    "usage: ptc reshard --store DIR [--version V] --to CFG [--threads N] [--step N]\n"
+    "                   [--dtype F32|BF16|F16] [--compress zstd[:L]] [--hosts H] [--json]\n"
+    "       mpirun -np N ptc reshard --mpi --store DIR --to CFG ...\n"
+    "\n"
+    "  --to CFG       target configuration (dp=D,tp=T,pp=P[,zero=1][,layers=...])\n"
+    "  --threads N    worker threads, each writing its own target ranks' pack files\n"
+    "                 (default: one per core)\n"
+    "  --step N       step label of the new version (default: the source's)\n"
+    "  --dtype T      convert floating-point tensors to F32, BF16 or F16 on the way\n"
+    "  --compress zstd[:L]  compress the written blocks with zstd\n"
+    "  --hosts H      ranks per host for the printed plan figures (see ptc plan)\n"
+    "  --mpi          one process per group of target ranks under mpirun: each reads\n"
+    "                 the source boxes the plan assigns it, exchanges the rest over\n"
+    "                 MPI and writes its own pack files; process 0 commits\n"
+    "  --json         print one JSON object: version, parent, written/reused/aliased\n"
+    "                 shards, bytes_written, seconds and the plan figures\n"
+    "Unchanged shards are referenced, replicas aliased; the new version becomes\n"
+    "visible only when every byte is on disk and checksummed. Prints the version.\n";
+
+static int print_result(const ptc_reshard_result *res, bool json)
+{
+    const ptc_plan_stats *st = &res->plan;
+    const struct {
+        const char *k;
+        uint64_t v;
+    } kv[] = {
+        {"parent", res->parent},
+        {"bytes_written", res->bytes_written},
+        {"shards_written", res->shards_written},
+        {"shards_reused", res->shards_reused},
+        {"shards_aliased", res->shards_aliased},
+        {"bytes_total", st->bytes_total},
+        {"bytes_reused", st->bytes_reused},
+        {"bytes_local_copy", st->bytes_local_copy},
+        {"bytes_network", st->bytes_network},
+        {"bytes_network_lower_bound", st->bytes_network_lower_bound},
+        {"max_rank_send", st->max_rank_send},
+        {"max_rank_recv", st->max_rank_recv},
+        {"transfers", st->transfers},
+    };
+    size_t n = sizeof kv / sizeof kv[0];
+    if (!json) {
+        printf("version %llu\n", (unsigned long long)res->version);
+        for (size_t i = 0; i < n; i++)
+            printf("  %-26s %llu\n", kv[i].k, (unsigned long long)kv[i].v);
+        printf("  %-26s %.3f\n", "seconds", res->seconds);
+        return PTC_CLI_OK;
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "version", json_integer((json_int_t)res->version));
+    for (size_t i = 0; i < n; i++)
+        json_object_set_new(o, kv[i].k, json_integer((json_int_t)kv[i].v));
+    json_object_set_new(o, "hosts", json_integer(st->hosts));
+    json_object_set_new(o, "seconds", json_real(res->seconds));
+    char *txt = json_dumps(o, JSON_COMPACT);
+    if (txt)
+        printf("%s\n", txt);
+    free(txt);
+    json_decref(o);
+    return PTC_CLI_OK;
+}
+
+int ptc_cmd_reshard(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"store", required_argument, NULL, 's'},   {"version", required_argument, NULL, 'v'},
+        {"to", required_argument, NULL, 't'},      {"threads", required_argument, NULL, 'n'},
+        {"step", required_argument, NULL, 'S'},    {"dtype", required_argument, NULL, 'd'},
+        {"compress", required_argument, NULL, 'z'}, {"hosts", required_argument, NULL, 'H'},
+        {"mpi", no_argument, NULL, 'm'},           {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+    };
+    const char *store = NULL, *to = NULL;
+    uint64_t version = 0;
+    bool json = false, mpi = false;
+    ptc_reshard_options o;
+    ptc_reshard_options_init(&o);
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': store = optarg; break;
+        case 't': to = optarg; break;
+        case 'v':
+            if (!ptc_cli_parse_version(optarg, &version))
+                return ptc_cli_usage_error("--version: '%s' is not a version number", optarg);
+            break;
+        case 'n':
+            if (!ptc_cli_parse_int(optarg, 1, 4096, &o.threads))
+                return ptc_cli_usage_error("--threads: '%s' is not 1..4096", optarg);
+            break;
+        case 'S': {
+            uint64_t v;
+            if (!ptc_cli_parse_u64(optarg, &v))
+                return ptc_cli_usage_error("--step: '%s' is not a non-negative integer", optarg);
+            o.step = optarg;
+            break;
+        }
+        case 'd':
+            if (!strcmp(optarg, "F32"))
+                o.dtype = PTC_DTYPE_F32;
+            else if (!strcmp(optarg, "BF16"))
+                o.dtype = PTC_DTYPE_BF16;
+            else if (!strcmp(optarg, "F16"))
+                o.dtype = PTC_DTYPE_F16;
+            else
+                return ptc_cli_usage_error("--dtype must be F32, BF16 or F16, not '%s'", optarg);
+            break;
+        case 'z':
+            if (strncmp(optarg, "zstd", 4) != 0 || (optarg[4] && optarg[4] != ':'))
+                return ptc_cli_usage_error("--compress: unknown codec '%s' (only zstd[:LEVEL])",
+                                           optarg);
+            o.codec = PTC_STORE_CODEC_ZSTD;
+            if (optarg[4] == ':' && !ptc_cli_parse_int(optarg + 5, 1, 22, &o.level))
+                return ptc_cli_usage_error("--compress: zstd level must be 1..22");
+            break;
+        case 'H':
+            if (!ptc_cli_parse_int(optarg, 1, PTC_CONFIG_MAX_WORLD, &o.hosts))
+                return ptc_cli_usage_error("--hosts: '%s' is not a positive number", optarg);
+            break;
+        case 'm': mpi = true; break;
+        case 'j': json = true; break;
+        case 'h': ptc_cli_help(ptc_cmd_reshard_help); return PTC_CLI_OK;
+        default: return PTC_CLI_USAGE;
+        }
+    }
+    if (optind < argc)
+        return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);
+    if (!to)
+        return ptc_cli_usage_error("--to CFG is required");
+    ptc_config cfg;
+    if (ptc_config_parse(&cfg, to) != PTC_OK)
+        return ptc_cli_usage_error("--to: %s", ptc_last_error());
+    int me = 0;
+    if (mpi) {
+        int provided;
+        if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+            return ptc_cli_error("MPI_Init failed");
+        MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    }
+    ptc_store *s = NULL;
+    int ret = ptc_cli_open_store(store, false, &s);
+    if (ret == PTC_CLI_OK) {
+        ptc_reshard_result res;
+        MPI_Comm comm = MPI_COMM_WORLD;
+        int rc = mpi ? ptc_reshard_store_mpi(s, version, &cfg, &comm, &o, &res)
+                     : ptc_reshard_store(s, version, &cfg, &o, &res);
+        if (rc != PTC_OK)
+            ret = me == 0 ? ptc_cli_lib_error(rc) : PTC_CLI_FAIL;
+        else if (me == 0)
+            ret = print_result(&res, json);
+        ptc_store_close(s);
+    }
+    if (mpi)
+        MPI_Finalize();
+    return ret;
+}

@@ -1,0 +1,170 @@
+/* In-memory executor for host buffers over MPI: process i is source rank i
+ * and target rank i. Two phases: every transfer from a source buffer, then
+ * the fan-outs from target buffers that received over the network. Each
+ * phase sends one packed message (or 1 GiB pieces of it) per peer pair. */
+#include <mpi.h>
+#include <string.h>
+
+#include "kernels/pack.h"
+#include "ptc/util_internal.h"
+#include "reshard/reshard_internal.h"
+
+#define RH_MSG_MAX ((size_t)1 << 30)
+
+static size_t xbytes(const ptc_plan *p, const ptc_transfer *x)
+{
+    return (size_t)ptc_box_volume(&x->box) *
+           ptc_dtype_size(ptc_layout_tensor(ptc_plan_target(p), x->tensor)->dtype);
+}
+
+static void box_ext(const ptc_box *b, int64_t *ext)
+{
+    for (int d = 0; d < b->ndim; d++)
+        ext[d] = b->hi[d] - b->lo[d];
+}
+
+/* Pack transfer x from its provider buffer into row-major @p out. */
+int ptc_reshard_pack_one(const ptc_plan *p, const ptc_transfer *x, const void *from, void *out)
+{
+    size_t es = ptc_dtype_size(ptc_layout_tensor(ptc_plan_target(p), x->tensor)->dtype);
+    int64_t ext[PTC_MAX_DIMS] = {0};
+    box_ext(&x->box, ext);
+    return ptc_pack_copy(out, NULL, (const uint8_t *)from + (size_t)x->src_offset * es,
+                         x->src_stride, ext, x->box.ndim, es);
+}
+
+/* Unpack row-major @p in into the target buffer of transfer x. */
+int ptc_reshard_unpack_one(const ptc_plan *p, const ptc_transfer *x, const void *in, void *to)
+{
+    size_t es = ptc_dtype_size(ptc_layout_tensor(ptc_plan_target(p), x->tensor)->dtype);
+    int64_t ext[PTC_MAX_DIMS] = {0};
+    box_ext(&x->box, ext);
+    return ptc_pack_copy((uint8_t *)to + (size_t)x->dst_offset * es, x->dst_stride, in, NULL, ext,
+                         x->box.ndim, es);
+}
+
+static int mpi_err(const char *call)
+{
+    return ptc_error_set(PTC_E_MPI, "%s failed in the in-memory reshard", call);
+}
+
+static int post(MPI_Request **req, size_t *nreq, size_t *cap, void *buf, size_t len, int peer,
+                int tag0, MPI_Comm comm, bool send)
+{
+    size_t nmsg = len ? (len + RH_MSG_MAX - 1) / RH_MSG_MAX : 0;
+    for (size_t k = 0; k < nmsg; k++) {
+        PTC_TRY(ptc_grow((void **)req, cap, *nreq + 1, sizeof **req));
+        size_t off = k * RH_MSG_MAX, n = PTC_MIN(RH_MSG_MAX, len - off);
+        uint8_t *b = (uint8_t *)buf + off;
+        int e = send ? MPI_Isend(b, (int)n, MPI_BYTE, peer, tag0 + (int)k, comm, &(*req)[*nreq])
+                     : MPI_Irecv(b, (int)n, MPI_BYTE, peer, tag0 + (int)k, comm, &(*req)[*nreq]);
+        if (e != MPI_SUCCESS)
+            return mpi_err(send ? "MPI_Isend" : "MPI_Irecv");
+        (*nreq)++;
+    }
+    return PTC_OK;
+}
+
+static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout,
+                 const void *const *src, void *const *dst)
+{
+    size_t nx;
+    const ptc_transfer *xf = ptc_plan_transfers(p, &nx);
+    size_t *out_len = ptc_calloc((size_t)np * 4, sizeof *out_len);
+    uint8_t **buf = ptc_calloc((size_t)np * 2, sizeof *buf);
+    MPI_Request *req = NULL;
+    size_t nreq = 0, capreq = 0;
+    int rc = PTC_OK;
+    if (!out_len || !buf) {
+        rc = PTC_E_NOMEM;
+        goto out_free;
+    }
+    size_t *in_len = out_len + np, *at_out = out_len + 2 * np, *at_in = out_len + 3 * np;
+    for (size_t i = 0; i < nx; i++) {
+        const ptc_transfer *x = &xf[i];
+        if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->src_rank == x->dst_rank)
+            continue;
+        if (x->src_rank == me && x->dst_rank < np)
+            out_len[x->dst_rank] += xbytes(p, x);
+        if (x->dst_rank == me && x->src_rank < np)
+            in_len[x->src_rank] += xbytes(p, x);
+    }
+    for (int q = 0; q < np; q++) {
+        buf[q] = ptc_malloc(out_len[q] + 1);
+        buf[np + q] = ptc_malloc(in_len[q] + 1);
+        if (!buf[q] || !buf[np + q]) {
+            rc = PTC_E_NOMEM;
+            goto out_free;
+        }
+    }
+    /* post receives first, then pack and send, then the local copies */
+    for (int q = 0; q < np && rc == PTC_OK; q++)
+        if (q != me)
+            rc = post(&req, &nreq, &capreq, buf[np + q], in_len[q], q, 0, comm, false);
+    for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
+        const ptc_transfer *x = &xf[i];
+        if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->src_rank != me)
+            continue;
+        const void *from = fanout ? dst[x->tensor] : src[x->tensor];
+        if (x->dst_rank == me) {
+            size_t es = ptc_dtype_size(ptc_layout_tensor(ptc_plan_target(p), x->tensor)->dtype);
+            int64_t ext[PTC_MAX_DIMS] = {0};
+            box_ext(&x->box, ext);
+            rc = ptc_pack_copy((uint8_t *)dst[x->tensor] + (size_t)x->dst_offset * es,
+                               x->dst_stride, (const uint8_t *)from + (size_t)x->src_offset * es,
+                               x->src_stride, ext, x->box.ndim, es);
+            continue;
+        }
+        rc = ptc_reshard_pack_one(p, x, from, buf[x->dst_rank] + at_out[x->dst_rank]);
+        at_out[x->dst_rank] += xbytes(p, x);
+    }
+    for (int q = 0; q < np && rc == PTC_OK; q++)
+        if (q != me)
+            rc = post(&req, &nreq, &capreq, buf[q], out_len[q], q, 0, comm, true);
+    if (nreq && MPI_Waitall((int)nreq, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS && rc == PTC_OK)
+        rc = mpi_err("MPI_Waitall");
+    for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
+        const ptc_transfer *x = &xf[i];
+        if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->dst_rank != me || x->src_rank == me)
+            continue;
+        rc = ptc_reshard_unpack_one(p, x, buf[np + x->src_rank] + at_in[x->src_rank],
+                                    dst[x->tensor]);
+        at_in[x->src_rank] += xbytes(p, x);
+    }
+out_free:
+    for (int q = 0; buf && q < 2 * np; q++)
+        ptc_free(buf[q]);
+    ptc_free(buf);
+    ptc_free(out_len);
+    ptc_free(req);
+    return rc;
+}
+
+int ptc_reshard_host(const ptc_plan *p, const void *comm_p, const void *const *src,
+                     void *const *dst)
+{
+    MPI_Comm comm = *(const MPI_Comm *)comm_p;
+    int me, np;
+    if (MPI_Comm_rank(comm, &me) != MPI_SUCCESS || MPI_Comm_size(comm, &np) != MPI_SUCCESS)
+        return mpi_err("MPI_Comm_rank");
+    const ptc_layout *ls = ptc_plan_source(p), *lt = ptc_plan_target(p);
+    int ws = ptc_config_world(ptc_layout_config(ls)), wt = ptc_config_world(ptc_layout_config(lt));
+    if (np < ws || np < wt)
+        return ptc_error_set(PTC_E_INVAL,
+                             "in-memory reshard needs %d processes (source %d, target %d ranks), "
+                             "the communicator has %d",
+                             ws > wt ? ws : wt, ws, wt, np);
+    /* reused shards: a plain copy unless the caller passes the same buffer */
+    for (size_t t = 0; me < wt && t < ptc_layout_count(lt); t++) {
+        if (!ptc_plan_reused(p, t, me) || src[t] == dst[t])
+            continue;
+        ptc_shard sh;
+        PTC_TRY(ptc_layout_shard(lt, t, me, &sh));
+        int64_t v = 1;
+        for (int d = 0; d < sh.ndim; d++)
+            v *= sh.shape[d];
+        memcpy(dst[t], src[t], (size_t)v * ptc_dtype_size(ptc_layout_tensor(lt, t)->dtype));
+    }
+    PTC_TRY(phase(p, comm, me, np, false, src, dst));
+    return phase(p, comm, me, np, true, src, dst);
+}

@@ -1,0 +1,34 @@
+/* Private helpers of the reshard module (never installed). */
+#ifndef PTC_RESHARD_INTERNAL_H
+#define PTC_RESHARD_INTERNAL_H
+
+#include "ptc/reshard.h"
+
+/* B minus I (I must lie inside B) as at most 2*ndim disjoint boxes written
+ * to out; returns their count. */
+size_t ptc_box_subtract(ptc_box *out, const ptc_box *b, const ptc_box *i);
+
+/* The sub-boxes of piece @p p whose local elements fall in [a, b), in
+ * increasing local order; calls fn(sub_piece, user) for each (a restriction
+ * of p). The piece's local index must increase along its box's row-major
+ * order (true of every piece the layout function makes).
+ * Returns the first non-OK return of fn, or PTC_OK. */
+int ptc_piece_walk_range(const ptc_piece *p, int64_t a, int64_t b,
+                         int (*fn)(const ptc_piece *sub, void *user), void *user);
+
+/* Whether the local indices of @p p increase along its box's row-major
+ * order (the precondition of ptc_piece_walk_range). */
+bool ptc_piece_is_monotone(const ptc_piece *p);
+
+/* Identical shards: same presence, flatness, local shape and pieces. */
+bool ptc_shard_same(const ptc_shard *a, const ptc_piece *pa, const ptc_shard *b,
+                    const ptc_piece *pb);
+
+
+
+/* Pack transfer @p x from its provider's local buffer @p from into
+ * row-major @p out (host memory). */
+int ptc_reshard_pack_one(const ptc_plan *p, const ptc_transfer *x, const void *from, void *out);
+/* Unpack row-major @p in into the target rank's local buffer @p to. */
+int ptc_reshard_unpack_one(const ptc_plan *p, const ptc_transfer *x, const void *in, void *to);
+#endif
