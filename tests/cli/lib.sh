@@ -39,3 +39,17 @@ finish() {
     echo "$checks passed, $fails failed"
     [ "$fails" = 0 ]
 }
+
+# kill_at_bytes PID DIR BYTES: kill -9 PID once the files under DIR hold at
+# least BYTES (progress-driven, so the kill lands mid-write even on a loaded
+# machine). Returns 0 if the process was still running when killed.
+kill_at_bytes() {
+    local pid=$1 dir=$2 want=$3 i have
+    for i in $(seq 1 3000); do
+        kill -0 "$pid" 2>/dev/null || return 1
+        have=$(du -sb "$dir" 2>/dev/null | cut -f1)
+        [ "${have:-0}" -ge "$want" ] && break
+        sleep 0.01
+    done
+    kill -9 "$pid" 2>/dev/null
+}

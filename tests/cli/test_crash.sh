@@ -9,18 +9,17 @@ cd "$T"
 "$PTC" import --store st --config tp=2 --rules llama small.safetensors >/dev/null
 
 killed=0
-for delay in 0.01 0.03 0.06 0.1 0.2 0.3 0.5; do
+for at in 1 100000 1000000 4000000 10000000 20000000 30000000; do
     "$PTC" import --store st --config dp=2,tp=2,pp=2,zero=1 --rules llama --compress zstd:1 \
         big.safetensors >/dev/null 2>&1 &
     pid=$!
-    sleep "$delay"
-    if kill -9 "$pid" 2>/dev/null; then killed=$((killed + 1)); fi
+    if kill_at_bytes "$pid" st/packs/v2 "$at"; then killed=$((killed + 1)); fi
     wait "$pid" 2>/dev/null || true
     # whatever committed is intact; version 1 is untouched
-    if "$PTC" verify --store st --all >/dev/null; then ok; else bad "verify after kill at $delay s"; fi
+    if "$PTC" verify --store st --all >/dev/null; then ok; else bad "verify after kill at $at bytes"; fi
     "$PTC" export --store st --version 1 --out w.safetensors
-    if cmp -s w.safetensors small.safetensors; then ok; else bad "version 1 changed (kill at $delay s)"; fi
-    if "$PTC" gc --store st >/dev/null; then ok; else bad "gc after kill at $delay s"; fi
+    if cmp -s w.safetensors small.safetensors; then ok; else bad "version 1 changed (kill at $at bytes)"; fi
+    if "$PTC" gc --store st >/dev/null; then ok; else bad "gc after kill at $at bytes"; fi
     # only directories of committed versions remain
     committed=$("$PTC" versions --store st --json | python3 -c 'import json,sys; print(" ".join("v%d" % v["version"] for v in json.load(sys.stdin)["versions"]))')
     for d in st/packs/*; do

@@ -61,14 +61,13 @@ intact() { # what versions-before
 # zstd at a high level on incompressible bytes keeps the run long enough
 # for the kills to land while pack files are being written
 landed=0
-for delay in 0.05 0.2 0.4 0.8 1.2; do
+for at in 1 2000000 8000000 24000000 48000000; do
     before=$(nversions)
     "$PTC" reshard --store "$s" --version 1 --to tp=4 --threads 2 --compress zstd:12 >/dev/null 2>&1 &
     pid=$!
-    sleep "$delay"
-    kill -9 "$pid" 2>/dev/null || true
+    kill_at_bytes "$pid" "$s/packs/v$((before + 1))" "$at" || true
     wait "$pid" 2>/dev/null || true
-    if intact "kill -9 after ${delay}s" "$before"; then landed=$((landed + 1)); fi
+    if intact "kill -9 after $at bytes" "$before"; then landed=$((landed + 1)); fi
 done
 if [ "$landed" -ge 3 ]; then ok; else bad "only $landed of 5 kills landed before the commit"; fi
 
@@ -81,6 +80,11 @@ done
 # the lock: a second reshard while the first holds it
 "$PTC" reshard --store "$s" --version 1 --to dp=1,tp=4 --threads 1 --compress zstd:12 >/dev/null &
 pid=$!
+next=$(( $(nversions) + 1 ))
+for i in $(seq 1 3000); do  # the first holds the lock once it writes packs
+    [ -d "$s/packs/v$next" ] && break
+    sleep 0.01
+done
 locked=0
 for i in $(seq 1 200); do
     set +e
