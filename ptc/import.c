@@ -3,14 +3,14 @@
  * Every distinct shard of the target layout is written once, by its owner
  * rank; replicas become aliases. A shard is streamed in bounded chunks: for
  * each chunk of its local tensor the pieces' sub-boxes that land in it are
- * copied from the mapped checkpoint (ptc/shardfill.c), so memory stays at a
+ * copied from the mapped checkpoint (ptc/piecewalk.c), so memory stays at a
  * chunk whatever the model size. */
 #include <string.h>
 
 #include "kernels/pack.h"
 #include "ptc/export.h"
 #include "ptc/safetensors.h"
-#include "ptc/shardfill_internal.h"
+#include "ptc/piecewalk_internal.h"
 #include "ptc/util_internal.h"
 
 #define IMPORT_CHUNK (8u << 20)
@@ -38,18 +38,18 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-static int copy_from_source(const ptc_box *sub, int64_t local_off, const int64_t *strides,
-                            void *user)
+static int copy_from_source(const ptc_piece *sub, void *user)
 {
     struct fill_ctx *c = user;
     int64_t src_off = 0, ext[PTC_MAX_DIMS];
-    for (int d = 0; d < sub->ndim; d++) {
-        src_off += sub->lo[d] * c->src_strides[d];
-        ext[d] = sub->hi[d] - sub->lo[d];
+    for (int d = 0; d < sub->box.ndim; d++) {
+        src_off += sub->box.lo[d] * c->src_strides[d];
+        ext[d] = sub->box.hi[d] - sub->box.lo[d];
     }
-    return ptc_pack_copy(c->chunk + (size_t)(local_off - c->a) * c->esize, strides,
+    return ptc_pack_copy(c->chunk + (size_t)(sub->local_offset - c->a) * c->esize,
+                         sub->local_stride,
                          (const uint8_t *)c->src->data + (size_t)src_off * c->esize,
-                         c->src_strides, ext, sub->ndim, c->esize);
+                         c->src_strides, ext, sub->box.ndim, c->esize);
 }
 
 /* A piece that is the whole tensor in row-major order: the shard's bytes
@@ -90,7 +90,7 @@ static int write_shard(ptc_store_writer *w, uint32_t ti, int rank, const ptc_sha
         } else {
             c.a = a;
             for (size_t i = 0; i < sh->npieces; i++)
-                PTC_TRY(ptc_shardfill_walk(&pieces[i], a, b, copy_from_source, &c));
+                PTC_TRY(ptc_piece_walk_range(&pieces[i], a, b, copy_from_source, &c));
         }
         PTC_TRY(ptc_store_shard_write(w, (uint32_t)rank, data, nb));
         *done += nb;

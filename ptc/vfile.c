@@ -8,7 +8,7 @@
 
 #include "ptc/export.h"
 #include "ptc/safetensors.h"
-#include "ptc/shardfill_internal.h"
+#include "ptc/piecewalk_internal.h"
 #include "ptc/util_internal.h"
 
 #define VFILE_CHUNK (8u << 20)
@@ -323,11 +323,12 @@ struct read_ctx {
     size_t esize;
 };
 
-static int read_sub(const ptc_box *sub, int64_t local_off, const int64_t *strides, void *user)
+static int read_sub(const ptc_piece *sub, void *user)
 {
     struct read_ctx *c = user;
-    return ptc_store_reader_read_box(c->r, c->tensor, sub,
-                                     c->dst + (size_t)(local_off - c->a) * c->esize, strides);
+    return ptc_store_reader_read_box(c->r, c->tensor, &sub->box,
+                                     c->dst + (size_t)(sub->local_offset - c->a) * c->esize,
+                                     sub->local_stride);
 }
 
 /* Local elements [a, b) of entry e, in the stored dtype, into dst. */
@@ -337,7 +338,7 @@ static int read_elements(const ptc_vfile *f, const struct ventry *e, int64_t a, 
     struct read_ctx c = {.r = f->r, .tensor = e->tensor, .dst = dst, .a = a,
                          .esize = ptc_dtype_size(e->src_dtype)};
     for (size_t i = 0; i < e->npieces; i++)
-        PTC_TRY(ptc_shardfill_walk(&e->pieces[i], a, b, read_sub, &c));
+        PTC_TRY(ptc_piece_walk_range(&e->pieces[i], a, b, read_sub, &c));
     return PTC_OK;
 }
 

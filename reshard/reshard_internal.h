@@ -2,23 +2,12 @@
 #ifndef PTC_RESHARD_INTERNAL_H
 #define PTC_RESHARD_INTERNAL_H
 
+#include "ptc/piecewalk_internal.h"
 #include "ptc/reshard.h"
 
 /* B minus I (I must lie inside B) as at most 2*ndim disjoint boxes written
  * to out; returns their count. */
 size_t ptc_box_subtract(ptc_box *out, const ptc_box *b, const ptc_box *i);
-
-/* The sub-boxes of piece @p p whose local elements fall in [a, b), in
- * increasing local order; calls fn(sub_piece, user) for each (a restriction
- * of p). The piece's local index must increase along its box's row-major
- * order (true of every piece the layout function makes).
- * Returns the first non-OK return of fn, or PTC_OK. */
-int ptc_piece_walk_range(const ptc_piece *p, int64_t a, int64_t b,
-                         int (*fn)(const ptc_piece *sub, void *user), void *user);
-
-/* Whether the local indices of @p p increase along its box's row-major
- * order (the precondition of ptc_piece_walk_range). */
-bool ptc_piece_is_monotone(const ptc_piece *p);
 
 /* Identical shards: same presence, flatness, local shape and pieces. */
 bool ptc_shard_same(const ptc_shard *a, const ptc_piece *pa, const ptc_shard *b,
