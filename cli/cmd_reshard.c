@@ -155,6 +155,17 @@ int ptc_cmd_reshard(int argc, char **argv)
     }
     ptc_store *s = NULL;
     int ret = ptc_cli_open_store(store, false, &s);
+    if (mpi) {
+        /* every process must reach the executor's collectives, or none */
+        int worst = ret;
+        MPI_Allreduce(&ret, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (worst != PTC_CLI_OK && ret == PTC_CLI_OK) {
+            ret = me == 0 ? ptc_cli_error("the store could not be opened on another process")
+                          : PTC_CLI_FAIL;
+            ptc_store_close(s);
+            s = NULL;
+        }
+    }
     if (ret == PTC_CLI_OK) {
         ptc_reshard_result res;
         MPI_Comm comm = MPI_COMM_WORLD;
