@@ -260,9 +260,10 @@ int rt_timeout(ptc_exec *e, size_t at, const char *what)
             continue;
         if (shown++ >= 16)
             continue;
-        ptc_sched_action_format(&e->plan.ops[i].a, tok, sizeof tok);
+        char pt[48];
+        ptc_sched_action_format(&e->plan.ops[i].a, pt, sizeof pt);
         ptc_log(PTC_LOG_ERROR, "watchdog: rank %d: pending %s (action %zu, %s)",
-                e->world_rank, tok, i,
+                e->world_rank, pt, i,
                 e->plan.ops[i].a.op == PTC_SCHED_SEND ? "send posted" : "receive posted");
     }
     if (shown > 16)
