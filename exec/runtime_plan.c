@@ -194,6 +194,8 @@ int rt_plan_build(rt_plan *p, const ptc_sched *s, int rank, int tag_ub)
             plan_err(rank, i, a, "unknown action");
             goto out_free;
         }
+        if (count > p->peak)
+            p->peak = count;
         /* releases */
         if (o->free1 >= 0) {
             live[o->free1] = 0;
