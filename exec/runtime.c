@@ -69,7 +69,7 @@ static int pool_reserve(ptc_exec *e, size_t want)
     return PTC_OK;
 }
 
-static int pool_get(ptc_exec *e, int slot)
+int rt_pool_get(ptc_exec *e, int slot)
 {
     void *b;
     if (e->npool > 0) {
@@ -85,7 +85,7 @@ static int pool_get(ptc_exec *e, int slot)
     return PTC_OK;
 }
 
-static void pool_put(ptc_exec *e, int slot)
+void rt_pool_put(ptc_exec *e, int slot)
 {
     if (slot < 0 || !e->slots[slot])
         return;
@@ -286,7 +286,7 @@ static int test_sends(ptc_exec *e)
         if (flag) {
             e->state[j] = 2;
             e->tm[j].end = rt_now() - e->t0;
-            pool_put(e, e->plan.ops[j].slot);
+            rt_pool_put(e, e->plan.ops[j].slot);
             e->last_progress = rt_now();
         } else {
             e->pending_sends[k++] = j;
@@ -327,7 +327,7 @@ static int post_recv(ptc_exec *e, size_t k)
 {
     int j = e->plan.recvs[k];
     const rt_op *o = &e->plan.ops[j];
-    PTC_TRY(pool_get(e, o->slot));
+    PTC_TRY(rt_pool_get(e, o->slot));
     int mrc = MPI_Irecv(e->slots[o->slot], (int)e->o.act_bytes, MPI_BYTE, o->a.peer, o->tag,
                         e->pipe, &e->req[j]);
     if (mrc != MPI_SUCCESS)
@@ -367,7 +367,7 @@ static int post_send(ptc_exec *e, int j)
         ptc_log(PTC_LOG_WARN, "rank %d: dropping send %ld on purpose (debug)",
                 e->world_rank, e->sends_total);
         e->state[j] = 2;
-        pool_put(e, o->slot);
+        rt_pool_put(e, o->slot);
         return PTC_OK;
     }
     int mrc = MPI_Isend(e->slots[o->slot], (int)e->o.act_bytes, MPI_BYTE, o->a.peer, o->tag,
@@ -463,11 +463,12 @@ static double jitter(ptc_exec *e)
     return e->o.jitter * (double)(e->rng >> 11) * 0x1.0p-53;
 }
 
-static int run_compute(ptc_exec *e, size_t i)
+int rt_run_compute(ptc_exec *e, size_t i)
 {
     rt_op *o = &e->plan.ops[i];
     const ptc_sched_action *a = &o->a;
-    if (o->wait_recv >= 0) {
+    bool host = e->o.device == PTC_EXEC_DEVICE_HOST;
+    if (o->wait_recv >= 0 && host) { /* device mode: received before, in list order */
         PTC_TRY(post_recvs(e, o->wait_recv));
         if (e->state[o->wait_recv] == 1) {
             PTC_TRY(rt_wait(e, &e->req[o->wait_recv], i, "waiting for its input"));
@@ -477,7 +478,7 @@ static int run_compute(ptc_exec *e, size_t i)
         e->recvs_consumed++;
     }
     if (o->out >= 0)
-        PTC_TRY(pool_get(e, o->out));
+        PTC_TRY(rt_pool_get(e, o->out));
     if (e->o.jitter > 0)
         rt_sleep(jitter(e));
     void *in = o->in >= 0 ? e->slots[o->in] : NULL;
@@ -509,11 +510,11 @@ static int run_compute(ptc_exec *e, size_t i)
         e->slots[o->handoff] = e->slots[o->out];
         e->slots[o->out] = NULL;
     }
-    pool_put(e, o->free1);
-    pool_put(e, o->free2);
-    for (int k = 0; k < o->nsend; k++)
+    rt_pool_put(e, o->free1);
+    rt_pool_put(e, o->free2);
+    for (int k = 0; host && k < o->nsend; k++)
         PTC_TRY(post_send(e, e->plan.send_of[o->first_send + k]));
-    if (o->last_bwd_of_chunk && e->o.overlap_reduce && !chimera(e))
+    if (host && o->last_bwd_of_chunk && e->o.overlap_reduce && !chimera(e))
         PTC_TRY(post_reduce(e, a->chunk));
     return PTC_OK;
 }
@@ -540,7 +541,7 @@ static int step_host(ptc_exec *e)
             PTC_TRY(post_send(e, (int)i));
             break;
         default:
-            if ((rc = run_compute(e, i)) != PTC_OK)
+            if ((rc = rt_run_compute(e, i)) != PTC_OK)
                 return rc;
         }
     }

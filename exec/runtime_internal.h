@@ -84,6 +84,12 @@ struct ptc_exec {
 };
 
 double rt_now(void);
+/* Take a pool buffer into `slot` / give the slot's buffer back. */
+int rt_pool_get(ptc_exec *e, int slot);
+void rt_pool_put(ptc_exec *e, int slot);
+/* Run compute action i (host mode also waits for its input and posts its
+ * sends). */
+int rt_run_compute(ptc_exec *e, size_t i);
 /* Log the watchdog report and return PTC_E_TIMEOUT. */
 int rt_timeout(ptc_exec *e, size_t at, const char *what);
 
