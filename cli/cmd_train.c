@@ -256,7 +256,7 @@ static int parse_args(int argc, char **argv, train_opts *o)
             break;
         case OPT_DROP:
             if (!ptc_cli_parse_u64(optarg, &u))
-                return ptc_cli_usage_error("--debug-drop-send: expected RANK:N");
+                return ptc_cli_usage_error("--debug-drop-send: expected a message count");
             o->drop_send = (long)u;
             break;
         default:
@@ -538,8 +538,8 @@ int ptc_cmd_train(int argc, char **argv)
                    .per_step = (int64_t)o.mbs * o.cfg.dp};
     double *losses = NULL, *all = NULL;
     if (ptc_config_world(&o.cfg) != wsize) {
-        rc = ptc_cli_error("--config %s needs %d processes, started with %d (mpirun -np)",
-                           "", ptc_config_world(&o.cfg), wsize);
+        rc = ptc_cli_error("--config needs %d processes, started with %d (mpirun -np)",
+                           ptc_config_world(&o.cfg), wsize);
         goto out_finalize;
     }
     int pp_i, dp_i, tp_i;
