@@ -1,6 +1,6 @@
 /* Pipeline runtime: process-group arithmetic, message tags, per-rank plans
- * (buffer lifetimes, posts), fake compute, the demo model's B = I + W, and
- * whole steps in one process (MPI singleton). */
+ * (buffer lifetimes, posts), fake compute, the demo model's B = I + W.
+ * Whole steps in one process: test_exec_mpi.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -302,81 +302,13 @@ static void test_model_stage_split(void **state)
     ptc_sched_destroy(s);
 }
 
-static void test_runtime_single_process(void **state)
-{
-    (void)state;
-    int inited;
-    MPI_Initialized(&inited);
-    if (!inited)
-        MPI_Init(NULL, NULL);
-    ptc_config c;
-    ptc_config_init(&c);
-    ptc_sched *s = gen(PTC_SCHED_ZBH1, 1, 4, 1);
-    ptc_exec_model_cfg m = {.layers = 2, .hidden = 4, .vocab = 11, .tokens = 3, .lr = 1e-2f};
-    ptc_exec_model *x;
-    assert_int_equal(ptc_exec_model_create(&x, &m, s, 0, 0, 4, data, NULL), PTC_OK);
-    ptc_exec_stage fns;
-    ptc_exec_model_stage(x, &fns);
-    ptc_exec_opts o;
-    ptc_exec_opts_init(&o);
-    ptc_exec *e;
-    assert_int_equal(ptc_exec_create(&e, s, &c, MPI_COMM_WORLD, &fns, &o), PTC_E_INVAL);
-    assert_null(e);
-    o.act_bytes = ptc_exec_model_act_bytes(&m);
-    ptc_config c2;
-    assert_int_equal(ptc_config_parse(&c2, "pp=2"), PTC_OK);
-    assert_int_equal(ptc_exec_create(&e, s, &c2, MPI_COMM_WORLD, &fns, &o), PTC_E_INVAL);
-    o.timeout = 30;
-    assert_int_equal(ptc_exec_create(&e, s, &c, MPI_COMM_WORLD, &fns, &o), PTC_OK);
-    double first = 0, last = 0;
-    for (int k = 0; k < 20; k++) {
-        ptc_exec_model_set_step(x, 0); /* the same batch: the loss must fall */
-        int rc = ptc_exec_step(e);
-        if (rc != PTC_OK)
-            print_error("step: %s\n", ptc_last_error());
-        assert_int_equal(rc, PTC_OK);
-        int nl;
-        const double *l = ptc_exec_model_losses(x, &nl);
-        double sum = 0;
-        for (int i = 0; i < nl; i++)
-            sum += l[i];
-        if (k == 0)
-            first = sum;
-        last = sum;
-        assert_int_equal(e->in_use, 0); /* every boundary buffer back in the pool */
-    }
-    assert_true(last < first * 0.9);
-    size_t n;
-    const ptc_exec_timing *t = ptc_exec_timings(e, &n);
-    assert_int_equal(n, 12); /* F, I, W for 4 micro-batches, no communication */
-    for (size_t i = 0; i < n; i++) {
-        assert_true(t[i].end >= t[i].start);
-        if (i)
-            assert_true(t[i].start >= t[i - 1].end);
-    }
-    ptc_exec_stats st;
-    ptc_exec_get_stats(e, &st);
-    assert_int_equal(st.messages, 0);
-    assert_true(st.step_seconds >= st.actions_seconds);
-    ptc_exec_destroy(e);
-    ptc_exec_model_destroy(x);
-    ptc_sched_destroy(s);
-    ptc_exec_destroy(NULL);
-    ptc_exec_nccl_comm_destroy(NULL);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_groups_partition),  cmocka_unit_test(test_tags),
         cmocka_unit_test(test_plan_lifetimes),    cmocka_unit_test(test_plan_posts),
         cmocka_unit_test(test_fake_checks),       cmocka_unit_test(test_model_split_backward),
-        cmocka_unit_test(test_model_stage_split), cmocka_unit_test(test_runtime_single_process),
+        cmocka_unit_test(test_model_stage_split),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (inited)
-        MPI_Finalize();
-    return rc;
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }
