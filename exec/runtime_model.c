@@ -1,0 +1,594 @@
+/* The demo model of `ptc train`: embedding, L residual MLP blocks
+ * (LayerNorm -> Linear -> GELU -> Linear), final LayerNorm, lm_head,
+ * softmax cross-entropy; split into chunks by the layer -> stage rule. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/runtime_internal.h"
+#include "kernels/adamw.h"
+#include "kernels/crossentropy.h"
+#include "kernels/embedding.h"
+#include "kernels/gelu.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+#include "kernels/residual.h"
+
+#define LN_EPS 1e-5f
+#define MODEL_MAX_PARAMS (1 << 20)
+
+/* Offsets (in floats) of one layer's parameters inside its chunk. */
+typedef struct layer_off {
+    size_t lnw, lnb, w1, b1, w2, b2;
+} layer_off;
+
+typedef struct chunk {
+    int pipe, stage, l0, l1; /* layers [l0, l1) */
+    bool first, last;
+    size_t count;            /* floats of parameters */
+    float *p, *g, *m, *v;
+    size_t emb, nw, nb, head; /* offsets (first / last stage) */
+    layer_off *lay;
+    /* saved-activation layout per micro-batch (floats) */
+    size_t a_x0, a_lay, a_lay_stride, a_head, a_demb, a_total;
+    float **act;             /* [mbs] saved activations or NULL */
+    int32_t **tok;           /* [mbs] ids (n) then targets (n) */
+} chunk;
+
+struct ptc_exec_model {
+    ptc_exec_model_cfg cfg;
+    const ptc_sched *s;
+    int rank, nch, mbs, S;
+    int64_t gmb_base, gmb_total, step;
+    ptc_exec_data_fn data;
+    void *data_user;
+    chunk *ch;
+    double *losses;
+    ptc_exec_param *params;
+    size_t nparams;
+    char **names;
+    float *scratch;          /* [n, max(H, 4H, V)] x 3 */
+};
+
+int ptc_exec_model_parse(ptc_exec_model_cfg *m, const char *text)
+{
+    if (strncmp(text, "mlp:", 4) != 0)
+        return ptc_error_set(PTC_E_INVAL, "model '%s': expected mlp:layers=L,hidden=H,vocab=V",
+                             text);
+    const char *p = text + 4;
+    while (*p) {
+        const char *eq = strchr(p, '=');
+        if (!eq)
+            return ptc_error_set(PTC_E_INVAL, "model: '%s' is not key=value", p);
+        char *end;
+        long v = strtol(eq + 1, &end, 10);
+        if (end == eq + 1 || (*end && *end != ',') || v < 0 || v > (1 << 20))
+            return ptc_error_set(PTC_E_INVAL, "model: bad value in '%s'", p);
+        size_t kl = (size_t)(eq - p);
+        if (kl == 6 && !strncmp(p, "layers", kl))
+            m->layers = (int)v;
+        else if (kl == 6 && !strncmp(p, "hidden", kl) && v > 0)
+            m->hidden = (int)v;
+        else if (kl == 5 && !strncmp(p, "vocab", kl) && v > 1)
+            m->vocab = (int)v;
+        else if (kl == 6 && !strncmp(p, "tokens", kl) && v > 0)
+            m->tokens = (int)v;
+        else
+            return ptc_error_set(PTC_E_INVAL, "model: unknown key or bad value in '%s'", p);
+        p = *end ? end + 1 : end;
+    }
+    return PTC_OK;
+}
+
+size_t ptc_exec_model_act_bytes(const ptc_exec_model_cfg *m)
+{
+    return (size_t)m->tokens * (size_t)m->hidden * sizeof(float);
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* Register tensor `name` of chunk c at offset off (floats). */
+static int add_param(ptc_exec_model *x, int c, size_t off, const char *name, int ndim,
+                     int64_t d0, int64_t d1)
+{
+    if (x->nparams >= MODEL_MAX_PARAMS)
+        return ptc_error_set(PTC_E_RANGE, "model: too many tensors");
+    ptc_exec_param *np = ptc_realloc(x->params, (x->nparams + 1) * sizeof *np);
+    if (!np)
+        return ptc_error_set(PTC_E_NOMEM, "model parameters");
+    x->params = np;
+    char **nn = ptc_realloc(x->names, (x->nparams + 1) * sizeof *nn);
+    if (!nn)
+        return ptc_error_set(PTC_E_NOMEM, "model parameters");
+    x->names = nn;
+    char *dup = ptc_strdup(name);
+    if (!dup)
+        return ptc_error_set(PTC_E_NOMEM, "model parameters");
+    x->names[x->nparams] = dup;
+    ptc_exec_param *q = &x->params[x->nparams++];
+    memset(q, 0, sizeof *q);
+    q->name = dup;
+    q->ndim = ndim;
+    q->shape[0] = d0;
+    q->shape[1] = ndim > 1 ? d1 : 0;
+    q->data = (float *)(uintptr_t)off; /* fixed up once the chunk is allocated */
+    q->pipe = x->ch[c].pipe;
+    q->stage = x->ch[c].stage;
+    q->chunk = c;
+    return PTC_OK;
+}
+
+/* Layout the parameters of chunk c; with `reg` also name them. */
+static int layout_chunk(ptc_exec_model *x, int c, bool reg)
+{
+    chunk *k = &x->ch[c];
+    size_t H = (size_t)x->cfg.hidden, F = 4 * H, V = (size_t)x->cfg.vocab, off = 0;
+    char nm[160];
+    if (k->first) {
+        k->emb = off;
+        if (reg)
+            PTC_TRY(add_param(x, c, off, "model.embed_tokens.weight", 2, (int64_t)V, (int64_t)H));
+        off += V * H;
+    }
+    for (int l = k->l0; l < k->l1; l++) {
+        layer_off *lo = &k->lay[l - k->l0];
+        struct {
+            size_t *o;
+            const char *suffix;
+            int ndim;
+            size_t d0, d1;
+        } t[] = {{&lo->lnw, "input_layernorm.weight", 1, H, 0},
+                 {&lo->lnb, "input_layernorm.bias", 1, H, 0},
+                 {&lo->w1, "mlp.up_proj.weight", 2, F, H},
+                 {&lo->b1, "mlp.up_proj.bias", 1, F, 0},
+                 {&lo->w2, "mlp.down_proj.weight", 2, H, F},
+                 {&lo->b2, "mlp.down_proj.bias", 1, H, 0}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            *t[i].o = off;
+            if (reg) {
+                snprintf(nm, sizeof nm, "model.layers.%d.%s", l, t[i].suffix);
+                PTC_TRY(add_param(x, c, off, nm, t[i].ndim, (int64_t)t[i].d0, (int64_t)t[i].d1));
+            }
+            off += t[i].d0 * (t[i].ndim > 1 ? t[i].d1 : 1);
+        }
+    }
+    if (k->last) {
+        k->nw = off;
+        if (reg)
+            PTC_TRY(add_param(x, c, off, "model.norm.weight", 1, (int64_t)H, 0));
+        off += H;
+        k->nb = off;
+        if (reg)
+            PTC_TRY(add_param(x, c, off, "model.norm.bias", 1, (int64_t)H, 0));
+        off += H;
+        k->head = off;
+        if (reg)
+            PTC_TRY(add_param(x, c, off, "lm_head.weight", 2, (int64_t)V, (int64_t)H));
+        off += V * H;
+    }
+    k->count = off;
+    /* Saved activations of one micro-batch. */
+    size_t n = (size_t)x->cfg.tokens, a = 0;
+    k->a_x0 = a;
+    a += n * H;
+    k->a_lay = a;
+    k->a_lay_stride = n * H * 4 + n * 2 + n * F * 3; /* ln xout dx2 + mean rstd + h g dh */
+    a += k->a_lay_stride * (size_t)(k->l1 - k->l0);
+    k->a_head = a;
+    if (k->last)
+        a += n * H + 2 * n + 2 * n * V; /* lnf mean rstd logits dlogits */
+    k->a_demb = a;
+    if (k->first)
+        a += n * H;
+    k->a_total = a;
+    return PTC_OK;
+}
+
+static void init_tensor(float *d, const ptc_exec_param *q, uint64_t seed)
+{
+    size_t cnt = (size_t)q->shape[0] * (size_t)(q->ndim > 1 ? q->shape[1] : 1);
+    const char *nm = q->name;
+    size_t ln = strlen(nm);
+    bool is_bias = ln > 5 && !strcmp(nm + ln - 5, ".bias");
+    bool is_norm = strstr(nm, "norm.") != NULL;
+    if (is_bias) {
+        memset(d, 0, cnt * sizeof *d);
+        return;
+    }
+    if (is_norm) {
+        for (size_t i = 0; i < cnt; i++)
+            d[i] = 1.0f;
+        return;
+    }
+    double a = strstr(nm, "embed_tokens") ? 1.0 : 1.0 / sqrt((double)q->shape[1]);
+    uint64_t st = seed ^ name_hash(nm);
+    for (size_t i = 0; i < cnt; i++)
+        d[i] = (float)(a * ((double)(splitmix(&st) >> 11) * 0x1.0p-52 - 1.0));
+}
+
+void ptc_exec_model_destroy(ptc_exec_model *x)
+{
+    if (!x)
+        return;
+    for (int c = 0; x->ch && c < x->nch; c++) {
+        chunk *k = &x->ch[c];
+        for (int m = 0; k->act && m < x->mbs; m++) {
+            ptc_free(k->act[m]);
+            ptc_free(k->tok[m]);
+        }
+        ptc_free(k->act);
+        ptc_free(k->tok);
+        ptc_free(k->lay);
+        ptc_free(k->p);
+        ptc_free(k->g);
+        ptc_free(k->m);
+        ptc_free(k->v);
+    }
+    for (size_t i = 0; i < x->nparams; i++)
+        ptc_free(x->names[i]);
+    ptc_free(x->names);
+    ptc_free(x->params);
+    ptc_free(x->ch);
+    ptc_free(x->losses);
+    ptc_free(x->scratch);
+    ptc_free(x);
+}
+
+int ptc_exec_model_create(ptc_exec_model **out, const ptc_exec_model_cfg *m,
+                          const ptc_sched *s, int rank, int64_t gmb_base, int64_t gmb_total,
+                          ptc_exec_data_fn data, void *data_user)
+{
+    *out = NULL;
+    if (m->layers < 0 || m->hidden < 1 || m->vocab < 2 || m->tokens < 1 || !data ||
+        gmb_total < 1 || gmb_base < 0)
+        return ptc_error_set(PTC_E_INVAL, "model: bad shape or data source");
+    if ((int64_t)m->tokens * m->hidden * 4 > INT32_MAX / 4 ||
+        (int64_t)m->tokens * m->vocab > INT32_MAX / 4 ||
+        (int64_t)m->vocab * m->hidden > INT32_MAX / 4)
+        return ptc_error_set(PTC_E_RANGE, "model: sizes too large");
+    if (rank < 0 || rank >= ptc_sched_ranks(s))
+        return ptc_error_set(PTC_E_RANGE, "model: rank %d outside the schedule", rank);
+    int rc = PTC_E_NOMEM;
+    ptc_exec_model *x = ptc_calloc(1, sizeof *x);
+    if (!x)
+        return ptc_error_set(PTC_E_NOMEM, "model");
+    x->cfg = *m;
+    x->s = s;
+    x->rank = rank;
+    x->nch = ptc_sched_chunks(s, rank);
+    x->mbs = ptc_sched_microbatches(s);
+    x->S = ptc_sched_stages(s);
+    x->gmb_base = gmb_base;
+    x->gmb_total = gmb_total;
+    x->data = data;
+    x->data_user = data_user;
+    size_t n = (size_t)m->tokens, H = (size_t)m->hidden;
+    size_t wide = 4 * H > (size_t)m->vocab ? 4 * H : (size_t)m->vocab;
+    x->ch = ptc_calloc((size_t)(x->nch > 0 ? x->nch : 1), sizeof *x->ch);
+    x->losses = ptc_calloc((size_t)x->mbs, sizeof *x->losses);
+    x->scratch = ptc_malloc(3 * n * wide * sizeof(float));
+    if (!x->ch || !x->losses || !x->scratch)
+        goto out_destroy;
+    ptc_config pc;
+    ptc_config_init(&pc);
+    pc.pp = x->S;
+    for (int c = 0; c < x->nch; c++) {
+        chunk *k = &x->ch[c];
+        ptc_sched_stage_of(s, rank, c, &k->pipe, &k->stage);
+        k->first = k->stage == 0;
+        k->last = k->stage == x->S - 1;
+        k->l0 = -1;
+        k->l1 = -1;
+        for (int l = 0; l < m->layers; l++) {
+            int st;
+            rc = ptc_config_stage_of_layer(&pc, m->layers, l, &st);
+            if (rc != PTC_OK)
+                goto out_destroy;
+            if (st == k->stage) {
+                if (k->l0 < 0)
+                    k->l0 = l;
+                k->l1 = l + 1;
+            }
+        }
+        if (k->l0 < 0)
+            k->l0 = k->l1 = 0;
+        rc = PTC_E_NOMEM;
+        k->lay = ptc_calloc((size_t)(k->l1 - k->l0 + 1), sizeof *k->lay);
+        if (!k->lay)
+            goto out_destroy;
+        size_t first_param = x->nparams;
+        if ((rc = layout_chunk(x, c, true)) != PTC_OK)
+            goto out_destroy;
+        rc = PTC_E_NOMEM;
+        size_t cnt = k->count ? k->count : 1;
+        k->p = ptc_malloc(cnt * sizeof(float));
+        k->g = ptc_calloc(cnt, sizeof(float));
+        k->m = ptc_calloc(cnt, sizeof(float));
+        k->v = ptc_calloc(cnt, sizeof(float));
+        k->act = ptc_calloc((size_t)x->mbs, sizeof *k->act);
+        k->tok = ptc_calloc((size_t)x->mbs, sizeof *k->tok);
+        if (!k->p || !k->g || !k->m || !k->v || !k->act || !k->tok)
+            goto out_destroy;
+        for (size_t i = first_param; i < x->nparams; i++) {
+            ptc_exec_param *q = &x->params[i];
+            q->data = k->p + (size_t)(uintptr_t)q->data;
+            init_tensor(q->data, q, m->seed);
+        }
+    }
+    *out = x;
+    return PTC_OK;
+out_destroy:
+    if (rc == PTC_E_NOMEM)
+        ptc_error_set(PTC_E_NOMEM, "model of rank %d", rank);
+    ptc_exec_model_destroy(x);
+    return rc;
+}
+
+void ptc_exec_model_set_step(ptc_exec_model *x, int64_t step) { x->step = step; }
+
+const double *ptc_exec_model_losses(const ptc_exec_model *x, int *n)
+{
+    *n = x->mbs;
+    return x->losses;
+}
+
+const ptc_exec_param *ptc_exec_model_params(const ptc_exec_model *x, size_t *n)
+{
+    *n = x->nparams;
+    return x->params;
+}
+
+/* ---- compute ----------------------------------------------------------------- */
+
+typedef struct lay_act {
+    float *ln, *xout, *dx2, *dsum, *mean, *rstd, *h, *g, *dh;
+} lay_act;
+
+static lay_act lay_ptrs(const ptc_exec_model *x, const chunk *k, float *a, int li)
+{
+    size_t n = (size_t)x->cfg.tokens, H = (size_t)x->cfg.hidden, F = 4 * H;
+    float *b = a + k->a_lay + k->a_lay_stride * (size_t)li;
+    lay_act r;
+    r.ln = b;
+    r.xout = b + n * H;
+    r.dx2 = b + 2 * n * H;
+    r.dsum = b + 3 * n * H;
+    r.mean = b + 4 * n * H;
+    r.rstd = r.mean + n;
+    r.h = r.rstd + n;
+    r.g = r.h + n * F;
+    r.dh = r.g + n * F;
+    return r;
+}
+
+static int chunk_of(const ptc_exec_model *x, int c, int mb)
+{
+    if (c < 0 || c >= x->nch || mb < 0 || mb >= x->mbs)
+        return ptc_error_set(PTC_E_RANGE, "model: chunk %d mb %d out of range", c, mb);
+    return PTC_OK;
+}
+
+static int model_forward(void *user, int c, int mb, const void *in, void *out)
+{
+    ptc_exec_model *x = user;
+    PTC_TRY(chunk_of(x, c, mb));
+    chunk *k = &x->ch[c];
+    size_t n = (size_t)x->cfg.tokens, H = (size_t)x->cfg.hidden, F = 4 * H,
+           V = (size_t)x->cfg.vocab;
+    if (k->act[mb])
+        return ptc_error_set(PTC_E_INVAL, "model: forward of mb %d chunk %d twice", mb, c);
+    float *a = ptc_malloc(k->a_total * sizeof(float));
+    int32_t *tok = ptc_malloc(2 * n * sizeof(int32_t));
+    if (!a || !tok) {
+        ptc_free(a);
+        ptc_free(tok);
+        return ptc_error_set(PTC_E_NOMEM, "model activations");
+    }
+    k->act[mb] = a;
+    k->tok[mb] = tok;
+    if (k->first || k->last)
+        PTC_TRY(x->data(x->data_user, x->step, x->gmb_base + mb, tok, tok + n, (int)n));
+    float *xin = a + k->a_x0;
+    if (k->first)
+        PTC_TRY(ptc_embedding_forward_cpu(xin, tok, k->p + k->emb, n, V, H));
+    else
+        memcpy(xin, in, n * H * sizeof(float));
+    for (int l = k->l0; l < k->l1; l++) {
+        const layer_off *lo = &k->lay[l - k->l0];
+        lay_act s = lay_ptrs(x, k, a, l - k->l0);
+        PTC_TRY(ptc_layernorm_forward_cpu(s.ln, s.mean, s.rstd, xin, k->p + lo->lnw,
+                                          k->p + lo->lnb, n, H, LN_EPS));
+        PTC_TRY(ptc_matmul_forward_cpu(s.h, s.ln, k->p + lo->w1, k->p + lo->b1, n, H, F));
+        PTC_TRY(ptc_gelu_forward_cpu(s.g, s.h, n * F));
+        float *br = x->scratch;
+        PTC_TRY(ptc_matmul_forward_cpu(br, s.g, k->p + lo->w2, k->p + lo->b2, n, F, H));
+        PTC_TRY(ptc_residual_forward_cpu(s.xout, xin, br, n * H));
+        xin = s.xout;
+    }
+    if (k->last) {
+        float *lnf = a + k->a_head, *mean = lnf + n * H, *rstd = mean + n, *logits = rstd + n;
+        PTC_TRY(ptc_layernorm_forward_cpu(lnf, mean, rstd, xin, k->p + k->nw, k->p + k->nb, n,
+                                          H, LN_EPS));
+        PTC_TRY(ptc_matmul_forward_cpu(logits, lnf, k->p + k->head, NULL, n, H, V));
+        float *losses = x->scratch;
+        PTC_TRY(ptc_crossentropy_forward_cpu(losses, logits, tok + n, n, V));
+        double sum = 0;
+        for (size_t i = 0; i < n; i++)
+            sum += losses[i];
+        x->losses[mb] = sum / (double)n;
+    } else if (out) {
+        memcpy(out, xin, n * H * sizeof(float));
+    }
+    return PTC_OK;
+}
+
+/* Input-gradient pass; with `full` also the weight gradients (B). */
+static int model_bwd(ptc_exec_model *x, int c, int mb, const void *dout, void *dinp, bool full)
+{
+    PTC_TRY(chunk_of(x, c, mb));
+    chunk *k = &x->ch[c];
+    float *a = k->act[mb];
+    if (!a)
+        return ptc_error_set(PTC_E_INVAL, "model: backward of mb %d chunk %d before forward",
+                             mb, c);
+    size_t n = (size_t)x->cfg.tokens, H = (size_t)x->cfg.hidden, F = 4 * H,
+           V = (size_t)x->cfg.vocab;
+    const int32_t *tok = k->tok[mb];
+    /* dx: gradient w.r.t. the current residual stream, in scratch. */
+    float *dx = x->scratch, *tmp = x->scratch + n * (4 * H > V ? 4 * H : V);
+    float *xlast = k->l1 > k->l0 ? lay_ptrs(x, k, a, k->l1 - k->l0 - 1).xout : a + k->a_x0;
+    if (k->last) {
+        float *lnf = a + k->a_head, *mean = lnf + n * H, *rstd = mean + n, *logits = rstd + n,
+              *dlogits = logits + n * V;
+        memset(dlogits, 0, n * V * sizeof(float));
+        float scale = (float)(1.0 / ((double)n * (double)x->gmb_total));
+        PTC_TRY(ptc_crossentropy_backward_cpu(dlogits, logits, tok + n, n, V, scale));
+        memset(tmp, 0, n * H * sizeof(float));
+        PTC_TRY(ptc_matmul_backward_cpu(tmp, full ? k->g + k->head : NULL, NULL, dlogits, lnf,
+                                        k->p + k->head, n, H, V));
+        memset(dx, 0, n * H * sizeof(float));
+        PTC_TRY(ptc_layernorm_backward_cpu(dx, k->g + k->nw, k->g + k->nb, tmp, xlast,
+                                           k->p + k->nw, mean, rstd, n, H));
+    } else {
+        memcpy(dx, dout, n * H * sizeof(float));
+    }
+    for (int l = k->l1 - 1; l >= k->l0; l--) {
+        const layer_off *lo = &k->lay[l - k->l0];
+        lay_act s = lay_ptrs(x, k, a, l - k->l0);
+        const float *xin = l > k->l0 ? lay_ptrs(x, k, a, l - k->l0 - 1).xout : a + k->a_x0;
+        memcpy(s.dx2, dx, n * H * sizeof(float)); /* dout of down_proj, kept for W */
+        float *dg = tmp;
+        memset(dg, 0, n * F * sizeof(float));
+        PTC_TRY(ptc_matmul_backward_cpu(dg, full ? k->g + lo->w2 : NULL,
+                                        full ? k->g + lo->b2 : NULL, s.dx2, s.g, k->p + lo->w2,
+                                        n, F, H));
+        memset(s.dh, 0, n * F * sizeof(float));
+        PTC_TRY(ptc_gelu_backward_cpu(s.dh, s.h, dg, n * F));
+        float *dln = tmp;
+        memset(dln, 0, n * H * sizeof(float));
+        PTC_TRY(ptc_matmul_backward_cpu(dln, full ? k->g + lo->w1 : NULL,
+                                        full ? k->g + lo->b1 : NULL, s.dh, s.ln, k->p + lo->w1,
+                                        n, H, F));
+        /* residual: dxin = dx + LN backward(dln) */
+        PTC_TRY(ptc_layernorm_backward_cpu(dx, k->g + lo->lnw, k->g + lo->lnb, dln, xin,
+                                           k->p + lo->lnw, s.mean, s.rstd, n, H));
+    }
+    if (k->first) {
+        float *demb = a + k->a_demb;
+        memcpy(demb, dx, n * H * sizeof(float));
+        if (full)
+            PTC_TRY(ptc_embedding_backward_cpu(k->g + k->emb, demb, tok, n, V, H));
+    } else if (dinp) {
+        memcpy(dinp, dx, n * H * sizeof(float));
+    }
+    return PTC_OK;
+}
+
+static void release(ptc_exec_model *x, int c, int mb)
+{
+    chunk *k = &x->ch[c];
+    ptc_free(k->act[mb]);
+    ptc_free(k->tok[mb]);
+    k->act[mb] = NULL;
+    k->tok[mb] = NULL;
+}
+
+static int model_backward(void *user, int c, int mb, const void *dout, void *dinp)
+{
+    ptc_exec_model *x = user;
+    PTC_TRY(model_bwd(x, c, mb, dout, dinp, true));
+    release(x, c, mb);
+    return PTC_OK;
+}
+
+static int model_backward_input(void *user, int c, int mb, const void *dout, void *dinp)
+{
+    return model_bwd(user, c, mb, dout, dinp, false);
+}
+
+/* Weight-gradient half: the GEMMs skipped by the input pass, on the douts it
+ * saved, in the same per-tensor order as the full backward. */
+static int model_backward_weight(void *user, int c, int mb)
+{
+    ptc_exec_model *x = user;
+    PTC_TRY(chunk_of(x, c, mb));
+    chunk *k = &x->ch[c];
+    float *a = k->act[mb];
+    if (!a)
+        return ptc_error_set(PTC_E_INVAL, "model: weight gradient of mb %d chunk %d without "
+                                          "its input gradient", mb, c);
+    size_t n = (size_t)x->cfg.tokens, H = (size_t)x->cfg.hidden, F = 4 * H,
+           V = (size_t)x->cfg.vocab;
+    if (k->last) {
+        float *lnf = a + k->a_head, *logits = lnf + n * H + 2 * n, *dlogits = logits + n * V;
+        PTC_TRY(ptc_matmul_backward_cpu(NULL, k->g + k->head, NULL, dlogits, lnf,
+                                        k->p + k->head, n, H, V));
+    }
+    for (int l = k->l1 - 1; l >= k->l0; l--) {
+        const layer_off *lo = &k->lay[l - k->l0];
+        lay_act s = lay_ptrs(x, k, a, l - k->l0);
+        PTC_TRY(ptc_matmul_backward_cpu(NULL, k->g + lo->w2, k->g + lo->b2, s.dx2, s.g,
+                                        k->p + lo->w2, n, F, H));
+        PTC_TRY(ptc_matmul_backward_cpu(NULL, k->g + lo->w1, k->g + lo->b1, s.dh, s.ln,
+                                        k->p + lo->w1, n, H, F));
+    }
+    if (k->first)
+        PTC_TRY(ptc_embedding_backward_cpu(k->g + k->emb, a + k->a_demb, k->tok[mb], n, V, H));
+    release(x, c, mb);
+    return PTC_OK;
+}
+
+static int model_grads(void *user, int c, float **g, size_t *count)
+{
+    ptc_exec_model *x = user;
+    if (c < 0 || c >= x->nch)
+        return ptc_error_set(PTC_E_RANGE, "model: chunk %d", c);
+    *g = x->ch[c].g;
+    *count = x->ch[c].count;
+    return PTC_OK;
+}
+
+static int model_optimizer(void *user)
+{
+    ptc_exec_model *x = user;
+    ptc_adamw_params hp = {.lr = x->cfg.lr > 0 ? x->cfg.lr : 1e-3f,
+                           .beta1 = 0.9f,
+                           .beta2 = 0.999f,
+                           .eps = 1e-8f,
+                           .weight_decay = 0.0f};
+    for (int c = 0; c < x->nch; c++) {
+        chunk *k = &x->ch[c];
+        if (!k->count)
+            continue;
+        PTC_TRY(ptc_adamw_update_cpu(k->p, k->m, k->v, k->g, k->count, &hp, x->step + 1));
+        memset(k->g, 0, k->count * sizeof(float));
+    }
+    return PTC_OK;
+}
+
+void ptc_exec_model_stage(ptc_exec_model *x, ptc_exec_stage *out)
+{
+    memset(out, 0, sizeof *out);
+    out->user = x;
+    out->forward = model_forward;
+    out->backward = model_backward;
+    out->backward_input = model_backward_input;
+    out->backward_weight = model_backward_weight;
+    out->grads = model_grads;
+    out->optimizer_step = model_optimizer;
+}

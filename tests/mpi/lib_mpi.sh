@@ -1,0 +1,8 @@
+# Shared helpers of the MPI tests (sourced).
+set -eu
+: "${PTC:?PTC must name the ptc binary}"
+export OPENBLAS_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
