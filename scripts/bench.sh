@@ -1,12 +1,16 @@
 #!/bin/sh
 # Runs every benchmark in the build directory; each prints its own baseline
-# and the ratio. Figures go to stdout; set BENCH_QUICK=1 for short runs.
+# measured in the same run and the ratio. bench_exec runs under mpirun.
 set -eu
 build=${1:-build}
-q=""
-[ -n "${BENCH_QUICK:-}" ] && q="--quick"
+mpi_root=""
+[ "$(id -u)" -eq 0 ] && mpi_root="--allow-run-as-root"
 for b in "$build"/bench_*; do
     [ -x "$b" ] || continue
-    printf '\n== %s\n' "$(basename "$b")"
-    "$b" $q
+    name=$(basename "$b")
+    printf '\n== %s\n' "$name"
+    case "$name" in
+    bench_exec) mpirun $mpi_root --oversubscribe -np 4 "$b" ;;
+    *) (cd "$build" && "./$name") ;;
+    esac
 done
