@@ -155,3 +155,13 @@ void ptc_cli_print_json(const char *text)
     fputs(text, stdout);
     fputc('\n', stdout);
 }
+
+int ptc_cli_parse_compress(const char *arg, unsigned *codec, int *level)
+{
+    if (strncmp(arg, "zstd", 4) != 0 || (arg[4] && arg[4] != ':'))
+        return ptc_cli_usage_error("--compress: unknown codec '%s' (only zstd[:LEVEL])", arg);
+    *codec = PTC_STORE_CODEC_ZSTD;
+    if (arg[4] == ':' && !ptc_cli_parse_int(arg + 5, 1, 22, level))
+        return ptc_cli_usage_error("--compress: zstd level must be 1..22");
+    return PTC_CLI_OK;
+}

@@ -48,3 +48,6 @@ int ptc_cli_open_store(const char *dir, bool create, struct ptc_store **out);
 bool ptc_cli_parse_version(const char *s, uint64_t *out);
 /* Print a JSON text (NUL-terminated) followed by a newline. */
 void ptc_cli_print_json(const char *text);
+/* Parse --compress zstd[:LEVEL] into a store codec and level. Prints the
+ * usage error; returns PTC_CLI_OK or PTC_CLI_USAGE. */
+int ptc_cli_parse_compress(const char *arg, unsigned *codec, int *level);

@@ -48,12 +48,8 @@ int ptc_cmd_import(int argc, char **argv)
             break;
         }
         case 'z':
-            if (strncmp(optarg, "zstd", 4) != 0 || (optarg[4] && optarg[4] != ':'))
-                return ptc_cli_usage_error("--compress: unknown codec '%s' (only zstd[:LEVEL])",
-                                           optarg);
-            io.codec = PTC_STORE_CODEC_ZSTD;
-            if (optarg[4] == ':' && !ptc_cli_parse_int(optarg + 5, 1, 22, &io.level))
-                return ptc_cli_usage_error("--compress: zstd level must be 1..22");
+            if (ptc_cli_parse_compress(optarg, &io.codec, &io.level))
+                return PTC_CLI_USAGE;
             break;
         case 'j': json = true; break;
         case 'h': ptc_cli_help(ptc_cmd_import_help); return PTC_CLI_OK;

@@ -122,12 +122,8 @@ int ptc_cmd_reshard(int argc, char **argv)
                 return ptc_cli_usage_error("--dtype must be F32, BF16 or F16, not '%s'", optarg);
             break;
         case 'z':
-            if (strncmp(optarg, "zstd", 4) != 0 || (optarg[4] && optarg[4] != ':'))
-                return ptc_cli_usage_error("--compress: unknown codec '%s' (only zstd[:LEVEL])",
-                                           optarg);
-            o.codec = PTC_STORE_CODEC_ZSTD;
-            if (optarg[4] == ':' && !ptc_cli_parse_int(optarg + 5, 1, 22, &o.level))
-                return ptc_cli_usage_error("--compress: zstd level must be 1..22");
+            if (ptc_cli_parse_compress(optarg, &o.codec, &o.level))
+                return PTC_CLI_USAGE;
             break;
         case 'H':
             if (!ptc_cli_parse_int(optarg, 1, PTC_CONFIG_MAX_WORLD, &o.hosts))
