@@ -97,7 +97,12 @@ static double cp_fsync(const char *sdir, const char *base)
             closedir(d);
         free(cb);
     }
-    return now_s() - t0;
+    double el = now_s() - t0;
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/cp'; sync", base);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s/cp\n", base);
+    return el;
 }
 
 int main(int argc, char **argv)
@@ -200,15 +205,21 @@ int main(int argc, char **argv)
     printf("model: %zu tensors, %.1f MiB, tp=2,pp=2 -> tp=4,pp=1; largest target shard %.1f MiB\n",
            nt, (double)bytes / (1 << 20), (double)max_target / (1 << 20));
 
-    /* 1. cp + fsync of the source pack files (again after PTC; the faster counts) */
-    double t_cp = cp_fsync(sdir, base);
-
-
-    /* 2. naive: each whole tensor gathered, then split per target rank */
+    /* Three rounds of cp + fsync, naive and PTC on the same bytes, each
+     * cleaned up and synced before the next; the best time of each counts
+     * (disk and page-cache noise on shared machines is large). */
     ptc_store_reader *rd;
-    ptc_store_reader_open(&rd, s, 1);
     ptc_layout *lt;
     ptc_layout_create(&lt, t, nt, rules, &ct);
+    double t_cp = 1e30, t_naive = 1e30, t_ptc = 1e30;
+    double out[5] = {-1, 0, 0, 0, 0};
+    for (int round = 0; round < 3; round++) {
+    double tc = cp_fsync(sdir, base);
+    if (tc < t_cp)
+        t_cp = tc;
+
+    /* naive: each whole tensor gathered, then split per target rank */
+    ptc_store_reader_open(&rd, s, 1);
     double t0 = now_s();
     {
         int fds[4];
@@ -249,10 +260,18 @@ int main(int argc, char **argv)
         free(whole);
         free(part);
     }
-    double t_naive = now_s() - t0;
+    double tn = now_s() - t0;
+    if (tn < t_naive)
+        t_naive = tn;
     ptc_store_reader_close(rd);
+    {
+        char cmd[4400];
+        snprintf(cmd, sizeof cmd, "rm -f '%s'/naive-*; sync", base);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove the naive files\n");
+    }
 
-    /* 3. PTC, in a child so its memory is its own */
+    /* PTC, in a child so its memory is its own */
     ptc_store_close(s);
     int pipefd[2];
     if (pipe(pipefd))
@@ -275,26 +294,41 @@ int main(int argc, char **argv)
         pthread_join(th, NULL);
         if (rc != PTC_OK)
             fprintf(stderr, "reshard: %s\n", ptc_last_error());
-        double out[5] = {rc == PTC_OK ? el : -1, (double)peak_anon, (double)status_kib("VmHWM:"),
-                         (double)res.bytes_written, (double)res.plan.bytes_reused};
-        if (write(pipefd[1], out, sizeof out) != sizeof out)
+        double o5[5] = {rc == PTC_OK ? el : -1, (double)peak_anon, (double)status_kib("VmHWM:"),
+                        (double)res.bytes_written, (double)res.plan.bytes_reused};
+        if (write(pipefd[1], o5, sizeof o5) != sizeof o5)
             _exit(1);
         ptc_store_close(cs2);
         _exit(0);
     }
     close(pipefd[1]);
-    double out[5] = {-1, 0, 0, 0, 0};
-    if (read(pipefd[0], out, sizeof out) != sizeof out)
-        out[0] = -1;
+    double o5[5] = {-1, 0, 0, 0, 0};
+    if (read(pipefd[0], o5, sizeof o5) != sizeof o5)
+        o5[0] = -1;
+    close(pipefd[0]);
     waitpid(pid, NULL, 0);
-    double t_ptc = out[0];
-    double t_cp2 = cp_fsync(sdir, base);
-    printf("cp + fsync before / after ptc: %.3f / %.3f s\n", t_cp, t_cp2);
-    if (t_cp2 < t_cp)
-        t_cp = t_cp2;
+    if (o5[0] < 0)
+        DIE("ptc reshard failed");
+    printf("round %d: cp + fsync %.3f s, naive %.3f s, ptc %.3f s\n", round + 1, tc, tn, o5[0]);
+    if (o5[0] < t_ptc)
+        t_ptc = o5[0];
+    if (o5[1] > out[1])
+        out[1] = o5[1];
+    if (o5[2] > out[2])
+        out[2] = o5[2];
+    out[3] = o5[3];
+    out[4] = o5[4];
+    /* drop the new version so the next round starts from the same store */
+    if (ptc_store_open(&s, sdir, 0) != PTC_OK || ptc_store_version_delete(s, 2) != PTC_OK ||
+        ptc_store_gc(s, NULL) != PTC_OK)
+        DIE("cleanup");
+    if (system("sync") != 0)
+        fprintf(stderr, "sync failed\n");
+    }
+    ptc_store_close(s);
     double gb = (double)bytes / 1e9;
     double limit_kib = (2.0 * (double)max_target + 64.0 * (1 << 20)) / 1024.0;
-    printf("%-22s %8s %8s\n", "", "seconds", "GB/s");
+    printf("best of 3 rounds:\n%-22s %8s %8s\n", "", "seconds", "GB/s");
     printf("%-22s %8.3f %8.2f\n", "cp + fsync", t_cp, gb / t_cp);
     printf("%-22s %8.3f %8.2f\n", "naive gather/split", t_naive, gb / t_naive);
     printf("%-22s %8.3f %8.2f\n", "ptc reshard", t_ptc, gb / t_ptc);
