@@ -29,11 +29,13 @@ test-unit: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
 
 # Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (CPU only).
+# Leak checks are on (ASan's default), except in the tests that start MPI,
+# which turn them off themselves (__asan_default_options).
 test-asan: deps
 	@cmake -S . -B $(BUILD)-asan -DPTC_SANITIZE=address,undefined -DPTC_WITH_CUDA=OFF \
 	    -DPTC_BENCH=OFF -DPTC_WERROR=$(WERROR) -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	@cmake --build $(BUILD)-asan -j $(JOBS)
-	@cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	@cd $(BUILD)-asan && UBSAN_OPTIONS=print_stacktrace=1 \
 	    ctest --output-on-failure -j $(JOBS) -L unit
 
 # Benchmarks (not part of the tests): figures and ratios to the baselines.
