@@ -52,6 +52,7 @@ void ptc_store_unlock(int fd);
 #define PTC_DB_VERSIONS "ptc.versions"
 #define PTC_DB_TENSORS "ptc.tensors"
 #define PTC_DB_SHARDS "ptc.shards"
+#define PTC_DB_DATASETS "ptc.datasets" /* dataset catalog, docs/format.md §8 */
 
 enum { PTC_SHARD_DATA = 1, PTC_SHARD_ALIAS = 2 };
 enum { PTC_BLOCK_RAW = 0, PTC_BLOCK_ZSTD = 1 };
@@ -242,6 +243,11 @@ int ptc_blob_get_block(ptc_blob_scratch *sc, const ptc_blob_ref *b, const void *
  * distinct scratches. */
 int ptc_blob_read(ptc_blob_scratch *sc, const ptc_blob_ref *b, const void *key, uint64_t off,
                   void *dst, size_t len);
+
+/* Datasets (store_dataset.c): the pack file of dataset @p id, and the ids
+ * every catalog record references (for gc; array freed with ptc_free). */
+int ptc_store_dataset_pack_path(char *out, size_t cap, const char *dir, uint64_t id);
+int ptc_store_dataset_ids(ptc_store *s, uint64_t **ids, size_t *n);
 
 /* Paths. */
 int ptc_store_pack_path(char *out, size_t cap, const char *dir, uint64_t v, uint32_t rank);
