@@ -2,6 +2,7 @@
  * computed on read), with the served-count map made durable every half
  * second and on unmount. */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +70,11 @@ int ptc_cmd_mount(int argc, char **argv)
         return ptc_cli_usage_error("mount needs a MOUNTPOINT");
     if (optind + 1 < argc)
         return ptc_cli_usage_error("unexpected argument '%s'", argv[optind + 1]);
-    const char *mnt = argv[optind];
+    /* absolute paths: the mounted process changes its directory to / */
+    char store_abs[PATH_MAX], mnt_abs[PATH_MAX];
+    const char *mnt = realpath(argv[optind], mnt_abs) ? mnt_abs : argv[optind];
+    if (realpath(store, store_abs))
+        store = store_abs;
 
     /* check the store now, so a bad one is an error before anything mounts;
      * the mounted process opens it again after detaching (LMDB must not

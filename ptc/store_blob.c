@@ -341,7 +341,20 @@ int ptc_blob_read(ptc_blob_scratch *sc, const ptc_blob_ref *b, const void *key, 
         uint64_t raw = ptc_blob_block_raw(b->raw_length, b->nblocks, k);
         size_t n = (size_t)PTC_MIN((uint64_t)len, raw - in);
         bool cached = sc->valid && sc->key == key && sc->blk == k;
-        if (cached) {
+        const ptc_block *bl = &b->blocks[k];
+        if (b->map && bl->codec == PTC_BLOCK_RAW && b->block_off[k] <= b->map_len &&
+            raw <= b->map_len - b->block_off[k]) {
+            /* mapped raw block: check it once, then copy straight from the map */
+            const uint8_t *m = b->map + b->block_off[k];
+            if (!is_verified(b, k)) {
+                if (XXH3_64bits(m, (size_t)raw) != bl->xxh3)
+                    return checksum_error(b, k, "checksum mismatch");
+                if (b->verified)
+                    atomic_store_explicit((_Atomic unsigned char *)&b->verified[k], 1,
+                                          memory_order_release);
+            }
+            memcpy(d, m + in, n);
+        } else if (cached) {
             memcpy(d, sc->raw + in, n);
         } else if (in == 0 && n == raw) {
             /* a whole block: read or decompress straight into the caller */

@@ -216,6 +216,10 @@ typedef struct ptc_blob_ref {
     const char *path;          /* pack file, for messages */
     const char *what;          /* "tensor 'x' rank 3", for messages */
     unsigned char *verified;   /* may be NULL; accessed atomically */
+    const uint8_t *map;        /* may be NULL: the pack file mapped read-only
+                                  (map_len bytes); raw blocks are then hashed
+                                  and copied from it, no read calls */
+    uint64_t map_len;
 } ptc_blob_ref;
 
 /* File offset of every block (offset + Σ stored before it); NULL if none. */
