@@ -133,6 +133,14 @@ static int ds_rec_decode(ds_rec *r, const char *name, const void *data, size_t l
     return PTC_OK;
 }
 
+int ptc_store_dataset_rec_check(const void *data, size_t len)
+{
+    ds_rec r;
+    PTC_TRY(ds_rec_decode(&r, "fuzz", data, len));
+    ds_rec_free(&r);
+    return PTC_OK;
+}
+
 static void fill_info(ptc_store_dataset_info *o, const char *name, size_t nlen, const ds_rec *r)
 {
     memset(o, 0, sizeof *o);

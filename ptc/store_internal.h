@@ -252,6 +252,8 @@ int ptc_blob_read(ptc_blob_scratch *sc, const ptc_blob_ref *b, const void *key, 
  * every catalog record references (for gc; array freed with ptc_free). */
 int ptc_store_dataset_pack_path(char *out, size_t cap, const char *dir, uint64_t id);
 int ptc_store_dataset_ids(ptc_store *s, uint64_t **ids, size_t *n);
+/* Decode (and drop) one catalog record: PTC_OK or PTC_E_STORE (fuzzing). */
+int ptc_store_dataset_rec_check(const void *data, size_t len);
 
 /* Paths. */
 int ptc_store_pack_path(char *out, size_t cap, const char *dir, uint64_t v, uint32_t rank);
