@@ -176,7 +176,7 @@ static int get_reader(ptc_view_store *vs, uint64_t v, ptc_store_reader **out)
     ptc_store_reader *r;
     int rc = ptc_store_reader_open(&r, vs->store, v);
     if (rc < 0)
-        return rc == PTC_E_NOTFOUND ? rc : rc;
+        return rc;
     pthread_mutex_lock(&vs->lock);
     for (size_t i = 0; i < vs->nreaders; i++)
         if (vs->readers[i].version == v) { /* another thread was first */

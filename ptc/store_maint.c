@@ -48,7 +48,8 @@ static int set_add(key_set *s, const extent_key *k)
 
 static void set_sort(key_set *s)
 {
-    qsort(s->k, s->n, sizeof *s->k, cmp_key);
+    if (s->n)
+        qsort(s->k, s->n, sizeof *s->k, cmp_key);
     size_t j = 0;
     for (size_t i = 0; i < s->n; i++)
         if (j == 0 || cmp_key(&s->k[j - 1], &s->k[i]) != 0)
