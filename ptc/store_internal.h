@@ -52,6 +52,7 @@ void ptc_store_unlock(int fd);
 #define PTC_DB_VERSIONS "ptc.versions"
 #define PTC_DB_TENSORS "ptc.tensors"
 #define PTC_DB_SHARDS "ptc.shards"
+#define PTC_DB_DATASETS "ptc.datasets" /* dataset catalog, docs/format.md §8 */
 
 enum { PTC_SHARD_DATA = 1, PTC_SHARD_ALIAS = 2 };
 enum { PTC_BLOCK_RAW = 0, PTC_BLOCK_ZSTD = 1 };
@@ -139,6 +140,120 @@ int ptc_desc_encode(ptc_buf *b, uint64_t version, const ptc_shard_rec *const *re
 /* Decodes into a new array of records (free each, then the array). */
 int ptc_desc_decode(const void *data, size_t len, uint64_t *version, ptc_shard_rec **recs,
                     size_t *n);
+
+
+/* ---- blobs: the block engine ---------------------------------------------------- */
+/* A blob is a byte string of any length stored in a pack file as 1 MiB raw
+ * blocks, each checksummed (XXH3-64 of the raw bytes) and optionally zstd
+ * compressed (kept raw when zstd does not help). Tensor shards and datasets
+ * both store their payload as blobs (docs/format.md §2.4, §8). */
+
+/* A finished blob: where it is and its block table. */
+typedef struct ptc_blob_rec {
+    uint64_t offset;     /* byte offset of the first block in the pack file */
+    uint64_t length;     /* stored bytes (Σ block stored) */
+    uint64_t raw_length; /* bytes of the blob */
+    uint32_t codec;      /* PTC_STORE_CODEC_* the writer used */
+    uint64_t nblocks;    /* ceil(raw_length / PTC_STORE_BLOCK_SIZE) */
+    ptc_block *blocks;
+} ptc_blob_rec;
+
+void ptc_blob_rec_free(ptc_blob_rec *b);
+/* Encoded blob record (docs/format.md §8.2): u64 offset, u64 length,
+ * u64 raw_length, u32 codec, u32 reserved, u64 nblocks, block[nblocks]. */
+int ptc_blob_rec_encode(ptc_buf *b, const ptc_blob_rec *r);
+/* Decode from @p *data (advanced past the record, @p *len reduced);
+ * validates block count, codes and lengths (untrusted bytes). */
+int ptc_blob_rec_decode(ptc_blob_rec *r, const uint8_t **data, size_t *len);
+/* Check a block table against raw_length and length (as decoders do). */
+int ptc_blob_check_blocks(uint64_t raw_length, uint64_t length, uint64_t nblocks,
+                          const ptc_block *blocks);
+/* Raw bytes of block @p k of a blob of @p raw_length bytes. */
+uint64_t ptc_blob_block_raw(uint64_t raw_length, uint64_t nblocks, uint64_t k);
+
+/* Appending blobs to one pack file. One thread at a time per ptc_blob_out;
+ * one blob open at a time. Buffers are allocated on first use and reused. */
+typedef struct ptc_blob_out {
+    int fd;           /* the pack file (not owned) */
+    const char *path; /* for messages (not owned) */
+    uint64_t off;     /* next write position */
+    unsigned codec;
+    int level;
+    bool open;
+    ptc_blob_rec cur;
+    size_t bcap;      /* capacity of cur.blocks */
+    uint8_t *raw;     /* PTC_STORE_BLOCK_SIZE staging */
+    size_t fill;
+    uint8_t *cbuf;
+    size_t ccap;
+    void *cctx;       /* ZSTD_CCtx */
+} ptc_blob_out;
+
+/* Set up appending at @p off of @p fd. */
+void ptc_blob_out_init(ptc_blob_out *o, int fd, const char *path, uint64_t off, unsigned codec,
+                       int level);
+/* Start a blob at the current position. @p expect: its raw length if known
+ * (sizes the block table once), else 0. */
+int ptc_blob_begin(ptc_blob_out *o, uint64_t expect);
+/* Append @p n bytes (any size; whole blocks go straight from @p data). */
+int ptc_blob_write(ptc_blob_out *o, const void *data, size_t n);
+/* Flush the partial last block and hand the record to @p out (owns blocks). */
+int ptc_blob_end(ptc_blob_out *o, ptc_blob_rec *out);
+/* Drop an open blob (its bytes stay in the file as debris). */
+void ptc_blob_abort(ptc_blob_out *o);
+/* Free the buffers (not the fd). */
+void ptc_blob_out_free(ptc_blob_out *o);
+
+/* A blob to read: its block table, where its blocks are and the open pack
+ * file. verified (optional, nblocks bytes, shared by threads): raw blocks
+ * whose checksum was already checked in this process; their partial reads
+ * then pread only the bytes asked for. */
+typedef struct ptc_blob_ref {
+    uint64_t raw_length, nblocks;
+    const ptc_block *blocks;
+    const uint64_t *block_off; /* file offset of each block */
+    int fd;
+    const char *path;          /* pack file, for messages */
+    const char *what;          /* "tensor 'x' rank 3", for messages */
+    unsigned char *verified;   /* may be NULL; accessed atomically */
+    const uint8_t *map;        /* may be NULL: the pack file mapped read-only
+                                  (map_len bytes); raw blocks are then hashed
+                                  and copied from it, no read calls */
+    uint64_t map_len;
+} ptc_blob_ref;
+
+/* File offset of every block (offset + Σ stored before it); NULL if none. */
+int ptc_blob_block_offsets(const ptc_blob_rec *b, uint64_t **out);
+
+/* Per-thread scratch of blob reads: one decoded block kept. Zero-initialise;
+ * free with ptc_blob_scratch_free. Never shared by two threads at once. */
+typedef struct ptc_blob_scratch {
+    uint8_t *raw, *cbuf;
+    void *dctx; /* ZSTD_DCtx */
+    const void *key;
+    uint64_t blk;
+    bool valid;
+} ptc_blob_scratch;
+
+void ptc_blob_scratch_free(ptc_blob_scratch *sc);
+/* Read block @p k into @p dst (its raw size), decompressing and verifying. */
+int ptc_blob_read_block(ptc_blob_scratch *sc, const ptc_blob_ref *b, uint64_t k, uint8_t *dst);
+/* Block @p k decoded and verified in the scratch (kept for the next call
+ * with the same @p key, which identifies the blob). */
+int ptc_blob_get_block(ptc_blob_scratch *sc, const ptc_blob_ref *b, const void *key, uint64_t k,
+                       const uint8_t **out);
+/* Read bytes [off, off + len) of the blob (inside it) into @p dst, reading,
+ * decompressing and verifying only the blocks they touch. Thread-safe for
+ * distinct scratches. */
+int ptc_blob_read(ptc_blob_scratch *sc, const ptc_blob_ref *b, const void *key, uint64_t off,
+                  void *dst, size_t len);
+
+/* Datasets (store_dataset.c): the pack file of dataset @p id, and the ids
+ * every catalog record references (for gc; array freed with ptc_free). */
+int ptc_store_dataset_pack_path(char *out, size_t cap, const char *dir, uint64_t id);
+int ptc_store_dataset_ids(ptc_store *s, uint64_t **ids, size_t *n);
+/* Decode (and drop) one catalog record: PTC_OK or PTC_E_STORE (fuzzing). */
+int ptc_store_dataset_rec_check(const void *data, size_t len);
 
 /* Paths. */
 int ptc_store_pack_path(char *out, size_t cap, const char *dir, uint64_t v, uint32_t rank);

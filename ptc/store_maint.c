@@ -48,7 +48,8 @@ static int set_add(key_set *s, const extent_key *k)
 
 static void set_sort(key_set *s)
 {
-    qsort(s->k, s->n, sizeof *s->k, cmp_key);
+    if (s->n)
+        qsort(s->k, s->n, sizeof *s->k, cmp_key);
     size_t j = 0;
     for (size_t i = 0; i < s->n; i++)
         if (j == 0 || cmp_key(&s->k[j - 1], &s->k[i]) != 0)
@@ -240,6 +241,69 @@ static int gc_vdir(ptc_store *s, uint64_t v, const key_set *ref, ptc_store_gc_st
     return PTC_OK;
 }
 
+/* Dataset pack files packs/datasets/d<N>.pack that no catalog record
+ * references (replaced datasets, aborted ingests). */
+static int gc_datasets(ptc_store *s, ptc_store_gc_stats *st)
+{
+    uint64_t *ids = NULL;
+    size_t nids = 0;
+    PTC_TRY(ptc_store_dataset_ids(s, &ids, &nids));
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/packs/datasets", s->dir);
+    DIR *d = opendir(dir);
+    if (!d) {
+        ptc_free(ids);
+        return errno == ENOENT || errno == ENOTDIR ? PTC_OK : ptc_error_sys(PTC_E_IO, "open %s", dir);
+    }
+    uint64_t *dead = NULL;
+    size_t ndead = 0, cap = 0;
+    int rc = PTC_OK;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        size_t len = strlen(n);
+        if (n[0] != 'd' || len < 7 || strcmp(n + len - 5, ".pack") != 0)
+            continue;
+        char num[32];
+        if (len - 6 >= sizeof num)
+            continue;
+        memcpy(num, n + 1, len - 6);
+        num[len - 6] = 0;
+        uint64_t id;
+        char vname[40];
+        snprintf(vname, sizeof vname, "v%s", num);
+        if (!parse_vdir(vname, &id)) /* the same canonical decimal rule */
+            continue;
+        bool used = false;
+        for (size_t i = 0; i < nids && !used; i++)
+            used = ids[i] == id;
+        if (used)
+            continue;
+        if ((rc = ptc_grow((void **)&dead, &cap, ndead + 1, sizeof *dead)) < 0)
+            break;
+        dead[ndead++] = id;
+    }
+    closedir(d);
+    for (size_t i = 0; i < ndead && rc == PTC_OK; i++) {
+        char p[4096];
+        if ((rc = ptc_store_dataset_pack_path(p, sizeof p, s->dir, dead[i])) < 0)
+            break;
+        struct stat sb;
+        uint64_t sz = stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+        if (unlink(p) != 0) {
+            rc = ptc_error_sys(PTC_E_IO, "remove %s", p);
+            break;
+        }
+        st->files_removed++;
+        st->bytes_removed += sz;
+    }
+    if (rc == PTC_OK && ndead)
+        rc = ptc_fsync_dir(dir);
+    ptc_free(dead);
+    ptc_free(ids);
+    return rc;
+}
+
 int ptc_store_gc(ptc_store *s, ptc_store_gc_stats *stats)
 {
     ptc_store_gc_stats st = {0};
@@ -277,6 +341,8 @@ int ptc_store_gc(ptc_store *s, ptc_store_gc_stats *stats)
     ptc_free(vs);
     if (rc == PTC_OK && (st.files_removed || st.dirs_removed))
         rc = ptc_fsync_dir(packs);
+    if (rc == PTC_OK)
+        rc = gc_datasets(s, &st);
 out_unlock:
     ptc_free(ref.k);
     ptc_store_unlock(fd);

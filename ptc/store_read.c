@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <xxhash.h>
-#include <zstd.h>
 
 #include "kernels/pack.h"
 #include "ptc/store_internal.h"
@@ -456,82 +454,64 @@ out_unlock:
     return rc;
 }
 
-/* Per-call scratch: one decoded block cached. */
+/* Per-call scratch of the block engine (one decoded block cached). */
 typedef struct blk_ctx {
     ptc_store_reader *r;
-    uint8_t *raw, *cbuf;
-    ZSTD_DCtx *dctx;
-    const ptc_shard_rec *rec;
-    uint64_t blk;
-    bool valid;
+    ptc_blob_scratch sc;
 } blk_ctx;
 
 static void blk_ctx_free(blk_ctx *c)
 {
-    ptc_free(c->raw);
-    ptc_free(c->cbuf);
-    ZSTD_freeDCtx(c->dctx);
+    ptc_blob_scratch_free(&c->sc);
 }
 
 static uint64_t blk_raw_len(const ptc_shard_rec *rec, uint64_t k)
 {
-    return k + 1 < rec->nblocks ? PTC_STORE_BLOCK_SIZE
-                                : rec->raw_length - k * PTC_STORE_BLOCK_SIZE;
+    return ptc_blob_block_raw(rec->raw_length, rec->nblocks, k);
 }
 
-static int checksum_error(const ptc_store_reader *r, const ptc_shard_rec *rec, uint64_t k,
-                          const char *what)
-{
+/* The blob of a data record, for the block engine. */
+typedef struct rec_blob {
+    ptc_blob_ref ref;
     char path[4096];
-    ptc_store_pack_path(path, sizeof path, r->s->dir, rec->pack_version, rec->pack_rank);
-    return ptc_error_set(PTC_E_CHECKSUM,
-                         "%s in tensor '%s' rank %u: pack %s, block %llu at byte offset %llu",
-                         what, r->tensors[rec->tensor].name, rec->rank, path,
-                         (unsigned long long)k, (unsigned long long)rec->block_off[k]);
+    char what[1200];
+} rec_blob;
+
+static int rec_blob_init(blk_ctx *c, const ptc_shard_rec *rec, rec_blob *b)
+{
+    ptc_store_reader *r = c->r;
+    int fd = -1;
+    PTC_TRY(get_fd(r, rec->pack_version, rec->pack_rank, &fd));
+    ptc_store_pack_path(b->path, sizeof b->path, r->s->dir, rec->pack_version, rec->pack_rank);
+    snprintf(b->what, sizeof b->what, "tensor '%s' rank %u", r->tensors[rec->tensor].name,
+             rec->rank);
+    b->ref = (ptc_blob_ref){.raw_length = rec->raw_length,
+                            .nblocks = rec->nblocks,
+                            .blocks = rec->blocks,
+                            .block_off = rec->block_off,
+                            .fd = fd,
+                            .path = b->path,
+                            .what = b->what};
+    return PTC_OK;
 }
 
 /* Read block @p k of @p rec into @p dst (raw_len bytes) and verify it. */
 static int read_block_into(blk_ctx *c, const ptc_shard_rec *rec, uint64_t k, uint8_t *dst)
 {
-    ptc_store_reader *r = c->r;
-    const ptc_block *b = &rec->blocks[k];
-    uint64_t raw = blk_raw_len(rec, k);
-    int fd = -1;
-    PTC_TRY(get_fd(r, rec->pack_version, rec->pack_rank, &fd));
-    char path[4096];
-    ptc_store_pack_path(path, sizeof path, r->s->dir, rec->pack_version, rec->pack_rank);
-    if (b->codec == PTC_BLOCK_RAW) {
-        PTC_TRY(ptc_pread_all(fd, dst, (size_t)raw, rec->block_off[k], path));
-    } else {
-        if (!c->cbuf && !(c->cbuf = ptc_malloc(PTC_STORE_BLOCK_SIZE)))
-            return PTC_E_NOMEM;
-        if (!c->dctx && !(c->dctx = ZSTD_createDCtx()))
-            return ptc_error_set(PTC_E_NOMEM, "cannot allocate zstd context");
-        PTC_TRY(ptc_pread_all(fd, c->cbuf, b->stored, rec->block_off[k], path));
-        size_t z = ZSTD_decompressDCtx(c->dctx, dst, (size_t)raw, c->cbuf, b->stored);
-        if (ZSTD_isError(z) || z != raw)
-            return checksum_error(r, rec, k, "corrupt compressed block");
-    }
-    if (XXH3_64bits(dst, (size_t)raw) != b->xxh3)
-        return checksum_error(r, rec, k, "checksum mismatch");
-    return PTC_OK;
+    rec_blob b;
+    PTC_TRY(rec_blob_init(c, rec, &b));
+    return ptc_blob_read_block(&c->sc, &b.ref, k, dst);
 }
 
 static int get_block(blk_ctx *c, const ptc_shard_rec *rec, uint64_t k, const uint8_t **out)
 {
-    if (c->valid && c->rec == rec && c->blk == k) {
-        *out = c->raw;
+    if (c->sc.valid && c->sc.key == rec && c->sc.blk == k) {
+        *out = c->sc.raw;
         return PTC_OK;
     }
-    if (!c->raw && !(c->raw = ptc_malloc(PTC_STORE_BLOCK_SIZE)))
-        return PTC_E_NOMEM;
-    c->valid = false;
-    PTC_TRY(read_block_into(c, rec, k, c->raw));
-    c->rec = rec;
-    c->blk = k;
-    c->valid = true;
-    *out = c->raw;
-    return PTC_OK;
+    rec_blob b;
+    PTC_TRY(rec_blob_init(c, rec, &b));
+    return ptc_blob_get_block(&c->sc, &b.ref, rec, k, out);
 }
 
 /* Copy @p n elements: local elements e0 + i*ss of @p rec to dst + i*ds
@@ -552,7 +532,7 @@ static int copy_row(blk_ctx *c, const ptc_shard_rec *rec, int64_t e0, int64_t ss
         }
         uint8_t *d = dst + i * ds * (int64_t)es;
         if (ss == 1 && ds == 1 && in == 0 && (uint64_t)m * es == blk_raw_len(rec, k) &&
-            !(c->valid && c->rec == rec && c->blk == k)) {
+            !(c->sc.valid && c->sc.key == rec && c->sc.blk == k)) {
             /* a whole block into a contiguous destination: read or
              * decompress straight into it, no staging copy */
             PTC_TRY(read_block_into(c, rec, k, d));
@@ -744,7 +724,7 @@ int ptc_store_reader_verify_rec(const ptc_store_reader *r, size_t t, const ptc_s
     int rc = PTC_OK;
     for (uint64_t k = 0; k < rec->nblocks; k++) {
         const uint8_t *b;
-        c.valid = false;
+        c.sc.valid = false;
         if ((rc = get_block(&c, rec, k, &b)) < 0)
             break;
         *done += blk_raw_len(rec, k);

@@ -15,7 +15,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 #include <zstd.h>
 
 #include "ptc/store_internal.h"
@@ -25,15 +24,11 @@ typedef struct rank_state {
     bool mine;   /* this writer may write this rank */
     int fd;      /* pack file, -1 until the first shard */
     uint64_t off;
+    char *path;  /* the pack file */
     bool open;   /* a shard is being streamed */
     ptc_shard_rec cur;
-    size_t blocks_cap;
     uint64_t received;
-    uint8_t *raw; /* PTC_STORE_BLOCK_SIZE staging */
-    size_t fill;
-    uint8_t *cbuf;
-    size_t ccap;
-    ZSTD_CCtx *cctx;
+    ptc_blob_out out; /* the block engine appending to the pack file */
     ptc_shard_rec *recs;
     size_t nrecs, cap;
 } rank_state;
@@ -306,6 +301,8 @@ static int open_pack(ptc_store_writer *w, uint32_t rank)
     PTC_TRY(ptc_store_vdir_path(vdir, sizeof vdir, w->s->dir, w->version));
     PTC_TRY(ptc_store_pack_path(path, sizeof path, w->s->dir, w->version, rank));
     PTC_TRY(ptc_mkdir_p(vdir, 0755));
+    if (!rs->path && !(rs->path = ptc_strdup(path)))
+        return PTC_E_NOMEM;
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return ptc_error_sys(PTC_E_IO, "create %s", path);
@@ -319,6 +316,7 @@ static int open_pack(ptc_store_writer *w, uint32_t rank)
     rs->fd = fd; /* set before writing so abort removes a partial file */
     PTC_TRY(ptc_pwrite_all(fd, h, sizeof h, 0, path));
     rs->off = PTC_PACK_HEADER_SIZE;
+    ptc_blob_out_init(&rs->out, fd, rs->path, rs->off, w->codec, w->level);
     return PTC_OK;
 }
 
@@ -366,67 +364,14 @@ int ptc_store_shard_begin(ptc_store_writer *w, uint32_t tensor, uint32_t rank, i
     }
     if ((rc = open_pack(w, rank)) < 0)
         goto out_free;
-    if (!rs->raw) {
-        rs->raw = ptc_malloc(PTC_STORE_BLOCK_SIZE);
-        if (!rs->raw) {
-            rc = PTC_E_NOMEM;
-            goto out_free;
-        }
-    }
-    if (w->codec == PTC_STORE_CODEC_ZSTD && !rs->cbuf) {
-        rs->ccap = ZSTD_compressBound(PTC_STORE_BLOCK_SIZE);
-        rs->cbuf = ptc_malloc(rs->ccap);
-        rs->cctx = ZSTD_createCCtx();
-        if (!rs->cbuf || !rs->cctx) {
-            rc = ptc_error_set(PTC_E_NOMEM, "cannot allocate zstd context");
-            goto out_free;
-        }
-    }
-    c->offset = rs->off;
-    c->nblocks = (c->raw_length + PTC_STORE_BLOCK_SIZE - 1) / PTC_STORE_BLOCK_SIZE;
-    if (c->nblocks) {
-        c->blocks = ptc_calloc((size_t)c->nblocks, sizeof *c->blocks);
-        if (!c->blocks) {
-            rc = PTC_E_NOMEM;
-            goto out_free;
-        }
-    }
-    rs->blocks_cap = 0; /* blocks filled so far */
+    if ((rc = ptc_blob_begin(&rs->out, c->raw_length)) < 0)
+        goto out_free;
     rs->received = 0;
-    rs->fill = 0;
     rs->open = true;
     return PTC_OK;
 out_free:
     ptc_shard_rec_free(c);
     return fail(w, rc);
-}
-
-/* Hash, maybe compress, and write one raw block of @p n bytes. */
-static int flush_block(ptc_store_writer *w, uint32_t rank, const uint8_t *raw, size_t n)
-{
-    rank_state *rs = &w->ranks[rank];
-    ptc_shard_rec *c = &rs->cur;
-    ptc_block *b = &c->blocks[rs->blocks_cap];
-    b->xxh3 = XXH3_64bits(raw, n);
-    const void *out = raw;
-    size_t len = n;
-    b->codec = PTC_BLOCK_RAW;
-    if (w->codec == PTC_STORE_CODEC_ZSTD) {
-        size_t z = ZSTD_compressCCtx(rs->cctx, rs->cbuf, rs->ccap, raw, n, w->level);
-        if (!ZSTD_isError(z) && z < n) { /* keep a block raw if zstd does not help */
-            out = rs->cbuf;
-            len = z;
-            b->codec = PTC_BLOCK_ZSTD;
-        }
-    }
-    char path[4096];
-    PTC_TRY(ptc_store_pack_path(path, sizeof path, w->s->dir, w->version, rank));
-    PTC_TRY(ptc_pwrite_all(rs->fd, out, len, rs->off, path));
-    b->stored = (uint32_t)len;
-    rs->off += len;
-    c->length += len;
-    rs->blocks_cap++;
-    return PTC_OK;
 }
 
 int ptc_store_shard_write(ptc_store_writer *w, uint32_t rank, const void *data, size_t n)
@@ -439,32 +384,10 @@ int ptc_store_shard_write(ptc_store_writer *w, uint32_t rank, const void *data, 
                                      "tensor '%s' rank %u: %zu bytes more than the shard holds",
                                      w->tensors[rs->cur.tensor].name, rank,
                                      (size_t)(n - (rs->cur.raw_length - rs->received))));
-    const uint8_t *p = data;
-    while (n > 0) {
-        uint64_t left = rs->cur.raw_length - rs->received;
-        size_t blk = (size_t)PTC_MIN(PTC_STORE_BLOCK_SIZE, left + rs->fill);
-        if (rs->fill == 0 && n >= blk) { /* whole block straight from the caller */
-            int rc = flush_block(w, rank, p, blk);
-            if (rc < 0)
-                return fail(w, rc);
-            p += blk;
-            n -= blk;
-            rs->received += blk;
-            continue;
-        }
-        size_t take = PTC_MIN(n, blk - rs->fill);
-        memcpy(rs->raw + rs->fill, p, take);
-        rs->fill += take;
-        p += take;
-        n -= take;
-        rs->received += take;
-        if (rs->fill == blk) {
-            int rc = flush_block(w, rank, rs->raw, blk);
-            if (rc < 0)
-                return fail(w, rc);
-            rs->fill = 0;
-        }
-    }
+    int rc = ptc_blob_write(&rs->out, data, n);
+    if (rc < 0)
+        return fail(w, rc);
+    rs->received += n;
     return PTC_OK;
 }
 
@@ -481,7 +404,15 @@ int ptc_store_shard_end(ptc_store_writer *w, uint32_t rank)
                            (unsigned long long)c->raw_length);
         goto out_drop;
     }
-    if (rs->fill != 0 || rs->blocks_cap != c->nblocks) {
+    ptc_blob_rec blob;
+    if ((rc = ptc_blob_end(&rs->out, &blob)) < 0)
+        goto out_drop;
+    c->offset = blob.offset;
+    c->length = blob.length;
+    c->nblocks = blob.nblocks;
+    c->blocks = blob.blocks;
+    rs->off = rs->out.off;
+    if (c->nblocks != (c->raw_length + PTC_STORE_BLOCK_SIZE - 1) / PTC_STORE_BLOCK_SIZE) {
         rc = ptc_error_set(PTC_E_STORE, "internal: shard blocks incomplete");
         goto out_drop;
     }
@@ -491,6 +422,7 @@ int ptc_store_shard_end(ptc_store_writer *w, uint32_t rank)
     memset(c, 0, sizeof *c);
     return PTC_OK;
 out_drop:
+    ptc_blob_abort(&rs->out);
     ptc_shard_rec_free(c);
     rs->open = false;
     return fail(w, rc);
@@ -503,6 +435,7 @@ int ptc_store_shard_put(ptc_store_writer *w, uint32_t tensor, uint32_t rank, int
     PTC_TRY(ptc_store_shard_begin(w, tensor, rank, local_ndim, local_shape, pieces, npieces));
     int rc = ptc_store_shard_write(w, rank, data, nbytes);
     if (rc < 0) {
+        ptc_blob_abort(&w->ranks[rank].out);
         ptc_shard_rec_free(&w->ranks[rank].cur);
         w->ranks[rank].open = false;
         return rc;
@@ -909,9 +842,8 @@ void ptc_store_writer_destroy(ptc_store_writer *w)
         for (size_t i = 0; i < rs->nrecs; i++)
             ptc_shard_rec_free(&rs->recs[i]);
         ptc_free(rs->recs);
-        ptc_free(rs->raw);
-        ptc_free(rs->cbuf);
-        ZSTD_freeCCtx(rs->cctx);
+        ptc_blob_out_free(&rs->out);
+        ptc_free(rs->path);
     }
     if (!keep && w->version) {
         char vdir[4096];

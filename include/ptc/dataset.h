@@ -217,6 +217,39 @@ PTC_API int ptc_dataset_audit_counts(ptc_store *store, const char *name, uint64_
                                      uint64_t epoch, uint64_t samples,
                                      ptc_dataset_audit_result *out);
 
+/* ---- stored datasets -------------------------------------------------------------- */
+
+/** Options of ptc_dataset_ingest(). Zero-initialise, then set fields. */
+typedef struct ptc_dataset_ingest_options {
+    unsigned codec;           /**< PTC_STORE_CODEC_NONE (0) / _ZSTD (1) */
+    int level;                /**< zstd level (0: default) */
+    bool replace;             /**< replace an existing dataset of that name */
+    ptc_progress_fn progress; /**< ("ingest", input bytes done, total) */
+    void *progress_user;
+} ptc_dataset_ingest_options;
+
+/**
+ * Ingest @p ninputs inputs of @p format (as ptc_ingest_open) into the store
+ * as dataset @p name: records stream through the store's block engine into
+ * the dataset's pack file, then the index, an fsync, and one catalog commit
+ * (ptc_store_dataset_writer_*). A failure leaves the store as it was.
+ * @param samples  receives N (may be NULL)
+ * @return PTC_OK; the errors of ptc_ingest_open / ptc_ingest_next (naming
+ *         the input and record) and of the dataset writer (PTC_E_EXISTS,
+ *         PTC_E_BUSY, PTC_E_IO).
+ */
+PTC_API int ptc_dataset_ingest(ptc_store *store, const char *name, const char *format,
+                               const char *const *inputs, size_t ninputs,
+                               const ptc_dataset_ingest_options *opts, uint64_t *samples);
+
+/**
+ * The exactly-once audit of stored dataset @p name: ptc_dataset_audit_counts
+ * with N taken from the catalog.
+ * @return PTC_OK, PTC_E_NOTFOUND (no such dataset), the audit's errors.
+ */
+PTC_API int ptc_dataset_audit(ptc_store *store, const char *name, uint64_t seed,
+                              uint64_t epoch, ptc_dataset_audit_result *out);
+
 #ifdef __cplusplus
 }
 #endif

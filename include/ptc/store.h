@@ -332,6 +332,101 @@ PTC_API int ptc_store_reader_read_box(const ptc_store_reader *r, size_t t,
                                       const ptc_box *box, void *dst,
                                       const int64_t *dst_strides);
 
+/* ---- datasets ------------------------------------------------------------- */
+
+/** Longest dataset name in bytes (names are [A-Za-z0-9._-], not starting
+ * with '.'). */
+#define PTC_STORE_DATASET_NAME_MAX 255
+/** Longest format text of a dataset. */
+#define PTC_STORE_DATASET_FORMAT_MAX 63
+
+/** A stored dataset (docs/format.md §8). Strings are NUL-terminated. */
+typedef struct ptc_store_dataset_info {
+    char name[PTC_STORE_DATASET_NAME_MAX + 1];
+    char format[PTC_STORE_DATASET_FORMAT_MAX + 1]; /**< ingest format text */
+    uint64_t id;             /**< pack file packs/datasets/d<id>.pack */
+    uint64_t samples;        /**< number of records N */
+    uint64_t bytes;          /**< Σ record lengths (raw) */
+    uint64_t stored_bytes;   /**< bytes of its pack file's blobs (data + index) */
+    int64_t created_unix_ns; /**< commit time */
+    unsigned codec;          /**< PTC_STORE_CODEC_* the writer used */
+    uint64_t data_offset;    /**< file offset of the data blob's first block */
+    bool data_raw;           /**< every data block is stored raw (uncompressed):
+                                  the records are bytes [data_offset,
+                                  data_offset + bytes) of the pack file */
+} ptc_store_dataset_info;
+
+/** @return true if @p name is a valid dataset name. */
+PTC_API bool ptc_store_dataset_name_ok(const char *name);
+
+/** Options of ptc_store_dataset_writer_begin(). Zero-initialise. */
+typedef struct ptc_store_dataset_options {
+    unsigned codec; /**< PTC_STORE_CODEC_NONE / _ZSTD */
+    int level;      /**< zstd level (0: default) */
+    bool replace;   /**< replace a dataset of that name (atomically, at commit) */
+} ptc_store_dataset_options;
+
+/** A dataset being written (opaque). Externally synchronised. */
+typedef struct ptc_store_dataset_writer ptc_store_dataset_writer;
+
+/**
+ * Begin writing dataset @p name: takes the store's writer lock, allocates
+ * its pack file. Records are appended with ptc_store_dataset_writer_append;
+ * nothing is visible until commit.
+ * @return PTC_OK; PTC_E_INVAL (bad name, codec, level, read-only store);
+ *   PTC_E_EXISTS (the name exists and @p opts->replace is not set);
+ *   PTC_E_BUSY (locked); PTC_E_IO.
+ */
+PTC_API int ptc_store_dataset_writer_begin(ptc_store_dataset_writer **out, ptc_store *s,
+                                           const char *name,
+                                           const ptc_store_dataset_options *opts);
+/** Append one record of @p len bytes (ids count from 0).
+ * @return PTC_OK, PTC_E_IO, PTC_E_NOMEM. */
+PTC_API int ptc_store_dataset_writer_append(ptc_store_dataset_writer *w, const void *data,
+                                            size_t len);
+/**
+ * Commit: write the index blob, fsync the pack file and its directories,
+ * then put the catalog record in one LMDB transaction (replacing the old
+ * one with opts->replace, and clearing its served-count map).
+ * @param format  the format text recorded in the catalog
+ * @param info    receives the committed dataset (may be NULL)
+ * @return PTC_OK; PTC_E_EXISTS (created meanwhile); PTC_E_IO; PTC_E_STORE.
+ */
+PTC_API int ptc_store_dataset_writer_commit(ptc_store_dataset_writer *w, const char *format,
+                                            ptc_store_dataset_info *info);
+/** Abort unless committed (removes the pack file), release the lock, free.
+ * NULL is a no-op. */
+PTC_API void ptc_store_dataset_writer_destroy(ptc_store_dataset_writer *w);
+
+/** List the datasets (sorted by name); free @p *out with ptc_store_free().
+ * @return PTC_OK, PTC_E_STORE (corrupt catalog), PTC_E_NOMEM. */
+PTC_API int ptc_store_datasets(ptc_store *s, ptc_store_dataset_info **out, size_t *n);
+/** Look up one dataset. @return PTC_OK, PTC_E_NOTFOUND ("no dataset 'x'…"). */
+PTC_API int ptc_store_dataset_stat(ptc_store *s, const char *name,
+                                   ptc_store_dataset_info *out);
+
+/**
+ * An open dataset: its catalog record (a snapshot), the pack file and the
+ * index. Every function on it is safe from any number of threads at once.
+ */
+typedef struct ptc_store_dataset ptc_store_dataset;
+
+/** Open dataset @p name. @return PTC_OK, PTC_E_NOTFOUND, PTC_E_STORE, PTC_E_IO,
+ * PTC_E_CHECKSUM (its index). */
+PTC_API int ptc_store_dataset_open(ptc_store_dataset **out, ptc_store *s, const char *name);
+/** Close; NULL is a no-op. */
+PTC_API void ptc_store_dataset_close(ptc_store_dataset *d);
+/** Its catalog record (valid until close). */
+PTC_API const ptc_store_dataset_info *ptc_store_dataset_get_info(const ptc_store_dataset *d);
+/** Length of record @p id. @return PTC_OK, PTC_E_RANGE (id >= N), read errors. */
+PTC_API int ptc_store_dataset_record_size(ptc_store_dataset *d, uint64_t id, uint64_t *size);
+/** Copy bytes [off, off + len) of record @p id (inside it) to @p buf, reading,
+ * decompressing and verifying only the blocks they touch (a raw block is
+ * verified the first time this handle reads it).
+ * @return PTC_OK, PTC_E_RANGE, PTC_E_CHECKSUM, PTC_E_IO. */
+PTC_API int ptc_store_dataset_record_read(ptc_store_dataset *d, uint64_t id, uint64_t off,
+                                          void *buf, size_t len);
+
 /* ---- maintenance -------------------------------------------------------- */
 
 /**
@@ -354,8 +449,10 @@ typedef struct ptc_store_gc_stats {
 /**
  * Delete every pack file and version directory that no committed version
  * references (debris of aborted or crashed writers, files of deleted
- * versions). Never removes a file a committed version references (own data,
- * aliases and cross-version references). Takes the writer lock.
+ * versions), and every dataset pack file no catalog record references
+ * (replaced datasets, aborted ingests). Never removes a file a committed
+ * version or dataset references (own data, aliases and cross-version
+ * references). Takes the writer lock.
  * @param stats  may be NULL
  * @return PTC_OK, PTC_E_BUSY, PTC_E_INVAL (read-only), PTC_E_IO.
  */

@@ -251,6 +251,62 @@ PTC_API int ptc_view_read(ptc_view_file *f, uint64_t off, void *buf, size_t len,
 /** Close an open file; NULL is a no-op. */
 PTC_API void ptc_view_close(ptc_view_file *f);
 
+/* ---- the view of a store ------------------------------------------------------------- */
+
+/** The store (include/ptc/store.h). */
+typedef struct ptc_store ptc_store;
+
+/**
+ * A view backed by a store: datasets/<NAME> are the store's datasets
+ * (records read through the block engine), models/<V> its versions
+ * (info.json, model.safetensors = ptc_vfile_whole, <CFG>/rank-R.safetensors
+ * = ptc_vfile_rank under that configuration, byte-identical to `ptc export
+ * --config`), and served step-file records go to the store's count map.
+ * Readers, layouts and model files are cached (model files in a bounded
+ * LRU). Opaque.
+ * @note Thread safety: the view it owns is safe from any number of threads;
+ *       create/attach/destroy are externally synchronised; flush may run
+ *       concurrently with reads.
+ */
+typedef struct ptc_view_store ptc_view_store;
+
+/** Options of ptc_view_store_create(). Zero-initialise. */
+typedef struct ptc_view_store_options {
+    size_t vfile_cache; /**< model files kept (LRU); 0: 64 */
+} ptc_view_store_options;
+
+/**
+ * Create a store view over the store in directory @p store_dir, opened
+ * later by ptc_view_store_attach (after a fork: an LMDB environment must
+ * not cross one). @p store_dir may be NULL when attach is given a store.
+ * @param opts  may be NULL
+ * @return PTC_OK or PTC_E_NOMEM (*out NULL).
+ */
+PTC_API int ptc_view_store_create(ptc_view_store **out, const char *store_dir,
+                                  const ptc_view_store_options *opts);
+
+/** The view (owned by @p vs, valid until ptc_view_store_destroy). Until
+ * attach, dataset and model nodes fail with PTC_E_INVAL. */
+PTC_API ptc_view *ptc_view_store_view(ptc_view_store *vs);
+
+/**
+ * Open the store: @p store (not owned; must outlive @p vs) or, when NULL,
+ * the directory given to create (owned, closed by destroy). With @p count,
+ * served step-file records are counted into the store's count map
+ * (buffered; see ptc_view_store_flush).
+ * @return PTC_OK; the errors of ptc_store_open; PTC_E_INVAL (read-only
+ *         store with @p count, already attached).
+ */
+PTC_API int ptc_view_store_attach(ptc_view_store *vs, ptc_store *store, bool count);
+
+/** Make the buffered served counts durable (one LMDB transaction).
+ * @return PTC_OK or a store error (the counts stay buffered). */
+PTC_API int ptc_view_store_flush(ptc_view_store *vs);
+
+/** Flush the counts (best effort), destroy the view, close what attach
+ * opened. No view file may be open. NULL is a no-op. */
+PTC_API void ptc_view_store_destroy(ptc_view_store *vs);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,504 @@
+/* The view backed by a store: datasets read through the store's block
+ * engine (ptc_store_dataset_*), models through virtual safetensors files
+ * (ptc_vfile), served-record counts into the store's count map. Readers,
+ * layouts and vfiles are cached (bounded LRU for vfiles) so repeated stats
+ * and reads do not rebuild headers. */
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptc/dataset.h"
+#include "ptc/export.h"
+#include "ptc/store.h"
+#include "ptc/util_internal.h"
+#include "ptc/view.h"
+
+#define VS_VFILES_DEFAULT 64
+#define VS_LAYOUTS 16
+#define VS_KEY_MAX (PTC_VIEW_NAME_MAX + 1)
+
+/* A cached model file: info.json text or a vfile, refcounted. */
+struct vs_file {
+    long refs; /* under vs->lock */
+    uint64_t version;
+    ptc_view_kind kind;
+    char cfg[VS_KEY_MAX];
+    uint64_t rank;
+    uint64_t used;
+    ptc_vfile *vf;
+    char *text;
+    uint64_t size;
+};
+
+struct vs_layout {
+    uint64_t version;
+    char cfg[VS_KEY_MAX];
+    ptc_layout *l; /* NULL: the config does not fit the version */
+    int rc;
+    uint64_t used;
+};
+
+struct vs_reader {
+    uint64_t version;
+    ptc_store_reader *r;
+};
+
+struct vs_dataset {
+    ptc_store_dataset *d;
+    char *info;
+};
+
+struct ptc_view_store {
+    ptc_view *view;
+    char *dir;
+    ptc_store *store;
+    bool own_store;
+    ptc_dataset_counter *counter;
+    pthread_mutex_t lock;
+    struct vs_reader *readers;
+    size_t nreaders, rcap;
+    struct vs_layout layouts[VS_LAYOUTS];
+    struct vs_file **files;
+    size_t nfiles, fcap;
+    uint64_t tick;
+};
+
+static int not_attached(void)
+{
+    return ptc_error_set(PTC_E_INVAL, "the view's store is not open yet");
+}
+
+/* ---- datasets -------------------------------------------------------------------------- */
+
+static int ds_size(void *user, uint64_t id, uint64_t *size)
+{
+    return ptc_store_dataset_record_size(((struct vs_dataset *)user)->d, id, size);
+}
+
+static int ds_read(void *user, uint64_t id, uint64_t off, void *buf, size_t len)
+{
+    return ptc_store_dataset_record_read(((struct vs_dataset *)user)->d, id, off, buf, len);
+}
+
+static int ds_open(void *user, const char *name, ptc_view_dataset *ds)
+{
+    ptc_view_store *vs = user;
+    if (!vs->store)
+        return not_attached();
+    struct vs_dataset *w = ptc_calloc(1, sizeof *w);
+    if (!w)
+        return PTC_E_NOMEM;
+    int rc = ptc_store_dataset_open(&w->d, vs->store, name);
+    if (rc < 0) {
+        ptc_free(w);
+        return rc;
+    }
+    const ptc_store_dataset_info *i = ptc_store_dataset_get_info(w->d);
+    json_t *j = json_pack("{s:s, s:I, s:I, s:s, s:s, s:I}", "name", i->name, "samples",
+                          (json_int_t)i->samples, "bytes", (json_int_t)i->bytes, "format",
+                          i->format, "codec", i->codec ? "zstd" : "none", "created_unix_ns",
+                          (json_int_t)i->created_unix_ns);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (s) {
+        size_t l = strlen(s);
+        w->info = ptc_malloc(l + 2);
+        if (w->info) {
+            memcpy(w->info, s, l);
+            memcpy(w->info + l, "\n", 2);
+        }
+        free(s);
+    }
+    if (!w->info) {
+        ptc_store_dataset_close(w->d);
+        ptc_free(w);
+        return ptc_error_set(PTC_E_NOMEM, "out of memory formatting info.json");
+    }
+    memset(ds, 0, sizeof *ds);
+    ds->n = i->samples;
+    ds->info_json = w->info;
+    ds->user = w;
+    ds->record_size = ds_size;
+    ds->record_read = ds_read;
+    return PTC_OK;
+}
+
+static void ds_close(void *user, ptc_view_dataset *ds)
+{
+    (void)user;
+    struct vs_dataset *w = ds->user;
+    if (!w)
+        return;
+    ptc_store_dataset_close(w->d);
+    ptc_free(w->info);
+    ptc_free(w);
+}
+
+static int ds_list(void *user, ptc_view_emit_fn emit, void *ctx)
+{
+    ptc_view_store *vs = user;
+    if (!vs->store)
+        return not_attached();
+    ptc_store_dataset_info *v;
+    size_t n;
+    PTC_TRY(ptc_store_datasets(vs->store, &v, &n));
+    for (size_t i = 0; i < n; i++)
+        if (emit(ctx, v[i].name, true))
+            break;
+    ptc_store_free(v);
+    return PTC_OK;
+}
+
+static void ds_served(void *user, const char *name, uint64_t seed, uint64_t epoch, uint64_t id)
+{
+    ptc_view_store *vs = user;
+    if (vs->counter && ptc_dataset_counter_add(vs->counter, name, seed, epoch, id) < 0)
+        ptc_log(PTC_LOG_WARN, "cannot count a served record of %s: %s", name, ptc_last_error());
+}
+
+/* ---- models --------------------------------------------------------------------------- */
+
+/* The reader of version @p v, opened once and kept. */
+static int get_reader(ptc_view_store *vs, uint64_t v, ptc_store_reader **out)
+{
+    if (!vs->store)
+        return not_attached();
+    pthread_mutex_lock(&vs->lock);
+    for (size_t i = 0; i < vs->nreaders; i++)
+        if (vs->readers[i].version == v) {
+            *out = vs->readers[i].r;
+            pthread_mutex_unlock(&vs->lock);
+            return PTC_OK;
+        }
+    pthread_mutex_unlock(&vs->lock);
+    ptc_store_reader *r;
+    int rc = ptc_store_reader_open(&r, vs->store, v);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_lock(&vs->lock);
+    for (size_t i = 0; i < vs->nreaders; i++)
+        if (vs->readers[i].version == v) { /* another thread was first */
+            *out = vs->readers[i].r;
+            pthread_mutex_unlock(&vs->lock);
+            ptc_store_reader_close(r);
+            return PTC_OK;
+        }
+    rc = ptc_grow((void **)&vs->readers, &vs->rcap, vs->nreaders + 1, sizeof *vs->readers);
+    if (rc == PTC_OK) {
+        vs->readers[vs->nreaders++] = (struct vs_reader){v, r};
+        *out = r;
+    }
+    pthread_mutex_unlock(&vs->lock);
+    if (rc < 0)
+        ptc_store_reader_close(r);
+    return rc;
+}
+
+/* The layout of (@p v, @p cfg); built once per cache slot. The caller holds
+ * vs->lock and uses the layout only while holding it. */
+static int get_layout_locked(ptc_view_store *vs, ptc_store_reader *r, uint64_t v,
+                             const ptc_config *cfg, const char *key, const ptc_layout **out)
+{
+    struct vs_layout *victim = &vs->layouts[0];
+    for (int i = 0; i < VS_LAYOUTS; i++) {
+        struct vs_layout *e = &vs->layouts[i];
+        if (e->version == v && strcmp(e->cfg, key) == 0) {
+            e->used = ++vs->tick;
+            *out = e->l;
+            return e->l ? PTC_OK
+                        : ptc_error_set(e->rc, "configuration %s does not fit version %llu", key,
+                                        (unsigned long long)v);
+        }
+        if (e->used < victim->used)
+            victim = e;
+    }
+    ptc_layout *l = NULL;
+    int rc = ptc_layout_of_version(&l, r, cfg);
+    if (rc == PTC_E_NOMEM)
+        return rc;
+    ptc_layout_destroy(victim->l);
+    victim->version = v;
+    snprintf(victim->cfg, sizeof victim->cfg, "%s", key);
+    victim->l = rc == PTC_OK ? l : NULL;
+    victim->rc = rc == PTC_OK ? PTC_OK : PTC_E_NOTFOUND;
+    victim->used = ++vs->tick;
+    *out = victim->l;
+    return rc == PTC_OK ? PTC_OK : PTC_E_NOTFOUND; /* a CFG that does not fit: no such dir */
+}
+
+static int version_info_text(ptc_store_reader *r, char **out, uint64_t *size)
+{
+    const ptc_version_info *vi = ptc_store_reader_version(r);
+    json_t *tensors = json_array();
+    size_t nt = ptc_store_reader_tensor_count(r);
+    for (size_t i = 0; tensors && i < nt; i++) {
+        ptc_store_tensor t;
+        if (ptc_store_reader_tensor(r, i, &t) < 0)
+            break;
+        json_t *shape = json_array();
+        for (int d = 0; shape && d < t.ndim; d++)
+            json_array_append_new(shape, json_integer(t.shape[d]));
+        json_array_append_new(tensors,
+                              json_pack("{s:s%, s:s, s:o, s:s}", "name", t.name, t.name_len,
+                                        "dtype", ptc_dtype_name(t.dtype), "shape", shape,
+                                        "placement", t.placement));
+    }
+    json_t *j = json_pack("{s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:o}", "version",
+                          (json_int_t)vi->version, "parent", (json_int_t)vi->parent,
+                          "created_unix_ns", (json_int_t)vi->created_unix_ns, "step", vi->step,
+                          "config", vi->config, "tensor_count", (json_int_t)vi->tensor_count,
+                          "bytes", (json_int_t)vi->bytes, "tensors", tensors);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!s)
+        return ptc_error_set(PTC_E_NOMEM, "out of memory formatting info.json");
+    size_t l = strlen(s);
+    *out = ptc_malloc(l + 2);
+    if (*out) {
+        memcpy(*out, s, l);
+        memcpy(*out + l, "\n", 2);
+        *size = l + 1;
+    }
+    free(s);
+    return *out ? PTC_OK : PTC_E_NOMEM;
+}
+
+static void file_unref_locked(struct vs_file *f)
+{
+    if (f && --f->refs == 0) {
+        ptc_vfile_destroy(f->vf);
+        ptc_free(f->text);
+        ptc_free(f);
+    }
+}
+
+static bool file_match(const struct vs_file *f, const ptc_view_node *n, const char *key)
+{
+    return f->version == n->version && f->kind == n->kind && f->rank == n->rank &&
+           strcmp(f->cfg, key) == 0;
+}
+
+/* The cached model file of @p n (a new reference; release with vs_file_put). */
+static int get_file(ptc_view_store *vs, const ptc_view_node *n, struct vs_file **out)
+{
+    char key[VS_KEY_MAX] = "";
+    if (n->kind == PTC_VIEW_MODEL_RANK)
+        PTC_TRY(ptc_config_format(&n->config, PTC_CONFIG_STYLE_PATH, key, sizeof key));
+    pthread_mutex_lock(&vs->lock);
+    for (size_t i = 0; i < vs->nfiles; i++)
+        if (file_match(vs->files[i], n, key)) {
+            struct vs_file *f = vs->files[i];
+            f->refs++;
+            f->used = ++vs->tick;
+            pthread_mutex_unlock(&vs->lock);
+            *out = f;
+            return PTC_OK;
+        }
+    pthread_mutex_unlock(&vs->lock);
+    ptc_store_reader *r;
+    PTC_TRY(get_reader(vs, n->version, &r));
+    struct vs_file *f = ptc_calloc(1, sizeof *f);
+    if (!f)
+        return PTC_E_NOMEM;
+    f->refs = 1;
+    f->version = n->version;
+    f->kind = n->kind;
+    f->rank = n->rank;
+    snprintf(f->cfg, sizeof f->cfg, "%s", key);
+    int rc;
+    if (n->kind == PTC_VIEW_MODEL_INFO) {
+        rc = version_info_text(r, &f->text, &f->size);
+    } else if (n->kind == PTC_VIEW_MODEL_FULL) {
+        rc = ptc_vfile_whole(&f->vf, r, PTC_DTYPE_KEEP);
+    } else {
+        const ptc_layout *l;
+        pthread_mutex_lock(&vs->lock);
+        rc = get_layout_locked(vs, r, n->version, &n->config, key, &l);
+        if (rc == PTC_OK)
+            rc = ptc_vfile_rank(&f->vf, r, l, (int)n->rank, PTC_DTYPE_KEEP);
+        pthread_mutex_unlock(&vs->lock);
+    }
+    if (rc < 0) {
+        ptc_vfile_destroy(f->vf);
+        ptc_free(f->text);
+        ptc_free(f);
+        return rc;
+    }
+    if (f->vf)
+        f->size = ptc_vfile_size(f->vf);
+    pthread_mutex_lock(&vs->lock);
+    f->used = ++vs->tick;
+    size_t cap_files = vs->fcap; /* the configured bound */
+    if (vs->nfiles == cap_files) {
+        size_t victim = 0;
+        for (size_t i = 1; i < vs->nfiles; i++)
+            if (vs->files[i]->used < vs->files[victim]->used)
+                victim = i;
+        file_unref_locked(vs->files[victim]);
+        vs->files[victim] = vs->files[--vs->nfiles];
+    }
+    f->refs++; /* the cache's reference */
+    vs->files[vs->nfiles++] = f;
+    pthread_mutex_unlock(&vs->lock);
+    *out = f;
+    return PTC_OK;
+}
+
+static void put_file(ptc_view_store *vs, struct vs_file *f)
+{
+    pthread_mutex_lock(&vs->lock);
+    file_unref_locked(f);
+    pthread_mutex_unlock(&vs->lock);
+}
+
+static int model_stat(void *user, const ptc_view_node *n, uint64_t *size)
+{
+    ptc_view_store *vs = user;
+    *size = 0;
+    ptc_store_reader *r;
+    int rc = get_reader(vs, n->version, &r);
+    if (rc < 0)
+        return rc;
+    if (n->kind == PTC_VIEW_MODEL)
+        return PTC_OK;
+    if (n->kind == PTC_VIEW_MODEL_CFG) {
+        char key[VS_KEY_MAX];
+        PTC_TRY(ptc_config_format(&n->config, PTC_CONFIG_STYLE_PATH, key, sizeof key));
+        const ptc_layout *l;
+        pthread_mutex_lock(&vs->lock);
+        rc = get_layout_locked(vs, r, n->version, &n->config, key, &l);
+        pthread_mutex_unlock(&vs->lock);
+        return rc;
+    }
+    struct vs_file *f;
+    PTC_TRY(get_file(vs, n, &f));
+    *size = f->size;
+    put_file(vs, f);
+    return PTC_OK;
+}
+
+static int model_open(void *user, const ptc_view_node *n, void **fh)
+{
+    struct vs_file *f;
+    PTC_TRY(get_file(user, n, &f));
+    *fh = f;
+    return PTC_OK;
+}
+
+static int model_read(void *user, void *fh, uint64_t off, void *buf, size_t len, size_t *got)
+{
+    (void)user;
+    struct vs_file *f = fh;
+    if (f->vf)
+        return ptc_vfile_read(f->vf, buf, off, len, got);
+    size_t n = off >= f->size ? 0 : (size_t)PTC_MIN((uint64_t)len, f->size - off);
+    memcpy(buf, f->text + off, n);
+    *got = n;
+    return PTC_OK;
+}
+
+static void model_close(void *user, void *fh)
+{
+    put_file(user, fh);
+}
+
+static int model_list(void *user, ptc_view_emit_fn emit, void *ctx)
+{
+    ptc_view_store *vs = user;
+    if (!vs->store)
+        return not_attached();
+    ptc_version_info *v;
+    size_t n;
+    PTC_TRY(ptc_store_versions(vs->store, &v, &n));
+    for (size_t i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%llu", (unsigned long long)v[i].version);
+        if (emit(ctx, name, true))
+            break;
+    }
+    ptc_store_versions_free(v, n);
+    return PTC_OK;
+}
+
+/* ---- the object -------------------------------------------------------------------------- */
+
+int ptc_view_store_create(ptc_view_store **out, const char *store_dir,
+                          const ptc_view_store_options *opts)
+{
+    *out = NULL;
+    ptc_view_store *vs = ptc_calloc(1, sizeof *vs);
+    if (!vs)
+        return PTC_E_NOMEM;
+    pthread_mutex_init(&vs->lock, NULL);
+    vs->fcap = opts && opts->vfile_cache ? opts->vfile_cache : VS_VFILES_DEFAULT;
+    vs->files = ptc_calloc(vs->fcap, sizeof *vs->files);
+    vs->dir = store_dir ? ptc_strdup(store_dir) : NULL;
+    static const ptc_view_ops ops = {
+        .dataset_open = ds_open,   .dataset_close = ds_close, .dataset_list = ds_list,
+        .served = ds_served,       .model_stat = model_stat,  .model_open = model_open,
+        .model_read = model_read,  .model_close = model_close, .model_list = model_list,
+    };
+    int rc = PTC_E_NOMEM;
+    if (!vs->files || (store_dir && !vs->dir) || (rc = ptc_view_create(&vs->view, &ops, vs)) < 0) {
+        ptc_view_store_destroy(vs);
+        return rc;
+    }
+    *out = vs;
+    return PTC_OK;
+}
+
+ptc_view *ptc_view_store_view(ptc_view_store *vs)
+{
+    return vs->view;
+}
+
+int ptc_view_store_attach(ptc_view_store *vs, ptc_store *store, bool count)
+{
+    if (vs->store)
+        return ptc_error_set(PTC_E_INVAL, "the view's store is already open");
+    if (!store) {
+        if (!vs->dir)
+            return ptc_error_set(PTC_E_INVAL, "no store to open");
+        PTC_TRY(ptc_store_open(&store, vs->dir, 0));
+        vs->own_store = true;
+    }
+    if (count) {
+        int rc = ptc_dataset_counter_create(&vs->counter, store);
+        if (rc < 0) {
+            if (vs->own_store)
+                ptc_store_close(store);
+            vs->own_store = false;
+            return rc;
+        }
+    }
+    vs->store = store;
+    return PTC_OK;
+}
+
+int ptc_view_store_flush(ptc_view_store *vs)
+{
+    return vs->counter ? ptc_dataset_counter_flush(vs->counter) : PTC_OK;
+}
+
+void ptc_view_store_destroy(ptc_view_store *vs)
+{
+    if (!vs)
+        return;
+    ptc_view_destroy(vs->view); /* closes the datasets */
+    for (size_t i = 0; i < vs->nfiles; i++)
+        file_unref_locked(vs->files[i]);
+    ptc_free(vs->files);
+    for (int i = 0; i < VS_LAYOUTS; i++)
+        ptc_layout_destroy(vs->layouts[i].l);
+    for (size_t i = 0; i < vs->nreaders; i++)
+        ptc_store_reader_close(vs->readers[i].r);
+    ptc_free(vs->readers);
+    ptc_dataset_counter_destroy(vs->counter); /* flushes */
+    if (vs->own_store)
+        ptc_store_close(vs->store);
+    ptc_free(vs->dir);
+    pthread_mutex_destroy(&vs->lock);
+    ptc_free(vs);
+}

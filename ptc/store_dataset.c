@@ -1,0 +1,722 @@
+/* Datasets in the store: records go through the block engine into one pack
+ * file per dataset (a data blob, then an index blob of N+1 u64 offsets);
+ * the catalog (name → id, N, format, blobs) is one LMDB record, committed
+ * last, so an ingest is crash-safe like a version (docs/format.md §8). */
+#include <errno.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "ptc/dataset.h"
+#include "ptc/store_internal.h"
+#include "ptc/util_internal.h"
+
+#define DS_RECORD_FORMAT 1u
+#define DS_PACK_MAGIC "PTCDPAK1"
+/* indexes up to this many entries (64 MiB) are kept in memory when opened */
+#define DS_INDEX_IN_MEMORY ((uint64_t)8 << 20)
+#define DS_SCRATCH_POOL 64
+
+/* ---- names, paths, catalog records ---------------------------------------------- */
+
+bool ptc_store_dataset_name_ok(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n > PTC_STORE_DATASET_NAME_MAX || name[0] == '.')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+static int check_name(const char *name)
+{
+    if (!ptc_store_dataset_name_ok(name))
+        return ptc_error_set(PTC_E_INVAL,
+                             "bad dataset name '%.64s': 1-255 characters of [A-Za-z0-9._-], "
+                             "not starting with '.'",
+                             name ? name : "");
+    return PTC_OK;
+}
+
+int ptc_store_dataset_pack_path(char *out, size_t cap, const char *dir, uint64_t id)
+{
+    if (snprintf(out, cap, "%s/packs/datasets/d%llu.pack", dir, (unsigned long long)id) >=
+        (int)cap)
+        return ptc_error_set(PTC_E_INVAL, "store path too long: %s", dir);
+    return PTC_OK;
+}
+
+typedef struct ds_rec {
+    uint64_t id, samples;
+    int64_t created;
+    char format[PTC_STORE_DATASET_FORMAT_MAX + 1];
+    ptc_blob_rec data, index;
+} ds_rec;
+
+static void ds_rec_free(ds_rec *r)
+{
+    ptc_blob_rec_free(&r->data);
+    ptc_blob_rec_free(&r->index);
+}
+
+static int ds_rec_encode(ptc_buf *b, const ds_rec *r)
+{
+    PTC_TRY(ptc_buf_u32(b, DS_RECORD_FORMAT));
+    PTC_TRY(ptc_buf_u32(b, 0));
+    PTC_TRY(ptc_buf_u64(b, r->id));
+    PTC_TRY(ptc_buf_u64(b, r->samples));
+    PTC_TRY(ptc_buf_u64(b, (uint64_t)r->created));
+    PTC_TRY(ptc_buf_str(b, r->format, strlen(r->format)));
+    PTC_TRY(ptc_blob_rec_encode(b, &r->data));
+    return ptc_blob_rec_encode(b, &r->index);
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static int ds_fail(const char *name, const char *what)
+{
+    return ptc_error_set(PTC_E_STORE, "dataset '%s': corrupt catalog record (%s)", name, what);
+}
+
+static int ds_rec_decode(ds_rec *r, const char *name, const void *data, size_t len)
+{
+    memset(r, 0, sizeof *r);
+    const uint8_t *p = data;
+    if (len < 36)
+        return ds_fail(name, "truncated");
+    if (get_le(p, 4) != DS_RECORD_FORMAT || get_le(p + 4, 4) != 0)
+        return ds_fail(name, "unknown record format");
+    r->id = get_le(p + 8, 8);
+    r->samples = get_le(p + 16, 8);
+    r->created = (int64_t)get_le(p + 24, 8);
+    uint64_t flen = get_le(p + 32, 4);
+    p += 36;
+    len -= 36;
+    if (flen > PTC_STORE_DATASET_FORMAT_MAX || flen > len)
+        return ds_fail(name, "format text");
+    memcpy(r->format, p, (size_t)flen);
+    r->format[flen] = 0;
+    if (memchr(r->format, 0, (size_t)flen))
+        return ds_fail(name, "format text");
+    p += flen;
+    len -= (size_t)flen;
+    int rc;
+    if ((rc = ptc_blob_rec_decode(&r->data, &p, &len)) < 0 ||
+        (rc = ptc_blob_rec_decode(&r->index, &p, &len)) < 0) {
+        ds_rec_free(r);
+        return ds_fail(name, ptc_last_error());
+    }
+    if (len != 0 || r->id == 0 || r->samples > PTC_DATASET_MAX_SAMPLES ||
+        r->index.raw_length != 8 * (r->samples + 1)) {
+        ds_rec_free(r);
+        return ds_fail(name, len ? "trailing bytes" : "id, samples or index length");
+    }
+    return PTC_OK;
+}
+
+int ptc_store_dataset_rec_check(const void *data, size_t len)
+{
+    ds_rec r;
+    PTC_TRY(ds_rec_decode(&r, "fuzz", data, len));
+    ds_rec_free(&r);
+    return PTC_OK;
+}
+
+static void fill_info(ptc_store_dataset_info *o, const char *name, size_t nlen, const ds_rec *r)
+{
+    memset(o, 0, sizeof *o);
+    memcpy(o->name, name, nlen);
+    o->name[nlen] = 0;
+    snprintf(o->format, sizeof o->format, "%s", r->format);
+    o->id = r->id;
+    o->samples = r->samples;
+    o->bytes = r->data.raw_length;
+    o->stored_bytes = r->data.length + r->index.length;
+    o->created_unix_ns = r->created;
+    o->codec = r->data.codec;
+    o->data_offset = r->data.offset;
+    o->data_raw = true;
+    for (uint64_t i = 0; i < r->data.nblocks; i++)
+        if (r->data.blocks[i].codec != PTC_BLOCK_RAW)
+            o->data_raw = false;
+}
+
+static int catalog_dbi(ptc_store *s, MDB_dbi *dbi)
+{
+    return ptc_store_dbi_open(s, PTC_DB_DATASETS, 0, dbi);
+}
+
+/* The record of @p name inside @p txn; PTC_E_NOTFOUND if none. */
+static int catalog_get(ptc_store *s, MDB_txn *txn, MDB_dbi dbi, const char *name, ds_rec *r)
+{
+    MDB_val k = {strlen(name), (void *)name}, v;
+    int mrc = mdb_get(txn, dbi, &k, &v);
+    if (mrc == MDB_NOTFOUND)
+        return ptc_error_set(PTC_E_NOTFOUND, "no dataset '%s' in store %s", name,
+                             ptc_store_dir(s));
+    if (mrc)
+        return ptc_store_mdb_error(mrc, ptc_store_dir(s));
+    return ds_rec_decode(r, name, v.mv_data, v.mv_size);
+}
+
+/* Run @p fn over every catalog record in a read transaction. */
+static int catalog_each(ptc_store *s, int (*fn)(void *, const char *, size_t, const ds_rec *),
+                        void *user)
+{
+    MDB_dbi dbi;
+    PTC_TRY(catalog_dbi(s, &dbi));
+    MDB_txn *txn;
+    int mrc = mdb_txn_begin(ptc_store_env(s), NULL, MDB_RDONLY, &txn);
+    if (mrc)
+        return ptc_store_mdb_error(mrc, ptc_store_dir(s));
+    MDB_cursor *c;
+    if ((mrc = mdb_cursor_open(txn, dbi, &c))) {
+        mdb_txn_abort(txn);
+        return ptc_store_mdb_error(mrc, ptc_store_dir(s));
+    }
+    int rc = PTC_OK;
+    MDB_val k, v;
+    for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && rc == PTC_OK;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        char name[PTC_STORE_DATASET_NAME_MAX + 1];
+        size_t n = k.mv_size;
+        if (n > PTC_STORE_DATASET_NAME_MAX) {
+            rc = ptc_error_set(PTC_E_STORE, "dataset catalog: key of %zu bytes", n);
+            break;
+        }
+        memcpy(name, k.mv_data, n);
+        name[n] = 0;
+        ds_rec r;
+        if ((rc = ds_rec_decode(&r, name, v.mv_data, v.mv_size)) < 0)
+            break;
+        rc = fn(user, name, n, &r);
+        ds_rec_free(&r);
+    }
+    if (rc == PTC_OK && mrc && mrc != MDB_NOTFOUND)
+        rc = ptc_store_mdb_error(mrc, ptc_store_dir(s));
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    return rc;
+}
+
+struct list_ctx {
+    ptc_store_dataset_info *v;
+    size_t n, cap;
+};
+
+static int list_one(void *user, const char *name, size_t nlen, const ds_rec *r)
+{
+    struct list_ctx *l = user;
+    PTC_TRY(ptc_grow((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v));
+    fill_info(&l->v[l->n++], name, nlen, r);
+    return PTC_OK;
+}
+
+int ptc_store_datasets(ptc_store *s, ptc_store_dataset_info **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    struct list_ctx l = {0};
+    int rc = catalog_each(s, list_one, &l);
+    if (rc < 0) {
+        ptc_free(l.v);
+        return rc;
+    }
+    *out = l.v;
+    *n = l.n;
+    return PTC_OK;
+}
+
+static int ids_one(void *user, const char *name, size_t nlen, const ds_rec *r)
+{
+    (void)name;
+    (void)nlen;
+    uint64_t *max = user;
+    if (r->id > *max)
+        *max = r->id;
+    return PTC_OK;
+}
+
+struct ref_ctx {
+    uint64_t *ids;
+    size_t n, cap;
+};
+
+static int ref_one(void *user, const char *name, size_t nlen, const ds_rec *r)
+{
+    (void)name;
+    (void)nlen;
+    struct ref_ctx *c = user;
+    PTC_TRY(ptc_grow((void **)&c->ids, &c->cap, c->n + 1, sizeof *c->ids));
+    c->ids[c->n++] = r->id;
+    return PTC_OK;
+}
+
+int ptc_store_dataset_ids(ptc_store *s, uint64_t **ids, size_t *n)
+{
+    struct ref_ctx c = {0};
+    int rc = catalog_each(s, ref_one, &c);
+    if (rc < 0) {
+        ptc_free(c.ids);
+        return rc;
+    }
+    *ids = c.ids;
+    *n = c.n;
+    return PTC_OK;
+}
+
+int ptc_store_dataset_stat(ptc_store *s, const char *name, ptc_store_dataset_info *out)
+{
+    PTC_TRY(check_name(name));
+    MDB_dbi dbi;
+    PTC_TRY(catalog_dbi(s, &dbi));
+    MDB_txn *txn;
+    int mrc = mdb_txn_begin(ptc_store_env(s), NULL, MDB_RDONLY, &txn);
+    if (mrc)
+        return ptc_store_mdb_error(mrc, ptc_store_dir(s));
+    ds_rec r;
+    int rc = catalog_get(s, txn, dbi, name, &r);
+    mdb_txn_abort(txn);
+    if (rc < 0)
+        return rc;
+    fill_info(out, name, strlen(name), &r);
+    ds_rec_free(&r);
+    return PTC_OK;
+}
+
+/* ---- writer ---------------------------------------------------------------------- */
+
+struct ptc_store_dataset_writer {
+    ptc_store *s;
+    char name[PTC_STORE_DATASET_NAME_MAX + 1];
+    bool replace, committed;
+    int lock_fd, fd;
+    uint64_t id;
+    char path[4096];
+    ptc_blob_out out;
+    uint64_t *offsets; /* N + 1 */
+    size_t n, cap;
+    MDB_dbi dbi, counts;
+};
+
+int ptc_store_dataset_writer_begin(ptc_store_dataset_writer **out, ptc_store *s,
+                                   const char *name, const ptc_store_dataset_options *opts)
+{
+    static const ptc_store_dataset_options none;
+    *out = NULL;
+    if (!opts)
+        opts = &none;
+    PTC_TRY(check_name(name));
+    if (opts->codec > PTC_STORE_CODEC_ZSTD)
+        return ptc_error_set(PTC_E_INVAL, "dataset writer: unknown codec %u", opts->codec);
+    if (opts->codec == PTC_STORE_CODEC_ZSTD &&
+        (opts->level < ZSTD_minCLevel() || opts->level > ZSTD_maxCLevel()))
+        return ptc_error_set(PTC_E_INVAL, "dataset writer: zstd level %d out of range",
+                             opts->level);
+    if (ptc_store_readonly(s))
+        return ptc_error_set(PTC_E_INVAL, "store %s is open read-only", ptc_store_dir(s));
+    ptc_store_dataset_writer *w = ptc_calloc(1, sizeof *w);
+    if (!w)
+        return PTC_E_NOMEM;
+    w->s = s;
+    w->lock_fd = w->fd = -1;
+    w->replace = opts->replace;
+    snprintf(w->name, sizeof w->name, "%s", name);
+    int rc;
+    /* databases first: opening one runs its own write transaction */
+    if ((rc = catalog_dbi(s, &w->dbi)) < 0 ||
+        (rc = ptc_store_dbi_open(s, PTC_DATASET_DB_COUNTS, 0, &w->counts)) < 0 ||
+        (rc = ptc_store_lock(s, &w->lock_fd)) < 0)
+        goto out_destroy;
+    ptc_store_dataset_info old;
+    rc = ptc_store_dataset_stat(s, name, &old);
+    if (rc == PTC_OK && !w->replace) {
+        rc = ptc_error_set(PTC_E_EXISTS, "dataset '%s' already exists in store %s (use --replace)",
+                           name, ptc_store_dir(s));
+        goto out_destroy;
+    }
+    if (rc < 0 && rc != PTC_E_NOTFOUND)
+        goto out_destroy;
+    uint64_t max = 0;
+    if ((rc = catalog_each(s, ids_one, &max)) < 0)
+        goto out_destroy;
+    w->id = max + 1; /* a file of this id can only be debris: nothing references it */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/packs/datasets", ptc_store_dir(s));
+    if ((rc = ptc_store_dataset_pack_path(w->path, sizeof w->path, ptc_store_dir(s), w->id)) < 0 ||
+        (rc = ptc_mkdir_p(dir, 0755)) < 0)
+        goto out_destroy;
+    w->fd = open(w->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        rc = ptc_error_sys(PTC_E_IO, "create %s", w->path);
+        goto out_destroy;
+    }
+    uint8_t h[PTC_PACK_HEADER_SIZE] = {0};
+    memcpy(h, DS_PACK_MAGIC, 8);
+    h[8] = 1;
+    for (int i = 0; i < 8; i++)
+        h[16 + i] = (uint8_t)(w->id >> (8 * i));
+    if ((rc = ptc_pwrite_all(w->fd, h, sizeof h, 0, w->path)) < 0)
+        goto out_destroy;
+    ptc_blob_out_init(&w->out, w->fd, w->path, PTC_PACK_HEADER_SIZE, opts->codec, opts->level);
+    if ((rc = ptc_blob_begin(&w->out, 0)) < 0 ||
+        (rc = ptc_grow((void **)&w->offsets, &w->cap, 1, sizeof *w->offsets)) < 0)
+        goto out_destroy;
+    w->offsets[0] = 0;
+    *out = w;
+    return PTC_OK;
+out_destroy:
+    ptc_store_dataset_writer_destroy(w);
+    return rc;
+}
+
+int ptc_store_dataset_writer_append(ptc_store_dataset_writer *w, const void *data, size_t len)
+{
+    if (w->committed || !w->out.open)
+        return ptc_error_set(PTC_E_INVAL, "dataset writer already finished");
+    if (w->n >= PTC_DATASET_MAX_SAMPLES - 1)
+        return ptc_error_set(PTC_E_RANGE, "dataset '%s': too many records", w->name);
+    PTC_TRY(ptc_grow((void **)&w->offsets, &w->cap, w->n + 2, sizeof *w->offsets));
+    uint64_t end = w->offsets[w->n] + len;
+    if (end > INT64_MAX)
+        return ptc_error_set(PTC_E_RANGE, "dataset '%s': more than 2^63 bytes", w->name);
+    PTC_TRY(ptc_blob_write(&w->out, data, len));
+    w->offsets[++w->n] = end;
+    return PTC_OK;
+}
+
+typedef struct commit_ctx {
+    ptc_store_dataset_writer *w;
+    const ptc_buf *val;
+} commit_ctx;
+
+static int commit_txn(MDB_txn *txn, void *user)
+{
+    commit_ctx *c = user;
+    ptc_store_dataset_writer *w = c->w;
+    size_t nlen = strlen(w->name);
+    MDB_val k = {nlen, w->name}, v = {c->val->len, c->val->p};
+    int mrc = mdb_put(txn, w->dbi, &k, &v, w->replace ? 0 : MDB_NOOVERWRITE);
+    if (mrc == MDB_KEYEXIST)
+        return ptc_error_set(PTC_E_EXISTS, "dataset '%s' already exists", w->name);
+    if (mrc)
+        return ptc_store_mdb_error(mrc, "dataset catalog");
+    if (!w->replace)
+        return PTC_OK;
+    /* the old records' served counts mean nothing for the new ones */
+    MDB_cursor *cur;
+    if ((mrc = mdb_cursor_open(txn, w->counts, &cur)))
+        return ptc_store_mdb_error(mrc, "dataset counts");
+    uint8_t prefix[PTC_STORE_DATASET_NAME_MAX + 1];
+    memcpy(prefix, w->name, nlen);
+    prefix[nlen] = 0;
+    MDB_val ck = {nlen + 1, prefix}, cv;
+    for (mrc = mdb_cursor_get(cur, &ck, &cv, MDB_SET_RANGE);
+         mrc == 0 && ck.mv_size > nlen && memcmp(ck.mv_data, prefix, nlen + 1) == 0;
+         mrc = mdb_cursor_get(cur, &ck, &cv, MDB_NEXT)) {
+        if ((mrc = mdb_cursor_del(cur, 0)))
+            break;
+    }
+    mdb_cursor_close(cur);
+    if (mrc && mrc != MDB_NOTFOUND)
+        return ptc_store_mdb_error(mrc, "dataset counts");
+    return PTC_OK;
+}
+
+int ptc_store_dataset_writer_commit(ptc_store_dataset_writer *w, const char *format,
+                                    ptc_store_dataset_info *info)
+{
+    if (w->committed || !w->out.open)
+        return ptc_error_set(PTC_E_INVAL, "dataset writer already finished");
+    if (!format || strlen(format) > PTC_STORE_DATASET_FORMAT_MAX)
+        return ptc_error_set(PTC_E_INVAL, "dataset format text too long");
+    ds_rec r;
+    memset(&r, 0, sizeof r);
+    ptc_buf b = {0};
+    int rc;
+    if ((rc = ptc_blob_end(&w->out, &r.data)) < 0)
+        goto out_free;
+    /* the index: N + 1 little-endian u64 offsets, written in bounded chunks */
+    if ((rc = ptc_blob_begin(&w->out, 8 * ((uint64_t)w->n + 1))) < 0)
+        goto out_free;
+    uint8_t chunk[8192];
+    size_t fill = 0;
+    for (size_t i = 0; i <= w->n && rc == PTC_OK; i++) {
+        for (int j = 0; j < 8; j++)
+            chunk[fill + (size_t)j] = (uint8_t)(w->offsets[i] >> (8 * j));
+        fill += 8;
+        if (fill == sizeof chunk || i == w->n) {
+            rc = ptc_blob_write(&w->out, chunk, fill);
+            fill = 0;
+        }
+    }
+    if (rc < 0 || (rc = ptc_blob_end(&w->out, &r.index)) < 0)
+        goto out_free;
+    char dir[4096], packs[4096];
+    snprintf(dir, sizeof dir, "%s/packs/datasets", ptc_store_dir(w->s));
+    snprintf(packs, sizeof packs, "%s/packs", ptc_store_dir(w->s));
+    if ((rc = ptc_fsync(w->fd, w->path)) < 0 || (rc = ptc_fsync_dir(dir)) < 0 ||
+        (rc = ptc_fsync_dir(packs)) < 0)
+        goto out_free;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r.id = w->id;
+    r.samples = w->n;
+    r.created = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    snprintf(r.format, sizeof r.format, "%s", format);
+    if ((rc = ds_rec_encode(&b, &r)) < 0)
+        goto out_free;
+    commit_ctx c = {w, &b};
+    if ((rc = ptc_store_write_txn(w->s, commit_txn, &c)) < 0)
+        goto out_free;
+    w->committed = true;
+    ptc_store_unlock(w->lock_fd);
+    w->lock_fd = -1;
+    if (info)
+        fill_info(info, w->name, strlen(w->name), &r);
+out_free:
+    ptc_free(b.p);
+    ds_rec_free(&r);
+    return rc;
+}
+
+void ptc_store_dataset_writer_destroy(ptc_store_dataset_writer *w)
+{
+    if (!w)
+        return;
+    ptc_blob_out_free(&w->out);
+    if (w->fd >= 0) {
+        close(w->fd);
+        if (!w->committed)
+            unlink(w->path);
+    }
+    ptc_free(w->offsets);
+    ptc_store_unlock(w->lock_fd);
+    ptc_free(w);
+}
+
+/* ---- reading -------------------------------------------------------------------------- */
+
+struct ptc_store_dataset {
+    ptc_store_dataset_info info;
+    ds_rec rec;
+    char path[4096];
+    char what[PTC_STORE_DATASET_NAME_MAX + 16];
+    int fd;
+    void *map; /* the pack file mapped read-only (NULL: pread) */
+    size_t map_len;
+    uint64_t *data_off, *index_off; /* block file offsets */
+    unsigned char *data_ok, *index_ok; /* verified raw blocks */
+    ptc_blob_ref data, index;
+    uint64_t *offsets; /* the whole index when small, else NULL */
+    pthread_mutex_t lock;
+    ptc_blob_scratch *pool[DS_SCRATCH_POOL];
+    int npool;
+};
+
+static ptc_blob_scratch *scratch_take(ptc_store_dataset *d)
+{
+    ptc_blob_scratch *sc = NULL;
+    pthread_mutex_lock(&d->lock);
+    if (d->npool > 0)
+        sc = d->pool[--d->npool];
+    pthread_mutex_unlock(&d->lock);
+    return sc ? sc : ptc_calloc(1, sizeof *sc);
+}
+
+static void scratch_put(ptc_store_dataset *d, ptc_blob_scratch *sc)
+{
+    if (!sc)
+        return;
+    pthread_mutex_lock(&d->lock);
+    if (d->npool < DS_SCRATCH_POOL) {
+        d->pool[d->npool++] = sc;
+        sc = NULL;
+    }
+    pthread_mutex_unlock(&d->lock);
+    if (sc) {
+        ptc_blob_scratch_free(sc);
+        ptc_free(sc);
+    }
+}
+
+static int read_index(ptc_store_dataset *d, uint64_t id, uint64_t *lo, uint64_t *hi)
+{
+    if (id >= d->rec.samples)
+        return ptc_error_set(PTC_E_RANGE, "dataset '%s': record %llu of %llu", d->info.name,
+                             (unsigned long long)id, (unsigned long long)d->rec.samples);
+    if (d->offsets) {
+        *lo = d->offsets[id];
+        *hi = d->offsets[id + 1];
+        return PTC_OK;
+    }
+    uint8_t b[16];
+    ptc_blob_scratch *sc = scratch_take(d);
+    if (!sc)
+        return PTC_E_NOMEM;
+    int rc = ptc_blob_read(sc, &d->index, &d->index, 8 * id, b, 16);
+    scratch_put(d, sc);
+    PTC_TRY(rc);
+    *lo = get_le(b, 8);
+    *hi = get_le(b + 8, 8);
+    if (*lo > *hi || *hi > d->rec.data.raw_length)
+        return ptc_error_set(PTC_E_STORE, "dataset '%s': corrupt index at record %llu",
+                             d->info.name, (unsigned long long)id);
+    return PTC_OK;
+}
+
+int ptc_store_dataset_open(ptc_store_dataset **out, ptc_store *s, const char *name)
+{
+    *out = NULL;
+    PTC_TRY(check_name(name));
+    MDB_dbi dbi;
+    PTC_TRY(catalog_dbi(s, &dbi));
+    ptc_store_dataset *d = ptc_calloc(1, sizeof *d);
+    if (!d)
+        return PTC_E_NOMEM;
+    d->fd = -1;
+    pthread_mutex_init(&d->lock, NULL);
+    MDB_txn *txn;
+    int rc, mrc = mdb_txn_begin(ptc_store_env(s), NULL, MDB_RDONLY, &txn);
+    if (mrc) {
+        rc = ptc_store_mdb_error(mrc, ptc_store_dir(s));
+        goto out_close;
+    }
+    rc = catalog_get(s, txn, dbi, name, &d->rec);
+    mdb_txn_abort(txn);
+    if (rc < 0)
+        goto out_close;
+    fill_info(&d->info, name, strlen(name), &d->rec);
+    snprintf(d->what, sizeof d->what, "dataset '%s'", name);
+    if ((rc = ptc_store_dataset_pack_path(d->path, sizeof d->path, ptc_store_dir(s),
+                                          d->rec.id)) < 0)
+        goto out_close;
+    d->fd = open(d->path, O_RDONLY | O_CLOEXEC);
+    if (d->fd < 0) {
+        rc = ptc_error_sys(PTC_E_IO, "open %s", d->path);
+        goto out_close;
+    }
+    /* pack files never change once committed: map it, so reads of verified
+     * raw blocks are plain copies from the page cache, no system calls */
+    struct stat st;
+    if (fstat(d->fd, &st) == 0 && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {
+        d->map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, d->fd, 0);
+        if (d->map == MAP_FAILED)
+            d->map = NULL;
+        else
+            d->map_len = (size_t)st.st_size;
+    }
+    if ((rc = ptc_blob_block_offsets(&d->rec.data, &d->data_off)) < 0 ||
+        (rc = ptc_blob_block_offsets(&d->rec.index, &d->index_off)) < 0)
+        goto out_close;
+    d->data_ok = ptc_calloc((size_t)d->rec.data.nblocks + 1, 1);
+    d->index_ok = ptc_calloc((size_t)d->rec.index.nblocks + 1, 1);
+    if (!d->data_ok || !d->index_ok) {
+        rc = PTC_E_NOMEM;
+        goto out_close;
+    }
+    d->data = (ptc_blob_ref){d->rec.data.raw_length, d->rec.data.nblocks, d->rec.data.blocks,
+                             d->data_off, d->fd, d->path, d->what, d->data_ok, d->map,
+                             d->map_len};
+    d->index = (ptc_blob_ref){d->rec.index.raw_length, d->rec.index.nblocks, d->rec.index.blocks,
+                              d->index_off, d->fd, d->path, d->what, d->index_ok, d->map,
+                              d->map_len};
+    uint64_t n = d->rec.samples;
+    if (n + 1 <= DS_INDEX_IN_MEMORY) {
+        d->offsets = ptc_malloc((size_t)(n + 1) * sizeof *d->offsets);
+        uint8_t *raw = ptc_malloc((size_t)(n + 1) * 8);
+        ptc_blob_scratch sc = {0};
+        if (!d->offsets || !raw)
+            rc = PTC_E_NOMEM;
+        else
+            rc = ptc_blob_read(&sc, &d->index, &d->index, 0, raw, (size_t)(n + 1) * 8);
+        ptc_blob_scratch_free(&sc);
+        for (uint64_t i = 0; rc == PTC_OK && i <= n; i++) {
+            d->offsets[i] = get_le(raw + 8 * i, 8);
+            if ((i == 0 && d->offsets[0] != 0) || (i > 0 && d->offsets[i] < d->offsets[i - 1]) ||
+                (i == n && d->offsets[n] != d->rec.data.raw_length))
+                rc = ptc_error_set(PTC_E_STORE, "dataset '%s': corrupt index at record %llu",
+                                   name, (unsigned long long)i);
+        }
+        ptc_free(raw);
+        if (rc < 0)
+            goto out_close;
+    }
+    *out = d;
+    return PTC_OK;
+out_close:
+    ptc_store_dataset_close(d);
+    return rc;
+}
+
+void ptc_store_dataset_close(ptc_store_dataset *d)
+{
+    if (!d)
+        return;
+    for (int i = 0; i < d->npool; i++) {
+        ptc_blob_scratch_free(d->pool[i]);
+        ptc_free(d->pool[i]);
+    }
+    if (d->map)
+        munmap(d->map, d->map_len);
+    if (d->fd >= 0)
+        close(d->fd);
+    ds_rec_free(&d->rec);
+    ptc_free(d->data_off);
+    ptc_free(d->index_off);
+    ptc_free(d->data_ok);
+    ptc_free(d->index_ok);
+    ptc_free(d->offsets);
+    pthread_mutex_destroy(&d->lock);
+    ptc_free(d);
+}
+
+const ptc_store_dataset_info *ptc_store_dataset_get_info(const ptc_store_dataset *d)
+{
+    return &d->info;
+}
+
+int ptc_store_dataset_record_size(ptc_store_dataset *d, uint64_t id, uint64_t *size)
+{
+    uint64_t lo, hi;
+    PTC_TRY(read_index(d, id, &lo, &hi));
+    *size = hi - lo;
+    return PTC_OK;
+}
+
+int ptc_store_dataset_record_read(ptc_store_dataset *d, uint64_t id, uint64_t off, void *buf,
+                                  size_t len)
+{
+    uint64_t lo, hi;
+    PTC_TRY(read_index(d, id, &lo, &hi));
+    if (off > hi - lo || len > hi - lo - off)
+        return ptc_error_set(PTC_E_RANGE, "dataset '%s': read past the end of record %llu",
+                             d->info.name, (unsigned long long)id);
+    if (len == 0)
+        return PTC_OK;
+    ptc_blob_scratch *sc = scratch_take(d);
+    if (!sc)
+        return PTC_E_NOMEM;
+    int rc = ptc_blob_read(sc, &d->data, &d->data, lo + off, buf, len);
+    scratch_put(d, sc);
+    return rc;
+}
