@@ -54,7 +54,14 @@ if [ -e /dev/fuse ] && command -v fusermount3 >/dev/null; then
     ls "$mnt" "$mnt/models/1"
     e="$mnt/datasets/corpus/seed-7/epoch-0"
     for k in 0 1 2 3; do for r in 0 1; do cat "$e/batch-100/start-0/dp-2/rank-$r/step-$k" >/dev/null; done; done
-    printf 'dp=2 rank 0 step 0 starts with: %s\n' "$(head -c 40 "$e/batch-100/start-0/dp-2/rank-0/step-0")"
+    python3 - "$e/batch-100/start-0/dp-2/rank-0/step-0" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+idx = open(sys.argv[1] + ".idx", "rb").read()
+off = struct.unpack("<%dQ" % (len(idx) // 8), idx)
+recs = [data[off[i]:off[i + 1]].decode() for i in range(len(off) - 1)]
+print("dp=2 rank 0 step 0: %d records (split by step-0.idx): %s, ..." % (len(recs), ", ".join(recs[:3])))
+PY
     k=0
     while [ -e "$e/batch-120/start-400/dp-3/rank-0/step-$k" ]; do
         for r in 0 1 2; do cat "$e/batch-120/start-400/dp-3/rank-$r/step-$k" >/dev/null; done
@@ -69,5 +76,19 @@ if [ -e /dev/fuse ] && command -v fusermount3 >/dev/null; then
     "$PTC" dataset audit --store store --name corpus --seed 7 --epoch 0 --json
 else
     step "skipping the mount part: /dev/fuse or fusermount3 is not available here"
+fi
+step "pipeline schedules for 4 stages and 8 micro-batches (F=1, B=2): simulated before they run"
+for kind in gpipe 1f1b "interleaved --chunks 2" zb-h1; do
+    "$PTC" schedule --kind $kind --stages 4 --microbatches 8 --cost-w 1 --json |
+        python3 -c 'import json,sys; r=json.load(sys.stdin); print("%-12s makespan %5.1f  bubble %.3f  peak activations %s" % (r["kind"], r["makespan"], r["bubble_fraction"], r["peak_activations"]))'
+done
+
+if command -v mpirun >/dev/null 2>&1; then
+    step "train the demo model for 3 steps: 2 pipeline stages under mpirun (1F1B), then one process"
+    root=""
+    [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
+    args="--schedule 1f1b --microbatches 4 --steps 3 --model mlp:layers=4,hidden=32,vocab=64 --seed 1 --data synthetic"
+    mpirun $root --oversubscribe -np 2 "$PTC" train --config dp=1,pp=2 $args
+    "$PTC" train --config dp=1,pp=1 $args
 fi
 printf '\ndemo finished\n'
