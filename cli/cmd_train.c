@@ -517,17 +517,22 @@ static int select_gpu(void)
     if (!PTC_WITH_CUDA || !PTC_WITH_NCCL)
         return ptc_cli_error("--device cuda: this build has no %s (use --device cpu)",
                              !PTC_WITH_CUDA ? "cuda" : "nccl");
-    static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                 "SLURM_LOCALID"};
-    int local = 0;
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && ptc_cli_parse_int(v, 0, 1 << 20, &local))
+    static const char *rank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                      "SLURM_LOCALID"};
+    static const char *size_vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                      "SLURM_NTASKS_PER_NODE"};
+    int local = 0, size = 0; /* alone: rank 0 of an unknown count */
+    for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++) {
+        const char *v = getenv(rank_vars[i]), *w = getenv(size_vars[i]);
+        if (v && ptc_cli_parse_int(v, 0, 1 << 20, &local)) {
+            if (!w || !ptc_cli_parse_int(w, 1, 1 << 20, &size))
+                size = 0;
             break;
+        }
         local = 0;
     }
     int dev;
-    if (ptc_exec_cuda_select_device(local, &dev) != PTC_OK)
+    if (ptc_exec_cuda_select_device(local, size, &dev) != PTC_OK)
         return ptc_cli_error("--device cuda: %s", ptc_last_error());
     return PTC_CLI_OK;
 }

@@ -62,18 +62,23 @@ static int cu(cudaError_t e, const char *what)
 
 /* ---- device selection --------------------------------------------------------- */
 
-int ptc_exec_cuda_select_device(int local_rank, int *device)
+int ptc_exec_cuda_select_device(int local_rank, int local_size, int *device)
 {
     if (device)
         *device = -1;
-    if (local_rank < 0)
-        return ptc_error_set(PTC_E_INVAL, "negative local rank %d", local_rank);
+    if (local_rank < 0 || local_size < 0 || (local_size > 0 && local_rank >= local_size))
+        return ptc_error_set(PTC_E_INVAL, "local rank %d of %d", local_rank, local_size);
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
         return ptc_error_set(PTC_E_CUDA, "no cuda device: %s", cudaGetErrorString(e));
     if (count < 1)
         return ptc_error_set(PTC_E_CUDA, "no cuda device visible");
+    if (local_size > count)
+        return ptc_error_set(PTC_E_CONFIG,
+                             "%d processes on this node but %d cuda device%s: nccl needs a "
+                             "device of its own for each rank",
+                             local_size, count, count == 1 ? "" : "s");
     int dev = local_rank % count;
     PTC_TRY(cu(cudaSetDevice(dev), "cudaSetDevice"));
     if (device)

@@ -334,13 +334,20 @@ typedef struct ptc_exec_model_cuda ptc_exec_model_cuda;
 /**
  * Bind this process to CUDA device @p local_rank modulo the device count
  * (cudaSetDevice). Call it before creating a model or a runtime in device
- * mode; `ptc train` passes the node-local rank (OMPI_COMM_WORLD_LOCAL_RANK).
- * @param device receives the chosen device index (may be NULL)
- * @return PTC_OK; PTC_E_INVAL (negative @p local_rank); PTC_E_CUDA when no
- *         device is visible or the runtime cannot start (the message says
- *         why, e.g. "no cuda device: ...").
+ * mode; `ptc train` passes the node-local rank and size from the launcher
+ * (OMPI_COMM_WORLD_LOCAL_RANK / _LOCAL_SIZE).
+ * @param local_size processes on this node, or 0 if unknown. NCCL refuses
+ *                   two ranks of one communicator on the same device, so
+ *                   more processes than devices is an error here rather
+ *                   than an "invalid usage" from ncclCommInitRank later.
+ * @param device     receives the chosen device index, -1 on failure (may be
+ *                   NULL)
+ * @return PTC_OK; PTC_E_INVAL (@p local_rank < 0, or >= @p local_size when
+ *         that is given); PTC_E_CUDA when no device is visible or the
+ *         runtime cannot start (the message starts "no cuda device");
+ *         PTC_E_CONFIG when @p local_size exceeds the device count.
  */
-PTC_API int ptc_exec_cuda_select_device(int local_rank, int *device);
+PTC_API int ptc_exec_cuda_select_device(int local_rank, int local_size, int *device);
 
 /**
  * As ptc_exec_model_create(), on the current device: the parameters are
@@ -378,9 +385,9 @@ PTC_API int ptc_exec_model_cuda_losses(ptc_exec_model_cuda *x, const double **lo
 PTC_API int ptc_exec_model_cuda_params(ptc_exec_model_cuda *x,
                                        const ptc_exec_param **params, size_t *n);
 #else
-static inline int ptc_exec_cuda_select_device(int local_rank, int *device)
+static inline int ptc_exec_cuda_select_device(int local_rank, int local_size, int *device)
 {
-    (void)local_rank;
+    (void)local_rank, (void)local_size;
     if (device)
         *device = -1;
     return ptc_error_set(PTC_E_UNSUPPORTED, "built without cuda");

@@ -484,18 +484,23 @@ static void test_select_device(void **st)
     (void)st;
     int dev = 7;
     shim_devices = 3;
-    assert_int_equal(shim_select_device(4, &dev), PTC_OK);
+    assert_int_equal(shim_select_device(4, 0, &dev), PTC_OK); /* size unknown: modulo */
     assert_int_equal(dev, 1);
     assert_int_equal(shim_device, 1);
-    assert_int_equal(shim_select_device(2, NULL), PTC_OK);
+    assert_int_equal(shim_select_device(2, 3, NULL), PTC_OK);
     assert_int_equal(shim_device, 2);
-    assert_int_equal(shim_select_device(-1, &dev), PTC_E_INVAL);
+    assert_int_equal(shim_select_device(-1, 0, &dev), PTC_E_INVAL);
     assert_int_equal(dev, -1);
+    assert_int_equal(shim_select_device(3, 3, &dev), PTC_E_INVAL);
+    shim_device = -1;
+    assert_int_equal(shim_select_device(0, 4, &dev), PTC_E_CONFIG); /* 4 ranks, 3 GPUs */
+    assert_non_null(strstr(ptc_last_error(), "4 processes on this node but 3 cuda devices"));
+    assert_int_equal(shim_device, -1); /* nothing bound */
     shim_devices = 0;
-    assert_int_equal(shim_select_device(0, &dev), PTC_E_CUDA);
+    assert_int_equal(shim_select_device(0, 0, &dev), PTC_E_CUDA);
     assert_non_null(strstr(ptc_last_error(), "no cuda device"));
     shim_devices = -1; /* the runtime reports no device / no driver */
-    assert_int_equal(shim_select_device(0, &dev), PTC_E_CUDA);
+    assert_int_equal(shim_select_device(0, 1, &dev), PTC_E_CUDA);
     assert_non_null(strstr(ptc_last_error(), "no CUDA-capable device"));
     assert_int_equal(dev, -1);
     shim_devices = 1;
@@ -582,7 +587,7 @@ static void test_stubs(void **st)
 {
     (void)st;
     int dev = 5;
-    assert_int_equal(ptc_exec_cuda_select_device(0, &dev), PTC_E_UNSUPPORTED);
+    assert_int_equal(ptc_exec_cuda_select_device(0, 1, &dev), PTC_E_UNSUPPORTED);
     assert_int_equal(dev, -1);
     ptc_exec_model_cuda *x = (ptc_exec_model_cuda *)&dev;
     ptc_exec_model_cfg cfg = {.layers = 1, .hidden = 4, .vocab = 8, .tokens = 2};
