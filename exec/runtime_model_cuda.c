@@ -88,6 +88,11 @@ int ptc_exec_cuda_select_device(int local_rank, int local_size, int *device)
 
 /* ---- create / destroy ----------------------------------------------------------- */
 
+static int zero(ptc_exec_model_cuda *x, float *p, size_t count)
+{
+    return cu(cudaMemsetAsync(p, 0, count * sizeof(float), x->st), "cudaMemsetAsync");
+}
+
 static size_t wide_of(const ptc_exec_model_cfg *m)
 {
     size_t H = (size_t)m->hidden, V = (size_t)m->vocab;
@@ -168,7 +173,8 @@ int ptc_exec_model_cuda_create(ptc_exec_model_cuda **out, const ptc_exec_model_c
                  "cudaMalloc of the model scratch")) != PTC_OK ||
         (rc = cu(cudaMalloc((void **)&x->dloss, mbs * n * sizeof(float)),
                  "cudaMalloc of the losses")) != PTC_OK ||
-        (rc = cu(cudaMemset(x->dloss, 0, mbs * n * sizeof(float)), "cudaMemset")) != PTC_OK)
+        (rc = cu(cudaMemsetAsync(x->dloss, 0, mbs * n * sizeof(float), x->st),
+                 "cudaMemsetAsync")) != PTC_OK)
         goto out_destroy;
     for (int c = 0; c < h->nch; c++) {
         const chunk *k = &h->ch[c];
@@ -185,13 +191,17 @@ int ptc_exec_model_cuda_create(ptc_exec_model_cuda **out, const ptc_exec_model_c
             (rc = cu(cudaMalloc((void **)&d->g, bytes), "cudaMalloc of gradients")) != PTC_OK ||
             (rc = cu(cudaMalloc((void **)&d->m, bytes), "cudaMalloc of moments")) != PTC_OK ||
             (rc = cu(cudaMalloc((void **)&d->v, bytes), "cudaMalloc of moments")) != PTC_OK ||
-            (rc = cu(cudaMemcpy(d->p, k->p, bytes, cudaMemcpyHostToDevice),
+            (rc = cu(cudaMemcpyAsync(d->p, k->p, bytes, cudaMemcpyHostToDevice, x->st),
                      "upload of parameters")) != PTC_OK ||
-            (rc = cu(cudaMemset(d->g, 0, bytes), "cudaMemset")) != PTC_OK ||
-            (rc = cu(cudaMemset(d->m, 0, bytes), "cudaMemset")) != PTC_OK ||
-            (rc = cu(cudaMemset(d->v, 0, bytes), "cudaMemset")) != PTC_OK)
+            (rc = zero(x, d->g, bytes / sizeof(float))) != PTC_OK ||
+            (rc = zero(x, d->m, bytes / sizeof(float))) != PTC_OK ||
+            (rc = zero(x, d->v, bytes / sizeof(float))) != PTC_OK)
             goto out_destroy;
     }
+    /* Everything above is ordered on the model's stream (a non-blocking
+     * stream does not wait for the legacy default stream). */
+    if ((rc = cu(cudaStreamSynchronize(x->st), "upload of the model")) != PTC_OK)
+        goto out_destroy;
     *out = x;
     return PTC_OK;
 out_destroy:
@@ -210,10 +220,10 @@ int ptc_exec_model_cuda_losses(ptc_exec_model_cuda *x, const double **losses, in
     size_t rows = (size_t)h->cfg.tokens;
     *losses = x->losses;
     *n = h->mbs;
-    PTC_TRY(cu(cudaStreamSynchronize(x->st), "model stream"));
-    PTC_TRY(cu(cudaMemcpy(x->hloss, x->dloss, (size_t)h->mbs * rows * sizeof(float),
-                          cudaMemcpyDeviceToHost),
+    PTC_TRY(cu(cudaMemcpyAsync(x->hloss, x->dloss, (size_t)h->mbs * rows * sizeof(float),
+                               cudaMemcpyDeviceToHost, x->st),
                "copy of the losses"));
+    PTC_TRY(cu(cudaStreamSynchronize(x->st), "copy of the losses"));
     for (int mb = 0; mb < h->mbs; mb++) {
         double sum = 0;
         for (size_t i = 0; i < rows; i++)
@@ -226,14 +236,14 @@ int ptc_exec_model_cuda_losses(ptc_exec_model_cuda *x, const double **losses, in
 int ptc_exec_model_cuda_params(ptc_exec_model_cuda *x, const ptc_exec_param **params,
                                size_t *n)
 {
-    PTC_TRY(cu(cudaStreamSynchronize(x->st), "model stream"));
     for (int c = 0; c < x->h->nch; c++) {
         const chunk *k = &x->h->ch[c];
         if (k->count)
-            PTC_TRY(cu(cudaMemcpy(k->p, x->d[c].p, k->count * sizeof(float),
-                                  cudaMemcpyDeviceToHost),
+            PTC_TRY(cu(cudaMemcpyAsync(k->p, x->d[c].p, k->count * sizeof(float),
+                                       cudaMemcpyDeviceToHost, x->st),
                        "copy of parameters to the host"));
     }
+    PTC_TRY(cu(cudaStreamSynchronize(x->st), "copy of parameters to the host"));
     *params = ptc_exec_model_params(x->h, n);
     return PTC_OK;
 }
@@ -252,11 +262,6 @@ static int finish(ptc_exec_model_cuda *x, const char *what)
 {
     PTC_TRY(cu(cudaGetLastError(), what));
     return cu(cudaStreamSynchronize(x->st), what);
-}
-
-static int zero(ptc_exec_model_cuda *x, float *p, size_t count)
-{
-    return cu(cudaMemsetAsync(p, 0, count * sizeof(float), x->st), "cudaMemsetAsync");
 }
 
 static int copy(ptc_exec_model_cuda *x, void *dst, const void *src, size_t count)
