@@ -68,27 +68,21 @@ static cudaError_t shim_cudaFree(void *p)
     }
     return cudaSuccess;
 }
-static cudaError_t shim_cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k)
-{
-    (void)k;
-    memcpy(d, s, n);
-    return cudaSuccess;
-}
+/* Only the stream-ordered forms: the model's stream is non-blocking, so a
+ * copy or memset on the legacy default stream would race with its kernels. */
 static cudaError_t shim_cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k,
                                         cudaStream_t st)
 {
+    (void)k;
     assert_ptr_equal(st, &shim_stream_tag);
-    return shim_cudaMemcpy(d, s, n, k);
-}
-static cudaError_t shim_cudaMemset(void *d, int v, size_t n)
-{
-    memset(d, v, n);
+    memcpy(d, s, n);
     return cudaSuccess;
 }
 static cudaError_t shim_cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st)
 {
     assert_ptr_equal(st, &shim_stream_tag);
-    return shim_cudaMemset(d, v, n);
+    memset(d, v, n);
+    return cudaSuccess;
 }
 static cudaError_t shim_cudaStreamCreateWithFlags(cudaStream_t *st, unsigned flags)
 {
@@ -149,9 +143,7 @@ static cublasStatus_t shim_cublasSetMathMode(cublasHandle_t h, int mode)
 }
 #define cudaMalloc shim_cudaMalloc
 #define cudaFree shim_cudaFree
-#define cudaMemcpy shim_cudaMemcpy
 #define cudaMemcpyAsync shim_cudaMemcpyAsync
-#define cudaMemset shim_cudaMemset
 #define cudaMemsetAsync shim_cudaMemsetAsync
 #define cudaStreamCreateWithFlags shim_cudaStreamCreateWithFlags
 #define cudaStreamDestroy shim_cudaStreamDestroy
