@@ -29,6 +29,8 @@ const char ptc_cmd_train_help[] =
     "  --model      default mlp:layers=4,hidden=16,vocab=32,tokens=8\n"
     "  --data       synthetic (default; from --seed) or tokens:FILE (little-endian\n"
     "               u16 tokens, windows of tokens+1)\n"
+    "  --device     cpu (default) or cuda: the model on GPU local-rank mod count,\n"
+    "               boundary tensors over NCCL (needs a CUDA+NCCL build and a GPU)\n"
     "  --timeout    watchdog: a rank that makes no progress for SEC seconds prints\n"
     "               where it is and which transfers are pending, then exits 1\n"
     "  --fake-compute  no model: each action sleeps its simulator cost times U ms\n"
@@ -272,9 +274,8 @@ static int parse_args(int argc, char **argv, train_opts *o)
         return ptc_cli_usage_error("train: the demo model has no tensor parallelism (tp=1)");
     if (o->cost_w > o->cost_b)
         return ptc_cli_usage_error("--cost-w must not exceed --cost-b");
-    if (!strcmp(o->device, "cuda"))
-        return ptc_cli_usage_error("--device cuda: the demo model has only a CPU path in "
-                                   "this version");
+    if (!strcmp(o->device, "cuda") && o->fake)
+        return ptc_cli_usage_error("--fake-compute runs on the host: use --device cpu");
     if (!o->fake)
         o->act_bytes = ptc_exec_model_act_bytes(&o->model);
     return PTC_CLI_OK;
@@ -418,11 +419,9 @@ static int unpack_params(const char *b, size_t len, saved **list, size_t *n)
     return (size_t)(q - b) == len ? 0 : -1;
 }
 
-static int save_model(const train_opts *o, const ptc_sched *s, const ptc_exec_model *m,
-                      int pp_i, int dp_i, int wrank)
+static int save_model(const train_opts *o, const ptc_sched *s, const ptc_exec_param *p,
+                      size_t np, int pp_i, int dp_i, int wrank)
 {
-    size_t np;
-    const ptc_exec_param *p = ptc_exec_model_params(m, &np);
     int S = ptc_sched_stages(s), P = o->cfg.pp;
     int rc = PTC_CLI_OK;
     if (wrank != 0) {
@@ -510,6 +509,34 @@ static int save_model(const train_opts *o, const ptc_sched *s, const ptc_exec_mo
 
 /* ---- the command ---------------------------------------------------------------- */
 
+/* --device cuda: before MPI_Init (so that every rank of a machine without a
+ * GPU fails alike, with one line and nothing sent), bind this process to GPU
+ * local-rank mod count. The local rank comes from the launcher. */
+static int select_gpu(void)
+{
+    if (!PTC_WITH_CUDA || !PTC_WITH_NCCL)
+        return ptc_cli_error("--device cuda: this build has no %s (use --device cpu)",
+                             !PTC_WITH_CUDA ? "cuda" : "nccl");
+    static const char *rank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                      "SLURM_LOCALID"};
+    static const char *size_vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                      "SLURM_NTASKS_PER_NODE"};
+    int local = 0, size = 0; /* alone: rank 0 of an unknown count */
+    for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++) {
+        const char *v = getenv(rank_vars[i]), *w = getenv(size_vars[i]);
+        if (v && ptc_cli_parse_int(v, 0, 1 << 20, &local)) {
+            if (!w || !ptc_cli_parse_int(w, 1, 1 << 20, &size))
+                size = 0;
+            break;
+        }
+        local = 0;
+    }
+    int dev;
+    if (ptc_exec_cuda_select_device(local, size, &dev) != PTC_OK)
+        return ptc_cli_error("--device cuda: %s", ptc_last_error());
+    return PTC_CLI_OK;
+}
+
 int ptc_cmd_train(int argc, char **argv)
 {
     ptc_cli_init();
@@ -522,6 +549,11 @@ int ptc_cmd_train(int argc, char **argv)
     rc = make_schedule(&o, &s);
     if (rc != PTC_CLI_OK)
         return rc;
+    bool cuda = !strcmp(o.device, "cuda");
+    if (cuda && (rc = select_gpu()) != PTC_CLI_OK) {
+        ptc_sched_destroy(s);
+        return rc;
+    }
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited)
@@ -531,6 +563,7 @@ int ptc_cmd_train(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
     ptc_exec *e = NULL;
     ptc_exec_model *model = NULL;
+    ptc_exec_model_cuda *gmodel = NULL;
     ptc_exec_fake *fake = NULL;
     ptc_sched_sim *sim = NULL;
     json_t *steps = NULL;
@@ -564,17 +597,26 @@ int ptc_cmd_train(int argc, char **argv)
             rc = PTC_CLI_FAIL;
             goto out_finalize;
         }
-        rc = ptc_exec_model_create(&model, &o.model, s, pp_i, (int64_t)dp_i * o.mbs,
-                                   (int64_t)o.mbs * o.cfg.dp, data_fn, &ds);
+        if (cuda)
+            rc = ptc_exec_model_cuda_create(&gmodel, &o.model, s, pp_i, (int64_t)dp_i * o.mbs,
+                                            (int64_t)o.mbs * o.cfg.dp, data_fn, &ds);
+        else
+            rc = ptc_exec_model_create(&model, &o.model, s, pp_i, (int64_t)dp_i * o.mbs,
+                                       (int64_t)o.mbs * o.cfg.dp, data_fn, &ds);
         if (rc != PTC_OK) {
             rc = ptc_cli_lib_error(rc);
             goto out_finalize;
         }
-        ptc_exec_model_stage(model, &fns);
+        if (cuda)
+            ptc_exec_model_cuda_stage(gmodel, &fns);
+        else
+            ptc_exec_model_stage(model, &fns);
     }
+    bool have_model = model || gmodel;
     ptc_exec_opts eo;
     ptc_exec_opts_init(&eo);
     eo.act_bytes = o.act_bytes;
+    eo.device = cuda ? PTC_EXEC_DEVICE_CUDA : PTC_EXEC_DEVICE_HOST;
     eo.timeout = o.timeout;
     eo.jitter = o.jitter_ms * 1e-3;
     eo.jitter_seed = o.model.seed;
@@ -593,6 +635,8 @@ int ptc_cmd_train(int argc, char **argv)
     for (int k = 0; k < o.steps; k++) {
         if (model)
             ptc_exec_model_set_step(model, k);
+        if (gmodel)
+            ptc_exec_model_cuda_set_step(gmodel, k);
         rc = ptc_exec_step(e);
         if (rc == PTC_E_TIMEOUT) {
             fprintf(stderr, "ptc: error: rank %d: %s\n", wrank, ptc_last_error());
@@ -607,9 +651,16 @@ int ptc_cmd_train(int argc, char **argv)
             MPI_Abort(MPI_COMM_WORLD, PTC_CLI_FAIL);
         }
         memset(losses, 0, (size_t)G * sizeof *losses);
-        if (model) {
-            int nl;
-            const double *l = ptc_exec_model_losses(model, &nl);
+        if (have_model) {
+            int nl = 0;
+            const double *l = NULL;
+            if (model)
+                l = ptc_exec_model_losses(model, &nl);
+            else if ((rc = ptc_exec_model_cuda_losses(gmodel, &l, &nl)) != PTC_OK) {
+                fprintf(stderr, "ptc: error: rank %d: %s\n", wrank, ptc_last_error());
+                fflush(stderr);
+                MPI_Abort(MPI_COMM_WORLD, PTC_CLI_FAIL);
+            }
             for (int i = 0; i < nl; i++)
                 losses[dp_i * o.mbs + i] = l[i];
         }
@@ -633,14 +684,14 @@ int ptc_cmd_train(int argc, char **argv)
                                 "reduce_ms", mxo[2] * 1e3, "compute_ms", smo[0] * 1e3,
                                 "messages", (json_int_t)smo[1], "peak_buffers",
                                 (json_int_t)mxo[3]);
-        if (model)
+        if (have_model)
             json_object_set_new(rec, "loss", json_real(loss));
         if (sim)
             json_object_set_new(rec, "predicted_ms",
                                 json_real(ptc_sched_sim_makespan(sim) * o.unit_ms));
         json_array_append_new(steps, rec);
         if (!o.json) {
-            if (model)
+            if (have_model)
                 printf("step %d loss %.9g time %.3f ms\n", k, loss, mxo[0] * 1e3);
             else
                 printf("step %d time %.3f ms (actions %.3f ms, predicted %.3f ms)\n", k,
@@ -648,8 +699,16 @@ int ptc_cmd_train(int argc, char **argv)
             fflush(stdout);
         }
     }
-    if (o.save && model) {
-        rc = save_model(&o, s, model, pp_i, dp_i, wrank);
+    if (o.save && have_model) {
+        size_t np = 0;
+        const ptc_exec_param *p = NULL;
+        if (model)
+            p = ptc_exec_model_params(model, &np);
+        else if ((rc = ptc_exec_model_cuda_params(gmodel, &p, &np)) != PTC_OK) {
+            rc = ptc_cli_lib_error(rc);
+            goto out_finalize;
+        }
+        rc = save_model(&o, s, p, np, pp_i, dp_i, wrank);
         if (rc != PTC_CLI_OK)
             goto out_finalize;
     }
@@ -664,8 +723,9 @@ int ptc_cmd_train(int argc, char **argv)
         ptc_config_format(&o.cfg, PTC_CONFIG_STYLE_KEYS, cfgtxt, sizeof cfgtxt);
         size_t na;
         ptc_exec_actions(e, &na);
-        json_t *root = json_pack("{s:s, s:s, s:i, s:i, s:i, s:b, s:O}", "config", cfgtxt,
-                                 "schedule", ptc_sched_kind(s), "world", wsize,
+        json_t *root = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:O}", "config", cfgtxt,
+                                 "schedule", ptc_sched_kind(s), "device", o.device,
+                                 "world", wsize,
                                  "microbatches", o.mbs, "actions_rank0", (json_int_t)na,
                                  "fake_compute", o.fake, "steps", steps);
         char *txt = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(17));
@@ -681,6 +741,7 @@ out_finalize:
     free(ds.tok);
     ptc_exec_destroy(e);
     ptc_exec_model_destroy(model);
+    ptc_exec_model_cuda_destroy(gmodel);
     ptc_exec_fake_destroy(fake);
     ptc_sched_sim_destroy(sim);
     ptc_sched_destroy(s);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/runtime_internal.h"
+#include "exec/runtime_model_internal.h"
 #include "kernels/adamw.h"
 #include "kernels/crossentropy.h"
 #include "kernels/embedding.h"
@@ -14,42 +14,6 @@
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
 #include "kernels/residual.h"
-
-#define LN_EPS 1e-5f
-#define MODEL_MAX_PARAMS (1 << 20)
-
-/* Offsets (in floats) of one layer's parameters inside its chunk. */
-typedef struct layer_off {
-    size_t lnw, lnb, w1, b1, w2, b2;
-} layer_off;
-
-typedef struct chunk {
-    int pipe, stage, l0, l1; /* layers [l0, l1) */
-    bool first, last;
-    size_t count;            /* floats of parameters */
-    float *p, *g, *m, *v;
-    size_t emb, nw, nb, head; /* offsets (first / last stage) */
-    layer_off *lay;
-    /* saved-activation layout per micro-batch (floats) */
-    size_t a_x0, a_lay, a_lay_stride, a_head, a_demb, a_total;
-    float **act;             /* [mbs] saved activations or NULL */
-    int32_t **tok;           /* [mbs] ids (n) then targets (n) */
-} chunk;
-
-struct ptc_exec_model {
-    ptc_exec_model_cfg cfg;
-    const ptc_sched *s;
-    int rank, nch, mbs, S;
-    int64_t gmb_base, gmb_total, step;
-    ptc_exec_data_fn data;
-    void *data_user;
-    chunk *ch;
-    double *losses;
-    ptc_exec_param *params;
-    size_t nparams;
-    char **names;
-    float *scratch;          /* [n, max(H, 4H, V)] x 3 */
-};
 
 int ptc_exec_model_parse(ptc_exec_model_cfg *m, const char *text)
 {
@@ -354,27 +318,6 @@ const ptc_exec_param *ptc_exec_model_params(const ptc_exec_model *x, size_t *n)
 }
 
 /* ---- compute ----------------------------------------------------------------- */
-
-typedef struct lay_act {
-    float *ln, *xout, *dx2, *dsum, *mean, *rstd, *h, *g, *dh;
-} lay_act;
-
-static lay_act lay_ptrs(const ptc_exec_model *x, const chunk *k, float *a, int li)
-{
-    size_t n = (size_t)x->cfg.tokens, H = (size_t)x->cfg.hidden, F = 4 * H;
-    float *b = a + k->a_lay + k->a_lay_stride * (size_t)li;
-    lay_act r;
-    r.ln = b;
-    r.xout = b + n * H;
-    r.dx2 = b + 2 * n * H;
-    r.dsum = b + 3 * n * H;
-    r.mean = b + 4 * n * H;
-    r.rstd = r.mean + n;
-    r.h = r.rstd + n;
-    r.g = r.h + n * F;
-    r.dh = r.g + n * F;
-    return r;
-}
 
 static int chunk_of(const ptc_exec_model *x, int c, int mb)
 {

@@ -16,9 +16,9 @@
  *
  * MPI must be initialised by the caller (the library never calls MPI_Init).
  *
- * @note Thread safety: a ptc_exec, ptc_exec_fake and ptc_exec_model are
- *       externally synchronised and must be used from the thread that
- *       initialised MPI. The group arithmetic functions are pure and safe.
+ * @note Thread safety: a ptc_exec, ptc_exec_fake, ptc_exec_model and
+ *       ptc_exec_model_cuda are externally synchronised and must be used
+ *       from the thread that initialised MPI. The group arithmetic functions are pure and safe.
  */
 #ifndef PTC_EXEC_H
 #define PTC_EXEC_H
@@ -314,6 +314,123 @@ typedef struct ptc_exec_param {
 /** Parameters of the shard: @p *n entries, owned by @p x. */
 PTC_API const ptc_exec_param *ptc_exec_model_params(const ptc_exec_model *x,
                                                     size_t *n);
+
+/* ---- demo model on a CUDA device ------------------------------------------------- */
+
+/**
+ * Opaque model shard whose parameters, gradients, AdamW moments and saved
+ * activations live on the current CUDA device (exec/runtime_model_cuda.c).
+ * Same model, layout, tensor names and initial values as ptc_exec_model;
+ * its callbacks take and give device buffers, so it pairs with a runtime in
+ * PTC_EXEC_DEVICE_CUDA mode. Each shard has one stream and one cuBLAS handle;
+ * every callback has finished its device work when it returns (the runtime's
+ * NCCL transfers and reduction read the buffers afterwards). Results agree
+ * with the CPU model within rounding (cuBLAS and the CUDA reductions sum in
+ * another order), not bit for bit.
+ */
+typedef struct ptc_exec_model_cuda ptc_exec_model_cuda;
+
+#if PTC_WITH_CUDA
+/**
+ * Bind this process to CUDA device @p local_rank modulo the device count
+ * (cudaSetDevice). Call it before creating a model or a runtime in device
+ * mode; `ptc train` passes the node-local rank and size from the launcher
+ * (OMPI_COMM_WORLD_LOCAL_RANK / _LOCAL_SIZE).
+ * @param local_size processes on this node, or 0 if unknown. NCCL refuses
+ *                   two ranks of one communicator on the same device, so
+ *                   more processes than devices is an error here rather
+ *                   than an "invalid usage" from ncclCommInitRank later.
+ * @param device     receives the chosen device index, -1 on failure (may be
+ *                   NULL)
+ * @return PTC_OK; PTC_E_INVAL (@p local_rank < 0, or >= @p local_size when
+ *         that is given); PTC_E_CUDA when no device is visible or the
+ *         runtime cannot start (the message starts "no cuda device");
+ *         PTC_E_CONFIG when @p local_size exceeds the device count.
+ */
+PTC_API int ptc_exec_cuda_select_device(int local_rank, int local_size, int *device);
+
+/**
+ * As ptc_exec_model_create(), on the current device: the parameters are
+ * initialised on the host (identically) and copied up.
+ * @return PTC_OK, PTC_E_INVAL, PTC_E_RANGE, PTC_E_CONFIG, PTC_E_NOMEM or
+ *         PTC_E_CUDA (allocation, stream or cuBLAS handle). On failure
+ *         *out is NULL.
+ */
+PTC_API int ptc_exec_model_cuda_create(ptc_exec_model_cuda **out,
+                                       const ptc_exec_model_cfg *m,
+                                       const ptc_sched *s, int rank,
+                                       int64_t gmb_base, int64_t gmb_total,
+                                       ptc_exec_data_fn data, void *data_user);
+/** Free (device memory, stream, cuBLAS handle); NULL is a no-op. */
+PTC_API void ptc_exec_model_cuda_destroy(ptc_exec_model_cuda *x);
+/** The callbacks (user = @p x); boundary buffers are device memory. */
+PTC_API void ptc_exec_model_cuda_stage(ptc_exec_model_cuda *x, ptc_exec_stage *out);
+/** Set the step number used for data and AdamW's t (t = step + 1). */
+PTC_API void ptc_exec_model_cuda_set_step(ptc_exec_model_cuda *x, int64_t step);
+/**
+ * Mean loss of each of this shard's micro-batches of the last step, copied
+ * back from the device (micro-batch order; 0 where this shard has no last
+ * stage). Each mean is summed in double on the host in row order, as the
+ * CPU model does. @p *losses is owned by @p x, valid until the next call.
+ * @return PTC_OK or PTC_E_CUDA.
+ */
+PTC_API int ptc_exec_model_cuda_losses(ptc_exec_model_cuda *x, const double **losses,
+                                       int *n);
+/**
+ * Copy the parameters back to the host and list them (as
+ * ptc_exec_model_params(): global names, F32, row-major; `data` is host
+ * memory owned by @p x, refreshed by each call).
+ * @return PTC_OK or PTC_E_CUDA.
+ */
+PTC_API int ptc_exec_model_cuda_params(ptc_exec_model_cuda *x,
+                                       const ptc_exec_param **params, size_t *n);
+#else
+static inline int ptc_exec_cuda_select_device(int local_rank, int local_size, int *device)
+{
+    (void)local_rank, (void)local_size;
+    if (device)
+        *device = -1;
+    return ptc_error_set(PTC_E_UNSUPPORTED, "built without cuda");
+}
+static inline int ptc_exec_model_cuda_create(ptc_exec_model_cuda **out,
+                                             const ptc_exec_model_cfg *m,
+                                             const ptc_sched *s, int rank,
+                                             int64_t gmb_base, int64_t gmb_total,
+                                             ptc_exec_data_fn data, void *data_user)
+{
+    (void)m, (void)s, (void)rank, (void)gmb_base, (void)gmb_total, (void)data,
+        (void)data_user;
+    *out = NULL;
+    return ptc_error_set(PTC_E_UNSUPPORTED, "built without cuda");
+}
+static inline void ptc_exec_model_cuda_destroy(ptc_exec_model_cuda *x) { (void)x; }
+static inline void ptc_exec_model_cuda_stage(ptc_exec_model_cuda *x, ptc_exec_stage *out)
+{
+    static const ptc_exec_stage none = {0};
+    (void)x;
+    *out = none;
+}
+static inline void ptc_exec_model_cuda_set_step(ptc_exec_model_cuda *x, int64_t step)
+{
+    (void)x, (void)step;
+}
+static inline int ptc_exec_model_cuda_losses(ptc_exec_model_cuda *x, const double **losses,
+                                             int *n)
+{
+    (void)x;
+    *losses = NULL;
+    *n = 0;
+    return ptc_error_set(PTC_E_UNSUPPORTED, "built without cuda");
+}
+static inline int ptc_exec_model_cuda_params(ptc_exec_model_cuda *x,
+                                             const ptc_exec_param **params, size_t *n)
+{
+    (void)x;
+    *params = NULL;
+    *n = 0;
+    return ptc_error_set(PTC_E_UNSUPPORTED, "built without cuda");
+}
+#endif
 
 /* ---- NCCL (device buffers) ------------------------------------------------------- */
 

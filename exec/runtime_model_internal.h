@@ -1,0 +1,68 @@
+/* Private layout of the demo model (exec/runtime_model.c), shared with its
+ * CUDA variant (exec/runtime_model_cuda.c), which builds a host model for
+ * the layout, the tensor names and the initial values, then mirrors every
+ * chunk on the device. Never installed. */
+#ifndef PTC_RUNTIME_MODEL_INTERNAL_H
+#define PTC_RUNTIME_MODEL_INTERNAL_H
+
+#include "exec/runtime_internal.h"
+
+#define LN_EPS 1e-5f
+#define MODEL_MAX_PARAMS (1 << 20)
+
+/* Offsets (in floats) of one layer's parameters inside its chunk. */
+typedef struct layer_off {
+    size_t lnw, lnb, w1, b1, w2, b2;
+} layer_off;
+
+typedef struct chunk {
+    int pipe, stage, l0, l1; /* layers [l0, l1) */
+    bool first, last;
+    size_t count;            /* floats of parameters */
+    float *p, *g, *m, *v;
+    size_t emb, nw, nb, head; /* offsets (first / last stage) */
+    layer_off *lay;
+    /* saved-activation layout per micro-batch (floats) */
+    size_t a_x0, a_lay, a_lay_stride, a_head, a_demb, a_total;
+    float **act;             /* [mbs] saved activations or NULL */
+    int32_t **tok;           /* [mbs] ids (n) then targets (n) */
+} chunk;
+
+struct ptc_exec_model {
+    ptc_exec_model_cfg cfg;
+    const ptc_sched *s;
+    int rank, nch, mbs, S;
+    int64_t gmb_base, gmb_total, step;
+    ptc_exec_data_fn data;
+    void *data_user;
+    chunk *ch;
+    double *losses;
+    ptc_exec_param *params;
+    size_t nparams;
+    char **names;
+    float *scratch;          /* [n, max(H, 4H, V)] x 3 */
+};
+
+/* Saved activations of one layer inside a micro-batch's block `a`. */
+typedef struct lay_act {
+    float *ln, *xout, *dx2, *dsum, *mean, *rstd, *h, *g, *dh;
+} lay_act;
+
+static inline lay_act lay_ptrs(const ptc_exec_model *x, const chunk *k, float *a, int li)
+{
+    size_t n = (size_t)x->cfg.tokens, H = (size_t)x->cfg.hidden, F = 4 * H;
+    float *b = a + k->a_lay + k->a_lay_stride * (size_t)li;
+    lay_act r;
+    r.ln = b;
+    r.xout = b + n * H;
+    r.dx2 = b + 2 * n * H;
+    r.dsum = b + 3 * n * H;
+    r.mean = b + 4 * n * H;
+    r.rstd = r.mean + n;
+    r.h = r.rstd + n;
+    r.g = r.h + n * F;
+    r.dh = r.g + n * F;
+    return r;
+}
+
+#endif
