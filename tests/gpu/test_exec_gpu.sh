@@ -17,5 +17,9 @@ if [ ! -x "$bin" ]; then
     echo "exec gpu: $bin not built, skipping"
     exit 0
 fi
-# One GPU is enough: two ranks share it (NCCL P2P within a device).
+# NCCL refuses two ranks of one communicator on the same GPU.
+if [ "$(nvidia-smi -L | grep -c GPU)" -lt 2 ]; then
+    echo "exec gpu: needs 2 GPUs (one per rank), skipping"
+    exit 0
+fi
 mpirun --allow-run-as-root --oversubscribe -np 2 "$bin"
