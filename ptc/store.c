@@ -445,6 +445,49 @@ int ptc_store_latest_txn(ptc_store *s, MDB_txn *txn, uint64_t *out)
     return PTC_OK;
 }
 
+/* Version numbers are never handed out twice, even after the newest version
+ * is deleted: the meta key "last_version" (u64 little-endian) keeps the
+ * highest number ever committed. */
+int ptc_store_issued_txn(ptc_store *s, MDB_txn *txn, uint64_t *out)
+{
+    uint64_t latest;
+    PTC_TRY(ptc_store_latest_txn(s, txn, &latest));
+    MDB_val k = {12, (void *)"last_version"}, v;
+    int mrc = mdb_get(txn, s->dbi_meta, &k, &v);
+    uint64_t issued = 0;
+    if (mrc == 0) {
+        if (v.mv_size != 8)
+            return ptc_error_set(PTC_E_STORE, "store %s: bad last_version record", s->dir);
+        for (int i = 7; i >= 0; i--)
+            issued = (issued << 8) | ((const uint8_t *)v.mv_data)[i];
+    } else if (mrc != MDB_NOTFOUND) {
+        return ptc_store_mdb_error(mrc, s->dir);
+    }
+    *out = issued > latest ? issued : latest;
+    return PTC_OK;
+}
+
+int ptc_store_issued_put(ptc_store *s, MDB_txn *txn, uint64_t version)
+{
+    uint8_t rec[8];
+    for (int i = 0; i < 8; i++)
+        rec[i] = (uint8_t)(version >> (8 * i));
+    MDB_val k = {12, (void *)"last_version"}, v = {8, rec};
+    int mrc = mdb_put(txn, s->dbi_meta, &k, &v, 0);
+    return mrc ? ptc_store_mdb_error(mrc, s->dir) : PTC_OK;
+}
+
+int ptc_store_issued(ptc_store *s, uint64_t *out)
+{
+    MDB_txn *txn;
+    int mrc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+    if (mrc)
+        return ptc_store_mdb_error(mrc, s->dir);
+    int rc = ptc_store_issued_txn(s, txn, out);
+    mdb_txn_abort(txn);
+    return rc;
+}
+
 int ptc_store_latest(ptc_store *s, uint64_t *out)
 {
     MDB_txn *txn;

@@ -265,6 +265,11 @@ int ptc_store_remove_vdir(const char *dir, uint64_t v, uint64_t *files, uint64_t
 
 /* The newest committed version inside @p txn (0 if none). */
 int ptc_store_latest_txn(ptc_store *s, MDB_txn *txn, uint64_t *out);
+/* The highest version number ever committed (deleted ones included). */
+int ptc_store_issued_txn(ptc_store *s, MDB_txn *txn, uint64_t *out);
+int ptc_store_issued(ptc_store *s, uint64_t *out);
+/* Record @p version as the highest number committed (inside the commit). */
+int ptc_store_issued_put(ptc_store *s, MDB_txn *txn, uint64_t version);
 
 /* Store internals for the store's own files. */
 struct ptc_store {

@@ -113,10 +113,10 @@ int ptc_store_writer_begin(ptc_store_writer **out, ptc_store *s,
     int rc;
     if ((rc = ptc_store_lock(s, &w->lock_fd)) < 0)
         goto out_destroy;
-    uint64_t latest;
-    if ((rc = ptc_store_latest(s, &latest)) < 0)
+    uint64_t issued;
+    if ((rc = ptc_store_issued(s, &issued)) < 0)
         goto out_destroy;
-    w->version = latest + 1;
+    w->version = issued + 1;
     /* files of this number can only be debris: no committed version has it,
      * and versions reference only older packs */
     if ((rc = ptc_store_remove_vdir(s->dir, w->version, NULL, NULL)) < 0)
@@ -673,7 +673,7 @@ static int commit_txn(MDB_txn *txn, void *user)
     ptc_store_writer *w = c->w;
     ptc_store *s = w->s;
     uint64_t latest;
-    PTC_TRY(ptc_store_latest_txn(s, txn, &latest));
+    PTC_TRY(ptc_store_issued_txn(s, txn, &latest));
     if (latest >= w->version)
         return ptc_error_set(PTC_E_STORE, "version %llu was committed by someone else",
                              (unsigned long long)w->version);
@@ -682,7 +682,8 @@ static int commit_txn(MDB_txn *txn, void *user)
     uint8_t key[16];
     ptc_key_version(key, w->version);
     if ((rc = ptc_version_rec_encode(&b, &c->vrec)) < 0 ||
-        (rc = put(txn, s->dbi_versions, key, 8, &b, MDB_NOOVERWRITE, "version record")) < 0)
+        (rc = put(txn, s->dbi_versions, key, 8, &b, MDB_NOOVERWRITE, "version record")) < 0 ||
+        (rc = ptc_store_issued_put(s, txn, w->version)) < 0)
         goto out_free;
     for (size_t i = 0; i < w->ntensors; i++) {
         b.len = 0;
