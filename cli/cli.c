@@ -165,3 +165,15 @@ int ptc_cli_parse_compress(const char *arg, unsigned *codec, int *level)
         return ptc_cli_usage_error("--compress: zstd level must be 1..22");
     return PTC_CLI_OK;
 }
+
+#include <getopt.h>
+
+int ptc_cli_bad_option(char **argv)
+{
+    const char *opt = optind > 0 ? argv[optind - 1] : "?";
+    if (optopt && (opt[0] != '-' || opt[1] != '-'))
+        return ptc_cli_usage_error("%s: unknown option or missing value '-%c' (see ptc %s --help)",
+                                   argv[0], optopt, argv[0]);
+    return ptc_cli_usage_error("%s: unknown option or missing value '%s' (see ptc %s --help)",
+                               argv[0], opt, argv[0]);
+}

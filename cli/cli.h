@@ -51,3 +51,7 @@ void ptc_cli_print_json(const char *text);
 /* Parse --compress zstd[:LEVEL] into a store codec and level. Prints the
  * usage error; returns PTC_CLI_OK or PTC_CLI_USAGE. */
 int ptc_cli_parse_compress(const char *arg, unsigned *codec, int *level);
+/* For getopt_long's '?': print "ptc: error: bad option 'X' ..." (unknown
+ * option or missing value) and return PTC_CLI_USAGE. main() sets opterr = 0
+ * so getopt itself prints nothing. */
+int ptc_cli_bad_option(char **argv);

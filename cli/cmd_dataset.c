@@ -121,7 +121,7 @@ int ptc_cmd_dataset(int argc, char **argv)
             have_epoch = true;
             break;
         case OPT_HELP: ptc_cli_help(ptc_cmd_dataset_help); return PTC_CLI_OK;
-        default: return PTC_CLI_USAGE;
+        default: return ptc_cli_bad_option(argv);
         }
     }
     if (!store)

@@ -82,7 +82,7 @@ int ptc_cmd_export(int argc, char **argv)
                 return PTC_CLI_USAGE;
             break;
         case 'h': ptc_cli_help(ptc_cmd_export_help); return PTC_CLI_OK;
-        default: return PTC_CLI_USAGE;
+        default: return ptc_cli_bad_option(argv);
         }
     }
     if (optind < argc)

@@ -28,7 +28,7 @@ int ptc_cmd_gc(int argc, char **argv)
         case 's': store = optarg; break;
         case 'j': json = true; break;
         case 'h': ptc_cli_help(ptc_cmd_gc_help); return PTC_CLI_OK;
-        default: return PTC_CLI_USAGE;
+        default: return ptc_cli_bad_option(argv);
         }
     }
     if (optind < argc)

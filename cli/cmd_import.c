@@ -53,7 +53,7 @@ int ptc_cmd_import(int argc, char **argv)
             break;
         case 'j': json = true; break;
         case 'h': ptc_cli_help(ptc_cmd_import_help); return PTC_CLI_OK;
-        default: return PTC_CLI_USAGE;
+        default: return ptc_cli_bad_option(argv);
         }
     }
     if (!store || !config || !rules_spec)

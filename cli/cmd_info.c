@@ -44,7 +44,7 @@ int ptc_cmd_info(int argc, char **argv)
         case 'j': json = true; break;
         case 'b': blocks = true; break;
         case 'h': ptc_cli_help(ptc_cmd_info_help); return PTC_CLI_OK;
-        default: return PTC_CLI_USAGE;
+        default: return ptc_cli_bad_option(argv);
         }
     }
     if (optind < argc)

@@ -61,7 +61,7 @@ int ptc_cmd_mount(int argc, char **argv)
         case 'a': mo.allow_other = true; break;
         case 'd': mo.debug = mo.foreground = true; break;
         case 'h': ptc_cli_help(ptc_cmd_mount_help); return PTC_CLI_OK;
-        default: return PTC_CLI_USAGE;
+        default: return ptc_cli_bad_option(argv);
         }
     }
     if (!store)

@@ -52,7 +52,7 @@ int ptc_cmd_plan(int argc, char **argv)
             break;
         case 'j': json = true; break;
         case 'h': ptc_cli_help(ptc_cmd_plan_help); return PTC_CLI_OK;
-        default: return PTC_CLI_USAGE;
+        default: return ptc_cli_bad_option(argv);
         }
     }
     if (optind < argc)

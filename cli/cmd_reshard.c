@@ -132,7 +132,7 @@ int ptc_cmd_reshard(int argc, char **argv)
         case 'm': mpi = true; break;
         case 'j': json = true; break;
         case 'h': ptc_cli_help(ptc_cmd_reshard_help); return PTC_CLI_OK;
-        default: return PTC_CLI_USAGE;
+        default: return ptc_cli_bad_option(argv);
         }
     }
     if (optind < argc)

@@ -226,7 +226,7 @@ int ptc_cmd_synth(int argc, char **argv)
         case 'O': optim = true; break;
         case 'i': ids = true; break;
         case 'h': ptc_cli_help(ptc_cmd_synth_help); return PTC_CLI_OK;
-        default: return PTC_CLI_USAGE;
+        default: return ptc_cli_bad_option(argv);
         }
     }
     if (optind < argc)

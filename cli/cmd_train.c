@@ -262,7 +262,7 @@ static int parse_args(int argc, char **argv, train_opts *o)
             o->drop_send = (long)u;
             break;
         default:
-            return ptc_cli_usage_error("train: unknown option (see ptc train --help)");
+            return ptc_cli_bad_option(argv);
         }
     }
     if (optind < argc)

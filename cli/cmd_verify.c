@@ -33,7 +33,7 @@ int ptc_cmd_verify(int argc, char **argv)
         case 'a': all = true; break;
         case 'j': json = true; break;
         case 'h': ptc_cli_help(ptc_cmd_verify_help); return PTC_CLI_OK;
-        default: return PTC_CLI_USAGE;
+        default: return ptc_cli_bad_option(argv);
         }
     }
     if (optind < argc)

@@ -31,7 +31,7 @@ int ptc_cmd_versions(int argc, char **argv)
         case 's': store = optarg; break;
         case 'j': json = true; break;
         case 'h': ptc_cli_help(ptc_cmd_versions_help); return PTC_CLI_OK;
-        default: return PTC_CLI_USAGE;
+        default: return ptc_cli_bad_option(argv);
         }
     }
     if (optind < argc)

@@ -81,13 +81,13 @@ static bool take_num(const char **p, const char *e, int *out)
 {
     const char *q = *p;
     int v = 0, d = 0;
-    while (q < e && *q >= '0' && *q <= '9' && d < 10) {
+    while (q < e && *q >= '0' && *q <= '9' && d < 9) {
         v = v * 10 + (*q - '0');
         q++;
         d++;
     }
-    if (d == 0 || d > 9)
-        return false;
+    if (d == 0 || (q < e && *q >= '0' && *q <= '9'))
+        return false; /* empty, or a tenth digit: too large */
     *p = q;
     *out = v;
     return true;

@@ -245,12 +245,14 @@ static int parse_header(const void *buf, size_t len, ptc_npy_info *info, const c
     bool zero = false, ovf = false;
     for (int d = 0; d < info->ndim; d++) {
         zero |= info->shape[d] == 0;
-        ovf |= ptc_mul_overflow_i64(vol, info->shape[d], &vol);
+        /* the non-zero dims' product must fit even when a dim is 0 */
+        if (!ovf && info->shape[d] != 0)
+            ovf = ptc_mul_overflow_i64(vol, info->shape[d], &vol);
     }
-    if (zero)
-        vol = 0;
-    if ((ovf && !zero) || ptc_mul_overflow_i64(vol, (int64_t)ptc_dtype_size(info->dtype), &nbytes))
+    if (ovf || ptc_mul_overflow_i64(vol, (int64_t)ptc_dtype_size(info->dtype), &nbytes))
         return ptc_error_set(PTC_E_FORMAT, "%s: shape volume overflows", what);
+    if (zero)
+        nbytes = 0;
     info->data_offset = pre + hl;
     info->nbytes = (uint64_t)nbytes;
     return PTC_OK;

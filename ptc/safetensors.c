@@ -123,15 +123,16 @@ static int parse_entry(const char *what, const char *name, json_t *obj, ptc_st_t
                                  what, q, d);
         t->shape[d] = x;
         zero |= x == 0;
-        if (!overflow && ptc_mul_overflow_i64(vol, x, &vol))
+        /* the product of the non-zero dims must fit too: strides and boxes of
+         * an empty tensor are computed from it */
+        if (!overflow && x != 0 && ptc_mul_overflow_i64(vol, x, &vol))
             overflow = true;
     }
     int64_t nbytes = 0;
-    if (zero)
-        vol = 0;
-    if ((overflow && !zero) ||
-        ptc_mul_overflow_i64(vol, (int64_t)ptc_dtype_size(t->dtype), &nbytes))
+    if (overflow || ptc_mul_overflow_i64(vol, (int64_t)ptc_dtype_size(t->dtype), &nbytes))
         return ptc_error_set(PTC_E_FORMAT, "%s: tensor '%s': shape volume overflows", what, q);
+    if (zero)
+        nbytes = 0;
     if (!json_is_array(offs) || json_array_size(offs) != 2)
         return ptc_error_set(PTC_E_FORMAT,
                              "%s: tensor '%s': field 'data_offsets' is not an array of 2",

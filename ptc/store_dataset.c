@@ -126,6 +126,7 @@ static int ds_rec_decode(ds_rec *r, const char *name, const void *data, size_t l
         return ds_fail(name, ptc_last_error());
     }
     if (len != 0 || r->id == 0 || r->samples > PTC_DATASET_MAX_SAMPLES ||
+        r->samples >= UINT64_MAX / 8 || /* the index holds 8 (samples + 1) bytes */
         r->index.raw_length != 8 * (r->samples + 1)) {
         ds_rec_free(r);
         return ds_fail(name, len ? "trailing bytes" : "id, samples or index length");

@@ -40,8 +40,8 @@ typedef struct rs_ctx {
     size_t nmy;
     atomic_size_t next;   /* next index into my_ranks */
     atomic_uint_fast64_t bytes_written, shards_written, shards_reused, shards_aliased;
-    pthread_mutex_t err_lock;
-    int rc;
+    pthread_mutex_t err_lock; /* guards err and the first code stored in rc */
+    atomic_int rc;            /* first failure; read without the lock to stop early */
     char err[512];
 } rs_ctx;
 
@@ -61,9 +61,9 @@ void ptc_reshard_options_init(ptc_reshard_options *o)
 static void set_err(rs_ctx *c, int rc)
 {
     pthread_mutex_lock(&c->err_lock);
-    if (c->rc == PTC_OK) {
-        c->rc = rc;
+    if (atomic_load(&c->rc) == PTC_OK) {
         snprintf(c->err, sizeof c->err, "%s", ptc_last_error());
+        atomic_store(&c->rc, rc);
     }
     pthread_mutex_unlock(&c->err_lock);
 }
@@ -282,7 +282,7 @@ static int do_rank(rs_ctx *c, int r, uint8_t *chunk, uint8_t *conv)
     ptc_piece *pc = NULL, *sp = NULL;
     size_t cap = 0, capsp = 0;
     int rc = PTC_OK;
-    for (size_t t = 0; t < c->nt && rc == PTC_OK && c->rc == PTC_OK; t++) {
+    for (size_t t = 0; t < c->nt && rc == PTC_OK && atomic_load(&c->rc) == PTC_OK; t++) {
         ptc_shard sh;
         size_t np;
         if ((rc = ptc_layout_shard(c->lt, t, r, &sh)) != PTC_OK)
@@ -324,7 +324,7 @@ static void *worker(void *arg)
     }
     for (;;) {
         size_t i = atomic_fetch_add(&c->next, 1);
-        if (i >= c->nmy || c->rc != PTC_OK)
+        if (i >= c->nmy || atomic_load(&c->rc) != PTC_OK)
             break;
         int rc = do_rank(c, c->my_ranks[i], chunk, conv);
         if (rc != PTC_OK) {
@@ -360,8 +360,8 @@ static int run_pool(rs_ctx *c)
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     ptc_free(th);
-    if (c->rc != PTC_OK)
-        return ptc_error_set(c->rc, "%s", c->err);
+    if (atomic_load(&c->rc) != PTC_OK)
+        return ptc_error_set(atomic_load(&c->rc), "%s", c->err);
     return PTC_OK;
 }
 

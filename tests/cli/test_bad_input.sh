@@ -68,6 +68,9 @@ expect_fail 2 world -- "$PTC" import --store st --config dp=4096,tp=4096 --rules
 expect_fail 2 -- "$PTC" export --store st --config tp=-1 --out-dir x
 expect_fail 2 -- "$PTC" import --store st --rules llama good.safetensors
 expect_fail 2 unknown -- "$PTC" frobnicate
+expect_fail 2 --bogus -- "$PTC" versions --store st --bogus
+expect_fail 2 --store -- "$PTC" info --store
+expect_fail 2 --frob -- "$PTC" import --frob x --store st --config tp=1 --rules llama good.safetensors
 expect_fail 2 -- "$PTC" export --store st --version 0 --out x.safetensors
 
 # Stores and versions that do not exist.
