@@ -14,9 +14,7 @@
 #include <fcntl.h>
 #include <fuse.h>
 #include <pthread.h>
-#include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -26,6 +24,7 @@
 #include "ptc/util_internal.h"
 
 #define MOUNT_MAX_IO (1u << 20)
+#define MOUNT_THREADS 10
 
 struct mount_ctx {
     ptc_view *view;
@@ -375,10 +374,11 @@ int ptc_mount_run(ptc_view *view, const char *mountpoint, const ptc_mount_option
         rc = ptc_error_set(PTC_E_NOMEM, "out of memory");
         goto out_ticker;
     }
-    const char *e;
-    fuse_loop_cfg_set_clone_fd(lc, (e = getenv("PTC_FUSE_CLONE")) ? (unsigned)atoi(e) : 0);
-    fuse_loop_cfg_set_max_threads(lc, (e = getenv("PTC_FUSE_MAX")) ? (unsigned)atoi(e) : 10);
-    fuse_loop_cfg_set_idle_threads(lc, (e = getenv("PTC_FUSE_IDLE")) ? (unsigned)atoi(e) : UINT_MAX);
+    /* a /dev/fuse clone per worker thread: no thundering herd on one
+     * queue; up to MOUNT_THREADS workers (readahead keeps several 1 MiB
+     * reads in flight, and parallel lookups overlap), idle ones kept */
+    fuse_loop_cfg_set_clone_fd(lc, 1);
+    fuse_loop_cfg_set_max_threads(lc, MOUNT_THREADS);
     if (fuse_loop_mt(f, lc) < 0)
         rc = ptc_error_set(PTC_E_IO, "the fuse loop failed");
     fuse_loop_cfg_destroy(lc);
