@@ -264,7 +264,8 @@ PTC_API int ptc_view_lookup(ptc_view *v, const char *path, ptc_view_stat *st);
  * Read bytes [off, off + len) of the file at @p path without an open
  * handle: resolve (cached: datasets, step plans, model files), read as
  * ptc_view_read does (step-file records counted the same way), release.
- * Allocates nothing per call for dataset files.
+ * Allocates nothing for samples/<ID> and for step files whose plan is
+ * cached (the view keeps the 64 most recent plans).
  * @param got  bytes read (short only at end of file)
  * @return PTC_OK; the errors of ptc_view_open and ptc_view_read.
  */
