@@ -1,19 +1,25 @@
-/* FUSE throughput of `ptc mount`, against its baselines, in one run:
+/* FUSE throughput of `ptc mount`, against its baselines, on the same bytes,
+ * in interleaved rounds (the order rotated per round) and reported as
+ * medians:
  *
- *  - step files (dp=1, large batch) read sequentially through the mount
- *    (1 MiB reads) versus the same bytes read directly from the store's
- *    pack file (pread per record, page cache);
- *  - the ceiling of FUSE itself: a minimal read-only libfuse3 server in
- *    this program answering each read with one pread of a backing file that
- *    holds the same bytes (first reads, same mount options);
+ *  - first reads of step files (dp=1, large batch; 1 MiB read() calls)
+ *    through the mount versus the ceiling of FUSE itself — a minimal
+ *    read-only libfuse3 server in this program answering each read with one
+ *    pread of a backing file holding the same bytes — and versus reading
+ *    the records straight from the store's pack file (one pread each).
+ *    "warm": the backing files are in the page cache and only the FUSE
+ *    file's cache is dropped (posix_fadvise) before each read; "cold"
+ *    (root only): every page cache is dropped (/proc/sys/vm/drop_caches)
+ *    before each read;
  *  - re-reads of the (immutable, kernel-cached) step files versus plain
  *    page-cache reads of the backing file;
  *  - random samples/<ID> (open, read, close of distinct ids) with 1 and 8
- *    threads.
+ *    threads, next to the minimal server's open+read+close rate.
  *
  * usage: bench_fuse [MiB of step data, default 256] [record KiB, default 16]
+ *                   [rounds, default 5]
  * Prints one line per figure and a JSON summary line. Needs /dev/fuse. */
-#define FUSE_USE_VERSION 31
+#define FUSE_USE_VERSION 312
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,7 +44,6 @@
 #include <fuse.h>
 
 #define MIB (1u << 20)
-#define REPS 3
 
 static double now(void)
 {
@@ -163,7 +168,13 @@ static void run_ceiling(const char *mnt, const char *backing)
         _exit(3);
     raise_readahead(mnt); /* as ptc mount does: 1 MiB requests */
     fuse_set_signal_handlers(fuse_get_session(f));
-    fuse_loop_mt(f, 0);
+    /* the generic loop settings of fuse/mount_fuse3.c: a /dev/fuse clone
+     * per worker, up to 10 workers */
+    struct fuse_loop_config *lc = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_clone_fd(lc, 1);
+    fuse_loop_cfg_set_max_threads(lc, 10);
+    fuse_loop_mt(f, lc);
+    fuse_loop_cfg_destroy(lc);
     fuse_remove_signal_handlers(fuse_get_session(f));
     fuse_unmount(f);
     fuse_destroy(f);
@@ -235,12 +246,16 @@ static void unmount(const char *mnt, pid_t pid)
 
 static uint8_t *iobuf;
 
-/* Read a file with 1 MiB read() calls; returns bytes. */
-static uint64_t read_file(const char *path)
+/* Read a file with 1 MiB read() calls; returns bytes. With @p uncache, the
+ * file's page cache is dropped first (posix_fadvise DONTNEED works on a
+ * FUSE file too), so the read is a first read of the same file again. */
+static uint64_t read_file(const char *path, bool uncache)
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0)
         die(path);
+    if (uncache)
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     uint64_t total = 0;
     for (;;) {
         ssize_t n = read(fd, iobuf, MIB);
@@ -291,17 +306,137 @@ static double samples_per_s(const char *fmt, const char *mnt, const uint64_t *id
     for (int t = 0; t < threads; t++)
         pthread_join(th[t], NULL);
     double dt = now() - t0;
-    if (errors)
+    if (errors) {
         fprintf(stderr, "bench_fuse: %d sample reads failed\n", (int)errors);
+        exit(1);
+    }
     return (double)(n / threads * threads) / dt;
 }
+
+/* ---- the measurements -------------------------------------------------------------------------- */
+
+struct bench {
+    char mnt_ptc[512], mnt_min[512], backing[512];
+    int pack;
+    uint64_t data_offset, nrec, rec, B, steps, seed;
+    uint8_t *stepbuf;
+};
+
+static bool drop_caches(void)
+{
+    sync();
+    int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
+    if (fd < 0)
+        return false;
+    bool ok = write(fd, "3", 1) == 1;
+    close(fd);
+    return ok;
+}
+
+/* The step files of the bench seed through ptc mount; GB/s. */
+static double read_ptc(const struct bench *b, bool uncache)
+{
+    char path[8192];
+    uint64_t bytes = 0;
+    double t0 = now();
+    for (uint64_t k = 0; k < b->steps; k++) {
+        snprintf(path, sizeof path,
+                 "%s/datasets/tok/seed-%llu/epoch-0/batch-%llu/start-0/dp-1/rank-0/step-%llu",
+                 b->mnt_ptc, (unsigned long long)b->seed, (unsigned long long)b->B,
+                 (unsigned long long)k);
+        bytes += read_file(path, uncache);
+    }
+    double dt = now() - t0;
+    if (bytes != b->nrec * b->rec) {
+        fprintf(stderr, "short step files: %llu bytes\n", (unsigned long long)bytes);
+        exit(1);
+    }
+    return (double)bytes / dt / 1e9;
+}
+
+/* Stat the step files (the server opens the dataset, builds the plans). */
+static void stat_ptc(const struct bench *b)
+{
+    char path[8192];
+    struct stat st;
+    for (uint64_t k = 0; k < b->steps; k++) {
+        snprintf(path, sizeof path,
+                 "%s/datasets/tok/seed-%llu/epoch-0/batch-%llu/start-0/dp-1/rank-0/step-%llu",
+                 b->mnt_ptc, (unsigned long long)b->seed, (unsigned long long)b->B,
+                 (unsigned long long)k);
+        if (stat(path, &st) != 0)
+            die(path);
+    }
+}
+
+/* The same bytes through the minimal server; GB/s. */
+static double read_min(const struct bench *b, bool uncache)
+{
+    char path[8192];
+    snprintf(path, sizeof path, "%s/data", b->mnt_min);
+    double t0 = now();
+    uint64_t bytes = read_file(path, uncache);
+    return (double)bytes / (now() - t0) / 1e9;
+}
+
+/* The same bytes straight from the pack file: one pread per record, in the
+ * epoch order (what a loader without the mount would do); GB/s. */
+static double read_direct(struct bench *b)
+{
+    ptc_order o;
+    CHECK(ptc_order_init(&o, b->nrec, b->seed, 0));
+    double t0 = now();
+    for (uint64_t k = 0; k < b->steps; k++) {
+        uint64_t lo = k * b->B, hi = lo + b->B < b->nrec ? lo + b->B : b->nrec;
+        for (uint64_t p = lo; p < hi; p++) {
+            uint64_t id;
+            CHECK(ptc_order_sample(&o, p, &id));
+            if (pread(b->pack, b->stepbuf + (p - lo) * b->rec, b->rec,
+                      (off_t)(b->data_offset + id * b->rec)) != (ssize_t)b->rec)
+                die("pread pack");
+        }
+    }
+    return (double)(b->nrec * b->rec) / (now() - t0) / 1e9;
+}
+
+/* Plain page-cache reads of the backing file (1 MiB read() calls); GB/s. */
+static double read_page(const struct bench *b)
+{
+    double t0 = now();
+    uint64_t bytes = read_file(b->backing, false);
+    return (double)bytes / (now() - t0) / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void show(const char *what, double *v, int n, const char *unit)
+{
+    double s[64];
+    memcpy(s, v, (size_t)n * sizeof *v);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    printf("%-38s median %9.2f %s  (min %.2f, max %.2f)\n", what, median(s, n), unit, s[0],
+           s[n - 1]);
+}
+
+#define MAX_ROUNDS 32
 
 int main(int argc, char **argv)
 {
     uint64_t mib = argc > 1 ? strtoull(argv[1], NULL, 10) : 256;
     uint64_t rec_kib = argc > 2 ? strtoull(argv[2], NULL, 10) : 16;
-    if (mib == 0 || rec_kib == 0 || rec_kib > 1024) {
-        fprintf(stderr, "usage: bench_fuse [MiB] [record KiB]\n");
+    int rounds = argc > 3 ? atoi(argv[3]) : 5;
+    if (mib == 0 || rec_kib == 0 || rec_kib > 1024 || rounds < 1 || rounds > MAX_ROUNDS) {
+        fprintf(stderr, "usage: bench_fuse [MiB] [record KiB] [rounds 1..%d]\n", MAX_ROUNDS);
         return 2;
     }
     if (access("/dev/fuse", R_OK | W_OK) != 0) {
@@ -312,20 +447,22 @@ int main(int argc, char **argv)
     char dir[] = "/tmp/ptc_bench_fuse_XXXXXX";
     if (!mkdtemp(dir))
         die("mkdtemp");
-    char path[8192], store[512], mnt_ptc[512], mnt_min[512], backing[512];
+    struct bench b = {.seed = 1};
+    char path[8192], store[512];
     snprintf(store, sizeof store, "%s/store", dir);
-    snprintf(mnt_ptc, sizeof mnt_ptc, "%s/ptc", dir);
-    snprintf(mnt_min, sizeof mnt_min, "%s/min", dir);
-    snprintf(backing, sizeof backing, "%s/backing", dir);
-    mkdir(mnt_ptc, 0755);
-    mkdir(mnt_min, 0755);
+    snprintf(b.mnt_ptc, sizeof b.mnt_ptc, "%s/ptc", dir);
+    snprintf(b.mnt_min, sizeof b.mnt_min, "%s/min", dir);
+    snprintf(b.backing, sizeof b.backing, "%s/backing", dir);
+    mkdir(b.mnt_ptc, 0755);
+    mkdir(b.mnt_min, 0755);
 
     /* the datasets: token windows of rec_kib KiB, and 200k short lines */
-    uint64_t rec = rec_kib * 1024, nrec = mib * MIB / rec;
+    b.rec = rec_kib * 1024;
+    b.nrec = mib * MIB / b.rec;
     snprintf(path, sizeof path, "%s/tokens.bin", dir);
     FILE *f = fopen(path, "wb");
     uint32_t x = 12345;
-    for (uint64_t i = 0; i < nrec * rec / 4; i++) {
+    for (uint64_t i = 0; i < b.nrec * b.rec / 4; i++) {
         x = x * 1664525u + 1013904223u;
         fwrite(&x, 4, 1, f);
     }
@@ -342,145 +479,202 @@ int main(int argc, char **argv)
     ptc_store *s;
     CHECK(ptc_store_open(&s, store, PTC_STORE_CREATE));
     char fmt[64];
-    snprintf(fmt, sizeof fmt, "tokens:u32:%llu", (unsigned long long)(rec / 4));
+    snprintf(fmt, sizeof fmt, "tokens:u32:%llu", (unsigned long long)(b.rec / 4));
     const char *in1[] = {path}, *in2[] = {lines};
     CHECK(ptc_dataset_ingest(s, "tok", fmt, in1, 1, NULL, NULL));
     CHECK(ptc_dataset_ingest(s, "small", "lines", in2, 1, NULL, NULL));
     ptc_store_dataset_info info;
     CHECK(ptc_store_dataset_stat(s, "tok", &info));
     ptc_store_close(s);
-    if (!info.data_raw || info.samples != nrec)
+    unlink(path);
+    if (!info.data_raw || info.samples != b.nrec)
         return fprintf(stderr, "unexpected dataset layout\n"), 1;
 
-    /* direct: the step bytes read from the pack file, record by record (the
-     * last pass is timed); and written once to the ceiling's backing file */
-    const uint64_t B = nrec / 4 ? nrec / 4 : 1, steps = (nrec + B - 1) / B;
+    /* the ceiling's backing file holds the step files' bytes, concatenated */
+    b.data_offset = info.data_offset;
+    b.B = b.nrec / 4 ? b.nrec / 4 : 1;
+    b.steps = (b.nrec + b.B - 1) / b.B;
     snprintf(path, sizeof path, "%s/packs/datasets/d%llu.pack", store,
              (unsigned long long)info.id);
-    int pack = open(path, O_RDONLY);
-    int bfd = open(backing, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (pack < 0 || bfd < 0)
+    b.pack = open(path, O_RDONLY);
+    int bfd = open(b.backing, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (b.pack < 0 || bfd < 0)
         die("open pack/backing");
-    uint8_t *stepbuf = malloc(B * rec);
-    double direct_best = 0;
-    for (int rep = 0; rep < REPS + 1; rep++) {
+    b.stepbuf = malloc(b.B * b.rec);
+    {
         ptc_order o;
-        CHECK(ptc_order_init(&o, nrec, (uint64_t)rep + 1, 0));
-        double t0 = now();
-        for (uint64_t k = 0; k < steps; k++) {
-            uint64_t lo = k * B, hi = lo + B < nrec ? lo + B : nrec;
+        CHECK(ptc_order_init(&o, b.nrec, b.seed, 0));
+        for (uint64_t k = 0; k < b.steps; k++) {
+            uint64_t lo = k * b.B, hi = lo + b.B < b.nrec ? lo + b.B : b.nrec;
             for (uint64_t p = lo; p < hi; p++) {
                 uint64_t id;
                 CHECK(ptc_order_sample(&o, p, &id));
-                if (pread(pack, stepbuf + (p - lo) * rec, rec, (off_t)(info.data_offset + id * rec)) !=
-                    (ssize_t)rec)
+                if (pread(b.pack, b.stepbuf + (p - lo) * b.rec, b.rec,
+                          (off_t)(b.data_offset + id * b.rec)) != (ssize_t)b.rec)
                     die("pread pack");
             }
-            if (rep == 0 && write(bfd, stepbuf, (hi - lo) * rec) != (ssize_t)((hi - lo) * rec))
+            if (write(bfd, b.stepbuf, (hi - lo) * b.rec) != (ssize_t)((hi - lo) * b.rec))
                 die("write backing");
         }
-        double gbs = (double)(nrec * rec) / (now() - t0) / 1e9;
-        if (rep > 0 && gbs > direct_best)
-            direct_best = gbs;
     }
+    if (fsync(bfd) != 0)
+        die("fsync backing");
     close(bfd);
-    close(pack);
 
-    pid_t ptc_pid = spawn(run_ptc, mnt_ptc, store);
-    pid_t min_pid = spawn(run_ceiling, mnt_min, backing);
+    pid_t ptc_pid = spawn(run_ptc, b.mnt_ptc, store);
+    pid_t min_pid = spawn(run_ceiling, b.mnt_min, b.backing);
 
-    /* first reads: a new seed (new files) per repetition, best of REPS */
-    double ptc_first = 0, min_first = 0, ptc_re = 0, page_re = 0;
-    for (int rep = 0; rep < REPS; rep++) {
-        double t0 = now();
-        uint64_t bytes = 0;
-        for (uint64_t k = 0; k < steps; k++) {
-            snprintf(path, sizeof path,
-                     "%s/datasets/tok/seed-%d/epoch-0/batch-%llu/start-0/dp-1/rank-0/step-%llu",
-                     mnt_ptc, rep + 1, (unsigned long long)B, (unsigned long long)k);
-            bytes += read_file(path);
-        }
-        double gbs = (double)bytes / (now() - t0) / 1e9;
-        if (bytes != nrec * rec)
-            return fprintf(stderr, "short step files: %llu bytes\n", (unsigned long long)bytes), 1;
-        ptc_first = gbs > ptc_first ? gbs : ptc_first;
-        snprintf(path, sizeof path, "%s/data%d", mnt_min, rep);
-        t0 = now();
-        bytes = read_file(path);
-        gbs = (double)bytes / (now() - t0) / 1e9;
-        min_first = gbs > min_first ? gbs : min_first;
-    }
-    /* re-reads (kernel page cache kept) versus direct page-cache reads */
-    for (int rep = 0; rep < REPS; rep++) {
-        double t0 = now();
-        uint64_t bytes = 0;
-        for (uint64_t k = 0; k < steps; k++) {
-            snprintf(path, sizeof path,
-                     "%s/datasets/tok/seed-1/epoch-0/batch-%llu/start-0/dp-1/rank-0/step-%llu",
-                     mnt_ptc, (unsigned long long)B, (unsigned long long)k);
-            bytes += read_file(path);
-        }
-        double gbs = (double)bytes / (now() - t0) / 1e9;
-        ptc_re = gbs > ptc_re ? gbs : ptc_re;
-        t0 = now();
-        bytes = read_file(backing);
-        gbs = (double)bytes / (now() - t0) / 1e9;
-        page_re = gbs > page_re ? gbs : page_re;
-    }
+    /* one untimed pass: step plans built, the pack and backing in the page
+     * cache, both servers' threads started */
+    read_ptc(&b, true);
+    read_min(&b, true);
+    read_direct(&b);
 
-    /* random samples/<ID>: distinct ids (never cached), 1 then 8 threads */
+    /* Interleaved rounds on the same bytes, the order rotated per round:
+     *  warm: first reads through the mounts with the backing files in the
+     *        page cache (the FUSE file's cache dropped before each read) —
+     *        the DESIGN.md ratio against the minimal server;
+     *  cold: all page caches dropped before each read (root only) — the
+     *        issue's ratio against reading the pack file directly;
+     *  re-reads of the kernel-cached step files against page-cache reads. */
+    double w_ptc[MAX_ROUNDS], w_min[MAX_ROUNDS], w_dir[MAX_ROUNDS];
+    double c_ptc[MAX_ROUNDS], c_min[MAX_ROUNDS], c_dir[MAX_ROUNDS];
+    double r_ptc[MAX_ROUNDS], r_page[MAX_ROUNDS], r_min[MAX_ROUNDS];
+    double s1[MAX_ROUNDS], s8[MAX_ROUNDS], m1[MAX_ROUNDS], m8[MAX_ROUNDS];
+    bool cold = drop_caches();
     uint64_t *ids = malloc(NS * sizeof *ids);
     ptc_order o;
     CHECK(ptc_order_init(&o, NS, 99, 0));
     for (uint64_t i = 0; i < NS; i++)
         CHECK(ptc_order_sample(&o, i, &ids[i]));
+    /* distinct ids per round and server (never cached by the kernel) */
+    const size_t per1 = NS / 2 / (size_t)rounds / 5, per8 = per1 * 4;
     const char *sfmt = "%s/datasets/small/samples/%llu", *mfmt = "%s/s%llu";
-    double s1 = samples_per_s(sfmt, mnt_ptc, ids, 40000, 1);
-    double s8 = samples_per_s(sfmt, mnt_ptc, ids + 40000, 160000, 8);
-    double m1 = samples_per_s(mfmt, mnt_min, ids, 40000, 1);
-    double m8 = samples_per_s(mfmt, mnt_min, ids + 40000, 160000, 8);
-    /* the ceiling's re-read (FUSE's own page-cache path) */
-    double min_re = 0;
-    for (int rep = 0; rep < REPS; rep++) {
-        snprintf(path, sizeof path, "%s/data0", mnt_min);
-        double t0 = now();
-        uint64_t bytes = read_file(path);
-        double gbs = (double)bytes / (now() - t0) / 1e9;
-        min_re = gbs > min_re ? gbs : min_re;
+    for (int r = 0; r < rounds; r++) {
+        read_direct(&b); /* the pack and backing warm again after a cold round */
+        read_page(&b);
+        for (int i = 0; i < 3; i++) {
+            switch ((r + i) % 3) {
+            case 0:
+                w_ptc[r] = read_ptc(&b, true);
+                break;
+            case 1:
+                w_min[r] = read_min(&b, true);
+                break;
+            default:
+                w_dir[r] = read_direct(&b);
+            }
+        }
+        for (int i = 0; cold && i < 3; i++) {
+            /* ptc mount maps the pack file, and mapped pages survive
+             * drop_caches (for every reader of the file): start a new
+             * server (as after a reboot), its dataset opened and step
+             * plans built by a stat */
+            unmount(b.mnt_ptc, ptc_pid);
+            ptc_pid = spawn(run_ptc, b.mnt_ptc, store);
+            stat_ptc(&b);
+            drop_caches();
+            switch ((r + i) % 3) {
+            case 0:
+                c_ptc[r] = read_ptc(&b, false);
+                break;
+            case 1:
+                c_min[r] = read_min(&b, false);
+                break;
+            default:
+                c_dir[r] = read_direct(&b);
+            }
+        }
+        read_ptc(&b, false); /* cached again, for the re-reads */
+        read_min(&b, false);
+        read_page(&b);
+        for (int i = 0; i < 3; i++) {
+            switch ((r + i) % 3) {
+            case 0:
+                r_ptc[r] = read_ptc(&b, false);
+                break;
+            case 1:
+                r_min[r] = read_min(&b, false);
+                break;
+            default:
+                r_page[r] = read_page(&b);
+            }
+        }
+        const uint64_t *ip = ids + (size_t)r * (per1 + per8);
+        const uint64_t *im = ids + NS / 2 + (size_t)r * (per1 + per8);
+        if (r % 2 == 0) {
+            s1[r] = samples_per_s(sfmt, b.mnt_ptc, ip, per1, 1);
+            m1[r] = samples_per_s(mfmt, b.mnt_min, im, per1, 1);
+            s8[r] = samples_per_s(sfmt, b.mnt_ptc, ip + per1, per8, 8);
+            m8[r] = samples_per_s(mfmt, b.mnt_min, im + per1, per8, 8);
+        } else {
+            m1[r] = samples_per_s(mfmt, b.mnt_min, im, per1, 1);
+            s1[r] = samples_per_s(sfmt, b.mnt_ptc, ip, per1, 1);
+            m8[r] = samples_per_s(mfmt, b.mnt_min, im + per1, per8, 8);
+            s8[r] = samples_per_s(sfmt, b.mnt_ptc, ip + per1, per8, 8);
+        }
     }
 
-    unmount(mnt_ptc, ptc_pid);
-    unmount(mnt_min, min_pid);
+    unmount(b.mnt_ptc, ptc_pid);
+    unmount(b.mnt_min, min_pid);
+    close(b.pack);
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "bench_fuse: could not remove %s\n", dir);
 
-    printf("step files: %llu MiB, %llu records of %llu KiB, %llu steps (dp=1, batch %llu)\n",
-           (unsigned long long)mib, (unsigned long long)nrec, (unsigned long long)rec_kib,
-           (unsigned long long)steps, (unsigned long long)B);
-    printf("first read through ptc mount     %7.2f GB/s\n", ptc_first);
-    printf("direct from the pack file        %7.2f GB/s   ratio %.2f (goal >= 0.70)\n",
-           direct_best, ptc_first / direct_best);
-    printf("ceiling: minimal FUSE + pread    %7.2f GB/s   ratio %.2f (goal >= 0.85)\n",
-           min_first, ptc_first / min_first);
-    printf("re-read through ptc mount        %7.2f GB/s\n", ptc_re);
-    printf("direct page-cache read           %7.2f GB/s   ratio %.2f (goal >= 0.70)\n", page_re,
-           ptc_re / page_re);
-    printf("re-read through minimal FUSE     %7.2f GB/s   (FUSE's own cached-read ceiling)\n",
-           min_re);
-    printf("samples/<ID> 1 thread            %9.0f samples/s   minimal FUSE open+read+close %9.0f/s\n",
-           s1, m1);
-    printf("samples/<ID> 8 threads           %9.0f samples/s   minimal FUSE open+read+close %9.0f/s"
-           " (goal >= 50000)\n", s8, m8);
-    printf("{\"first_gbs\":%.3f,\"direct_gbs\":%.3f,\"ceiling_gbs\":%.3f,\"reread_gbs\":%.3f,"
-           "\"pagecache_gbs\":%.3f,\"ratio_direct\":%.3f,\"ratio_ceiling\":%.3f,"
-           "\"ratio_reread\":%.3f,\"ceiling_reread_gbs\":%.3f,\"samples_1\":%.0f,\"samples_8\":%.0f,"
+    /* per-round ratios, then their medians */
+    double q_wmin[MAX_ROUNDS], q_wdir[MAX_ROUNDS], q_cmin[MAX_ROUNDS], q_cdir[MAX_ROUNDS],
+        q_re[MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++) {
+        q_wmin[r] = w_ptc[r] / w_min[r];
+        q_wdir[r] = w_ptc[r] / w_dir[r];
+        q_cmin[r] = cold ? c_ptc[r] / c_min[r] : 0;
+        q_cdir[r] = cold ? c_ptc[r] / c_dir[r] : 0;
+        q_re[r] = r_ptc[r] / r_page[r];
+    }
+    printf("step files: %llu MiB, %llu records of %llu KiB, %llu steps (dp=1, batch %llu); "
+           "%d rounds, medians\n",
+           (unsigned long long)mib, (unsigned long long)b.nrec, (unsigned long long)rec_kib,
+           (unsigned long long)b.steps, (unsigned long long)b.B, rounds);
+    show("first read, ptc mount (warm backing)", w_ptc, rounds, "GB/s");
+    show("first read, minimal FUSE server", w_min, rounds, "GB/s");
+    show("direct pack preads (page cache)", w_dir, rounds, "GB/s");
+    show("  ratio ptc / minimal (goal >= 0.85)", q_wmin, rounds, "");
+    show("  ratio ptc / direct", q_wdir, rounds, "");
+    if (cold) {
+        show("cold first read, ptc mount", c_ptc, rounds, "GB/s");
+        show("cold first read, minimal FUSE server", c_min, rounds, "GB/s");
+        show("cold direct pack preads", c_dir, rounds, "GB/s");
+        show("  ratio ptc / minimal", q_cmin, rounds, "");
+        show("  ratio ptc / direct (goal >= 0.70)", q_cdir, rounds, "");
+    } else {
+        printf("cold reads: skipped (cannot drop the page cache here)\n");
+    }
+    show("re-read, ptc mount", r_ptc, rounds, "GB/s");
+    show("re-read, minimal FUSE server", r_min, rounds, "GB/s");
+    show("page-cache read of the backing file", r_page, rounds, "GB/s");
+    show("  ratio ptc / page cache (goal >= 0.70)", q_re, rounds, "");
+    show("samples/<ID>, 1 thread", s1, rounds, "/s");
+    show("samples/<ID>, 8 threads (goal >= 50000)", s8, rounds, "/s");
+    show("minimal server open+read+close, 1 thread", m1, rounds, "/s");
+    show("minimal server open+read+close, 8 threads", m8, rounds, "/s");
+    printf("{\"rounds\":%d,\"cold\":%s,\"first_gbs\":%.3f,\"ceiling_gbs\":%.3f,\"direct_gbs\":%.3f,"
+           "\"ratio_ceiling\":%.3f,\"ratio_direct\":%.3f,"
+           "\"cold_first_gbs\":%.3f,\"cold_ceiling_gbs\":%.3f,\"cold_direct_gbs\":%.3f,"
+           "\"cold_ratio_ceiling\":%.3f,\"cold_ratio_direct\":%.3f,"
+           "\"reread_gbs\":%.3f,\"ceiling_reread_gbs\":%.3f,\"pagecache_gbs\":%.3f,"
+           "\"ratio_reread\":%.3f,\"samples_1\":%.0f,\"samples_8\":%.0f,"
            "\"ceiling_samples_1\":%.0f,\"ceiling_samples_8\":%.0f}\n",
-           ptc_first, direct_best, min_first, ptc_re, page_re, ptc_first / direct_best,
-           ptc_first / min_first, ptc_re / page_re, min_re, s1, s8, m1, m8);
+           rounds, cold ? "true" : "false", median(w_ptc, rounds), median(w_min, rounds),
+           median(w_dir, rounds), median(q_wmin, rounds), median(q_wdir, rounds),
+           cold ? median(c_ptc, rounds) : 0, cold ? median(c_min, rounds) : 0,
+           cold ? median(c_dir, rounds) : 0, median(q_cmin, rounds), median(q_cdir, rounds),
+           median(r_ptc, rounds), median(r_min, rounds), median(r_page, rounds),
+           median(q_re, rounds), median(s1, rounds), median(s8, rounds), median(m1, rounds),
+           median(m8, rounds));
     free(ids);
-    free(stepbuf);
+    free(b.stepbuf);
     free(iobuf);
     return 0;
 }

@@ -720,45 +720,100 @@ static void count_served(ptc_view_file *f, uint64_t a, uint64_t b)
         f->v->ops.served(f->v->user, f->ds->name, f->seed, f->epoch, s->ids[i]);
 }
 
+/* Resolve @p path into the caller's @p f (heap or stack): what a read
+ * needs, without the counting of an empty step file. */
+static int file_init(ptc_view *v, const char *path, ptc_view_file *f, ptc_view_node *n)
+{
+    ptc_view_stat st;
+    memset(f, 0, sizeof *f);
+    PTC_TRY(ptc_view_parse(path, n));
+    f->v = v;
+    f->kind = n->kind;
+    f->id = n->id;
+    f->seed = n->seed;
+    f->epoch = n->epoch;
+    int rc = view_resolve(v, path, n, &st, &f->ds, &f->plan, &f->text);
+    if (rc < 0)
+        goto out_release;
+    if (st.is_dir) {
+        rc = ptc_error_set(PTC_E_INVAL, "%s is a directory", path);
+        goto out_release;
+    }
+    f->size = st.size;
+    if (n->kind == PTC_VIEW_MODEL_INFO || n->kind == PTC_VIEW_MODEL_FULL ||
+        n->kind == PTC_VIEW_MODEL_RANK) {
+        rc = v->ops.model_open ? v->ops.model_open(v->user, n, &f->fh)
+                               : ptc_error_set(PTC_E_UNSUPPORTED, "models are not served here");
+        if (rc < 0)
+            goto out_release;
+    }
+    return PTC_OK;
+out_release:
+    plan_unref(f->plan);
+    ptc_free(f->text);
+    f->plan = NULL;
+    f->text = NULL;
+    return rc;
+}
+
+static void file_fini(ptc_view_file *f)
+{
+    if (f->fh && f->v->ops.model_close)
+        f->v->ops.model_close(f->v->user, f->fh);
+    plan_unref(f->plan);
+    ptc_free(f->text);
+}
+
+/* An empty step file is never read: its (empty) records count when it is
+ * opened (or, without opens, looked up). */
+static void count_empty(ptc_view *v, const ptc_view_file *f)
+{
+    if (f->kind == PTC_VIEW_STEP && f->size == 0 && v->ops.served)
+        for (uint64_t i = 0; i < f->plan->step->n; i++)
+            v->ops.served(v->user, f->ds->name, f->seed, f->epoch, f->plan->step->ids[i]);
+}
+
 int ptc_view_open(ptc_view *v, const char *path, ptc_view_file **out)
 {
     *out = NULL;
-    ptc_view_node n;
-    ptc_view_stat st;
-    PTC_TRY(ptc_view_parse(path, &n));
-    ptc_view_file *f = ptc_calloc(1, sizeof *f);
+    ptc_view_file *f = ptc_malloc(sizeof *f);
     if (!f)
         return PTC_E_NOMEM;
-    f->v = v;
-    f->kind = n.kind;
-    f->id = n.id;
-    f->seed = n.seed;
-    f->epoch = n.epoch;
-    int rc = view_resolve(v, path, &n, &st, &f->ds, &f->plan, &f->text);
-    if (rc < 0)
-        goto out_free;
-    if (st.is_dir) {
-        rc = ptc_error_set(PTC_E_INVAL, "%s is a directory", path);
-        goto out_free;
+    ptc_view_node n;
+    int rc = file_init(v, path, f, &n);
+    if (rc < 0) {
+        ptc_free(f);
+        return rc;
     }
-    f->size = st.size;
-    if (n.kind == PTC_VIEW_MODEL_INFO || n.kind == PTC_VIEW_MODEL_FULL ||
-        n.kind == PTC_VIEW_MODEL_RANK) {
-        rc = v->ops.model_open ? v->ops.model_open(v->user, &n, &f->fh)
-                               : ptc_error_set(PTC_E_UNSUPPORTED, "models are not served here");
-        if (rc < 0)
-            goto out_free;
-    }
-    /* an empty step file is never read: its (empty) records count now */
-    if (n.kind == PTC_VIEW_STEP && f->size == 0 && v->ops.served)
-        for (uint64_t i = 0; i < f->plan->step->n; i++)
-            v->ops.served(v->user, f->ds->name, f->seed, f->epoch, f->plan->step->ids[i]);
+    count_empty(v, f);
     *out = f;
     return PTC_OK;
-out_free:
-    plan_unref(f->plan);
-    ptc_free(f->text);
-    ptc_free(f);
+}
+
+int ptc_view_lookup(ptc_view *v, const char *path, ptc_view_stat *st)
+{
+    ptc_view_node n;
+    PTC_TRY(ptc_view_parse(path, &n));
+    if (n.kind != PTC_VIEW_STEP)
+        return view_resolve(v, path, &n, st, NULL, NULL, NULL);
+    ptc_view_file f;
+    PTC_TRY(file_init(v, path, &f, &n));
+    st->is_dir = false;
+    st->size = f.size;
+    count_empty(v, &f);
+    file_fini(&f);
+    return PTC_OK;
+}
+
+int ptc_view_pread(ptc_view *v, const char *path, uint64_t off, void *buf, size_t len,
+                   size_t *got)
+{
+    *got = 0;
+    ptc_view_file f;
+    ptc_view_node n;
+    PTC_TRY(file_init(v, path, &f, &n));
+    int rc = ptc_view_read(&f, off, buf, len, got);
+    file_fini(&f);
     return rc;
 }
 
@@ -830,9 +885,6 @@ void ptc_view_close(ptc_view_file *f)
 {
     if (!f)
         return;
-    if (f->fh && f->v->ops.model_close)
-        f->v->ops.model_close(f->v->user, f->fh);
-    plan_unref(f->plan);
-    ptc_free(f->text);
+    file_fini(f);
     ptc_free(f);
 }

@@ -45,6 +45,10 @@ typedef struct ptc_mount_options {
  * threads until unmounted (fusermount3 -u, umount) or until SIGINT,
  * SIGTERM or SIGHUP, which unmount cleanly. Immutable files keep the
  * kernel page cache between opens; reads of up to 1 MiB are asked for.
+ * Where the kernel supports it (FUSE_CAP_NO_OPEN_SUPPORT) files are served
+ * without opens: reads resolve their path (ptc_view_pread) and the records
+ * of an empty step file are served when its name is looked up
+ * (ptc_view_lookup) rather than at each open.
  * Without @p opts->foreground the process forks once the mount is up and
  * the parent exits with status 0 (as any FUSE daemon does).
  * @return PTC_OK after a clean unmount; PTC_E_NOTFOUND if @p mountpoint

@@ -251,6 +251,27 @@ PTC_API int ptc_view_read(ptc_view_file *f, uint64_t off, void *buf, size_t len,
 /** Close an open file; NULL is a no-op. */
 PTC_API void ptc_view_close(ptc_view_file *f);
 
+/**
+ * For a filesystem that skips opens (FUSE without per-open state): stat
+ * @p path as ptc_view_stat_path does and, because no open will follow,
+ * count the records of an empty step file as ptc_view_open would (call it
+ * once per lookup of the name, not for every stat).
+ * @return as ptc_view_stat_path.
+ */
+PTC_API int ptc_view_lookup(ptc_view *v, const char *path, ptc_view_stat *st);
+
+/**
+ * Read bytes [off, off + len) of the file at @p path without an open
+ * handle: resolve (cached: datasets, step plans, model files), read as
+ * ptc_view_read does (step-file records counted the same way), release.
+ * Allocates nothing for samples/<ID> and for step files whose plan is
+ * cached (the view keeps the 64 most recent plans).
+ * @param got  bytes read (short only at end of file)
+ * @return PTC_OK; the errors of ptc_view_open and ptc_view_read.
+ */
+PTC_API int ptc_view_pread(ptc_view *v, const char *path, uint64_t off, void *buf, size_t len,
+                           size_t *got);
+
 /* ---- the view of a store ------------------------------------------------------------- */
 
 /** The store (include/ptc/store.h). */

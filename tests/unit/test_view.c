@@ -552,6 +552,91 @@ static void test_exactly_once(void **state)
     free(m);
 }
 
+/* Without opens (what the mount does when the kernel skips them): whole
+ * epochs read through ptc_view_pread in odd chunks count every record once
+ * and equal the opened reads byte for byte; ptc_view_lookup counts an empty
+ * step file (ptc_view_stat_path does not); errors are those of open. */
+static void test_no_open(void **state)
+{
+    (void)state;
+    struct mem *m = mem_new();
+    ptc_view *v;
+    assert_int_equal(ptc_view_create(&v, &mem_ops, m), PTC_OK);
+    static uint8_t a[1 << 16], b[1 << 16];
+    char path[256];
+    size_t chunks[] = {1, 5, 4096, 13};
+    uint64_t bytes = 0;
+    for (uint64_t k = 0; k < 4; k++)
+        for (int r = 0; r < 3; r++) {
+            snprintf(path, sizeof path,
+                     "/datasets/toy/seed-5/epoch-1/batch-250/start-0/dp-3/rank-%d/step-%llu", r,
+                     (unsigned long long)k);
+            ptc_view_stat st;
+            assert_int_equal(ptc_view_lookup(v, path, &st), PTC_OK);
+            assert_false(st.is_dir);
+            size_t total = 0, got, chunk = chunks[(k + (uint64_t)r) % 4];
+            do {
+                assert_int_equal(ptc_view_pread(v, path, total, a + total, chunk, &got), PTC_OK);
+                total += got;
+            } while (got > 0);
+            assert_int_equal(total, st.size);
+            bytes += total;
+            /* the same bytes as an opened read (which counts them again) */
+            assert_int_equal(read_all(v, path, b, sizeof b, 4096), total);
+            assert_memory_equal(a, b, total);
+        }
+    uint64_t want_bytes = 0;
+    for (uint64_t i = 0; i < MEM_N; i++) {
+        want_bytes += rec_len(i);
+        assert_int_equal(m->served[i], 2);
+    }
+    assert_int_equal(bytes, want_bytes);
+    assert_int_equal(m->served_seed, 5);
+    assert_int_equal(m->served_epoch, 1);
+
+    /* .idx, samples/ and text files read without opens; nothing counted */
+    memset(m->served, 0, sizeof m->served);
+    size_t got;
+    const char *p = "/datasets/toy/seed-5/epoch-1/batch-250/start-0/dp-3/rank-0/step-0.idx";
+    assert_int_equal(ptc_view_pread(v, p, 0, a, sizeof a, &got), PTC_OK);
+    assert_int_equal(read_all(v, p, b, sizeof b, 7), got);
+    assert_memory_equal(a, b, got);
+    assert_int_equal(ptc_view_pread(v, "/datasets/toy/samples/7", 2, a, 100, &got), PTC_OK);
+    assert_int_equal(got, rec_len(7) - 2);
+    assert_int_equal(a[0], (uint8_t)(7 * 31 + 2));
+    assert_int_equal(ptc_view_pread(v, "/README.txt", 0, a, 9, &got), PTC_OK);
+    assert_memory_equal(a, "PTC mount", 9);
+    for (int i = 0; i < MEM_N; i++)
+        assert_int_equal(m->served[i], 0);
+    assert_int_equal(ptc_view_pread(v, "/datasets/toy/samples/999999", 0, a, 1, &got),
+                     PTC_E_NOTFOUND);
+    assert_int_equal(got, 0);
+    assert_int_equal(ptc_view_pread(v, "/datasets/toy", 0, a, 1, &got), PTC_E_INVAL);
+
+    /* an empty step file: counted by a lookup, not by a stat */
+    ptc_order o;
+    ptc_order_init(&o, MEM_N, 3, 7);
+    uint64_t pos = 0, id = 1;
+    for (; id % 11 != 0; pos++)
+        ptc_order_sample(&o, pos, &id);
+    pos--;
+    snprintf(path, sizeof path, "/datasets/toy/seed-3/epoch-7/batch-1/start-%llu/dp-1/rank-0/step-0",
+             (unsigned long long)pos);
+    ptc_view_stat st;
+    assert_int_equal(ptc_view_stat_path(v, path, &st), PTC_OK);
+    assert_int_equal(st.size, 0);
+    assert_int_equal(m->served[id], 0);
+    assert_int_equal(ptc_view_lookup(v, path, &st), PTC_OK);
+    assert_int_equal(st.size, 0);
+    assert_int_equal(m->served[id], 1);
+    assert_int_equal(ptc_view_lookup(v, "/datasets/toy/seed-3/epoch-7/batch-1/start-0/dp-1/rank-0/step-999999", &st),
+                     PTC_E_NOTFOUND);
+    assert_int_equal(ptc_view_lookup(v, "/datasets/toy/seed-3", &st), PTC_OK);
+    assert_true(st.is_dir);
+    ptc_view_destroy(v);
+    free(m);
+}
+
 struct thread_arg {
     ptc_view *v;
     struct mem *m;
@@ -641,7 +726,7 @@ int main(void)
         cmocka_unit_test(test_parse_good),  cmocka_unit_test(test_parse_bad),
         cmocka_unit_test(test_step_plan),   cmocka_unit_test(test_step_find),
         cmocka_unit_test(test_view_tree),   cmocka_unit_test(test_exactly_once),
-        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_threads),     cmocka_unit_test(test_no_open),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
