@@ -1,6 +1,7 @@
 /* The persistent count map of served records, kept in its own named LMDB
- * database of the store: key = name, 0x00, seed, epoch, id (u64 big-endian,
- * so one (name, seed, epoch) is a contiguous key range); value = u64 LE
+ * database of the store: key = name, 0x00, generation, seed, epoch, id (u64
+ * big-endian, so one (name, generation, seed, epoch) is a contiguous key
+ * range; the generation is the dataset's catalog id); value = u64 LE
  * count. Serving events are buffered in memory and added in one write
  * transaction per flush, so the FUSE read path never waits for LMDB. */
 #include <lmdb.h>
@@ -16,7 +17,7 @@
 
 struct count_ev {
     uint32_t name; /* index into names */
-    uint64_t seed, epoch, id;
+    uint64_t gen, seed, epoch, id;
 };
 
 struct ptc_dataset_counter {
@@ -53,16 +54,19 @@ static uint64_t get_be64(const uint8_t *p)
     return v;
 }
 
-/* key: name, 0, seed, epoch, id; returns its length */
-static size_t make_key(uint8_t *k, const char *name, size_t nlen, uint64_t seed,
+#define KEY_TAIL 33 /* 0x00 + generation, seed, epoch, id */
+
+/* key: name, 0, generation, seed, epoch, id; returns its length */
+static size_t make_key(uint8_t *k, const char *name, size_t nlen, uint64_t gen, uint64_t seed,
                        uint64_t epoch, uint64_t id)
 {
     memcpy(k, name, nlen);
     k[nlen] = 0;
-    put_be64(k + nlen + 1, seed);
-    put_be64(k + nlen + 9, epoch);
-    put_be64(k + nlen + 17, id);
-    return nlen + 25;
+    put_be64(k + nlen + 1, gen);
+    put_be64(k + nlen + 9, seed);
+    put_be64(k + nlen + 17, epoch);
+    put_be64(k + nlen + 25, id);
+    return nlen + KEY_TAIL;
 }
 
 int ptc_dataset_counter_create(ptc_dataset_counter **out, ptc_store *store)
@@ -85,8 +89,8 @@ int ptc_dataset_counter_create(ptc_dataset_counter **out, ptc_store *store)
     return PTC_OK;
 }
 
-int ptc_dataset_counter_add(ptc_dataset_counter *c, const char *name, uint64_t seed,
-                            uint64_t epoch, uint64_t id)
+int ptc_dataset_counter_add(ptc_dataset_counter *c, const char *name, uint64_t gen,
+                            uint64_t seed, uint64_t epoch, uint64_t id)
 {
     size_t nlen = 0;
     PTC_TRY(check_name(name, &nlen));
@@ -106,7 +110,7 @@ int ptc_dataset_counter_add(ptc_dataset_counter *c, const char *name, uint64_t s
     }
     rc = ptc_grow((void **)&c->ev, &c->cap, c->nev + 1, sizeof *c->ev);
     if (rc == PTC_OK)
-        c->ev[c->nev++] = (struct count_ev){(uint32_t)ni, seed, epoch, id};
+        c->ev[c->nev++] = (struct count_ev){(uint32_t)ni, gen, seed, epoch, id};
 out_unlock:
     pthread_mutex_unlock(&c->lock);
     return rc;
@@ -117,6 +121,8 @@ static int cmp_ev(const void *pa, const void *pb)
     const struct count_ev *a = pa, *b = pb;
     if (a->name != b->name)
         return a->name < b->name ? -1 : 1;
+    if (a->gen != b->gen)
+        return a->gen < b->gen ? -1 : 1;
     if (a->seed != b->seed)
         return a->seed < b->seed ? -1 : 1;
     if (a->epoch != b->epoch)
@@ -134,14 +140,14 @@ struct flush_job {
 static int flush_txn(MDB_txn *txn, void *user)
 {
     struct flush_job *j = user;
-    uint8_t k[COUNT_NAME_MAX + 25];
+    uint8_t k[COUNT_NAME_MAX + KEY_TAIL];
     for (size_t i = 0; i < j->n;) {
         size_t e = i + 1;
         while (e < j->n && cmp_ev(&j->ev[i], &j->ev[e]) == 0)
             e++;
         const char *name = j->names[j->ev[i].name];
-        MDB_val key = {make_key(k, name, strlen(name), j->ev[i].seed, j->ev[i].epoch,
-                                j->ev[i].id), k};
+        MDB_val key = {make_key(k, name, strlen(name), j->ev[i].gen, j->ev[i].seed,
+                                j->ev[i].epoch, j->ev[i].id), k};
         MDB_val val;
         uint64_t count = 0;
         int mrc = mdb_get(txn, j->c->dbi, &key, &val);
@@ -230,8 +236,8 @@ void ptc_dataset_counter_destroy(ptc_dataset_counter *c)
     ptc_free(c);
 }
 
-int ptc_dataset_audit_counts(ptc_store *store, const char *name, uint64_t seed, uint64_t epoch,
-                             uint64_t samples, ptc_dataset_audit_result *out)
+int ptc_dataset_audit_counts(ptc_store *store, const char *name, uint64_t gen, uint64_t seed,
+                             uint64_t epoch, uint64_t samples, ptc_dataset_audit_result *out)
 {
     size_t nlen = 0;
     PTC_TRY(check_name(name, &nlen));
@@ -254,8 +260,8 @@ int ptc_dataset_audit_counts(ptc_store *store, const char *name, uint64_t seed, 
         mdb_txn_abort(txn);
         return ptc_store_mdb_error(mrc, "dataset counts");
     }
-    uint8_t k[COUNT_NAME_MAX + 25];
-    size_t klen = make_key(k, name, nlen, seed, epoch, 0), plen = klen - 8;
+    uint8_t k[COUNT_NAME_MAX + KEY_TAIL];
+    size_t klen = make_key(k, name, nlen, gen, seed, epoch, 0), plen = klen - 8;
     MDB_val key = {klen, k}, val;
     for (mrc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE); mrc == 0;
          mrc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {

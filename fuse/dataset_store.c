@@ -50,5 +50,5 @@ int ptc_dataset_audit(ptc_store *store, const char *name, uint64_t seed, uint64_
 {
     ptc_store_dataset_info info;
     PTC_TRY(ptc_store_dataset_stat(store, name, &info));
-    return ptc_dataset_audit_counts(store, name, seed, epoch, info.samples, out);
+    return ptc_dataset_audit_counts(store, name, info.id, seed, epoch, info.samples, out);
 }

@@ -717,7 +717,8 @@ static void count_served(ptc_view_file *f, uint64_t a, uint64_t b)
             hi = mid;
     }
     for (uint64_t i = lo; i < s->n && trigger_byte(s, i) < b; i++)
-        f->v->ops.served(f->v->user, f->ds->name, f->seed, f->epoch, s->ids[i]);
+        f->v->ops.served(f->v->user, f->ds->name, f->ds->ds.generation, f->seed, f->epoch,
+                         s->ids[i]);
 }
 
 /* Resolve @p path into the caller's @p f (heap or stack): what a read
@@ -770,7 +771,8 @@ static void count_empty(ptc_view *v, const ptc_view_file *f)
 {
     if (f->kind == PTC_VIEW_STEP && f->size == 0 && v->ops.served)
         for (uint64_t i = 0; i < f->plan->step->n; i++)
-            v->ops.served(v->user, f->ds->name, f->seed, f->epoch, f->plan->step->ids[i]);
+            v->ops.served(v->user, f->ds->name, f->ds->ds.generation, f->seed, f->epoch,
+                          f->plan->step->ids[i]);
 }
 
 int ptc_view_open(ptc_view *v, const char *path, ptc_view_file **out)

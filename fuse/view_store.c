@@ -118,6 +118,7 @@ static int ds_open(void *user, const char *name, ptc_view_dataset *ds)
     }
     memset(ds, 0, sizeof *ds);
     ds->n = i->samples;
+    ds->generation = i->id;
     ds->info_json = w->info;
     ds->user = w;
     ds->record_size = ds_size;
@@ -151,10 +152,11 @@ static int ds_list(void *user, ptc_view_emit_fn emit, void *ctx)
     return PTC_OK;
 }
 
-static void ds_served(void *user, const char *name, uint64_t seed, uint64_t epoch, uint64_t id)
+static void ds_served(void *user, const char *name, uint64_t gen, uint64_t seed, uint64_t epoch,
+                      uint64_t id)
 {
     ptc_view_store *vs = user;
-    if (vs->counter && ptc_dataset_counter_add(vs->counter, name, seed, epoch, id) < 0)
+    if (vs->counter && ptc_dataset_counter_add(vs->counter, name, gen, seed, epoch, id) < 0)
         ptc_log(PTC_LOG_WARN, "cannot count a served record of %s: %s", name, ptc_last_error());
 }
 

@@ -185,11 +185,14 @@ typedef struct ptc_dataset_counter ptc_dataset_counter;
  */
 PTC_API int ptc_dataset_counter_create(ptc_dataset_counter **out, ptc_store *store);
 
-/** Count one serving of record @p id of dataset @p name in (seed, epoch).
- * Kept in memory until the next flush.
+/** Count one serving of record @p id of dataset @p name (its ingest
+ * @p generation: the store's catalog id) in (seed, epoch). Counts of a
+ * replaced dataset stay with their generation and never mix with the new
+ * one's. Kept in memory until the next flush.
  * @return PTC_OK, PTC_E_INVAL (bad name), PTC_E_NOMEM. */
 PTC_API int ptc_dataset_counter_add(ptc_dataset_counter *c, const char *name,
-                                    uint64_t seed, uint64_t epoch, uint64_t id);
+                                    uint64_t generation, uint64_t seed, uint64_t epoch,
+                                    uint64_t id);
 
 /** Add every buffered count to the store in one LMDB transaction (durable
  * when it returns). On failure the counts stay buffered for the next try.
@@ -208,12 +211,13 @@ typedef struct ptc_dataset_audit_result {
 } ptc_dataset_audit_result;
 
 /**
- * Audit the count map of (@p name, @p seed, @p epoch) for a dataset of
- * @p samples records.
+ * Audit the count map of (@p name, @p generation, @p seed, @p epoch) for a
+ * dataset of @p samples records.
  * @return PTC_OK; PTC_E_STORE if the map holds an id >= @p samples;
  *         PTC_E_INVAL (bad name); an LMDB error.
  */
-PTC_API int ptc_dataset_audit_counts(ptc_store *store, const char *name, uint64_t seed,
+PTC_API int ptc_dataset_audit_counts(ptc_store *store, const char *name,
+                                     uint64_t generation, uint64_t seed,
                                      uint64_t epoch, uint64_t samples,
                                      ptc_dataset_audit_result *out);
 

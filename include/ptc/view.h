@@ -107,6 +107,9 @@ PTC_API int ptc_view_errno(int rc);
  */
 typedef struct ptc_view_dataset {
     uint64_t n;               /**< number of records N */
+    uint64_t generation;      /**< which ingest of the name this is (the store's
+                                   catalog id; 0 for in-memory datasets):
+                                   served counts are kept per generation */
     const char *info_json;    /**< info.json text, or NULL for the default
                                    {"name":..,"samples":N}; owned by the
                                    provider until dataset_close */
@@ -135,8 +138,8 @@ typedef struct ptc_view_ops {
     int (*dataset_list)(void *user, ptc_view_emit_fn emit, void *ctx);
     /** Record @p id of dataset @p name was served in a step file of
      * (seed, epoch): its last byte was read. */
-    void (*served)(void *user, const char *name, uint64_t seed, uint64_t epoch,
-                   uint64_t id);
+    void (*served)(void *user, const char *name, uint64_t generation, uint64_t seed,
+                   uint64_t epoch, uint64_t id);
     /** Does a model node exist (kinds MODEL, MODEL_INFO, MODEL_FULL,
      * MODEL_CFG, MODEL_RANK), and its size for files. PTC_E_NOTFOUND if not. */
     int (*model_stat)(void *user, const ptc_view_node *node, uint64_t *size);

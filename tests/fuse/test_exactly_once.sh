@@ -101,4 +101,17 @@ a=$("$PTC" dataset audit --store "$s" --name gaps --seed 4 --epoch 0 --json)
 if [ "$a" = '{"samples":20,"once":4,"repeated":0,"missing":16}' ]; then ok; else bad "audit of gaps: $a"; fi
 a=$("$PTC" dataset audit --store "$s" --name textz --seed 11 --epoch 2 --json)
 if [ "$a" = '{"samples":1000,"once":16,"repeated":0,"missing":984}' ]; then ok; else bad "audit of textz: $a"; fi
+
+# A dataset replaced while mounted: the mount keeps serving the generation it
+# opened, and those reads never count toward the new one.
+seq 1 100 | sed 's/^/small /' >"$T/small.txt"
+mount_store "$s"
+cat "$MNT/datasets/text/seed-9/epoch-0/batch-64/start-0/dp-1/rank-0/step-0" >/dev/null
+"$PTC" dataset ingest --store "$s" --name text --format lines --replace "$T/small.txt" >/dev/null
+for k in 1 2 3 4 5 6 7 8 9 10; do
+    cat "$MNT/datasets/text/seed-9/epoch-0/batch-64/start-0/dp-1/rank-0/step-$k" >/dev/null
+done
+unmount_store
+a=$("$PTC" dataset audit --store "$s" --name text --seed 9 --epoch 0 --json)
+if [ "$a" = '{"samples":100,"once":0,"repeated":0,"missing":100}' ]; then ok; else bad "audit after a replace while mounted: $a"; fi
 finish

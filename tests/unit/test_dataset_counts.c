@@ -33,7 +33,7 @@ static void audit(ptc_store *s, const char *name, uint64_t seed, uint64_t epoch,
                   uint64_t once, uint64_t rep, uint64_t miss)
 {
     ptc_dataset_audit_result a;
-    assert_int_equal(ptc_dataset_audit_counts(s, name, seed, epoch, n, &a), PTC_OK);
+    assert_int_equal(ptc_dataset_audit_counts(s, name, 5, seed, epoch, n, &a), PTC_OK);
     assert_int_equal(a.samples, n);
     assert_int_equal(a.once, once);
     assert_int_equal(a.repeated, rep);
@@ -51,28 +51,31 @@ static void test_counts(void **state)
     ptc_dataset_counter *c;
     assert_int_equal(ptc_dataset_counter_create(&c, s), PTC_OK);
     for (uint64_t id = 0; id < 100; id++)
-        assert_int_equal(ptc_dataset_counter_add(c, "toy", 1, 2, id), PTC_OK);
+        assert_int_equal(ptc_dataset_counter_add(c, "toy", 5, 1, 2, id), PTC_OK);
     /* other keys do not mix in */
-    assert_int_equal(ptc_dataset_counter_add(c, "toy", 1, 3, 0), PTC_OK);
-    assert_int_equal(ptc_dataset_counter_add(c, "toy", 2, 2, 0), PTC_OK);
-    assert_int_equal(ptc_dataset_counter_add(c, "toy2", 1, 2, 0), PTC_OK);
-    assert_int_equal(ptc_dataset_counter_add(c, "to", 1, 2, 0), PTC_OK);
-    assert_int_equal(ptc_dataset_counter_add(c, "", 1, 2, 0), PTC_E_INVAL);
+    assert_int_equal(ptc_dataset_counter_add(c, "toy", 5, 1, 3, 0), PTC_OK);
+    assert_int_equal(ptc_dataset_counter_add(c, "toy", 5, 2, 2, 0), PTC_OK);
+    assert_int_equal(ptc_dataset_counter_add(c, "toy2", 5, 1, 2, 0), PTC_OK);
+    assert_int_equal(ptc_dataset_counter_add(c, "to", 5, 1, 2, 0), PTC_OK);
+    /* another generation of the same name (a replaced dataset) neither */
+    assert_int_equal(ptc_dataset_counter_add(c, "toy", 6, 1, 2, 0), PTC_OK);
+    assert_int_equal(ptc_dataset_counter_add(c, "toy", 4, 1, 2, 1), PTC_OK);
+    assert_int_equal(ptc_dataset_counter_add(c, "", 5, 1, 2, 0), PTC_E_INVAL);
     audit(s, "toy", 1, 2, 110, 0, 0, 110); /* not flushed yet */
     assert_int_equal(ptc_dataset_counter_flush(c), PTC_OK);
     audit(s, "toy", 1, 2, 110, 100, 0, 10);
     /* repeats across flushes and within one */
     for (uint64_t id = 0; id < 5; id++)
-        assert_int_equal(ptc_dataset_counter_add(c, "toy", 1, 2, id * 7), PTC_OK);
-    assert_int_equal(ptc_dataset_counter_add(c, "toy", 1, 2, 105), PTC_OK);
-    assert_int_equal(ptc_dataset_counter_add(c, "toy", 1, 2, 105), PTC_OK);
+        assert_int_equal(ptc_dataset_counter_add(c, "toy", 5, 1, 2, id * 7), PTC_OK);
+    assert_int_equal(ptc_dataset_counter_add(c, "toy", 5, 1, 2, 105), PTC_OK);
+    assert_int_equal(ptc_dataset_counter_add(c, "toy", 5, 1, 2, 105), PTC_OK);
     ptc_dataset_counter_destroy(c); /* flushes */
     audit(s, "toy", 1, 2, 110, 95, 6, 9);
     audit(s, "toy", 1, 3, 110, 1, 0, 109);
     audit(s, "toy2", 1, 2, 1, 1, 0, 0);
     audit(s, "to", 1, 2, 3, 1, 0, 2);
     ptc_dataset_audit_result a;
-    assert_int_equal(ptc_dataset_audit_counts(s, "toy", 1, 2, 100, &a), PTC_E_STORE);
+    assert_int_equal(ptc_dataset_audit_counts(s, "toy", 5, 1, 2, 100, &a), PTC_E_STORE);
     ptc_store_close(s);
 
     /* durable: a reopened store sees the same */
@@ -98,7 +101,7 @@ static void *adder(void *p)
     for (uint64_t id = 0; id < 2000; id++) {
         /* every thread counts ids = t (mod 4) once; threads t and t+4 overlap */
         if (id % 4 == (uint64_t)(a->t % 4))
-            ptc_dataset_counter_add(a->c, "mt", 0, 0, id);
+            ptc_dataset_counter_add(a->c, "mt", 5, 0, 0, id);
         if (id % 500 == 0 && a->t == 0)
             ptc_dataset_counter_flush(a->c);
     }

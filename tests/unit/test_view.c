@@ -80,10 +80,12 @@ static int mem_list(void *user, ptc_view_emit_fn emit, void *ctx)
     return PTC_OK;
 }
 
-static void mem_served(void *user, const char *name, uint64_t seed, uint64_t epoch, uint64_t id)
+static void mem_served(void *user, const char *name, uint64_t generation, uint64_t seed,
+                       uint64_t epoch, uint64_t id)
 {
     struct mem *m = user;
     assert_string_equal(name, "toy");
+    assert_int_equal(generation, 0); /* in-memory datasets have generation 0 */
     pthread_mutex_lock(&m->lock);
     m->served[id]++;
     m->served_seed = seed;
