@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "ptc/dataset.h"
 #include "ptc/util_internal.h"
 #include "ptc/view.h"
@@ -392,6 +394,10 @@ struct ptc_view {
     size_t nds, cap;
     struct cache_entry cache[VIEW_CACHE];
     uint64_t tick;
+    /* empty step files already counted: 128-bit hashes of (generation,
+     * path), open addressing; guarded by lock */
+    XXH128_hash_t *empty;
+    size_t nempty, empty_cap;
 };
 
 struct ptc_view_file {
@@ -440,6 +446,7 @@ void ptc_view_destroy(ptc_view *v)
         ptc_free(v->ds[i]);
     }
     ptc_free(v->ds);
+    ptc_free(v->empty);
     pthread_mutex_destroy(&v->lock);
     ptc_free(v);
 }
@@ -765,14 +772,63 @@ static void file_fini(ptc_view_file *f)
     ptc_free(f->text);
 }
 
-/* An empty step file is never read: its (empty) records count when it is
- * opened (or, without opens, looked up). */
-static void count_empty(ptc_view *v, const ptc_view_file *f)
+static bool hash_empty_slot(XXH128_hash_t h)
 {
-    if (f->kind == PTC_VIEW_STEP && f->size == 0 && v->ops.served)
-        for (uint64_t i = 0; i < f->plan->step->n; i++)
-            v->ops.served(v->user, f->ds->name, f->ds->ds.generation, f->seed, f->epoch,
-                          f->plan->step->ids[i]);
+    return h.low64 == 0 && h.high64 == 0;
+}
+
+/* Insert into the set of counted empty step files; false if it was there. */
+static bool empty_first(ptc_view *v, XXH128_hash_t h)
+{
+    if (hash_empty_slot(h))
+        h.low64 = 1;
+    pthread_mutex_lock(&v->lock);
+    if (2 * (v->nempty + 1) > v->empty_cap) {
+        size_t ncap = v->empty_cap ? 2 * v->empty_cap : 64;
+        XXH128_hash_t *t = ptc_calloc(ncap, sizeof *t);
+        if (!t) {
+            pthread_mutex_unlock(&v->lock);
+            return true; /* out of memory: count rather than lose the records */
+        }
+        for (size_t i = 0; i < v->empty_cap; i++)
+            if (!hash_empty_slot(v->empty[i]))
+                for (size_t j = v->empty[i].low64 & (ncap - 1);; j = (j + 1) & (ncap - 1))
+                    if (hash_empty_slot(t[j])) {
+                        t[j] = v->empty[i];
+                        break;
+                    }
+        ptc_free(v->empty);
+        v->empty = t;
+        v->empty_cap = ncap;
+    }
+    bool fresh = true;
+    for (size_t j = h.low64 & (v->empty_cap - 1);; j = (j + 1) & (v->empty_cap - 1)) {
+        if (hash_empty_slot(v->empty[j])) {
+            v->empty[j] = h;
+            v->nempty++;
+            break;
+        }
+        if (XXH128_isEqual(v->empty[j], h)) {
+            fresh = false;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&v->lock);
+    return fresh;
+}
+
+/* An empty step file is never read: its (empty) records count the first
+ * time the file is opened or (without opens) looked up in this view —
+ * once, however often the kernel looks it up again. */
+static void count_empty(ptc_view *v, const ptc_view_file *f, const char *path)
+{
+    if (f->kind != PTC_VIEW_STEP || f->size != 0 || !v->ops.served || f->plan->step->n == 0)
+        return;
+    if (!empty_first(v, XXH3_128bits_withSeed(path, strlen(path), f->ds->ds.generation)))
+        return;
+    for (uint64_t i = 0; i < f->plan->step->n; i++)
+        v->ops.served(v->user, f->ds->name, f->ds->ds.generation, f->seed, f->epoch,
+                      f->plan->step->ids[i]);
 }
 
 int ptc_view_open(ptc_view *v, const char *path, ptc_view_file **out)
@@ -787,7 +843,7 @@ int ptc_view_open(ptc_view *v, const char *path, ptc_view_file **out)
         ptc_free(f);
         return rc;
     }
-    count_empty(v, f);
+    count_empty(v, f, path);
     *out = f;
     return PTC_OK;
 }
@@ -802,7 +858,7 @@ int ptc_view_lookup(ptc_view *v, const char *path, ptc_view_stat *st)
     PTC_TRY(file_init(v, path, &f, &n));
     st->is_dir = false;
     st->size = f.size;
-    count_empty(v, &f);
+    count_empty(v, &f, path);
     file_fini(&f);
     return PTC_OK;
 }

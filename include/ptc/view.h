@@ -244,7 +244,7 @@ PTC_API uint64_t ptc_view_file_size(const ptc_view_file *f);
  * every record whose last byte lies in the range is reported to
  * ops.served (a record of length 0 counts with the byte before it, or with
  * byte 0 when it starts the file; records of an empty step file count when
- * it is opened).
+ * it is first opened or looked up in this view — once per view).
  * @param got  bytes read (short only at end of file)
  * @return PTC_OK or a backing error (nothing is counted then).
  */
@@ -257,8 +257,8 @@ PTC_API void ptc_view_close(ptc_view_file *f);
 /**
  * For a filesystem that skips opens (FUSE without per-open state): stat
  * @p path as ptc_view_stat_path does and, because no open will follow,
- * count the records of an empty step file as ptc_view_open would (call it
- * once per lookup of the name, not for every stat).
+ * count the records of an empty step file as ptc_view_open would (once per
+ * view: a repeated lookup or open of the same empty step file counts nothing).
  * @return as ptc_view_stat_path.
  */
 PTC_API int ptc_view_lookup(ptc_view *v, const char *path, ptc_view_stat *st);

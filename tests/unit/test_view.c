@@ -631,6 +631,12 @@ static void test_no_open(void **state)
     assert_int_equal(ptc_view_lookup(v, path, &st), PTC_OK);
     assert_int_equal(st.size, 0);
     assert_int_equal(m->served[id], 1);
+    /* looked up again (a dentry evicted and re-resolved) or opened: still once */
+    assert_int_equal(ptc_view_lookup(v, path, &st), PTC_OK);
+    ptc_view_file *ef;
+    assert_int_equal(ptc_view_open(v, path, &ef), PTC_OK);
+    ptc_view_close(ef);
+    assert_int_equal(m->served[id], 1);
     assert_int_equal(ptc_view_lookup(v, "/datasets/toy/seed-3/epoch-7/batch-1/start-0/dp-1/rank-0/step-999999", &st),
                      PTC_E_NOTFOUND);
     assert_int_equal(ptc_view_lookup(v, "/datasets/toy/seed-3", &st), PTC_OK);
