@@ -554,7 +554,48 @@ static int step_host(ptc_exec *e)
     return PTC_OK;
 }
 
+/* After a failed step nothing may reuse the buffers of requests still in
+ * flight: receives are cancelled and completed; sends (which Open MPI cannot
+ * cancel) are released and their buffers given up (leaked, never reused);
+ * gradient reductions are released. The executor refuses further steps. */
+static void rt_abandon(ptc_exec *e)
+{
+    e->failed = true;
+    if (e->o.device == PTC_EXEC_DEVICE_CUDA)
+        return;
+    for (size_t j = 0; j < e->plan.n; j++) {
+        if (e->state[j] != 1 || e->req[j] == MPI_REQUEST_NULL)
+            continue;
+        const rt_op *o = &e->plan.ops[j];
+        if (o->a.op == PTC_SCHED_RECV) {
+            MPI_Cancel(&e->req[j]);
+            MPI_Wait(&e->req[j], MPI_STATUS_IGNORE);
+        } else {
+            MPI_Request_free(&e->req[j]);
+            e->slots[o->slot] = NULL;
+        }
+        e->state[j] = 2;
+    }
+    for (int c = 0; c < e->plan.nchunks; c++)
+        if (e->red_posted[c] && e->red_req[c] != MPI_REQUEST_NULL)
+            MPI_Request_free(&e->red_req[c]);
+    e->npending = 0;
+}
+
+static int step_once(ptc_exec *e);
+
 int ptc_exec_step(ptc_exec *e)
+{
+    if (e->failed)
+        return ptc_error_set(PTC_E_INVAL, "a previous step of this executor failed; "
+                                          "destroy it (the job should stop)");
+    int rc = step_once(e);
+    if (rc != PTC_OK)
+        rt_abandon(e);
+    return rc;
+}
+
+static int step_once(ptc_exec *e)
 {
     int rc = PTC_OK;
     memset(&e->st, 0, sizeof e->st);

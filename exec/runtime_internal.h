@@ -76,6 +76,7 @@ struct ptc_exec {
     uint64_t rng;
     int *chunk_bwd_left;   /* [nchunks] backward-weight actions left */
     MPI_Request *red_req;  /* [nchunks] */
+    bool failed;           /* a step failed: requests abandoned, no more steps */
     bool *red_posted;
     ptc_exec_stats st;
     /* device mode */

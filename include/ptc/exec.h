@@ -163,7 +163,12 @@ PTC_API void ptc_exec_destroy(ptc_exec *e);
  * @return PTC_OK; a callback's code; PTC_E_MPI; PTC_E_TIMEOUT (the watchdog
  *         fired: the position in the list and the pending transfers were
  *         logged at PTC_LOG_ERROR, the communicators are unusable and the
- *         caller should exit); PTC_E_NCCL / PTC_E_CUDA in device mode.
+ *         caller should exit); PTC_E_NCCL / PTC_E_CUDA in device mode;
+ *         PTC_E_INVAL after an earlier failed step.
+ * Any failure is final for the executor: receives still posted are
+ * cancelled, send buffers still in flight are given up (never reused or
+ * freed), and later steps are refused — destroy it and stop the job
+ * (other ranks may be waiting on this one).
  */
 PTC_API int ptc_exec_step(ptc_exec *e);
 

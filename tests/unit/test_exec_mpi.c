@@ -34,6 +34,12 @@ static int data(void *user, int64_t step, int64_t gmb, int32_t *ids, int32_t *t,
     return PTC_OK;
 }
 
+static int failing_forward(void *user, int chunk, int mb, const void *in, void *out)
+{
+    (void)user, (void)chunk, (void)mb, (void)in, (void)out;
+    return ptc_error_set(PTC_E_RANGE, "forward failed on purpose");
+}
+
 static void test_runtime_single_process(void **state)
 {
     (void)state;
@@ -90,6 +96,14 @@ static void test_runtime_single_process(void **state)
     ptc_exec_get_stats(e, &st);
     assert_int_equal(st.messages, 0);
     assert_true(st.step_seconds >= st.actions_seconds);
+    ptc_exec_destroy(e);
+
+    /* a failing callback fails the step, and the executor refuses more */
+    fns.forward = failing_forward;
+    assert_int_equal(ptc_exec_create(&e, s, &c, MPI_COMM_WORLD, &fns, &o), PTC_OK);
+    assert_int_equal(ptc_exec_step(e), PTC_E_RANGE);
+    assert_int_equal(ptc_exec_step(e), PTC_E_INVAL);
+    assert_non_null(strstr(ptc_last_error(), "previous step"));
     ptc_exec_destroy(e);
     ptc_exec_model_destroy(x);
     ptc_sched_destroy(s);
