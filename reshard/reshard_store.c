@@ -3,6 +3,7 @@
  * fill every target shard chunk by chunk from the plan's transfers and
  * stream it into the rank's pack file; one commit at the end. */
 #include <mpi.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -486,9 +487,12 @@ static int exchange(rs_ctx *c, MPI_Comm comm, int me, int np, uint8_t ***bufs_ou
     c->net = ptc_calloc(c->nxf + 1, sizeof *c->net);
     *bufs_out = out;
     int rc = PTC_OK;
+    size_t *at_out = NULL;
+    MPI_Request *req = NULL;
+    size_t nreq = 0, capreq = 0;
     if (!out_len || !in_len || !out || !c->net) {
-        rc = PTC_E_NOMEM;
-        goto out_free;
+        rc = ptc_error_set(PTC_E_NOMEM, "out of memory for the reshard exchange");
+        goto out_agree;
     }
     for (size_t i = 0; i < c->nxf; i++) {
         const ptc_transfer *x = &c->xf[i];
@@ -502,20 +506,25 @@ static int exchange(rs_ctx *c, MPI_Comm comm, int me, int np, uint8_t ***bufs_ou
         if (dp == me)
             in_len[sp] += b;
     }
-    for (int p = 0; p < np; p++) {
+    size_t nmsg = 0;
+    for (int p = 0; p < np && rc == PTC_OK; p++) {
         out[p] = ptc_malloc(out_len[p] + 1);
         out[np + p] = ptc_malloc(in_len[p] + 1);
-        if (!out[p] || !out[np + p]) {
+        if (!out[p] || !out[np + p])
             rc = PTC_E_NOMEM;
-            goto out_free;
-        }
+        nmsg += (in_len[p] + RS_MSG_MAX - 1) / RS_MSG_MAX + (out_len[p] + RS_MSG_MAX - 1) / RS_MSG_MAX;
     }
-    /* read the boxes this process sends, in plan order */
-    size_t *at_out = ptc_calloc((size_t)np * 2, sizeof *at_out);
-    if (!at_out) {
+    if (rc == PTC_OK && !(at_out = ptc_calloc((size_t)np * 2, sizeof *at_out)))
         rc = PTC_E_NOMEM;
+    /* every request slot up front, so posting cannot fail half way */
+    if (rc == PTC_OK)
+        rc = ptc_grow((void **)&req, &capreq, nmsg + 1, sizeof *req);
+out_agree:
+    /* every process posts its whole exchange, or none does */
+    rc = agree(comm, rc);
+    if (rc != PTC_OK)
         goto out_free;
-    }
+    /* read the boxes this process sends, in plan order */
     size_t *at_in = at_out + np;
     for (size_t i = 0; i < c->nxf; i++) {
         const ptc_transfer *x = &c->xf[i];
@@ -535,10 +544,7 @@ static int exchange(rs_ctx *c, MPI_Comm comm, int me, int np, uint8_t ***bufs_ou
             at_in[sp] += b;
         }
     }
-    ptc_free(at_out);
     /* exchange even after a read failure, so no peer waits forever */
-    MPI_Request *req = NULL;
-    size_t nreq = 0, capreq = 0;
     int prc = PTC_OK;
     for (int p = 0; p < np && prc == PTC_OK; p++) {
         if (p == me)
@@ -549,10 +555,11 @@ static int exchange(rs_ctx *c, MPI_Comm comm, int me, int np, uint8_t ***bufs_ou
     }
     if (nreq && MPI_Waitall((int)nreq, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS && prc == PTC_OK)
         prc = ptc_error_set(PTC_E_MPI, "MPI_Waitall failed in the reshard exchange");
-    ptc_free(req);
     if (rc == PTC_OK)
         rc = prc;
 out_free:
+    ptc_free(req);
+    ptc_free(at_out);
     ptc_free(out_len);
     ptc_free(in_len);
     return rc;
@@ -567,39 +574,53 @@ static int gather_descriptors(rs_ctx *c, MPI_Comm comm, int me, int np, int rc_i
     int rc = rc_in;
     if (me != 0 && rc == PTC_OK && c->w)
         rc = ptc_store_writer_export(c->w, &buf, &len);
-    rc = agree(comm, rc);
-    if (rc != PTC_OK) {
-        ptc_store_free(buf);
-        return rc;
-    }
+    if (rc == PTC_OK && len > INT_MAX)
+        rc = ptc_error_set(PTC_E_RANGE, "shard descriptors of %zu bytes exceed one MPI message",
+                           len);
     unsigned long long l = len;
     unsigned long long *lens = NULL;
-    if (me == 0 && !(lens = ptc_calloc((size_t)np, sizeof *lens)))
+    if (me == 0 && rc == PTC_OK && !(lens = ptc_calloc((size_t)np, sizeof *lens)))
         rc = PTC_E_NOMEM;
+    rc = agree(comm, rc);
+    if (rc != PTC_OK)
+        goto out_free;
     if (MPI_Gather(&l, 1, MPI_UNSIGNED_LONG_LONG, lens, 1, MPI_UNSIGNED_LONG_LONG, 0, comm) !=
         MPI_SUCCESS)
         rc = ptc_error_set(PTC_E_MPI, "MPI_Gather of descriptor sizes failed");
-    if (me != 0) {
-        if (len && MPI_Send(buf, (int)len, MPI_BYTE, 0, 0, comm) != MPI_SUCCESS)
-            rc = ptc_error_set(PTC_E_MPI, "MPI_Send of shard descriptors failed");
-        ptc_store_free(buf);
-        return rc;
-    }
-    for (int p = 1; p < np; p++) {
-        if (!lens || !lens[p])
-            continue;
-        uint8_t *b = ptc_malloc(lens[p]);
-        if (!b) {
+    /* the root holds a buffer for every message before anyone sends */
+    uint8_t **bufs = NULL;
+    if (me == 0 && rc == PTC_OK) {
+        bufs = ptc_calloc((size_t)np, sizeof *bufs);
+        for (int p = 1; bufs && p < np && rc == PTC_OK; p++)
+            if (lens[p] && !(bufs[p] = ptc_malloc(lens[p])))
+                rc = PTC_E_NOMEM;
+        if (!bufs)
             rc = PTC_E_NOMEM;
-            continue; /* still drain the message below? it is lost with b */
-        }
-        if (MPI_Recv(b, (int)lens[p], MPI_BYTE, p, 0, comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            rc = ptc_error_set(PTC_E_MPI, "MPI_Recv of shard descriptors failed");
-        else if (rc == PTC_OK)
-            rc = ptc_store_writer_import(c->w, b, lens[p]);
-        ptc_free(b);
     }
+    rc = agree(comm, rc);
+    if (rc == PTC_OK && me != 0 && len &&
+        MPI_Send(buf, (int)len, MPI_BYTE, 0, 0, comm) != MPI_SUCCESS)
+        rc = ptc_error_set(PTC_E_MPI, "MPI_Send of shard descriptors failed");
+    /* once agreed, every message is received, even after a failed import,
+     * so no sender blocks forever */
+    bool receiving = rc == PTC_OK && me == 0;
+    for (int p = 1; receiving && p < np; p++) {
+        if (!lens[p])
+            continue;
+        if (MPI_Recv(bufs[p], (int)lens[p], MPI_BYTE, p, 0, comm, MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS) {
+            if (rc == PTC_OK)
+                rc = ptc_error_set(PTC_E_MPI, "MPI_Recv of shard descriptors failed");
+        } else if (rc == PTC_OK) {
+            rc = ptc_store_writer_import(c->w, bufs[p], lens[p]);
+        }
+    }
+    for (int p = 1; bufs && p < np; p++)
+        ptc_free(bufs[p]);
+    ptc_free(bufs);
+out_free:
     ptc_free(lens);
+    ptc_store_free(buf);
     return rc;
 }
 

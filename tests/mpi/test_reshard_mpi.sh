@@ -33,4 +33,28 @@ for np_cfg in "2 tp=4" "4 dp=2,tp=2,pp=2,zero=1" "2 dp=3,tp=1,pp=2,zero=1,layers
     v=$a
 done
 if "$PTC" verify --store "$s" --all >/dev/null; then ok; else bad "verify --all"; fi
+
+# An allocation failing on one process only: every process stops with
+# exit 1 (none waits forever for a peer), and nothing half-written appears.
+cat >"$T/fault1.sh" <<'EOF'
+#!/bin/sh
+n=$1
+shift
+[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export PTC_FAULT_ALLOC=$n
+exec "$@"
+EOF
+chmod +x "$T/fault1.sh"
+failed=0
+for n in 20 200 1000 3000 6000 9000; do
+    set +e
+    timeout 120 $mpi -np 2 "$T/fault1.sh" "$n" "$PTC" reshard --mpi --store "$s" --version 1 --to tp=4 \
+        >/dev/null 2>"$T/fault.err"
+    rc=$?
+    set -e
+    if [ "$rc" = 124 ]; then bad "alloc fault $n on rank 1: the job hung"; continue; fi
+    [ "$rc" != 0 ] && failed=$((failed + 1))
+    "$PTC" gc --store "$s" >/dev/null
+done
+if [ "$failed" -ge 3 ]; then ok; else bad "only $failed injected faults failed the job"; fi
+if "$PTC" verify --store "$s" --all >/dev/null; then ok; else bad "verify --all after faults"; fi
 finish
