@@ -15,7 +15,7 @@ const char ptc_cmd_reshard_help[] =
     "\n"
     "usage: ptc reshard --store DIR [--version V] --to CFG [--threads N] [--step N]\n"
     "                   [--dtype F32|BF16|F16] [--compress zstd[:L]] [--hosts H] [--json]\n"
-    "       mpirun -np N ptc reshard --mpi --store DIR --to CFG ...\n"
+    "       mpirun -np N ptc reshard --mpi [--mpi-budget BYTES] --store DIR --to CFG ...\n"
     "\n"
     "  --to CFG       target configuration (dp=D,tp=T,pp=P[,zero=1][,layers=...])\n"
     "  --threads N    worker threads, each writing its own target ranks' pack files\n"
@@ -27,8 +27,13 @@ const char ptc_cmd_reshard_help[] =
     "  --mpi          one process per group of target ranks under mpirun: each reads\n"
     "                 the source boxes the plan assigns it, exchanges the rest over\n"
     "                 MPI and writes its own pack files; process 0 commits\n"
+    "  --mpi-budget BYTES  with --mpi: the most network bytes one process sends\n"
+    "                 plus receives per round (default 268435456 = 256 MiB); the\n"
+    "                 tensors are exchanged and written in rounds of consecutive\n"
+    "                 tensors within it (a larger tensor is a round of its own)\n"
     "  --json         print one JSON object: version, parent, written/reused/aliased\n"
-    "                 shards, bytes_written, seconds and the plan figures\n"
+    "                 shards, bytes_written, seconds, the plan figures and (--mpi)\n"
+    "                 rounds and max_round_bytes\n"
     "Unchanged shards are referenced, replicas aliased; the new version becomes\n"
     "visible only when every byte is on disk and checksummed. Prints the version.\n";
 
@@ -66,6 +71,10 @@ static int print_result(const ptc_reshard_result *res, bool json)
     for (size_t i = 0; i < n; i++)
         json_object_set_new(o, kv[i].k, json_integer((json_int_t)kv[i].v));
     json_object_set_new(o, "hosts", json_integer(st->hosts));
+    if (res->rounds) {
+        json_object_set_new(o, "rounds", json_integer((json_int_t)res->rounds));
+        json_object_set_new(o, "max_round_bytes", json_integer((json_int_t)res->max_round_bytes));
+    }
     json_object_set_new(o, "seconds", json_real(res->seconds));
     char *txt = json_dumps(o, JSON_COMPACT);
     if (txt)
@@ -83,6 +92,7 @@ int ptc_cmd_reshard(int argc, char **argv)
         {"step", required_argument, NULL, 'S'},    {"dtype", required_argument, NULL, 'd'},
         {"compress", required_argument, NULL, 'z'}, {"hosts", required_argument, NULL, 'H'},
         {"mpi", no_argument, NULL, 'm'},           {"json", no_argument, NULL, 'j'},
+        {"mpi-budget", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
     const char *store = NULL, *to = NULL;
@@ -130,6 +140,11 @@ int ptc_cmd_reshard(int argc, char **argv)
                 return ptc_cli_usage_error("--hosts: '%s' is not a positive number", optarg);
             break;
         case 'm': mpi = true; break;
+        case 'B':
+            if (!ptc_cli_parse_u64(optarg, &o.mpi_budget) || o.mpi_budget == 0)
+                return ptc_cli_usage_error("--mpi-budget: '%s' is not a positive byte count",
+                                           optarg);
+            break;
         case 'j': json = true; break;
         case 'h': ptc_cli_help(ptc_cmd_reshard_help); return PTC_CLI_OK;
         default: return ptc_cli_bad_option(argv);

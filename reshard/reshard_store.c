@@ -37,6 +37,7 @@ typedef struct rs_ctx {
     ptc_reshard_options o;
     ptc_store_writer *w;
     const uint8_t **net;  /* MPI: per transfer, its received bytes (row-major box) */
+    size_t t_lo, t_hi;    /* the tensors written in this pass (MPI: one round) */
     const int *my_ranks;  /* target ranks this process writes */
     size_t nmy;
     atomic_size_t next;   /* next index into my_ranks */
@@ -283,7 +284,7 @@ static int do_rank(rs_ctx *c, int r, uint8_t *chunk, uint8_t *conv)
     ptc_piece *pc = NULL, *sp = NULL;
     size_t cap = 0, capsp = 0;
     int rc = PTC_OK;
-    for (size_t t = 0; t < c->nt && rc == PTC_OK && atomic_load(&c->rc) == PTC_OK; t++) {
+    for (size_t t = c->t_lo; t < c->t_hi && rc == PTC_OK && atomic_load(&c->rc) == PTC_OK; t++) {
         ptc_shard sh;
         size_t np;
         if ((rc = ptc_layout_shard(c->lt, t, r, &sh)) != PTC_OK)
@@ -418,6 +419,7 @@ int ptc_reshard_store(ptc_store *s, uint64_t version, const ptc_config *to,
     for (int r = 0; r < c.wt; r++)
         ranks[r] = r;
     c.my_ranks = ranks;
+    c.t_hi = c.nt;
     c.nmy = (size_t)c.wt;
     if ((rc = run_pool(&c)) != PTC_OK)
         goto out_close;
@@ -478,28 +480,91 @@ static int post(MPI_Request **req, size_t *nreq, size_t *cap, void *buf, size_t 
     return PTC_OK;
 }
 
-/* Read what this process sends, exchange, and point c->net at what it got. */
+/* NETWORK bytes of transfer @p x. */
+static size_t net_bytes(const rs_ctx *c, const ptc_transfer *x)
+{
+    return (size_t)ptc_box_volume(&x->box) *
+           ptc_dtype_size(ptc_layout_tensor(c->lt, x->tensor)->dtype);
+}
+
+/* Cut the tensors into consecutive ranges (ends[k] = one past the last
+ * tensor of range k) such that no process sends plus receives more than
+ * @p budget network bytes within a range, unless a single tensor does
+ * (then it is a range of its own). Every process computes the same cut. */
+static int plan_rounds(const rs_ctx *c, int np, uint64_t budget, size_t **ends_out, size_t *nr,
+                       uint64_t *max_bytes)
+{
+    uint64_t *acc = ptc_calloc((size_t)np * 2, sizeof *acc);
+    size_t *ends = ptc_malloc(sizeof *ends * (c->nt + 1));
+    *ends_out = ends;
+    *nr = 0;
+    *max_bytes = 0;
+    if (!acc || !ends) {
+        ptc_free(acc);
+        return ptc_error_set(PTC_E_NOMEM, "out of memory for the reshard rounds");
+    }
+    uint64_t *cur = acc + np, top = 0;
+    for (size_t t = 0; t < c->nt; t++) {
+        memset(cur, 0, sizeof *cur * (size_t)np);
+        size_t x0 = c->first[t * (size_t)c->wt], x1 = c->first[(t + 1) * (size_t)c->wt];
+        for (size_t i = x0; i < x1; i++) {
+            const ptc_transfer *x = &c->xf[i];
+            if (x->kind != PTC_TRANSFER_NETWORK)
+                continue;
+            size_t b = net_bytes(c, x);
+            cur[ptc_plan_src_host(c->plan, x->src_rank)] += b;
+            cur[ptc_plan_dst_host(c->plan, x->dst_rank)] += b;
+        }
+        bool over = false;
+        for (int p = 0; p < np; p++)
+            over |= acc[p] + cur[p] > budget;
+        if (over && (*nr ? ends[*nr - 1] : 0) < t) {
+            ends[(*nr)++] = t;
+            memset(acc, 0, sizeof *acc * (size_t)np);
+        }
+        for (int p = 0; p < np; p++) {
+            acc[p] += cur[p];
+            top = PTC_MAX(top, acc[p]);
+        }
+    }
+    if (c->nt && (*nr == 0 || ends[*nr - 1] < c->nt))
+        ends[(*nr)++] = c->nt;
+    *max_bytes = top;
+    ptc_free(acc);
+    return PTC_OK;
+}
+
+static void free_bufs(uint8_t **bufs, int np)
+{
+    if (bufs)
+        for (int p = 0; p < 2 * np; p++)
+            ptc_free(bufs[p]);
+    ptc_free(bufs);
+}
+
+/* Read what this process sends for the tensors [c->t_lo, c->t_hi),
+ * exchange, and point c->net at what it got. Every process calls it for
+ * the same range. */
 static int exchange(rs_ctx *c, MPI_Comm comm, int me, int np, uint8_t ***bufs_out)
 {
     size_t *out_len = ptc_calloc((size_t)np, sizeof *out_len);
     size_t *in_len = ptc_calloc((size_t)np, sizeof *in_len);
     uint8_t **out = ptc_calloc((size_t)np * 2, sizeof *out);
-    c->net = ptc_calloc(c->nxf + 1, sizeof *c->net);
     *bufs_out = out;
     int rc = PTC_OK;
     size_t *at_out = NULL;
     MPI_Request *req = NULL;
     size_t nreq = 0, capreq = 0;
-    if (!out_len || !in_len || !out || !c->net) {
+    size_t x0 = c->first[c->t_lo * (size_t)c->wt], x1 = c->first[c->t_hi * (size_t)c->wt];
+    if (!out_len || !in_len || !out) {
         rc = ptc_error_set(PTC_E_NOMEM, "out of memory for the reshard exchange");
         goto out_agree;
     }
-    for (size_t i = 0; i < c->nxf; i++) {
+    for (size_t i = x0; i < x1; i++) {
         const ptc_transfer *x = &c->xf[i];
         if (x->kind != PTC_TRANSFER_NETWORK)
             continue;
-        size_t b = (size_t)ptc_box_volume(&x->box) *
-                   ptc_dtype_size(ptc_layout_tensor(c->lt, x->tensor)->dtype);
+        size_t b = net_bytes(c, x);
         int sp = ptc_plan_src_host(c->plan, x->src_rank), dp = ptc_plan_dst_host(c->plan, x->dst_rank);
         if (sp == me)
             out_len[dp] += b;
@@ -526,12 +591,11 @@ out_agree:
         goto out_free;
     /* read the boxes this process sends, in plan order */
     size_t *at_in = at_out + np;
-    for (size_t i = 0; i < c->nxf; i++) {
+    for (size_t i = x0; i < x1; i++) {
         const ptc_transfer *x = &c->xf[i];
         if (x->kind != PTC_TRANSFER_NETWORK)
             continue;
-        size_t b = (size_t)ptc_box_volume(&x->box) *
-                   ptc_dtype_size(ptc_layout_tensor(c->lt, x->tensor)->dtype);
+        size_t b = net_bytes(c, x);
         int sp = ptc_plan_src_host(c->plan, x->src_rank), dp = ptc_plan_dst_host(c->plan, x->dst_rank);
         if (sp == me) {
             if (rc == PTC_OK)
@@ -635,6 +699,8 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
     rs_ctx c = {0};
     int *src_host = NULL, *dst_host = NULL, *mine = NULL;
     uint8_t **bufs = NULL;
+    size_t *ends = NULL, nr = 0;
+    uint64_t max_round = 0;
     int rc = PTC_OK;
     /* the host maps need the world sizes: read them from the layouts first */
     {
@@ -694,13 +760,29 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
     }
     if (rc == PTC_OK && c.w)
         rc = add_tensors(&c, me == 0);
+    if (rc == PTC_OK)
+        rc = plan_rounds(&c, np, c.o.mpi_budget ? c.o.mpi_budget : PTC_RESHARD_MPI_BUDGET, &ends,
+                         &nr, &max_round);
+    if (rc == PTC_OK && !(c.net = ptc_calloc(c.nxf + 1, sizeof *c.net)))
+        rc = ptc_error_set(PTC_E_NOMEM, "out of memory for the reshard exchange");
     if ((rc = agree(comm, rc)) != PTC_OK)
         goto out_close;
-    rc = exchange(&c, comm, me, np, &bufs);
-    if ((rc = agree(comm, rc)) != PTC_OK)
-        goto out_close;
-    if (c.nmy)
-        rc = run_pool(&c);
+    /* per range of tensors: exchange, write this process's ranks' shards of
+     * it (each rank's pack continues in tensor order), free */
+    for (size_t k = 0; k < nr; k++) {
+        c.t_lo = k ? ends[k - 1] : 0;
+        c.t_hi = ends[k];
+        rc = exchange(&c, comm, me, np, &bufs);
+        if ((rc = agree(comm, rc)) == PTC_OK && c.nmy) {
+            atomic_store(&c.next, 0);
+            rc = run_pool(&c);
+        }
+        free_bufs(bufs, np);
+        bufs = NULL;
+        memset((void *)c.net, 0, sizeof *c.net * (c.nxf + 1));
+        if ((rc = agree(comm, rc)) != PTC_OK)
+            goto out_close;
+    }
     rc = gather_descriptors(&c, comm, me, np, rc);
     uint64_t committed = 0;
     if (me == 0 && rc == PTC_OK)
@@ -720,13 +802,13 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
         res->shards_written = all_st[1];
         res->shards_reused = all_st[2];
         res->shards_aliased = all_st[3];
+        res->rounds = nr;
+        res->max_round_bytes = max_round;
     }
     rc = figures(&c, res);
 out_close:
-    if (bufs)
-        for (int p = 0; p < 2 * np; p++)
-            ptc_free(bufs[p]);
-    ptc_free(bufs);
+    free_bufs(bufs, np);
+    ptc_free(ends);
     ptc_free((void *)c.net);
     ptc_free(src_host);
     ptc_free(dst_host);

@@ -172,7 +172,16 @@ typedef struct ptc_reshard_options {
     unsigned codec;     /**< PTC_STORE_CODEC_* of the shards written */
     int level;          /**< zstd level (0: default) */
     int hosts;          /**< plan figures: ranks per host (0: one host) */
+    /** MPI executor: the most bytes one process sends plus receives over
+     * the network in one round (0: @ref PTC_RESHARD_MPI_BUDGET). The target
+     * tensors are cut into consecutive ranges within this budget for every
+     * process (a tensor over the budget is a range of its own); each range
+     * is exchanged, written and freed before the next. */
+    uint64_t mpi_budget;
 } ptc_reshard_options;
+
+/** Default ptc_reshard_options.mpi_budget: 256 MiB. */
+#define PTC_RESHARD_MPI_BUDGET ((uint64_t)256 << 20)
 
 /** Initialise @p o with defaults (dtype kept, one thread per core). */
 PTC_API void ptc_reshard_options_init(ptc_reshard_options *o);
@@ -188,6 +197,9 @@ typedef struct ptc_reshard_result {
                                   identical shard (any source rank) */
     uint64_t shards_aliased; /**< replicas recorded as aliases */
     double seconds;          /**< wall time, planning included */
+    uint64_t rounds;         /**< MPI: exchange rounds (tensor ranges); 0 for threads */
+    uint64_t max_round_bytes; /**< MPI: most network bytes one process sent plus
+                                   received in one round (its exchange buffers) */
 } ptc_reshard_result;
 
 /**
@@ -214,6 +226,8 @@ PTC_API int ptc_reshard_store(ptc_store *s, uint64_t version, const ptc_config *
  * writer, reads from the store only the boxes the plan assigns to it (its
  * source ranks s with floor(s*N/W_src) == p), exchanges the rest with MPI
  * messages, and process 0 commits after gathering the shard descriptors.
+ * The exchange runs in rounds, one per range of tensors whose network
+ * bytes fit every process's opts->mpi_budget: exchange, write, free.
  * The result (and the return code) is the same on every process.
  * @return as ptc_reshard_store(), and PTC_E_MPI.
  */

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # mpirun -np 2 / -np 4 ptc reshard --mpi: byte-identical to the threaded
-# executor (whole export and every rank's export), and the store verifies.
+# executor (whole export and every rank's export), also in many rounds
+# under a tiny --mpi-budget, and the store verifies.
 . "$(dirname "$0")/../cli/lib.sh"
 mpi="mpirun --allow-run-as-root --oversubscribe"
 "$PTC" synth --preset llama-tiny --seed 8 --optim --out "$T/m.safetensors"
@@ -34,6 +35,29 @@ for np_cfg in "2 tp=4" "4 dp=2,tp=2,pp=2,zero=1" "2 dp=3,tp=1,pp=2,zero=1,layers
 done
 if "$PTC" verify --store "$s" --all >/dev/null; then ok; else bad "verify --all"; fi
 
+# The exchange in rounds under a tiny budget: many rounds, every rank's
+# pack continuing across them, byte-identical to the threaded executor.
+# A round holds at most the budget per process unless one tensor alone
+# exceeds it (llama-tiny's largest tensors are 80 KiB).
+jget() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
+for np_cfg_b in "3 dp=2,tp=1,pp=1 65536 20" "4 tp=2,pp=2,dp=2,zero=1 65536 20" "2 tp=4 200000 4"; do
+    set -- $np_cfg_b
+    $mpi -np "$1" "$PTC" reshard --mpi --mpi-budget "$3" --store "$s" --version 1 --to "$2" --json >"$T/mpi.json"
+    a=$(jget "$T/mpi.json" version)
+    b=$("$PTC" reshard --store "$s" --version 1 --to "$2" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')
+    compare "$a" "$b" "$2"
+    rounds=$(jget "$T/mpi.json" rounds)
+    most=$(jget "$T/mpi.json" max_round_bytes)
+    if [ "$rounds" -ge "$4" ]; then ok; else bad "budget $3 -np $1: only $rounds rounds"; fi
+    limit=$3
+    [ "$limit" -lt 163840 ] && limit=163840 # one 80 KiB tensor, sent and received
+    if [ "$most" -gt 0 ] && [ "$most" -le "$limit" ]; then ok; else bad "budget $3: a round held $most bytes"; fi
+done
+$mpi -np 2 "$PTC" reshard --mpi --store "$s" --version 1 --to tp=4 --json >"$T/mpi.json"
+if [ "$(jget "$T/mpi.json" rounds)" = 1 ]; then ok; else bad "default budget: not one round"; fi
+if "$PTC" verify --store "$s" --all >/dev/null; then ok; else bad "verify --all after rounds"; fi
+if "$PTC" reshard --mpi-budget 0 --store "$s" --to tp=4 2>/dev/null; then bad "--mpi-budget 0 accepted"; else ok; fi
+
 # An allocation failing on one process only: every process stops with
 # exit 1 (none waits forever for a peer), and nothing half-written appears.
 cat >"$T/fault1.sh" <<'EOF'
@@ -45,16 +69,19 @@ exec "$@"
 EOF
 chmod +x "$T/fault1.sh"
 failed=0
-for n in 20 200 1000 3000 6000 9000; do
+for n_b in 20 200 1000 3000 6000 9000 3000:65536 6000:65536 9000:65536; do
+    n=${n_b%%:*}
+    budget=268435456
+    [ "$n" != "$n_b" ] && budget=${n_b#*:}
     set +e
-    timeout 120 $mpi -np 2 "$T/fault1.sh" "$n" "$PTC" reshard --mpi --store "$s" --version 1 --to tp=4 \
-        >/dev/null 2>"$T/fault.err"
+    timeout 120 $mpi -np 2 "$T/fault1.sh" "$n" "$PTC" reshard --mpi --mpi-budget "$budget" \
+        --store "$s" --version 1 --to tp=4 >/dev/null 2>"$T/fault.err"
     rc=$?
     set -e
     if [ "$rc" = 124 ]; then bad "alloc fault $n on rank 1: the job hung"; continue; fi
     [ "$rc" != 0 ] && failed=$((failed + 1))
     "$PTC" gc --store "$s" >/dev/null
 done
-if [ "$failed" -ge 3 ]; then ok; else bad "only $failed injected faults failed the job"; fi
+if [ "$failed" -ge 5 ]; then ok; else bad "only $failed injected faults failed the job"; fi
 if "$PTC" verify --store "$s" --all >/dev/null; then ok; else bad "verify --all after faults"; fi
 finish
