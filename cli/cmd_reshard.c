@@ -1,6 +1,7 @@
 /* ptc reshard: write a stored version under another configuration as a new
  * version (threads on one host, or MPI processes with --mpi). */
 #include <getopt.h>
+#include <sys/resource.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,11 +34,12 @@ const char ptc_cmd_reshard_help[] =
     "                 tensors within it (a larger tensor is a round of its own)\n"
     "  --json         print one JSON object: version, parent, written/reused/aliased\n"
     "                 shards, bytes_written, seconds, the plan figures and (--mpi)\n"
-    "                 rounds and max_round_bytes\n"
+    "                 rounds and max_round_bytes; peak_rss_bytes: the largest peak\n"
+    "                 resident memory of a process\n"
     "Unchanged shards are referenced, replicas aliased; the new version becomes\n"
     "visible only when every byte is on disk and checksummed. Prints the version.\n";
 
-static int print_result(const ptc_reshard_result *res, bool json)
+static int print_result(const ptc_reshard_result *res, unsigned long long peak, bool json)
 {
     const ptc_plan_stats *st = &res->plan;
     const struct {
@@ -75,6 +77,7 @@ static int print_result(const ptc_reshard_result *res, bool json)
         json_object_set_new(o, "rounds", json_integer((json_int_t)res->rounds));
         json_object_set_new(o, "max_round_bytes", json_integer((json_int_t)res->max_round_bytes));
     }
+    json_object_set_new(o, "peak_rss_bytes", json_integer((json_int_t)peak));
     json_object_set_new(o, "seconds", json_real(res->seconds));
     char *txt = json_dumps(o, JSON_COMPACT);
     if (txt)
@@ -182,10 +185,19 @@ int ptc_cmd_reshard(int argc, char **argv)
         MPI_Comm comm = MPI_COMM_WORLD;
         int rc = mpi ? ptc_reshard_store_mpi(s, version, &cfg, &comm, &o, &res)
                      : ptc_reshard_store(s, version, &cfg, &o, &res);
+        /* peak resident memory, the largest over the processes (the
+         * executor returns the same code on every process) */
+        struct rusage ru;
+        unsigned long long peak = 0, top = 0;
+        if (getrusage(RUSAGE_SELF, &ru) == 0)
+            peak = (unsigned long long)ru.ru_maxrss * 1024; /* Linux: KiB */
+        top = peak;
+        if (mpi) /* every process, whatever its code, so none waits */
+            MPI_Reduce(&peak, &top, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
         if (rc != PTC_OK)
             ret = me == 0 ? ptc_cli_lib_error(rc) : PTC_CLI_FAIL;
         else if (me == 0)
-            ret = print_result(&res, json);
+            ret = print_result(&res, top, json);
         ptc_store_close(s);
     }
     if (mpi)

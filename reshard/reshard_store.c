@@ -730,6 +730,10 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
     }
     if (rc == PTC_OK)
         rc = ctx_open(&c, s, version, to, opts, src_host, dst_host);
+    /* the figures now, so nothing can fail on one process after the commit */
+    ptc_reshard_result fig = {0};
+    if (rc == PTC_OK)
+        rc = figures(&c, res ? &fig : NULL);
     if ((rc = agree(comm, rc)) != PTC_OK)
         goto out_close;
     for (int r = 0; r < c.wt; r++)
@@ -804,8 +808,9 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
         res->shards_aliased = all_st[3];
         res->rounds = nr;
         res->max_round_bytes = max_round;
+        res->plan = fig.plan;
     }
-    rc = figures(&c, res);
+    rc = PTC_OK;
 out_close:
     free_bufs(bufs, np);
     ptc_free(ends);
