@@ -61,7 +61,8 @@ if "$PTC" reshard --mpi-budget 0 --store "$s" --to tp=4 2>/dev/null; then bad "-
 # Peak memory: a 61 MiB model whose network share is one round under the
 # default budget, then 2 MiB rounds. The peak resident memory of the
 # processes drops with the round size: by at least half the difference of
-# the rounds' buffers, and below one whole network share.
+# the rounds' buffers. (Only the drop is asserted: the absolute peak includes
+# the mapped libraries, much larger in a CUDA build.)
 "$PTC" synth --preset llama-tiny --seed 3 --hidden 512 --layers 4 --vocab 4000 --out "$T/big.safetensors"
 "$PTC" import --store "$T/b" --config tp=2,pp=2 --rules llama "$T/big.safetensors" >/dev/null
 rm -f "$T/big.safetensors"
@@ -70,7 +71,7 @@ $mpi -np 2 "$PTC" reshard --mpi --mpi-budget 2097152 --store "$T/b" --version 1 
 m1=$(jget "$T/one.json" max_round_bytes) p1=$(jget "$T/one.json" peak_rss_bytes)
 m2=$(jget "$T/many.json" max_round_bytes) p2=$(jget "$T/many.json" peak_rss_bytes)
 if [ "$(jget "$T/one.json" rounds)" = 1 ] && [ "$(jget "$T/many.json" rounds)" -ge 10 ]; then ok; else bad "big model rounds"; fi
-if [ $((p2 + (m1 - m2) / 2)) -le "$p1" ] && [ "$p2" -lt "$m1" ]; then ok
+if [ $((p2 + (m1 - m2) / 2)) -le "$p1" ]; then ok
 else bad "peak memory $p2 with rounds of $m2 bytes vs $p1 with one round of $m1"; fi
 a=$(jget "$T/many.json" version) b=$(jget "$T/one.json" version)
 "$PTC" export --store "$T/b" --version "$a" --out "$T/a.st"
