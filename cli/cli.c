@@ -177,3 +177,16 @@ int ptc_cli_bad_option(char **argv)
     return ptc_cli_usage_error("%s: unknown option or missing value '%s' (see ptc %s --help)",
                                argv[0], opt, argv[0]);
 }
+
+#include <jansson.h>
+
+json_t *ptc_cli_dataset_json(const ptc_store_dataset_info *d)
+{
+    char pack[64];
+    snprintf(pack, sizeof pack, "packs/datasets/d%llu.pack", (unsigned long long)d->id);
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:I}", "name", d->name, "format",
+                     d->format, "id", (json_int_t)d->id, "samples", (json_int_t)d->samples,
+                     "bytes", (json_int_t)d->bytes, "stored_bytes", (json_int_t)d->stored_bytes,
+                     "codec", d->codec ? "zstd" : "none", "pack", pack,
+                     "created_unix_ns", (json_int_t)d->created_unix_ns);
+}

@@ -48,6 +48,12 @@ int ptc_cli_open_store(const char *dir, bool create, struct ptc_store **out);
 bool ptc_cli_parse_version(const char *s, uint64_t *out);
 /* Print a JSON text (NUL-terminated) followed by a newline. */
 void ptc_cli_print_json(const char *text);
+/* One dataset's catalog record as a JSON object (new reference), for
+ * `ptc dataset ls/info --json` and `ptc info --json`. */
+struct json_t;
+struct ptc_store_dataset_info;
+struct json_t *ptc_cli_dataset_json(const struct ptc_store_dataset_info *d);
+
 /* Parse --compress zstd[:LEVEL] into a store codec and level. Prints the
  * usage error; returns PTC_CLI_OK or PTC_CLI_USAGE. */
 int ptc_cli_parse_compress(const char *arg, unsigned *codec, int *level);

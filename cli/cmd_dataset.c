@@ -32,16 +32,6 @@ const char ptc_cmd_dataset_help[] =
 enum { OPT_STORE = 's', OPT_NAME = 'n', OPT_FORMAT = 'f', OPT_COMPRESS = 'z', OPT_REPLACE = 'r',
        OPT_JSON = 'j', OPT_SEED = 'S', OPT_EPOCH = 'E', OPT_HELP = 'h' };
 
-static json_t *info_json(const ptc_store_dataset_info *d)
-{
-    char pack[64];
-    snprintf(pack, sizeof pack, "packs/datasets/d%llu.pack", (unsigned long long)d->id);
-    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:I}", "name", d->name, "format",
-                     d->format, "id", (json_int_t)d->id, "samples", (json_int_t)d->samples,
-                     "bytes", (json_int_t)d->bytes, "stored_bytes", (json_int_t)d->stored_bytes,
-                     "codec", d->codec ? "zstd" : "none", "pack", pack,
-                     "created_unix_ns", (json_int_t)d->created_unix_ns);
-}
 
 static int print_json(json_t *j)
 {
@@ -160,7 +150,7 @@ int ptc_cmd_dataset(int argc, char **argv)
             ptc_store_dataset_info d;
             rc = ptc_store_dataset_stat(s, name, &d);
             if (rc == PTC_OK && json) {
-                ret = print_json(info_json(&d));
+                ret = print_json(ptc_cli_dataset_json(&d));
             } else if (rc == PTC_OK) {
                 printf("dataset %s: %llu records, %llu bytes\n", name, (unsigned long long)n,
                        (unsigned long long)d.bytes);
@@ -173,7 +163,7 @@ int ptc_cmd_dataset(int argc, char **argv)
         if (rc == PTC_OK && json) {
             json_t *a = json_array();
             for (size_t i = 0; a && i < n; i++) {
-                json_array_append_new(a, info_json(&v[i]));
+                json_array_append_new(a, ptc_cli_dataset_json(&v[i]));
             }
             ret = print_json(json_pack("{s:o}", "datasets", a));
         } else if (rc == PTC_OK) {
@@ -185,7 +175,7 @@ int ptc_cmd_dataset(int argc, char **argv)
         ptc_store_dataset_info d;
         rc = ptc_store_dataset_stat(s, name, &d);
         if (rc == PTC_OK && json) {
-            ret = print_json(info_json(&d));
+            ret = print_json(ptc_cli_dataset_json(&d));
         } else if (rc == PTC_OK) {
             print_info_text(&d);
         }

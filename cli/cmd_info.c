@@ -1,5 +1,6 @@
 /* ptc info: a version's configuration, tensors and placements. */
 #include <getopt.h>
+#include <jansson.h>
 #include <stdlib.h>
 
 #include "cli/cli.h"
@@ -11,7 +12,7 @@ const char ptc_cmd_info_help[] =
     "usage: ptc info --store DIR [--version V] [--json] [--blocks]\n"
     "  --json    one JSON object: the store format, the version record, every\n"
     "            tensor (dtype, shape, placement) and shard (rank, pack file,\n"
-    "            offset, length, codec, pieces)\n"
+    "            offset, length, codec, pieces), and the datasets\n"
     "  --blocks  with --json: include each shard's block table (xxh3, lengths)\n";
 
 static void print_shape(const int64_t *shape, int ndim)
@@ -63,11 +64,27 @@ int ptc_cmd_info(int argc, char **argv)
         char *text = NULL;
         rc = ptc_store_info_json(s, ptc_store_reader_version(r)->version,
                                  blocks ? PTC_STORE_INFO_BLOCKS : 0, &text);
-        if (rc)
-            ret = ptc_cli_lib_error(rc);
-        else
-            ptc_cli_print_json(text);
+        json_t *obj = rc ? NULL : json_loads(text, 0, NULL);
         ptc_store_free(text);
+        ptc_store_dataset_info *ds = NULL;
+        size_t nds = 0;
+        if (rc == PTC_OK && !obj)
+            rc = ptc_error_set(PTC_E_STORE, "store info is not JSON");
+        if (rc == PTC_OK)
+            rc = ptc_store_datasets(s, &ds, &nds);
+        if (rc == PTC_OK) {
+            json_t *arr = json_array();
+            for (size_t i = 0; i < nds; i++)
+                json_array_append_new(arr, ptc_cli_dataset_json(&ds[i]));
+            json_object_set_new(obj, "datasets", arr);
+            char *out = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            ptc_cli_print_json(out ? out : "{}");
+            free(out);
+        } else {
+            ret = ptc_cli_lib_error(rc);
+        }
+        ptc_store_free(ds);
+        json_decref(obj);
         goto out_close_reader;
     }
     const ptc_version_info *vi = ptc_store_reader_version(r);
