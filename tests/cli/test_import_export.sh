@@ -45,7 +45,9 @@ if cmp -s "$T/llama.safetensors" "$T/whole.safetensors"; then ok; else bad "path
 "$PTC" import --store "$s" --config tp=1 --rules llama --step 20 "$T/llama.safetensors" >/dev/null
 n=$("$PTC" versions --store "$s" --json | python3 -c 'import json,sys; v=json.load(sys.stdin)["versions"]; print(",".join(str(x["version"]) for x in v))')
 if [ "$n" = "1,2" ]; then ok; else bad "versions are '$n', want 1,2"; fi
-if "$PTC" info --store "$s" --version 1 --json | python3 -c 'import json,sys; json.load(sys.stdin)'; then ok; else bad "info --json"; fi
+if "$PTC" info --store "$s" --version 1 --json |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["datasets"] == [] and d["versions"][0]["version"] == 1'
+then ok; else bad "info --json"; fi
 
 # --dtype converts floating-point tensors on export.
 "$PTC" export --store "$s" --dtype BF16 --out "$T/bf16.safetensors"
