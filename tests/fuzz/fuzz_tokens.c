@@ -1,31 +1,10 @@
-/* Fuzz target: the tokens ingest reader over arbitrary bytes. */
-#include <stddef.h>
-#include <stdint.h>
-
-#include "ptc/dataset.h"
+/* Fuzz target: the tokens ingest reader over arbitrary bytes (the first
+ * byte picks u16 or u32 tokens). */
+#include "ingest_fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    ptc_ingest *r;
-    const char *fmt = size > 0 && (data[0] & 1) ? "tokens:u32:3" : "tokens:u16:5";
-    if (ptc_ingest_open_buffer(&r, fmt, data, size) != PTC_OK)
-        return 0;
-    uint64_t bytes = 0;
-    for (;;) {
-        const uint8_t *d;
-        size_t len;
-        bool end;
-        if (ptc_ingest_next(r, &d, &len, &end) != PTC_OK || end)
-            break;
-        /* records lie inside the input */
-        if (len > size || (len && (d < data || d + len > data + size)))
-            __builtin_trap();
-        bytes += len;
-    }
-    if (bytes > size)
-        __builtin_trap();
-    ptc_ingest_destroy(r);
-    return 0;
+    return ingest_fuzz(size > 0 && (data[0] & 1) ? "tokens:u32:3" : "tokens:u16:5", data, size);
 }
