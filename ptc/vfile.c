@@ -28,6 +28,7 @@ struct ptc_vfile {
     const ptc_store_reader *r;
     struct ventry *e;
     size_t n;
+    ptc_st_tensor *st; /* n: the header entries (names owned by the reader) */
     uint64_t *offsets; /* n + 1: data start of each entry, then file size */
     uint8_t *header;
     size_t header_len;
@@ -48,6 +49,7 @@ void ptc_vfile_destroy(ptc_vfile *f)
     ptc_free(f->meta_strings);
     ptc_free(f->meta);
     ptc_free(f->e);
+    ptc_free(f->st);
     ptc_free(f->offsets);
     free(f->header); /* from ptc_st_header_build (malloc) */
     ptc_free(f);
@@ -109,23 +111,17 @@ static int add_version_meta(ptc_vfile *f, const ptc_store_reader *r)
     return rc;
 }
 
+/* The header entries, their offsets and the header bytes (kept: the
+ * writer of ptc_vfile_write takes the same entries). */
 static int finish(ptc_vfile *f)
 {
-    ptc_st_tensor *st = ptc_calloc(f->n ? f->n : 1, sizeof *st);
-    if (!st)
-        return PTC_E_NOMEM;
+    ptc_st_tensor *st = f->st = ptc_calloc(f->n ? f->n : 1, sizeof *st);
     f->offsets = ptc_calloc(f->n + 1, sizeof *f->offsets);
-    if (!f->offsets) {
-        ptc_free(st);
+    if (!st || !f->offsets)
         return PTC_E_NOMEM;
-    }
     for (size_t i = 0; i < f->n; i++) {
         ptc_store_tensor ti;
-        int rc = ptc_store_reader_tensor(f->r, f->e[i].tensor, &ti);
-        if (rc) {
-            ptc_free(st);
-            return rc;
-        }
+        PTC_TRY(ptc_store_reader_tensor(f->r, f->e[i].tensor, &ti));
         st[i].name = ti.name;
         st[i].dtype = f->e[i].dtype;
         st[i].ndim = f->e[i].ndim;
@@ -135,7 +131,6 @@ static int finish(ptc_vfile *f)
     int rc = ptc_st_header_build(st, f->n, f->meta, f->nmeta, &hdr, &f->header_len,
                                  f->offsets);
     f->header = hdr;
-    ptc_free(st);
     return rc;
 }
 
@@ -423,22 +418,8 @@ int ptc_vfile_read(const ptc_vfile *f, void *buf, uint64_t off, size_t len, size
 
 int ptc_vfile_write(const ptc_vfile *f, const char *path, ptc_progress_fn progress, void *user)
 {
-    ptc_st_tensor *st = ptc_calloc(f->n ? f->n : 1, sizeof *st);
-    if (!st)
-        return PTC_E_NOMEM;
-    int rc = PTC_OK;
-    for (size_t i = 0; i < f->n && rc == PTC_OK; i++) {
-        ptc_store_tensor ti;
-        rc = ptc_store_reader_tensor(f->r, f->e[i].tensor, &ti);
-        st[i].name = ti.name;
-        st[i].dtype = f->e[i].dtype;
-        st[i].ndim = f->e[i].ndim;
-        memcpy(st[i].shape, f->e[i].shape, sizeof(int64_t) * PTC_MAX_DIMS);
-    }
     ptc_st_writer *w = NULL;
-    if (rc == PTC_OK)
-        rc = ptc_st_writer_create(&w, path, st, f->n, f->meta, f->nmeta);
-    ptc_free(st);
+    int rc = ptc_st_writer_create(&w, path, f->st, f->n, f->meta, f->nmeta);
     if (rc)
         return rc;
     uint8_t *chunk = ptc_malloc(VFILE_CHUNK);
