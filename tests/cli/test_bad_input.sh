@@ -35,7 +35,7 @@ st("dup.safetensors", None, b"\0" * 16,
    raw=b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
        b'"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}}')
 st("norule.safetensors", {"model.layers.0.mystery.weight": t("F32", [2], 0, 8)}, b"\0" * 8)
-st("evil.safetensors", {"../../x": t("F32", [2], 0, 8)}, b"\0" * 8)
+st("evil.safetensors", {"../../ptc-evil-x": t("F32", [2], 0, 8)}, b"\0" * 8)
 PY
 mkdir notastore && echo hi > notastore/file
 ls -A >"$T/listing.before"
@@ -82,11 +82,13 @@ expect_fail 1 version -- "$PTC" export --store st --version 7 --out x.safetensor
 expect_fail 1 version -- "$PTC" info --store st --version 9
 expect_fail 1 rank -- "$PTC" export --store st --rank 5 --out x.safetensors
 
-# A name like ../../x is a legal tensor name and never a path.
+# A name like ../../x is a legal tensor name and never a path (the name
+# used is unusual enough that no such file exists before).
 "$PTC" import --store st --config dp=1 --rules none evil.safetensors >/dev/null && ok || bad "../../x import"
 "$PTC" export --store st --out evil-out.safetensors && cmp -s evil.safetensors evil-out.safetensors && ok ||
     bad "../../x round trip"
-[ ! -e ../x ] && [ ! -e "$T/../x" ] && ok || bad "a file named x appeared outside the store"
+[ ! -e ../../ptc-evil-x ] && [ ! -e ../ptc-evil-x ] && [ ! -e st/ptc-evil-x ] && ok ||
+    bad "a file named after the tensor appeared outside the store"
 rm -f evil-out.safetensors
 "$PTC" versions --store st --json | python3 -c 'import json,sys; assert len(json.load(sys.stdin)["versions"]) == 2' && ok || bad "evil import did not commit"
 
