@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fuse/fuse_tune.h"
 #include "ptc/build_config.h"
 #include "ptc/dataset.h"
 #include "ptc/mount.h"
@@ -167,6 +168,8 @@ static void run_ceiling(const char *mnt, const char *backing)
     if (!f || fuse_mount(f, mnt) != 0)
         _exit(3);
     raise_readahead(mnt); /* as ptc mount does: 1 MiB requests */
+    if (ptc_fuse_tune(fuse_get_session(f)) != 0) /* and the same connection flags */
+        _exit(3);
     fuse_set_signal_handlers(fuse_get_session(f));
     /* the generic loop settings of fuse/mount_fuse3.c: a /dev/fuse clone
      * per worker, up to 10 workers */

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fuse/fuse_tune.h"
 #include "ptc/mount.h"
 #include "ptc/util_internal.h"
 
@@ -340,6 +341,8 @@ int ptc_mount_run(ptc_view *view, const char *mountpoint, const ptc_mount_option
         goto out_destroy;
     }
     raise_readahead(mountpoint);
+    if (ptc_fuse_tune(fuse_get_session(f)) != 0)
+        ptc_log(PTC_LOG_DEBUG, "cannot tune the fuse session; serving with libfuse's settings");
     /* detach only now, so the caller sees mount errors and a mounted tree */
     if (fuse_daemonize(opts->foreground) != 0) {
         rc = ptc_error_set(PTC_E_IO, "cannot detach from the terminal");

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -45,14 +47,35 @@ static int mem_read(void *user, uint64_t id, uint64_t off, void *buf, size_t len
     return PTC_OK;
 }
 
+/* Dataset "slow": each record-size call (one per samples/<ID> lookup)
+ * takes 30 ms and counts how many run at once, in memory shared with the
+ * mount's process. */
+struct overlap {
+    atomic_int now, most;
+};
+static struct overlap *overlap;
+
+static int slow_size(void *user, uint64_t id, uint64_t *size)
+{
+    int n = atomic_fetch_add(&overlap->now, 1) + 1;
+    for (int m = atomic_load(&overlap->most); n > m;)
+        if (atomic_compare_exchange_weak(&overlap->most, &m, n))
+            break;
+    struct timespec ts = {0, 30000000};
+    nanosleep(&ts, NULL);
+    atomic_fetch_sub(&overlap->now, 1);
+    return mem_size(user, id, size);
+}
+
 static int mem_open(void *user, const char *name, ptc_view_dataset *ds)
 {
-    if (strcmp(name, "toy") != 0)
+    bool slow = strcmp(name, "slow") == 0;
+    if (strcmp(name, "toy") != 0 && !slow)
         return ptc_error_set(PTC_E_NOTFOUND, "no dataset %s", name);
     memset(ds, 0, sizeof *ds);
     ds->n = N;
     ds->user = user;
-    ds->record_size = mem_size;
+    ds->record_size = slow ? slow_size : mem_size;
     ds->record_read = mem_read;
     return PTC_OK;
 }
@@ -80,6 +103,9 @@ static int setup(void **state)
     (void)state;
     snprintf(mnt, sizeof mnt, "/tmp/ptc_mount_XXXXXX");
     if (!mkdtemp(mnt))
+        return -1;
+    overlap = mmap(NULL, sizeof *overlap, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (overlap == MAP_FAILED)
         return -1;
     child = fork();
     if (child == 0) {
@@ -280,6 +306,39 @@ static void test_threads(void **state)
     }
 }
 
+/* Lookups of names in one directory run in parallel: the mount asks the
+ * kernel for parallel directory operations (libfuse 3.14 does not; see
+ * fuse/fuse_tune.h), without which the kernel serialises them on the
+ * directory's lock and a random samples/<ID> read waits for every other. */
+static void *stat_sample(void *p)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/datasets/slow/samples/%d", mnt, (int)(intptr_t)p);
+    struct stat st;
+    return (void *)(intptr_t)(stat(path, &st) == 0 && st.st_size == (off_t)rec_len((uint64_t)(intptr_t)p));
+}
+
+static void test_parallel_lookups(void **state)
+{
+    (void)state;
+    NEED_MOUNT();
+    struct stat st;
+    char path[512];
+    snprintf(path, sizeof path, "%s/datasets/slow/samples", mnt);
+    assert_int_equal(stat(path, &st), 0);
+    pthread_t th[8];
+    for (intptr_t t = 0; t < 8; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, stat_sample, (void *)(t + 100)), 0);
+    for (int t = 0; t < 8; t++) {
+        void *ok;
+        pthread_join(th[t], &ok);
+        assert_true(ok);
+    }
+    /* 8 lookups of 30 ms each: serialised, one at a time */
+    print_message("most lookups at once: %d of 8\n", atomic_load(&overlap->most));
+    assert_true(atomic_load(&overlap->most) >= 2);
+}
+
 static void test_mountpoint_errors(void **state)
 {
     (void)state;
@@ -297,6 +356,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tree),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_parallel_lookups),
         cmocka_unit_test(test_mountpoint_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
