@@ -1,31 +1,53 @@
-/* libfuse3 adapter: a thin shell around the view library (view.c). Uses
- * the high-level, path-based API: the tree is defined by its paths, and
- * the immutable files keep the kernel page cache.
+/* libfuse3 adapter: a thin shell around the view library (view.c), on
+ * libfuse's low-level API. The tree is defined by paths, so a node the
+ * kernel holds is its path (kept while the kernel remembers it: lookups
+ * minus forgets); every file is immutable and keeps the kernel page cache.
  *
- * Speed: no file needs per-open state (a read resolves its path through
- * the view's caches), so open answers ENOSYS where the kernel supports it
- * (FUSE_CAP_NO_OPEN_SUPPORT): the kernel then skips OPEN, FLUSH and
- * RELEASE for every file, and a random samples/<ID> costs one LOOKUP and
- * one READ. The records of an empty step file, counted at open otherwise,
- * count at lookup then. */
+ * Speed:
+ *  - no file needs per-open state, so OPEN answers ENOSYS where the kernel
+ *    supports that (FUSE_CAP_NO_OPEN_SUPPORT): the kernel then skips OPEN,
+ *    FLUSH and RELEASE, and a random samples/<ID> costs one LOOKUP and one
+ *    READ. The records of an empty step file count at lookup;
+ *  - reads reply with the bytes where they lie: record bytes stored raw in a
+ *    dataset pack go to the kernel straight from the pack file's mapping
+ *    (ptc_view_pread_segs, fuse_reply_iov), so a step file's first read
+ *    copies each byte once into the page cache rather than twice;
+ *  - lookups in one directory run in parallel (fuse/fuse_tune.h). */
 #define FUSE_USE_VERSION 312
 
 #include <errno.h>
 #include <fcntl.h>
-#include <fuse.h>
+#include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fuse/fuse_tune.h"
 #include "ptc/mount.h"
 #include "ptc/util_internal.h"
+#include "xxhash.h"
 
 #define MOUNT_MAX_IO (1u << 20)
 #define MOUNT_THREADS 10
+#define MOUNT_SEGS 256  /* pieces of one read reply before the rest is copied */
+#define MOUNT_PATH_MAX 4096
+#define MOUNT_TIMEOUT 86400.0 /* entries and attributes never change */
+#define MOUNT_NEG_TIMEOUT 1.0 /* a dataset or version may appear while mounted */
+#define MOUNT_UNKNOWN_INO 0xffffffffu /* listed entries: as libfuse's path API says */
+
+/* A node the kernel holds: its path in the view and what a lookup found. */
+struct node {
+    struct node *next; /* hash chain */
+    uint64_t hash;
+    uint64_t nlookup; /* lookups the kernel has not forgotten */
+    bool is_dir;
+    uint64_t size;
+    char path[];
+};
 
 struct mount_ctx {
     ptc_view *view;
@@ -33,12 +55,12 @@ struct mount_ctx {
     uid_t uid;
     gid_t gid;
     struct timespec when;
+    pthread_mutex_t lock; /* the node table */
+    struct node **tab;
+    size_t cap, count;
+    struct node *root;
+    pthread_key_t scratch; /* per worker: a read's copied bytes */
 };
-
-static struct mount_ctx *ctx_get(void)
-{
-    return fuse_get_context()->private_data;
-}
 
 /* Unexpected failures (not a missing path) go to the log: the kernel only
  * sees an errno. */
@@ -46,12 +68,14 @@ static int fail(int rc, const char *op, const char *path)
 {
     if (rc != PTC_E_NOTFOUND && rc != PTC_E_RANGE)
         ptc_log(PTC_LOG_WARN, "%s %s: %s", op, path ? path : "", ptc_last_error());
-    return -ptc_view_errno(rc);
+    return ptc_view_errno(rc);
 }
 
-static void fill_stat(const struct mount_ctx *c, struct stat *st, bool is_dir, uint64_t size)
+static void fill_stat(const struct mount_ctx *c, struct stat *st, fuse_ino_t ino, bool is_dir,
+                      uint64_t size)
 {
     memset(st, 0, sizeof *st);
+    st->st_ino = ino;
     st->st_mode = is_dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
     st->st_nlink = is_dir ? 2 : 1;
     st->st_size = (off_t)size;
@@ -62,152 +86,307 @@ static void fill_stat(const struct mount_ctx *c, struct stat *st, bool is_dir, u
     st->st_atim = st->st_mtim = st->st_ctim = c->when;
 }
 
-static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
+/* ---- nodes ---------------------------------------------------------------------------- */
+
+static struct node *node_of(const struct mount_ctx *c, fuse_ino_t ino)
 {
-    /* Everything under the mount is immutable: cache attributes and data in
-     * the kernel for long; negative entries briefly (a dataset or model
-     * version may appear while mounted). */
-    cfg->kernel_cache = 1;
-    cfg->entry_timeout = 86400;
-    cfg->attr_timeout = 86400;
-    cfg->negative_timeout = 1;
-    cfg->nullpath_ok = 0; /* reads without an open find the file by its path */
+    return ino == FUSE_ROOT_ID ? c->root : (struct node *)(uintptr_t)ino;
+}
+
+static fuse_ino_t ino_of(const struct mount_ctx *c, const struct node *n)
+{
+    return n == c->root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)n;
+}
+
+static struct node *node_new(const char *path, size_t len, uint64_t hash)
+{
+    struct node *n = ptc_malloc(sizeof *n + len + 1);
+    if (!n)
+        return NULL;
+    memset(n, 0, sizeof *n);
+    n->hash = hash;
+    memcpy(n->path, path, len + 1);
+    return n;
+}
+
+/* The node of @p path with one more kernel reference (found or added);
+ * NULL when out of memory. Caller holds the lock. */
+static struct node *node_ref(struct mount_ctx *c, const char *path, size_t len,
+                             const ptc_view_stat *vs)
+{
+    uint64_t h = XXH3_64bits(path, len);
+    for (struct node *n = c->tab[h & (c->cap - 1)]; n; n = n->next)
+        if (n->hash == h && strcmp(n->path, path) == 0) {
+            n->nlookup++;
+            return n;
+        }
+    if (2 * (c->count + 1) > c->cap) {
+        size_t ncap = 2 * c->cap;
+        struct node **t = ptc_calloc(ncap, sizeof *t);
+        if (t) {
+            for (size_t i = 0; i < c->cap; i++)
+                for (struct node *n = c->tab[i], *next; n; n = next) {
+                    next = n->next;
+                    n->next = t[n->hash & (ncap - 1)];
+                    t[n->hash & (ncap - 1)] = n;
+                }
+            ptc_free(c->tab);
+            c->tab = t;
+            c->cap = ncap;
+        } /* else: longer chains, still correct */
+    }
+    struct node *n = node_new(path, len, h);
+    if (!n)
+        return NULL;
+    n->nlookup = 1;
+    n->is_dir = vs->is_dir;
+    n->size = vs->size;
+    n->next = c->tab[h & (c->cap - 1)];
+    c->tab[h & (c->cap - 1)] = n;
+    c->count++;
+    return n;
+}
+
+static void node_forget(struct mount_ctx *c, fuse_ino_t ino, uint64_t nlookup)
+{
+    struct node *n = node_of(c, ino);
+    if (n == c->root)
+        return;
+    pthread_mutex_lock(&c->lock);
+    n->nlookup = nlookup < n->nlookup ? n->nlookup - nlookup : 0;
+    if (n->nlookup == 0) {
+        struct node **pp = &c->tab[n->hash & (c->cap - 1)];
+        while (*pp != n)
+            pp = &(*pp)->next;
+        *pp = n->next;
+        c->count--;
+        ptc_free(n);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- operations ----------------------------------------------------------------------- */
+
+static void op_init(void *user, struct fuse_conn_info *conn)
+{
+    struct mount_ctx *c = user;
     conn->max_readahead = conn->max_readahead > MOUNT_MAX_IO ? conn->max_readahead : MOUNT_MAX_IO;
     conn->max_write = MOUNT_MAX_IO;
     conn->max_read = MOUNT_MAX_IO; /* must match the max_read mount option */
     conn->want |= FUSE_CAP_ASYNC_READ & conn->capable;
-    struct mount_ctx *c = ctx_get();
+    conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA; /* nothing ever changes */
     c->no_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
-    return c;
 }
 
-static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    struct mount_ctx *c = ctx_get();
-    (void)fi; /* the handle may be a file's or a directory's: use the path */
-    if (!path)
-        return -ENOENT;
+    struct mount_ctx *c = fuse_req_userdata(req);
+    const struct node *p = node_of(c, parent);
+    char path[MOUNT_PATH_MAX];
+    int len = snprintf(path, sizeof path, "%s/%s", strcmp(p->path, "/") ? p->path : "", name);
+    if (len < 0 || (size_t)len >= sizeof path) {
+        fuse_reply_err(req, ENAMETOOLONG);
+        return;
+    }
     ptc_view_stat vs;
-    /* without opens, a lookup (getattr by path; attributes are then cached
-     * for a day) is where an empty step file is served */
-    int rc = c->no_open ? ptc_view_lookup(c->view, path, &vs)
-                        : ptc_view_stat_path(c->view, path, &vs);
-    if (rc < 0)
-        return fail(rc, "stat", path);
-    fill_stat(c, st, vs.is_dir, vs.size);
+    /* without opens, a lookup is where an empty step file is served */
+    int rc = ptc_view_lookup(c->view, path, &vs);
+    if (rc == PTC_E_NOTFOUND) {
+        struct fuse_entry_param e = {.ino = 0, .entry_timeout = MOUNT_NEG_TIMEOUT};
+        fuse_reply_entry(req, &e);
+        return;
+    }
+    if (rc < 0) {
+        fuse_reply_err(req, fail(rc, "lookup", path));
+        return;
+    }
+    pthread_mutex_lock(&c->lock);
+    struct node *n = node_ref(c, path, (size_t)len, &vs);
+    pthread_mutex_unlock(&c->lock);
+    if (!n) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    struct fuse_entry_param e = {.entry_timeout = MOUNT_TIMEOUT, .attr_timeout = MOUNT_TIMEOUT};
+    e.ino = ino_of(c, n);
+    fill_stat(c, &e.attr, e.ino, n->is_dir, n->size);
+    if (fuse_reply_entry(req, &e) != 0)
+        node_forget(c, e.ino, 1); /* the kernel never got it */
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    node_forget(fuse_req_userdata(req), ino, nlookup);
+    fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+    for (size_t i = 0; i < count; i++)
+        node_forget(fuse_req_userdata(req), forgets[i].ino, forgets[i].nlookup);
+    fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct mount_ctx *c = fuse_req_userdata(req);
+    const struct node *n = node_of(c, ino);
+    struct stat st;
+    fill_stat(c, &st, ino, n->is_dir, n->size);
+    fuse_reply_attr(req, &st, MOUNT_TIMEOUT);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct mount_ctx *c = fuse_req_userdata(req);
+    if (node_of(c, ino)->is_dir) {
+        fuse_reply_err(req, EISDIR);
+        return;
+    }
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    if (c->no_open) {
+        fuse_reply_err(req, ENOSYS); /* once: no OPEN/FLUSH/RELEASE from now on */
+        return;
+    }
+    fi->keep_cache = 1; /* reads need no handle: they go by the node's path */
+    fuse_reply_open(req, fi);
+}
+
+static void free_scratch(void *p)
+{
+    ptc_free(p);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct mount_ctx *c = fuse_req_userdata(req);
+    const struct node *n = node_of(c, ino);
+    if (off < 0) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    size = size < MOUNT_MAX_IO ? size : MOUNT_MAX_IO;
+    void *scratch = pthread_getspecific(c->scratch);
+    if (!scratch) {
+        scratch = ptc_malloc(MOUNT_MAX_IO);
+        if (!scratch || pthread_setspecific(c->scratch, scratch) != 0) {
+            ptc_free(scratch);
+            fuse_reply_err(req, ENOMEM);
+            return;
+        }
+    }
+    ptc_view_seg segs[MOUNT_SEGS];
+    size_t nseg = MOUNT_SEGS, got;
+    int rc = ptc_view_pread_segs(c->view, n->path, (uint64_t)off, size, scratch, segs, &nseg,
+                                 &got);
+    if (rc < 0) {
+        fuse_reply_err(req, fail(rc, "read", n->path));
+        return;
+    }
+    struct iovec iov[MOUNT_SEGS];
+    for (size_t i = 0; i < nseg; i++)
+        iov[i] = (struct iovec){(void *)segs[i].ptr, segs[i].len};
+    fuse_reply_iov(req, iov, (int)nseg);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct mount_ctx *c = fuse_req_userdata(req);
+    if (!node_of(c, ino)->is_dir) {
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    fi->cache_readdir = 1;
+    fi->keep_cache = 1;
+    fuse_reply_open(req, fi);
+}
+
+/* Directory entries from entry number @p off on, as many as fit. */
+struct dir_fill {
+    fuse_req_t req;
+    const struct mount_ctx *c;
+    char *buf;
+    size_t size, used;
+    off_t off, next; /* entries to skip; number of the entry being added */
+};
+
+static int dir_add(struct dir_fill *d, const char *name, bool is_dir)
+{
+    if (d->next++ < d->off)
+        return 0;
+    struct stat st;
+    fill_stat(d->c, &st, MOUNT_UNKNOWN_INO, is_dir, 0);
+    size_t need = fuse_add_direntry(d->req, d->buf + d->used, d->size - d->used, name, &st,
+                                    d->next);
+    if (need > d->size - d->used)
+        return 1; /* full: the kernel asks again from here */
+    d->used += need;
     return 0;
 }
-
-struct fill_ctx {
-    void *buf;
-    fuse_fill_dir_t filler;
-    const struct mount_ctx *c;
-};
 
 static int emit_entry(void *p, const char *name, bool is_dir)
 {
-    struct fill_ctx *f = p;
-    struct stat st;
-    fill_stat(f->c, &st, is_dir, 0);
-    return f->filler(f->buf, name, &st, 0, 0);
+    return dir_add(p, name, is_dir);
 }
 
-/* With nullpath_ok, readdir gets no path: keep it in the directory handle. */
-static int op_opendir(const char *path, struct fuse_file_info *fi)
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
 {
-    ptc_view_stat vs;
-    int rc = ptc_view_stat_path(ctx_get()->view, path, &vs);
+    (void)fi;
+    struct mount_ctx *c = fuse_req_userdata(req);
+    const struct node *n = node_of(c, ino);
+    size = size < MOUNT_MAX_IO ? size : MOUNT_MAX_IO;
+    struct dir_fill d = {.req = req, .c = c, .buf = ptc_malloc(size), .size = size, .off = off};
+    if (!d.buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    int rc = PTC_OK;
+    if (!dir_add(&d, ".", true) && !dir_add(&d, "..", true))
+        rc = ptc_view_list(c->view, n->path, emit_entry, &d);
     if (rc < 0)
-        return fail(rc, "opendir", path);
-    if (!vs.is_dir)
-        return -ENOTDIR;
-    char *p = ptc_strdup(path);
-    if (!p)
-        return -ENOMEM;
-    fi->fh = (uint64_t)(uintptr_t)p;
-    fi->cache_readdir = 1;
-    fi->keep_cache = 1;
-    return 0;
+        fuse_reply_err(req, fail(rc, "list", n->path));
+    else
+        fuse_reply_buf(req, d.buf, d.used);
+    ptc_free(d.buf);
 }
 
-static int op_releasedir(const char *path, struct fuse_file_info *fi)
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    (void)path;
-    ptc_free((char *)(uintptr_t)fi->fh);
-    return 0;
+    (void)ino;
+    (void)fi;
+    fuse_reply_err(req, 0);
 }
 
-static int op_readdir(const char *dpath, void *buf, fuse_fill_dir_t filler, off_t off,
-                      struct fuse_file_info *fi, enum fuse_readdir_flags flags)
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-    (void)dpath;
-    (void)off;
-    (void)flags;
-    const char *path = (const char *)(uintptr_t)fi->fh;
-    struct mount_ctx *c = ctx_get();
-    struct fill_ctx f = {buf, filler, c};
-    filler(buf, ".", NULL, 0, 0);
-    filler(buf, "..", NULL, 0, 0);
-    int rc = ptc_view_list(c->view, path, emit_entry, &f);
-    return rc < 0 ? fail(rc, "list", path) : 0;
+    (void)ino;
+    struct statvfs st;
+    memset(&st, 0, sizeof st);
+    st.f_bsize = MOUNT_MAX_IO;
+    st.f_frsize = 4096;
+    st.f_namemax = 255;
+    st.f_flag = ST_RDONLY;
+    fuse_reply_statfs(req, &st);
 }
 
-static int op_open(const char *path, struct fuse_file_info *fi)
-{
-    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
-        return -EROFS;
-    if (ctx_get()->no_open)
-        return -ENOSYS; /* once: no OPEN/FLUSH/RELEASE from now on */
-    ptc_view_file *f;
-    int rc = ptc_view_open(ctx_get()->view, path, &f);
-    if (rc < 0)
-        return fail(rc, "open", path);
-    fi->fh = (uint64_t)(uintptr_t)f;
-    fi->keep_cache = 1;
-    return 0;
-}
-
-static int op_read(const char *path, char *buf, size_t size, off_t off,
-                   struct fuse_file_info *fi)
-{
-    size_t got;
-    if (off < 0)
-        return -EINVAL;
-    ptc_view_file *f = fi ? (ptc_view_file *)(uintptr_t)fi->fh : NULL;
-    int rc = f ? ptc_view_read(f, (uint64_t)off, buf, size, &got)
-               : ptc_view_pread(ctx_get()->view, path, (uint64_t)off, buf, size, &got);
-    if (rc < 0)
-        return fail(rc, "read", path);
-    return (int)got;
-}
-
-static int op_release(const char *path, struct fuse_file_info *fi)
-{
-    (void)path;
-    ptc_view_close((ptc_view_file *)(uintptr_t)fi->fh);
-    return 0;
-}
-
-static int op_statfs(const char *path, struct statvfs *st)
-{
-    (void)path;
-    memset(st, 0, sizeof *st);
-    st->f_bsize = MOUNT_MAX_IO;
-    st->f_frsize = 4096;
-    st->f_namemax = 255;
-    st->f_flag = ST_RDONLY;
-    return 0;
-}
-
-static const struct fuse_operations mount_ops = {
+static const struct fuse_lowlevel_ops mount_ops = {
     .init = op_init,
+    .lookup = op_lookup,
+    .forget = op_forget,
+    .forget_multi = op_forget_multi,
     .getattr = op_getattr,
+    .open = op_open,
+    .read = op_read,
     .opendir = op_opendir,
     .readdir = op_readdir,
     .releasedir = op_releasedir,
-    .open = op_open,
-    .read = op_read,
-    .release = op_release,
     .statfs = op_statfs,
 };
 
@@ -317,38 +496,71 @@ static void raise_readahead(const char *mountpoint)
     close(fd);
 }
 
+static int ctx_init(struct mount_ctx *c, ptc_view *view)
+{
+    memset(c, 0, sizeof *c);
+    c->view = view;
+    c->uid = getuid();
+    c->gid = getgid();
+    clock_gettime(CLOCK_REALTIME, &c->when);
+    c->cap = 1024;
+    c->tab = ptc_calloc(c->cap, sizeof *c->tab);
+    c->root = node_new("/", 1, 0);
+    if (!c->tab || !c->root || pthread_key_create(&c->scratch, free_scratch) != 0) {
+        ptc_free(c->tab);
+        ptc_free(c->root);
+        return ptc_error_set(PTC_E_NOMEM, "out of memory");
+    }
+    c->root->is_dir = true;
+    pthread_mutex_init(&c->lock, NULL);
+    return PTC_OK;
+}
+
+static void ctx_fini(struct mount_ctx *c)
+{
+    for (size_t i = 0; i < c->cap; i++)
+        for (struct node *n = c->tab[i], *next; n; n = next) {
+            next = n->next;
+            ptc_free(n);
+        }
+    ptc_free(c->tab);
+    ptc_free(c->root);
+    /* the workers have ended (their scratch freed by the key's destructor) */
+    pthread_key_delete(c->scratch);
+    pthread_mutex_destroy(&c->lock);
+}
+
 int ptc_mount_run(ptc_view *view, const char *mountpoint, const ptc_mount_options *opts)
 {
     static const ptc_mount_options no_opts;
     if (!opts)
         opts = &no_opts;
     PTC_TRY(check_mountpoint(mountpoint));
-    struct mount_ctx c = {.view = view, .uid = getuid(), .gid = getgid()};
-    clock_gettime(CLOCK_REALTIME, &c.when);
+    struct mount_ctx c;
+    PTC_TRY(ctx_init(&c, view));
     char o[256];
     snprintf(o, sizeof o, "ro,fsname=ptc,subtype=ptc,default_permissions,max_read=%u%s",
              MOUNT_MAX_IO, opts->allow_other ? ",allow_other" : "");
     char *argv[] = {"ptc", "-o", o, opts->debug ? "-d" : NULL, NULL};
     struct fuse_args args = FUSE_ARGS_INIT(opts->debug ? 4 : 3, argv);
     int rc = PTC_OK;
-    struct fuse *f = fuse_new(&args, &mount_ops, sizeof mount_ops, &c);
-    if (!f) {
+    struct fuse_session *se = fuse_session_new(&args, &mount_ops, sizeof mount_ops, &c);
+    if (!se) {
         rc = ptc_error_set(PTC_E_IO, "cannot set up the fuse filesystem");
         goto out_args;
     }
-    if (fuse_mount(f, mountpoint) != 0) {
+    if (fuse_session_mount(se, mountpoint) != 0) {
         rc = ptc_error_set(PTC_E_IO, "cannot mount at %s (see the message above)", mountpoint);
         goto out_destroy;
     }
     raise_readahead(mountpoint);
-    if (ptc_fuse_tune(fuse_get_session(f)) != 0)
+    if (ptc_fuse_tune(se) != 0)
         ptc_log(PTC_LOG_DEBUG, "cannot tune the fuse session; serving with libfuse's settings");
     /* detach only now, so the caller sees mount errors and a mounted tree */
     if (fuse_daemonize(opts->foreground) != 0) {
         rc = ptc_error_set(PTC_E_IO, "cannot detach from the terminal");
         goto out_unmount;
     }
-    struct fuse_session *se = fuse_get_session(f);
     if (fuse_set_signal_handlers(se) != 0) {
         rc = ptc_error_set(PTC_E_IO, "cannot install signal handlers");
         goto out_unmount;
@@ -371,7 +583,6 @@ int ptc_mount_run(ptc_view *view, const char *mountpoint, const ptc_mount_option
             goto out_signals;
         }
     }
-    /* > 0: ended by a signal, which is a clean unmount */
     struct fuse_loop_config *lc = fuse_loop_cfg_create();
     if (!lc) {
         rc = ptc_error_set(PTC_E_NOMEM, "out of memory");
@@ -382,7 +593,8 @@ int ptc_mount_run(ptc_view *view, const char *mountpoint, const ptc_mount_option
      * reads in flight, and parallel lookups overlap), idle ones kept */
     fuse_loop_cfg_set_clone_fd(lc, 1);
     fuse_loop_cfg_set_max_threads(lc, MOUNT_THREADS);
-    if (fuse_loop_mt(f, lc) < 0)
+    /* > 0: ended by a signal, which is a clean unmount */
+    if (fuse_session_loop_mt(se, lc) < 0)
         rc = ptc_error_set(PTC_E_IO, "the fuse loop failed");
     fuse_loop_cfg_destroy(lc);
 out_ticker:
@@ -399,10 +611,11 @@ out_ticker:
 out_signals:
     fuse_remove_signal_handlers(se);
 out_unmount:
-    fuse_unmount(f);
+    fuse_session_unmount(se);
 out_destroy:
-    fuse_destroy(f);
+    fuse_session_destroy(se);
 out_args:
     fuse_opt_free_args(&args);
+    ctx_fini(&c);
     return rc;
 }

@@ -939,6 +939,88 @@ int ptc_view_read(ptc_view_file *f, uint64_t off, void *buf, size_t len, size_t 
     }
 }
 
+/* Pieces of a read in order; adjacent ones merge. The last slot is kept
+ * for the tail: once the others are used, the rest is copied into the
+ * scratch, where it lies contiguous. */
+struct seg_list {
+    ptc_view_seg *s;
+    size_t n, cap;
+};
+
+static void seg_add(struct seg_list *g, const uint8_t *p, size_t len)
+{
+    ptc_view_seg *last = g->n ? &g->s[g->n - 1] : NULL;
+    if (last && (const uint8_t *)last->ptr + last->len == p)
+        last->len += len;
+    else
+        g->s[g->n++] = (ptc_view_seg){p, len};
+}
+
+/* Bytes [pos, pos + n) of the file, record @p id from @p in: in place when
+ * the dataset holds them so and a slot is left, else copied to @p dst. */
+static int seg_record(struct seg_list *g, const ptc_view_dataset *ds, uint64_t id, uint64_t in,
+                      size_t n, uint8_t *dst)
+{
+    if (ds->record_map && g->n + 1 < g->cap) {
+        const void *p;
+        PTC_TRY(ds->record_map(ds->user, id, in, n, &p));
+        if (p) {
+            seg_add(g, p, n);
+            return PTC_OK;
+        }
+    }
+    PTC_TRY(ds->record_read(ds->user, id, in, dst, n));
+    seg_add(g, dst, n);
+    return PTC_OK;
+}
+
+int ptc_view_pread_segs(ptc_view *v, const char *path, uint64_t off, size_t len,
+                        void *scratch, ptc_view_seg *segs, size_t *nseg, size_t *got)
+{
+    *got = 0;
+    if (*nseg < 2)
+        return ptc_error_set(PTC_E_INVAL, "a segmented read needs room for 2 pieces");
+    struct seg_list g = {segs, 0, *nseg};
+    *nseg = 0;
+    ptc_view_file f;
+    ptc_view_node n;
+    PTC_TRY(file_init(v, path, &f, &n));
+    int rc = PTC_OK;
+    uint8_t *buf = scratch;
+    if ((f.kind != PTC_VIEW_SAMPLE && f.kind != PTC_VIEW_STEP) || !f.ds->ds.record_map) {
+        rc = ptc_view_read(&f, off, scratch, len, got);
+        if (rc == PTC_OK && *got)
+            seg_add(&g, scratch, *got);
+        goto out;
+    }
+    if (off >= f.size || len == 0)
+        goto out;
+    uint64_t end = off + PTC_MIN((uint64_t)len, f.size - off);
+    if (f.kind == PTC_VIEW_SAMPLE) {
+        rc = seg_record(&g, &f.ds->ds, f.id, off, (size_t)(end - off), buf);
+    } else {
+        const ptc_view_step *s = f.plan->step;
+        uint64_t pos = off;
+        for (uint64_t i = ptc_view_step_find(s, off); rc == PTC_OK && pos < end && i < s->n; i++) {
+            uint64_t rlo = s->offsets[i], rhi = s->offsets[i + 1];
+            if (rhi <= pos)
+                continue; /* empty record */
+            size_t k = (size_t)(PTC_MIN(end, rhi) - pos);
+            rc = seg_record(&g, &f.ds->ds, s->ids[i], pos - rlo, k, buf + (pos - off));
+            pos += k;
+        }
+        if (rc == PTC_OK)
+            count_served(&f, off, end);
+    }
+    if (rc == PTC_OK)
+        *got = (size_t)(end - off);
+out:
+    if (rc == PTC_OK)
+        *nseg = g.n;
+    file_fini(&f);
+    return rc;
+}
+
 void ptc_view_close(ptc_view_file *f)
 {
     if (!f)

@@ -4,6 +4,7 @@
  * decompressing, verifying) only the blocks the range covers. */
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <xxhash.h>
 #include <zstd.h>
 
@@ -328,6 +329,49 @@ static bool is_verified(const ptc_blob_ref *b, uint64_t k)
            atomic_load_explicit((_Atomic unsigned char *)&b->verified[k], memory_order_acquire);
 }
 
+/* Raw block @p k lies whole in the mapping. */
+static bool block_mapped(const ptc_blob_ref *b, uint64_t k, uint64_t raw)
+{
+    return b->map && b->blocks[k].codec == PTC_BLOCK_RAW && b->block_off[k] <= b->map_len &&
+           raw <= b->map_len - b->block_off[k];
+}
+
+/* Check mapped raw block @p k once per handle. */
+static int verify_mapped(const ptc_blob_ref *b, uint64_t k, uint64_t raw)
+{
+    if (is_verified(b, k))
+        return PTC_OK;
+    /* one read of the whole block rather than a fault per read-around
+     * window (best effort: the hash faults in what is missing) */
+    const uint8_t *m = b->map + b->block_off[k];
+    uintptr_t page = (uintptr_t)m & ~(uintptr_t)4095;
+    madvise((void *)page, (size_t)((uintptr_t)m + raw - page), MADV_WILLNEED);
+    if (XXH3_64bits(m, (size_t)raw) != b->blocks[k].xxh3)
+        return checksum_error(b, k, "checksum mismatch");
+    if (b->verified)
+        atomic_store_explicit((_Atomic unsigned char *)&b->verified[k], 1, memory_order_release);
+    return PTC_OK;
+}
+
+int ptc_blob_map(const ptc_blob_ref *b, uint64_t off, size_t len, const uint8_t **out)
+{
+    *out = NULL;
+    if (off > b->raw_length || len > b->raw_length - off || len == 0)
+        return ptc_error_set(PTC_E_RANGE, "map of [%llu, +%zu) outside the blob of %llu bytes",
+                             (unsigned long long)off, len, (unsigned long long)b->raw_length);
+    const uint64_t BS = PTC_STORE_BLOCK_SIZE;
+    uint64_t first = off / BS, last = (off + len - 1) / BS;
+    /* raw blocks follow each other in the pack file, so a range over
+     * several is contiguous in the mapping too */
+    for (uint64_t k = first; k <= last; k++)
+        if (!block_mapped(b, k, ptc_blob_block_raw(b->raw_length, b->nblocks, k)))
+            return PTC_OK;
+    for (uint64_t k = first; k <= last; k++)
+        PTC_TRY(verify_mapped(b, k, ptc_blob_block_raw(b->raw_length, b->nblocks, k)));
+    *out = b->map + b->block_off[first] + (off - first * BS);
+    return PTC_OK;
+}
+
 int ptc_blob_read(ptc_blob_scratch *sc, const ptc_blob_ref *b, const void *key, uint64_t off,
                   void *dst, size_t len)
 {
@@ -341,19 +385,10 @@ int ptc_blob_read(ptc_blob_scratch *sc, const ptc_blob_ref *b, const void *key, 
         uint64_t raw = ptc_blob_block_raw(b->raw_length, b->nblocks, k);
         size_t n = (size_t)PTC_MIN((uint64_t)len, raw - in);
         bool cached = sc->valid && sc->key == key && sc->blk == k;
-        const ptc_block *bl = &b->blocks[k];
-        if (b->map && bl->codec == PTC_BLOCK_RAW && b->block_off[k] <= b->map_len &&
-            raw <= b->map_len - b->block_off[k]) {
+        if (block_mapped(b, k, raw)) {
             /* mapped raw block: check it once, then copy straight from the map */
-            const uint8_t *m = b->map + b->block_off[k];
-            if (!is_verified(b, k)) {
-                if (XXH3_64bits(m, (size_t)raw) != bl->xxh3)
-                    return checksum_error(b, k, "checksum mismatch");
-                if (b->verified)
-                    atomic_store_explicit((_Atomic unsigned char *)&b->verified[k], 1,
-                                          memory_order_release);
-            }
-            memcpy(d, m + in, n);
+            PTC_TRY(verify_mapped(b, k, raw));
+            memcpy(d, b->map + b->block_off[k] + in, n);
         } else if (cached) {
             memcpy(d, sc->raw + in, n);
         } else if (in == 0 && n == raw) {

@@ -721,3 +721,20 @@ int ptc_store_dataset_record_read(ptc_store_dataset *d, uint64_t id, uint64_t of
     scratch_put(d, sc);
     return rc;
 }
+
+int ptc_store_dataset_record_map(ptc_store_dataset *d, uint64_t id, uint64_t off, size_t len,
+                                 const void **out)
+{
+    *out = NULL;
+    uint64_t lo, hi;
+    PTC_TRY(read_index(d, id, &lo, &hi));
+    if (off > hi - lo || len > hi - lo - off)
+        return ptc_error_set(PTC_E_RANGE, "dataset '%s': map past the end of record %llu",
+                             d->info.name, (unsigned long long)id);
+    if (len == 0)
+        return PTC_OK;
+    const uint8_t *p;
+    PTC_TRY(ptc_blob_map(&d->data, lo + off, len, &p));
+    *out = p;
+    return PTC_OK;
+}

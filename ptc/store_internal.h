@@ -247,6 +247,11 @@ int ptc_blob_get_block(ptc_blob_scratch *sc, const ptc_blob_ref *b, const void *
  * distinct scratches. */
 int ptc_blob_read(ptc_blob_scratch *sc, const ptc_blob_ref *b, const void *key, uint64_t off,
                   void *dst, size_t len);
+/* Bytes [off, off + len) of the blob (inside it, len > 0) in place: *out
+ * points into the pack file's mapping when every block they touch is raw
+ * and mapped (each verified once, as ptc_blob_read does); otherwise *out
+ * is NULL and the caller copies with ptc_blob_read. Thread-safe. */
+int ptc_blob_map(const ptc_blob_ref *b, uint64_t off, size_t len, const uint8_t **out);
 
 /* Datasets (store_dataset.c): the pack file of dataset @p id, and the ids
  * every catalog record references (for gc; array freed with ptc_free). */

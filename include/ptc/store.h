@@ -426,6 +426,15 @@ PTC_API int ptc_store_dataset_record_size(ptc_store_dataset *d, uint64_t id, uin
  * @return PTC_OK, PTC_E_RANGE, PTC_E_CHECKSUM, PTC_E_IO. */
 PTC_API int ptc_store_dataset_record_read(ptc_store_dataset *d, uint64_t id, uint64_t off,
                                           void *buf, size_t len);
+/** Bytes [off, off + len) of record @p id in place, without a copy: *out
+ * points into the handle's read-only mapping of the pack file (valid until
+ * close) when those bytes are stored uncompressed and the pack is mapped;
+ * each block they touch is verified the first time, as a read does.
+ * Otherwise (compressed, not mapped, len 0) *out is NULL: use
+ * ptc_store_dataset_record_read.
+ * @return PTC_OK, PTC_E_RANGE, PTC_E_CHECKSUM, PTC_E_IO. */
+PTC_API int ptc_store_dataset_record_map(ptc_store_dataset *d, uint64_t id, uint64_t off,
+                                         size_t len, const void **out);
 
 /* ---- maintenance -------------------------------------------------------- */
 

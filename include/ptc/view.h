@@ -118,6 +118,11 @@ typedef struct ptc_view_dataset {
     int (*record_size)(void *user, uint64_t id, uint64_t *size);
     /** Copy bytes [off, off + len) of record @p id (inside the record). */
     int (*record_read)(void *user, uint64_t id, uint64_t off, void *buf, size_t len);
+    /** Optional (may be NULL): bytes [off, off + len) of record @p id
+     * (inside it, len > 0) in place, in memory that stays valid and
+     * unchanged until dataset_close; *ptr NULL where they are not held so
+     * (the view then copies them with record_read). */
+    int (*record_map)(void *user, uint64_t id, uint64_t off, size_t len, const void **ptr);
 } ptc_view_dataset;
 
 /** Directory listing callback: return non-zero to stop. */
@@ -274,6 +279,27 @@ PTC_API int ptc_view_lookup(ptc_view *v, const char *path, ptc_view_stat *st);
  */
 PTC_API int ptc_view_pread(ptc_view *v, const char *path, uint64_t off, void *buf, size_t len,
                            size_t *got);
+
+/** One piece of a read: @p len bytes at @p ptr. */
+typedef struct ptc_view_seg {
+    const void *ptr;
+    size_t len;
+} ptc_view_seg;
+
+/**
+ * ptc_view_pread without copying what a dataset holds in place
+ * (ptc_view_dataset.record_map): the bytes read are the concatenation of
+ * @p segs. Pieces point either into the dataset's memory (valid while the
+ * view lives) or into @p scratch, where everything that had to be copied or
+ * computed goes. Reads and counts exactly as ptc_view_pread.
+ * @param scratch  at least @p len bytes
+ * @param segs     room for *nseg pieces (at least 2)
+ * @param nseg     in: the room; out: the pieces used
+ * @param got      bytes read (short only at end of file)
+ * @return as ptc_view_pread; PTC_E_INVAL if *nseg < 2.
+ */
+PTC_API int ptc_view_pread_segs(ptc_view *v, const char *path, uint64_t off, size_t len,
+                                void *scratch, ptc_view_seg *segs, size_t *nseg, size_t *got);
 
 /* ---- the view of a store ------------------------------------------------------------- */
 

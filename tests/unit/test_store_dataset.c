@@ -59,6 +59,8 @@ static void write_dataset(ptc_store *s, const char *name, unsigned codec, bool r
 
 static void check_dataset(ptc_store *s, const char *name, unsigned salt)
 {
+    ptc_store_dataset_info st;
+    assert_int_equal(ptc_store_dataset_stat(s, name, &st), PTC_OK);
     ptc_store_dataset *d;
     assert_int_equal(ptc_store_dataset_open(&d, s, name), PTC_OK);
     const ptc_store_dataset_info *info = ptc_store_dataset_get_info(d);
@@ -84,6 +86,26 @@ static void check_dataset(ptc_store *s, const char *name, unsigned salt)
             }
         }
         assert_int_equal(ptc_store_dataset_record_read(d, i, n, buf, 1), PTC_E_RANGE);
+        /* in place: the same bytes from the mapping when stored raw (also
+         * across blocks: record 13), never for compressed data */
+        const void *m = &m;
+        assert_int_equal(ptc_store_dataset_record_map(d, i, 0, 0, &m), PTC_OK);
+        assert_null(m);
+        assert_int_equal(ptc_store_dataset_record_map(d, i, n, 1, &m), PTC_E_RANGE);
+        assert_null(m);
+        if (n == 0)
+            continue;
+        uint64_t a = n / 4, len = n - n / 4 - n / 5;
+        assert_int_equal(ptc_store_dataset_record_map(d, i, a, (size_t)len, &m), PTC_OK);
+        if (!st.data_raw) {
+            assert_null(m);
+            continue;
+        }
+        assert_non_null(m);
+        for (uint64_t k = 0; k < len; k++)
+            if (((const uint8_t *)m)[k] != rec_byte(i, a + k, salt))
+                fail_msg("mapped record %llu byte %llu differs", (unsigned long long)i,
+                         (unsigned long long)(a + k));
     }
     assert_int_equal(info->bytes, total);
     uint64_t n;
@@ -166,6 +188,12 @@ static void test_round_trip(void **state)
     int rc = ptc_store_dataset_record_read(d, 1, 0, buf, 8);
     assert_int_equal(rc, PTC_E_CHECKSUM);
     assert_non_null(strstr(ptc_last_error(), "dataset 'raw'"));
+    ptc_store_dataset_close(d);
+    /* and so does a read in place, on a handle that never read it */
+    assert_int_equal(ptc_store_dataset_open(&d, s, "raw"), PTC_OK);
+    const void *m = &m;
+    assert_int_equal(ptc_store_dataset_record_map(d, 1, 0, 8, &m), PTC_E_CHECKSUM);
+    assert_null(m);
     ptc_store_dataset_close(d);
     ptc_store_close(s);
 }

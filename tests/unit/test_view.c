@@ -645,6 +645,129 @@ static void test_no_open(void **state)
     free(m);
 }
 
+/* ---- reads in place -------------------------------------------------------------- */
+
+/* The toy dataset again, its records laid out in one array: ids not
+ * divisible by 3 are served in place from it, the others copied. */
+static uint8_t held[MEM_N * 11];
+static uint64_t held_at[MEM_N + 1];
+
+static int held_map(void *user, uint64_t id, uint64_t off, size_t len, const void **ptr)
+{
+    assert_true(len > 0);
+    assert_true(off + len <= rec_len(id));
+    (void)user;
+    *ptr = id % 3 ? held + held_at[id] + off : NULL;
+    return PTC_OK;
+}
+
+static int held_open(void *user, const char *name, ptc_view_dataset *ds)
+{
+    PTC_TRY(mem_open(user, name, ds));
+    ds->record_map = held_map;
+    return PTC_OK;
+}
+
+/* Read [off, off + len) of @p path by pieces into @p out; the pieces that
+ * lie in @p held are counted in *in_place. */
+static size_t read_segs(ptc_view *v, const char *path, uint64_t off, size_t len, size_t room,
+                        uint8_t *out, size_t *in_place)
+{
+    static uint8_t scratch[1 << 16];
+    ptc_view_seg segs[256];
+    size_t nseg = room, got, at = 0;
+    assert_true(len <= sizeof scratch);
+    int rc = ptc_view_pread_segs(v, path, off, len, scratch, segs, &nseg, &got);
+    if (rc != PTC_OK)
+        fail_msg("segs %s: %d %s", path, rc, ptc_last_error());
+    assert_true(nseg <= room);
+    for (size_t i = 0; i < nseg; i++) {
+        const uint8_t *p = segs[i].ptr;
+        bool in_held = p >= held && p + segs[i].len <= held + sizeof held;
+        assert_true(in_held || (p >= scratch && p + segs[i].len <= scratch + sizeof scratch));
+        *in_place += in_held;
+        memcpy(out + at, p, segs[i].len);
+        at += segs[i].len;
+    }
+    assert_int_equal(at, got);
+    return got;
+}
+
+static void test_segs(void **state)
+{
+    (void)state;
+    for (uint64_t i = 0; i < MEM_N; i++) {
+        held_at[i + 1] = held_at[i] + rec_len(i);
+        for (uint64_t j = 0; j < rec_len(i); j++)
+            held[held_at[i] + j] = (uint8_t)(i * 31 + j);
+    }
+    struct mem *m = mem_new();
+    ptc_view_ops ops = mem_ops;
+    ops.dataset_open = held_open;
+    ptc_view *v;
+    assert_int_equal(ptc_view_create(&v, &ops, m), PTC_OK);
+    static uint8_t a[1 << 16], b[1 << 16];
+    char path[256];
+    size_t chunks[] = {1, 7, 100, 4096}, rooms[] = {2, 3, 5, 256};
+    size_t in_place = 0;
+    uint64_t bytes = 0;
+    for (uint64_t k = 0; k < 4; k++)
+        for (int r = 0; r < 3; r++) {
+            snprintf(path, sizeof path,
+                     "/datasets/toy/seed-5/epoch-1/batch-250/start-0/dp-3/rank-%d/step-%llu", r,
+                     (unsigned long long)k);
+            size_t chunk = chunks[(k + (uint64_t)r) % 4], room = rooms[(k + 2 * (uint64_t)r) % 4];
+            size_t total = 0, got;
+            do {
+                got = read_segs(v, path, total, chunk, room, a + total, &in_place);
+                total += got;
+            } while (got > 0);
+            bytes += total;
+            /* the same bytes as a copying read (which counts them again) */
+            assert_int_equal(read_all(v, path, b, sizeof b, 4096), total);
+            assert_memory_equal(a, b, total);
+        }
+    assert_true(in_place > 0);
+    uint64_t want_bytes = 0;
+    for (uint64_t i = 0; i < MEM_N; i++) {
+        want_bytes += rec_len(i);
+        assert_int_equal(m->served[i], 2);
+    }
+    assert_int_equal(bytes, want_bytes);
+
+    /* samples/<ID> in place or copied; other files through the scratch */
+    size_t got, before = in_place;
+    got = read_segs(v, "/datasets/toy/samples/7", 2, 100, 2, a, &in_place);
+    assert_int_equal(got, rec_len(7) - 2);
+    assert_int_equal(a[0], (uint8_t)(7 * 31 + 2));
+    assert_int_equal(in_place, before + 1);
+    got = read_segs(v, "/datasets/toy/samples/9", 0, 100, 2, a, &in_place);
+    assert_int_equal(got, rec_len(9));
+    assert_int_equal(a[8], (uint8_t)(9 * 31 + 8));
+    assert_int_equal(in_place, before + 1);
+    got = read_segs(v, "/README.txt", 0, 9, 2, a, &in_place);
+    assert_memory_equal(a, "PTC mount", 9);
+    const char *p = "/datasets/toy/seed-5/epoch-1/batch-250/start-0/dp-3/rank-0/step-0.idx";
+    got = read_segs(v, p, 0, sizeof a, 2, a, &in_place);
+    assert_int_equal(read_all(v, p, b, sizeof b, 7), got);
+    assert_memory_equal(a, b, got);
+    assert_int_equal(in_place, before + 1);
+    /* past the end: nothing; errors as ptc_view_pread */
+    assert_int_equal(read_segs(v, "/datasets/toy/samples/7", 50, 10, 2, a, &in_place), 0);
+    ptc_view_seg segs[2];
+    size_t nseg = 1;
+    assert_int_equal(ptc_view_pread_segs(v, "/README.txt", 0, 9, a, segs, &nseg, &got),
+                     PTC_E_INVAL);
+    nseg = 2;
+    assert_int_equal(ptc_view_pread_segs(v, "/datasets/toy/samples/999999", 0, 1, a, segs,
+                                         &nseg, &got),
+                     PTC_E_NOTFOUND);
+    assert_int_equal(nseg, 0);
+    assert_int_equal(got, 0);
+    ptc_view_destroy(v);
+    free(m);
+}
+
 struct thread_arg {
     ptc_view *v;
     struct mem *m;
@@ -735,6 +858,7 @@ int main(void)
         cmocka_unit_test(test_step_plan),   cmocka_unit_test(test_step_find),
         cmocka_unit_test(test_view_tree),   cmocka_unit_test(test_exactly_once),
         cmocka_unit_test(test_threads),     cmocka_unit_test(test_no_open),
+        cmocka_unit_test(test_segs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
