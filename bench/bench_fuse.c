@@ -7,6 +7,8 @@
  *    read-only libfuse3 server in this program answering each read with one
  *    pread of a backing file holding the same bytes — and versus reading
  *    the records straight from the store's pack file (one pread each).
+ *    The minimal server gets the mount's options, loop settings and
+ *    connection flags (fuse/fuse_tune.h), so it is FUSE at its best here.
  *    "warm": the backing files are in the page cache and only the FUSE
  *    file's cache is dropped (posix_fadvise) before each read; "cold"
  *    (root only): every page cache is dropped (/proc/sys/vm/drop_caches)

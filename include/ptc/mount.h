@@ -46,9 +46,11 @@ typedef struct ptc_mount_options {
  * SIGTERM or SIGHUP, which unmount cleanly. Immutable files keep the
  * kernel page cache between opens; reads of up to 1 MiB are asked for.
  * Where the kernel supports it (FUSE_CAP_NO_OPEN_SUPPORT) files are served
- * without opens: reads resolve their path (ptc_view_pread) and the records
- * of an empty step file are served when its name is looked up
- * (ptc_view_lookup) rather than at each open.
+ * without opens: the records of an empty step file are served when its
+ * name is looked up (ptc_view_lookup) rather than at each open. Reads go
+ * by path (ptc_view_pread_segs): record bytes a dataset holds in place
+ * (ptc_view_dataset.record_map) are handed to the kernel without a copy.
+ * Lookups in one directory run in parallel. docs/dataset.md ("Speed").
  * Without @p opts->foreground the process forks once the mount is up and
  * the parent exits with status 0 (as any FUSE daemon does).
  * @return PTC_OK after a clean unmount; PTC_E_NOTFOUND if @p mountpoint
