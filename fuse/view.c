@@ -888,10 +888,30 @@ static void read_text(const char *text, uint64_t size, uint64_t off, void *buf, 
     *got = n;
 }
 
+/* Tell the dataset which record pieces bytes [off, end) of a step file
+ * are about to read, so it can load them all at once. */
+static void prefetch_step(const ptc_view_file *f, uint64_t off, uint64_t end)
+{
+    const ptc_view_step *s = f->plan->step;
+    const ptc_view_dataset *ds = &f->ds->ds;
+    if (!ds->record_prefetch)
+        return;
+    uint64_t pos = off;
+    for (uint64_t i = ptc_view_step_find(s, off); pos < end && i < s->n; i++) {
+        uint64_t rlo = s->offsets[i], rhi = s->offsets[i + 1];
+        if (rhi <= pos)
+            continue;
+        uint64_t n = PTC_MIN(end, rhi) - pos;
+        ds->record_prefetch(ds->user, s->ids[i], pos - rlo, (size_t)n);
+        pos += n;
+    }
+}
+
 static int read_step(ptc_view_file *f, uint64_t off, uint8_t *buf, uint64_t end)
 {
     const ptc_view_step *s = f->plan->step;
     const ptc_view_dataset *ds = &f->ds->ds;
+    prefetch_step(f, off, end);
     uint64_t pos = off;
     for (uint64_t i = ptc_view_step_find(s, off); pos < end && i < s->n; i++) {
         uint64_t rlo = s->offsets[i], rhi = s->offsets[i + 1];
@@ -1000,6 +1020,7 @@ int ptc_view_pread_segs(ptc_view *v, const char *path, uint64_t off, size_t len,
         rc = seg_record(&g, &f.ds->ds, f.id, off, (size_t)(end - off), buf);
     } else {
         const ptc_view_step *s = f.plan->step;
+        prefetch_step(&f, off, end);
         uint64_t pos = off;
         for (uint64_t i = ptc_view_step_find(s, off); rc == PTC_OK && pos < end && i < s->n; i++) {
             uint64_t rlo = s->offsets[i], rhi = s->offsets[i + 1];

@@ -82,6 +82,11 @@ static int ds_read(void *user, uint64_t id, uint64_t off, void *buf, size_t len)
     return ptc_store_dataset_record_read(((struct vs_dataset *)user)->d, id, off, buf, len);
 }
 
+static void ds_prefetch(void *user, uint64_t id, uint64_t off, size_t len)
+{
+    ptc_store_dataset_record_prefetch(((struct vs_dataset *)user)->d, id, off, len);
+}
+
 static int ds_map(void *user, uint64_t id, uint64_t off, size_t len, const void **ptr)
 {
     return ptc_store_dataset_record_map(((struct vs_dataset *)user)->d, id, off, len, ptr);
@@ -129,6 +134,7 @@ static int ds_open(void *user, const char *name, ptc_view_dataset *ds)
     ds->record_size = ds_size;
     ds->record_read = ds_read;
     ds->record_map = ds_map;
+    ds->record_prefetch = ds_prefetch;
     return PTC_OK;
 }
 

@@ -2,6 +2,7 @@
  * as 1 MiB raw blocks (XXH3-64 of the raw bytes, optional zstd per block)
  * appended to a pack file, and read back by byte range, touching (reading,
  * decompressing, verifying) only the blocks the range covers. */
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -336,6 +337,31 @@ static bool block_mapped(const ptc_blob_ref *b, uint64_t k, uint64_t raw)
            raw <= b->map_len - b->block_off[k];
 }
 
+/* Ask for mapped block @p k from the disk in one go. */
+static void willneed(const ptc_blob_ref *b, uint64_t k, uint64_t raw)
+{
+    const uint8_t *m = b->map + b->block_off[k];
+    uintptr_t page = (uintptr_t)m & ~(uintptr_t)4095;
+    madvise((void *)page, (size_t)((uintptr_t)m + raw - page), MADV_WILLNEED);
+}
+
+void ptc_blob_prefetch(const ptc_blob_ref *b, uint64_t off, size_t len)
+{
+    if (len == 0 || off > b->raw_length || len > b->raw_length - off)
+        return;
+    const uint64_t BS = PTC_STORE_BLOCK_SIZE;
+    for (uint64_t k = off / BS; k <= (off + len - 1) / BS; k++) {
+        uint64_t raw = ptc_blob_block_raw(b->raw_length, b->nblocks, k);
+        if (is_verified(b, k))
+            continue;
+        if (block_mapped(b, k, raw))
+            willneed(b, k, raw);
+        else
+            posix_fadvise(b->fd, (off_t)b->block_off[k], (off_t)b->blocks[k].stored,
+                          POSIX_FADV_WILLNEED);
+    }
+}
+
 /* Check mapped raw block @p k once per handle. */
 static int verify_mapped(const ptc_blob_ref *b, uint64_t k, uint64_t raw)
 {
@@ -343,10 +369,8 @@ static int verify_mapped(const ptc_blob_ref *b, uint64_t k, uint64_t raw)
         return PTC_OK;
     /* one read of the whole block rather than a fault per read-around
      * window (best effort: the hash faults in what is missing) */
-    const uint8_t *m = b->map + b->block_off[k];
-    uintptr_t page = (uintptr_t)m & ~(uintptr_t)4095;
-    madvise((void *)page, (size_t)((uintptr_t)m + raw - page), MADV_WILLNEED);
-    if (XXH3_64bits(m, (size_t)raw) != b->blocks[k].xxh3)
+    willneed(b, k, raw);
+    if (XXH3_64bits(b->map + b->block_off[k], (size_t)raw) != b->blocks[k].xxh3)
         return checksum_error(b, k, "checksum mismatch");
     if (b->verified)
         atomic_store_explicit((_Atomic unsigned char *)&b->verified[k], 1, memory_order_release);

@@ -738,3 +738,11 @@ int ptc_store_dataset_record_map(ptc_store_dataset *d, uint64_t id, uint64_t off
     *out = p;
     return PTC_OK;
 }
+
+void ptc_store_dataset_record_prefetch(ptc_store_dataset *d, uint64_t id, uint64_t off,
+                                       size_t len)
+{
+    uint64_t lo, hi;
+    if (read_index(d, id, &lo, &hi) == PTC_OK && off <= hi - lo && len <= hi - lo - off)
+        ptc_blob_prefetch(&d->data, lo + off, len);
+}

@@ -252,6 +252,10 @@ int ptc_blob_read(ptc_blob_scratch *sc, const ptc_blob_ref *b, const void *key, 
  * and mapped (each verified once, as ptc_blob_read does); otherwise *out
  * is NULL and the caller copies with ptc_blob_read. Thread-safe. */
 int ptc_blob_map(const ptc_blob_ref *b, uint64_t off, size_t len, const uint8_t **out);
+/* Hint that bytes [off, off + len) will be read soon: the blocks they touch
+ * that this handle has not verified yet are asked for from the disk now
+ * (madvise / posix_fadvise WILLNEED), so many of them load at once. */
+void ptc_blob_prefetch(const ptc_blob_ref *b, uint64_t off, size_t len);
 
 /* Datasets (store_dataset.c): the pack file of dataset @p id, and the ids
  * every catalog record references (for gc; array freed with ptc_free). */

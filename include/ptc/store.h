@@ -435,6 +435,13 @@ PTC_API int ptc_store_dataset_record_read(ptc_store_dataset *d, uint64_t id, uin
  * @return PTC_OK, PTC_E_RANGE, PTC_E_CHECKSUM, PTC_E_IO. */
 PTC_API int ptc_store_dataset_record_map(ptc_store_dataset *d, uint64_t id, uint64_t off,
                                          size_t len, const void **out);
+/** A hint that bytes [off, off + len) of record @p id will be read soon:
+ * the blocks they touch that this handle has not verified yet are asked
+ * for from the disk now, so that the blocks of many records load at once
+ * (a cold read in random order). Costs nothing once they are verified.
+ * Errors are ignored (the read reports them). */
+PTC_API void ptc_store_dataset_record_prefetch(ptc_store_dataset *d, uint64_t id, uint64_t off,
+                                               size_t len);
 
 /* ---- maintenance -------------------------------------------------------- */
 

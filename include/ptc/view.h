@@ -123,6 +123,10 @@ typedef struct ptc_view_dataset {
      * unchanged until dataset_close; *ptr NULL where they are not held so
      * (the view then copies them with record_read). */
     int (*record_map)(void *user, uint64_t id, uint64_t off, size_t len, const void **ptr);
+    /** Optional (may be NULL): a hint that bytes [off, off + len) of record
+     * @p id will be read next. A read of a step file gives it for every
+     * record piece it covers before it reads any of them. */
+    void (*record_prefetch)(void *user, uint64_t id, uint64_t off, size_t len);
 } ptc_view_dataset;
 
 /** Directory listing callback: return non-zero to stop. */

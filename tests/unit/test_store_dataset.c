@@ -72,6 +72,10 @@ static void check_dataset(ptc_store *s, const char *name, unsigned salt)
         assert_int_equal(ptc_store_dataset_record_size(d, i, &n), PTC_OK);
         assert_int_equal(n, rec_len(i));
         total += n;
+        /* hints, in range or not, change nothing that is read */
+        ptc_store_dataset_record_prefetch(d, i, 0, (size_t)n);
+        ptc_store_dataset_record_prefetch(d, i, n, 1);
+        ptc_store_dataset_record_prefetch(d, NREC + i, 0, 1);
         assert_int_equal(ptc_store_dataset_record_read(d, i, 0, buf, (size_t)n), PTC_OK);
         for (uint64_t k = 0; k < n; k++)
             if (buf[k] != rec_byte(i, k, salt))

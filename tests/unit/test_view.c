@@ -652,19 +652,50 @@ static void test_no_open(void **state)
 static uint8_t held[MEM_N * 11];
 static uint64_t held_at[MEM_N + 1];
 
+/* The record pieces hinted (prefetch) and then fetched (map or read) by
+ * the current read, in order; single-threaded tests only. */
+struct piece {
+    uint64_t id, off;
+    size_t len;
+};
+static struct piece hinted[4096], fetched[4096];
+static size_t nhinted, nfetched;
+
+static void note(struct piece *list, size_t *n, uint64_t id, uint64_t off, size_t len)
+{
+    assert_true(*n < 4096);
+    list[(*n)++] = (struct piece){id, off, len};
+}
+
 static int held_map(void *user, uint64_t id, uint64_t off, size_t len, const void **ptr)
 {
     assert_true(len > 0);
     assert_true(off + len <= rec_len(id));
     (void)user;
     *ptr = id % 3 ? held + held_at[id] + off : NULL;
+    if (*ptr)
+        note(fetched, &nfetched, id, off, len);
     return PTC_OK;
+}
+
+static int held_read(void *user, uint64_t id, uint64_t off, void *buf, size_t len)
+{
+    note(fetched, &nfetched, id, off, len);
+    return mem_read(user, id, off, buf, len);
+}
+
+static void held_prefetch(void *user, uint64_t id, uint64_t off, size_t len)
+{
+    (void)user;
+    note(hinted, &nhinted, id, off, len);
 }
 
 static int held_open(void *user, const char *name, ptc_view_dataset *ds)
 {
     PTC_TRY(mem_open(user, name, ds));
     ds->record_map = held_map;
+    ds->record_read = held_read;
+    ds->record_prefetch = held_prefetch;
     return PTC_OK;
 }
 
@@ -719,7 +750,11 @@ static void test_segs(void **state)
             size_t chunk = chunks[(k + (uint64_t)r) % 4], room = rooms[(k + 2 * (uint64_t)r) % 4];
             size_t total = 0, got;
             do {
+                /* every piece a step read fetches was hinted first, in order */
+                nhinted = nfetched = 0;
                 got = read_segs(v, path, total, chunk, room, a + total, &in_place);
+                assert_int_equal(nhinted, nfetched);
+                assert_memory_equal(hinted, fetched, nhinted * sizeof *hinted);
                 total += got;
             } while (got > 0);
             bytes += total;
