@@ -12,7 +12,8 @@
  * ptc_fuse_tune routes the session's device I/O through libfuse's custom
  * I/O hooks (fuse_session_custom_io) and edits the one INIT reply on its
  * way to the kernel: PARALLEL_DIROPS on (when the kernel offered it),
- * AUTO_INVAL_DATA off. Everything else is libfuse's. */
+ * AUTO_INVAL_DATA off. Everything else is libfuse's. The hooks keep no
+ * state shared between sessions, so any number may be tuned at once. */
 #ifndef PTC_FUSE_TUNE_H
 #define PTC_FUSE_TUNE_H
 

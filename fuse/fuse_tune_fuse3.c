@@ -3,7 +3,6 @@
 
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
@@ -12,28 +11,28 @@
 
 #include "fuse/fuse_tune.h"
 
-/* One flag per process is enough: each session's first successful reply is
- * its INIT reply (the kernel sends nothing else until INIT is answered),
- * and a process mounts one session at a time. */
-struct tune_io {
-    atomic_bool init_done;
-    uint32_t offered; /* the kernel's INIT flags */
-};
-
-static struct tune_io tune;
+/* libfuse answers a request in the thread that read it, so the INIT
+ * request seen by the read hook and its reply seen by the write hook meet
+ * in one thread: per-thread state, nothing shared between sessions. */
+static __thread struct {
+    bool pending;     /* this thread read an INIT request and has not answered */
+    uint64_t unique;  /* its id */
+    uint32_t offered; /* the kernel's flags */
+} init_seen;
 
 static ssize_t tune_read(int fd, void *buf, size_t len, void *user)
 {
     (void)user;
     ssize_t n = read(fd, buf, len);
-    if (n >= (ssize_t)(sizeof(struct fuse_in_header) + sizeof(struct fuse_init_in)) &&
-        !atomic_load_explicit(&tune.init_done, memory_order_acquire)) {
-        struct fuse_in_header h;
+    struct fuse_in_header h;
+    if (n >= (ssize_t)(sizeof h + sizeof(struct fuse_init_in))) {
         memcpy(&h, buf, sizeof h);
         if (h.opcode == FUSE_INIT) {
             struct fuse_init_in in;
             memcpy(&in, (const char *)buf + sizeof h, sizeof in);
-            tune.offered = in.flags;
+            init_seen.pending = true;
+            init_seen.unique = h.unique;
+            init_seen.offered = in.flags;
         }
     }
     return n;
@@ -42,28 +41,28 @@ static ssize_t tune_read(int fd, void *buf, size_t len, void *user)
 static ssize_t tune_writev(int fd, struct iovec *iov, int count, void *user)
 {
     (void)user;
-    /* the INIT reply: out header, then fuse_init_out (libfuse's layout
-     * puts them in the first two vectors) */
-    if (count >= 2 && iov[0].iov_len == sizeof(struct fuse_out_header) &&
+    /* the INIT reply: the out header, then fuse_init_out (libfuse puts them
+     * in the first two vectors; an error reply has no second vector) */
+    if (init_seen.pending && count >= 2 && count <= 8 &&
+        iov[0].iov_len == sizeof(struct fuse_out_header) &&
         iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t) &&
-        iov[1].iov_len <= sizeof(struct fuse_init_out) &&
-        !atomic_load_explicit(&tune.init_done, memory_order_acquire)) {
+        iov[1].iov_len <= sizeof(struct fuse_init_out)) {
         struct fuse_out_header h;
         memcpy(&h, iov[0].iov_base, sizeof h);
-        struct fuse_init_out out;
-        memset(&out, 0, sizeof out);
-        memcpy(&out, iov[1].iov_base, iov[1].iov_len);
-        if (h.error == 0 && out.major == FUSE_KERNEL_VERSION) {
-            if (tune.offered & FUSE_PARALLEL_DIROPS)
-                out.flags |= FUSE_PARALLEL_DIROPS;
-            out.flags &= ~(uint32_t)FUSE_AUTO_INVAL_DATA;
-            struct iovec v[8];
-            int n = count < 8 ? count : 8;
-            memcpy(v, iov, sizeof *v * (size_t)n);
-            v[1].iov_base = &out;
-            atomic_store_explicit(&tune.init_done, true, memory_order_release);
-            if (count <= 8)
-                return writev(fd, v, n);
+        if (h.unique == init_seen.unique) {
+            init_seen.pending = false;
+            struct fuse_init_out out;
+            memset(&out, 0, sizeof out);
+            memcpy(&out, iov[1].iov_base, iov[1].iov_len);
+            if (h.error == 0 && out.major == FUSE_KERNEL_VERSION) {
+                if (init_seen.offered & FUSE_PARALLEL_DIROPS)
+                    out.flags |= FUSE_PARALLEL_DIROPS;
+                out.flags &= ~(uint32_t)FUSE_AUTO_INVAL_DATA;
+                struct iovec v[8];
+                memcpy(v, iov, sizeof *v * (size_t)count);
+                v[1].iov_base = &out;
+                return writev(fd, v, count);
+            }
         }
     }
     return writev(fd, iov, count);
@@ -72,7 +71,5 @@ static ssize_t tune_writev(int fd, struct iovec *iov, int count, void *user)
 int ptc_fuse_tune(struct fuse_session *se)
 {
     static const struct fuse_custom_io io = {.writev = tune_writev, .read = tune_read};
-    atomic_store(&tune.init_done, false);
-    tune.offered = 0;
     return fuse_session_custom_io(se, &io, fuse_session_fd(se)) == 0 ? 0 : -1;
 }
