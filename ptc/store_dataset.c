@@ -704,20 +704,30 @@ int ptc_store_dataset_record_size(ptc_store_dataset *d, uint64_t id, uint64_t *s
     return PTC_OK;
 }
 
-int ptc_store_dataset_record_read(ptc_store_dataset *d, uint64_t id, uint64_t off, void *buf,
-                                  size_t len)
+/* Where bytes [off, off + len) of record @p id start in the data blob. */
+static int record_range(ptc_store_dataset *d, uint64_t id, uint64_t off, size_t len,
+                        uint64_t *start)
 {
     uint64_t lo, hi;
     PTC_TRY(read_index(d, id, &lo, &hi));
     if (off > hi - lo || len > hi - lo - off)
-        return ptc_error_set(PTC_E_RANGE, "dataset '%s': read past the end of record %llu",
+        return ptc_error_set(PTC_E_RANGE, "dataset '%s': bytes past the end of record %llu",
                              d->info.name, (unsigned long long)id);
+    *start = lo + off;
+    return PTC_OK;
+}
+
+int ptc_store_dataset_record_read(ptc_store_dataset *d, uint64_t id, uint64_t off, void *buf,
+                                  size_t len)
+{
+    uint64_t start = 0;
+    PTC_TRY(record_range(d, id, off, len, &start));
     if (len == 0)
         return PTC_OK;
     ptc_blob_scratch *sc = scratch_take(d);
     if (!sc)
         return PTC_E_NOMEM;
-    int rc = ptc_blob_read(sc, &d->data, &d->data, lo + off, buf, len);
+    int rc = ptc_blob_read(sc, &d->data, &d->data, start, buf, len);
     scratch_put(d, sc);
     return rc;
 }
@@ -726,15 +736,12 @@ int ptc_store_dataset_record_map(ptc_store_dataset *d, uint64_t id, uint64_t off
                                  const void **out)
 {
     *out = NULL;
-    uint64_t lo, hi;
-    PTC_TRY(read_index(d, id, &lo, &hi));
-    if (off > hi - lo || len > hi - lo - off)
-        return ptc_error_set(PTC_E_RANGE, "dataset '%s': map past the end of record %llu",
-                             d->info.name, (unsigned long long)id);
+    uint64_t start = 0;
+    PTC_TRY(record_range(d, id, off, len, &start));
     if (len == 0)
         return PTC_OK;
     const uint8_t *p;
-    PTC_TRY(ptc_blob_map(&d->data, lo + off, len, &p));
+    PTC_TRY(ptc_blob_map(&d->data, start, len, &p));
     *out = p;
     return PTC_OK;
 }
@@ -742,7 +749,7 @@ int ptc_store_dataset_record_map(ptc_store_dataset *d, uint64_t id, uint64_t off
 void ptc_store_dataset_record_prefetch(ptc_store_dataset *d, uint64_t id, uint64_t off,
                                        size_t len)
 {
-    uint64_t lo, hi;
-    if (read_index(d, id, &lo, &hi) == PTC_OK && off <= hi - lo && len <= hi - lo - off)
-        ptc_blob_prefetch(&d->data, lo + off, len);
+    uint64_t start = 0;
+    if (record_range(d, id, off, len, &start) == PTC_OK)
+        ptc_blob_prefetch(&d->data, start, len);
 }

@@ -558,6 +558,13 @@ static void test_exactly_once(void **state)
  * epochs read through ptc_view_pread in odd chunks count every record once
  * and equal the opened reads byte for byte; ptc_view_lookup counts an empty
  * step file (ptc_view_stat_path does not); errors are those of open. */
+/* Step K of rank R of the dp=3, batch 250 split that both read tests use. */
+static void step_path(char *path, size_t cap, int r, uint64_t k)
+{
+    snprintf(path, cap, "/datasets/toy/seed-5/epoch-1/batch-250/start-0/dp-3/rank-%d/step-%llu",
+             r, (unsigned long long)k);
+}
+
 static void test_no_open(void **state)
 {
     (void)state;
@@ -570,9 +577,7 @@ static void test_no_open(void **state)
     uint64_t bytes = 0;
     for (uint64_t k = 0; k < 4; k++)
         for (int r = 0; r < 3; r++) {
-            snprintf(path, sizeof path,
-                     "/datasets/toy/seed-5/epoch-1/batch-250/start-0/dp-3/rank-%d/step-%llu", r,
-                     (unsigned long long)k);
+            step_path(path, sizeof path, r, k);
             ptc_view_stat st;
             assert_int_equal(ptc_view_lookup(v, path, &st), PTC_OK);
             assert_false(st.is_dir);
@@ -744,9 +749,7 @@ static void test_segs(void **state)
     uint64_t bytes = 0;
     for (uint64_t k = 0; k < 4; k++)
         for (int r = 0; r < 3; r++) {
-            snprintf(path, sizeof path,
-                     "/datasets/toy/seed-5/epoch-1/batch-250/start-0/dp-3/rank-%d/step-%llu", r,
-                     (unsigned long long)k);
+            step_path(path, sizeof path, r, k);
             size_t chunk = chunks[(k + (uint64_t)r) % 4], room = rooms[(k + 2 * (uint64_t)r) % 4];
             size_t total = 0, got;
             do {
