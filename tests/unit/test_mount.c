@@ -104,7 +104,8 @@ static int setup(void **state)
     snprintf(mnt, sizeof mnt, "/tmp/ptc_mount_XXXXXX");
     if (!mkdtemp(mnt))
         return -1;
-    overlap = mmap(NULL, sizeof *overlap, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    overlap = mmap(NULL, sizeof *overlap, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
     if (overlap == MAP_FAILED)
         return -1;
     child = fork();
@@ -315,7 +316,8 @@ static void *stat_sample(void *p)
     char path[512];
     snprintf(path, sizeof path, "%s/datasets/slow/samples/%d", mnt, (int)(intptr_t)p);
     struct stat st;
-    return (void *)(intptr_t)(stat(path, &st) == 0 && st.st_size == (off_t)rec_len((uint64_t)(intptr_t)p));
+    uint64_t id = (uint64_t)(intptr_t)p;
+    return (void *)(intptr_t)(stat(path, &st) == 0 && st.st_size == (off_t)rec_len(id));
 }
 
 static void test_parallel_lookups(void **state)
