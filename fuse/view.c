@@ -888,40 +888,60 @@ static void read_text(const char *text, uint64_t size, uint64_t off, void *buf, 
     *got = n;
 }
 
-/* Tell the dataset which record pieces bytes [off, end) of a step file
- * are about to read, so it can load them all at once. */
-static void prefetch_step(const ptc_view_file *f, uint64_t off, uint64_t end)
-{
-    const ptc_view_step *s = f->plan->step;
-    const ptc_view_dataset *ds = &f->ds->ds;
-    if (!ds->record_prefetch)
-        return;
-    uint64_t pos = off;
-    for (uint64_t i = ptc_view_step_find(s, off); pos < end && i < s->n; i++) {
-        uint64_t rlo = s->offsets[i], rhi = s->offsets[i + 1];
-        if (rhi <= pos)
-            continue;
-        uint64_t n = PTC_MIN(end, rhi) - pos;
-        ds->record_prefetch(ds->user, s->ids[i], pos - rlo, (size_t)n);
-        pos += n;
-    }
-}
+/* Call @p fn for each record piece of bytes [off, end) of step file @p s,
+ * in file order: bytes [in, in + n) of record @p id, at file offset @p pos
+ * (empty records have no piece). Stops at the first error. */
+typedef int (*step_piece_fn)(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos);
 
-static int read_step(ptc_view_file *f, uint64_t off, uint8_t *buf, uint64_t end)
+static int step_pieces(const ptc_view_step *s, uint64_t off, uint64_t end, step_piece_fn fn,
+                       void *ctx)
 {
-    const ptc_view_step *s = f->plan->step;
-    const ptc_view_dataset *ds = &f->ds->ds;
-    prefetch_step(f, off, end);
     uint64_t pos = off;
     for (uint64_t i = ptc_view_step_find(s, off); pos < end && i < s->n; i++) {
         uint64_t rlo = s->offsets[i], rhi = s->offsets[i + 1];
         if (rhi <= pos)
             continue; /* empty record */
         uint64_t n = PTC_MIN(end, rhi) - pos;
-        PTC_TRY(ds->record_read(ds->user, s->ids[i], pos - rlo, buf + (pos - off), (size_t)n));
+        PTC_TRY(fn(ctx, s->ids[i], pos - rlo, (size_t)n, pos));
         pos += n;
     }
     return PTC_OK;
+}
+
+static int prefetch_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos)
+{
+    const ptc_view_dataset *ds = ctx;
+    (void)pos;
+    ds->record_prefetch(ds->user, id, in, n);
+    return PTC_OK;
+}
+
+/* Tell the dataset which record pieces bytes [off, end) of a step file
+ * are about to read, so it can load them all at once. */
+static void prefetch_step(const ptc_view_file *f, uint64_t off, uint64_t end)
+{
+    const ptc_view_dataset *ds = &f->ds->ds;
+    if (ds->record_prefetch)
+        step_pieces(f->plan->step, off, end, prefetch_piece, (void *)ds);
+}
+
+struct step_copy {
+    const ptc_view_dataset *ds;
+    uint8_t *buf; /* file offset off goes here */
+    uint64_t off;
+};
+
+static int copy_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos)
+{
+    struct step_copy *c = ctx;
+    return c->ds->record_read(c->ds->user, id, in, c->buf + (pos - c->off), n);
+}
+
+static int read_step(ptc_view_file *f, uint64_t off, uint8_t *buf, uint64_t end)
+{
+    struct step_copy c = {&f->ds->ds, buf, off};
+    prefetch_step(f, off, end);
+    return step_pieces(f->plan->step, off, end, copy_piece, &c);
 }
 
 int ptc_view_read(ptc_view_file *f, uint64_t off, void *buf, size_t len, size_t *got)
@@ -994,6 +1014,19 @@ static int seg_record(struct seg_list *g, const ptc_view_dataset *ds, uint64_t i
     return PTC_OK;
 }
 
+struct step_segs {
+    struct seg_list *g;
+    const ptc_view_dataset *ds;
+    uint8_t *buf; /* file offset off goes here when copied */
+    uint64_t off;
+};
+
+static int seg_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos)
+{
+    struct step_segs *c = ctx;
+    return seg_record(c->g, c->ds, id, in, n, c->buf + (pos - c->off));
+}
+
 int ptc_view_pread_segs(ptc_view *v, const char *path, uint64_t off, size_t len,
                         void *scratch, ptc_view_seg *segs, size_t *nseg, size_t *got)
 {
@@ -1019,17 +1052,9 @@ int ptc_view_pread_segs(ptc_view *v, const char *path, uint64_t off, size_t len,
     if (f.kind == PTC_VIEW_SAMPLE) {
         rc = seg_record(&g, &f.ds->ds, f.id, off, (size_t)(end - off), buf);
     } else {
-        const ptc_view_step *s = f.plan->step;
+        struct step_segs c = {&g, &f.ds->ds, buf, off};
         prefetch_step(&f, off, end);
-        uint64_t pos = off;
-        for (uint64_t i = ptc_view_step_find(s, off); rc == PTC_OK && pos < end && i < s->n; i++) {
-            uint64_t rlo = s->offsets[i], rhi = s->offsets[i + 1];
-            if (rhi <= pos)
-                continue; /* empty record */
-            size_t k = (size_t)(PTC_MIN(end, rhi) - pos);
-            rc = seg_record(&g, &f.ds->ds, s->ids[i], pos - rlo, k, buf + (pos - off));
-            pos += k;
-        }
+        rc = step_pieces(f.plan->step, off, end, seg_piece, &c);
         if (rc == PTC_OK)
             count_served(&f, off, end);
     }
