@@ -131,31 +131,6 @@ static const struct fuse_operations min_ops = {
     .init = min_init, .getattr = min_getattr, .open = min_open, .read = min_read,
 };
 
-/* As fuse/mount_fuse3.c: raise the mount's readahead to 1 MiB (the device
- * number from /proc/self/mountinfo, never a stat of our own mount). */
-static void raise_readahead(const char *mnt)
-{
-    FILE *f = fopen("/proc/self/mountinfo", "r");
-    char line[4608], mp[4096], p[96];
-    unsigned a, b, maj = 0, mnr = 0;
-    bool found = false;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, mp) == 3 && !strcmp(mp, mnt)) {
-            maj = a;
-            mnr = b;
-            found = true;
-        }
-    if (f)
-        fclose(f);
-    snprintf(p, sizeof p, "/sys/class/bdi/%u:%u/read_ahead_kb", maj, mnr);
-    int fd = found ? open(p, O_WRONLY) : -1;
-    if (fd >= 0) {
-        if (write(fd, "1024", 4) != 4)
-            fprintf(stderr, "ceiling: cannot raise readahead\n");
-        close(fd);
-    }
-}
-
 static void run_ceiling(const char *mnt, const char *backing)
 {
     backing_fd = open(backing, O_RDONLY);
@@ -169,7 +144,8 @@ static void run_ceiling(const char *mnt, const char *backing)
     struct fuse *f = fuse_new(&args, &min_ops, sizeof min_ops, NULL);
     if (!f || fuse_mount(f, mnt) != 0)
         _exit(3);
-    raise_readahead(mnt); /* as ptc mount does: 1 MiB requests */
+    if (ptc_fuse_raise_readahead(mnt, MIB / 1024) != 0) /* as ptc mount does: 1 MiB requests */
+        fprintf(stderr, "ceiling: cannot raise readahead\n");
     if (ptc_fuse_tune(fuse_get_session(f)) != 0) /* and the same connection flags */
         _exit(3);
     fuse_set_signal_handlers(fuse_get_session(f));

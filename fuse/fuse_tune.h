@@ -1,5 +1,6 @@
 /* Connection settings libfuse 3.14 cannot ask for, applied to a mounted
- * session (internal; used by fuse/mount_fuse3.c and bench/bench_fuse.c).
+ * session, and the mount's readahead (internal; used by fuse/mount_fuse3.c
+ * and bench/bench_fuse.c).
  *
  * libfuse 3.14 never offers FUSE_PARALLEL_DIROPS in its INIT reply (it
  * records the capability but does not send it), so the kernel serialises
@@ -22,5 +23,13 @@ struct fuse_session;
 /** Call after fuse_session_mount (or fuse_mount) and before the loop.
  * @return 0, or -1 if libfuse refused the hooks (the session is unchanged). */
 int ptc_fuse_tune(struct fuse_session *se);
+
+/** The kernel caps a FUSE mount's readahead at the bdi default (128 KiB)
+ * whatever max_readahead says; set the mount's read_ahead_kb to @p kib so
+ * sequential reads reach the daemon as large requests. Best effort (needs
+ * write access to sysfs). The device number comes from
+ * /proc/self/mountinfo: a stat of the mount point would wait for this very
+ * process to answer. @return 0, or -1 if it could not be set. */
+int ptc_fuse_raise_readahead(const char *mountpoint, unsigned kib);
 
 #endif

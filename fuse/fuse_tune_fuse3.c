@@ -1,10 +1,12 @@
 /* See fuse_tune.h. */
 #define FUSE_USE_VERSION 312
 
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -72,4 +74,37 @@ int ptc_fuse_tune(struct fuse_session *se)
 {
     static const struct fuse_custom_io io = {.writev = tune_writev, .read = tune_read};
     return fuse_session_custom_io(se, &io, fuse_session_fd(se)) == 0 ? 0 : -1;
+}
+
+int ptc_fuse_raise_readahead(const char *mountpoint, unsigned kib)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return -1;
+    char line[4608];
+    unsigned maj = 0, mnr = 0;
+    bool found = false;
+    while (fgets(line, sizeof line, f)) {
+        char mp[4096];
+        unsigned a, b;
+        /* id parent major:minor root mountpoint ... (later lines win) */
+        if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, mp) == 3 &&
+            strcmp(mp, mountpoint) == 0 && strstr(line, "fuse")) {
+            maj = a;
+            mnr = b;
+            found = true;
+        }
+    }
+    fclose(f);
+    if (!found)
+        return -1;
+    char p[96], v[16];
+    snprintf(p, sizeof p, "/sys/class/bdi/%u:%u/read_ahead_kb", maj, mnr);
+    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int n = snprintf(v, sizeof v, "%u", kib);
+    bool ok = write(fd, v, (size_t)n) == n;
+    close(fd);
+    return ok ? 0 : -1;
 }

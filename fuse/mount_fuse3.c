@@ -457,45 +457,6 @@ static int check_mountpoint(const char *mountpoint)
     return PTC_OK;
 }
 
-/* The kernel caps a FUSE mount's readahead at the bdi default (128 KiB)
- * whatever max_readahead says; raise it so sequential reads reach the
- * daemon as 1 MiB requests. Best effort (needs write access to sysfs). The
- * device number comes from /proc/self/mountinfo: a stat of the mount point
- * would wait for this very process to answer. */
-static void raise_readahead(const char *mountpoint)
-{
-    FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (!f)
-        return;
-    char line[4608];
-    unsigned maj = 0, mnr = 0;
-    bool found = false;
-    while (fgets(line, sizeof line, f)) {
-        char mp[4096];
-        unsigned a, b;
-        /* id parent major:minor root mountpoint ... (later lines win) */
-        if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, mp) == 3 &&
-            strcmp(mp, mountpoint) == 0 && strstr(line, "fuse")) {
-            maj = a;
-            mnr = b;
-            found = true;
-        }
-    }
-    fclose(f);
-    if (!found)
-        return;
-    char p[96];
-    snprintf(p, sizeof p, "/sys/class/bdi/%u:%u/read_ahead_kb", maj, mnr);
-    int fd = open(p, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    char v[16];
-    int n = snprintf(v, sizeof v, "%u", MOUNT_MAX_IO / 1024);
-    if (write(fd, v, (size_t)n) != n)
-        ptc_log(PTC_LOG_DEBUG, "cannot raise the readahead of %s", mountpoint);
-    close(fd);
-}
-
 static int ctx_init(struct mount_ctx *c, ptc_view *view)
 {
     memset(c, 0, sizeof *c);
@@ -553,7 +514,8 @@ int ptc_mount_run(ptc_view *view, const char *mountpoint, const ptc_mount_option
         rc = ptc_error_set(PTC_E_IO, "cannot mount at %s (see the message above)", mountpoint);
         goto out_destroy;
     }
-    raise_readahead(mountpoint);
+    if (ptc_fuse_raise_readahead(mountpoint, MOUNT_MAX_IO / 1024) != 0)
+        ptc_log(PTC_LOG_DEBUG, "cannot raise the readahead of %s", mountpoint);
     if (ptc_fuse_tune(se) != 0)
         ptc_log(PTC_LOG_DEBUG, "cannot tune the fuse session; serving with libfuse's settings");
     /* detach only now, so the caller sees mount errors and a mounted tree */
