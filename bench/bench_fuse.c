@@ -10,7 +10,7 @@
  *    The minimal server gets the mount's options, loop settings and
  *    connection flags (fuse/fuse_tune.h), so it is FUSE at its best here.
  *    "warm": the backing files are in the page cache and only the FUSE
- *    file's cache is dropped (posix_fadvise) before each read; "cold"
+ *    file's cache is dropped (posix_fadvise) before each read (outside the timing); "cold"
  *    (root only): every page cache is dropped (/proc/sys/vm/drop_caches)
  *    before each read;
  *  - re-reads of the (immutable, kernel-cached) step files versus plain
@@ -120,7 +120,7 @@ static void *min_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
     cfg->kernel_cache = 1;
     cfg->entry_timeout = cfg->attr_timeout = 86400;
-    conn->max_readahead = MIB;
+    conn->max_readahead = PTC_FUSE_READAHEAD_KIB * 1024;
     conn->max_write = MIB;
     conn->max_read = MIB;
     conn->want |= FUSE_CAP_ASYNC_READ & conn->capable;
@@ -144,7 +144,7 @@ static void run_ceiling(const char *mnt, const char *backing)
     struct fuse *f = fuse_new(&args, &min_ops, sizeof min_ops, NULL);
     if (!f || fuse_mount(f, mnt) != 0)
         _exit(3);
-    if (ptc_fuse_raise_readahead(mnt, MIB / 1024) != 0) /* as ptc mount does: 1 MiB requests */
+    if (ptc_fuse_raise_readahead(mnt, PTC_FUSE_READAHEAD_KIB) != 0) /* as ptc mount does */
         fprintf(stderr, "ceiling: cannot raise readahead\n");
     if (ptc_fuse_tune(fuse_get_session(f)) != 0) /* and the same connection flags */
         _exit(3);
@@ -230,13 +230,11 @@ static uint8_t *iobuf;
 /* Read a file with 1 MiB read() calls; returns bytes. With @p uncache, the
  * file's page cache is dropped first (posix_fadvise DONTNEED works on a
  * FUSE file too), so the read is a first read of the same file again. */
-static uint64_t read_file(const char *path, bool uncache)
+static uint64_t read_file(const char *path)
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0)
         die(path);
-    if (uncache)
-        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     uint64_t total = 0;
     for (;;) {
         ssize_t n = read(fd, iobuf, MIB);
@@ -248,6 +246,16 @@ static uint64_t read_file(const char *path, bool uncache)
     }
     close(fd);
     return total;
+}
+
+/* Drop a file's pages from the page cache (set-up, outside the timings). */
+static void uncache_file(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        die(path);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
 }
 
 struct sample_job {
@@ -314,18 +322,27 @@ static bool drop_caches(void)
     return ok;
 }
 
-/* The step files of the bench seed through ptc mount; GB/s. */
+static void step_path(const struct bench *b, uint64_t k, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/datasets/tok/seed-%llu/epoch-0/batch-%llu/start-0/dp-1/rank-0/step-%llu",
+             b->mnt_ptc, (unsigned long long)b->seed, (unsigned long long)b->B,
+             (unsigned long long)k);
+}
+
+/* The step files of the bench seed through ptc mount; GB/s. @p uncache:
+ * their pages dropped first (before the timer starts). */
 static double read_ptc(const struct bench *b, bool uncache)
 {
     char path[8192];
     uint64_t bytes = 0;
+    for (uint64_t k = 0; uncache && k < b->steps; k++) {
+        step_path(b, k, path, sizeof path);
+        uncache_file(path);
+    }
     double t0 = now();
     for (uint64_t k = 0; k < b->steps; k++) {
-        snprintf(path, sizeof path,
-                 "%s/datasets/tok/seed-%llu/epoch-0/batch-%llu/start-0/dp-1/rank-0/step-%llu",
-                 b->mnt_ptc, (unsigned long long)b->seed, (unsigned long long)b->B,
-                 (unsigned long long)k);
-        bytes += read_file(path, uncache);
+        step_path(b, k, path, sizeof path);
+        bytes += read_file(path);
     }
     double dt = now() - t0;
     if (bytes != b->nrec * b->rec) {
@@ -341,10 +358,7 @@ static void stat_ptc(const struct bench *b)
     char path[8192];
     struct stat st;
     for (uint64_t k = 0; k < b->steps; k++) {
-        snprintf(path, sizeof path,
-                 "%s/datasets/tok/seed-%llu/epoch-0/batch-%llu/start-0/dp-1/rank-0/step-%llu",
-                 b->mnt_ptc, (unsigned long long)b->seed, (unsigned long long)b->B,
-                 (unsigned long long)k);
+        step_path(b, k, path, sizeof path);
         if (stat(path, &st) != 0)
             die(path);
     }
@@ -355,8 +369,10 @@ static double read_min(const struct bench *b, bool uncache)
 {
     char path[8192];
     snprintf(path, sizeof path, "%s/data", b->mnt_min);
+    if (uncache)
+        uncache_file(path);
     double t0 = now();
-    uint64_t bytes = read_file(path, uncache);
+    uint64_t bytes = read_file(path);
     return (double)bytes / (now() - t0) / 1e9;
 }
 
@@ -384,7 +400,7 @@ static double read_direct(struct bench *b)
 static double read_page(const struct bench *b)
 {
     double t0 = now();
-    uint64_t bytes = read_file(b->backing, false);
+    uint64_t bytes = read_file(b->backing);
     return (double)bytes / (now() - t0) / 1e9;
 }
 

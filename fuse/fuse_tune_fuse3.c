@@ -76,6 +76,22 @@ int ptc_fuse_tune(struct fuse_session *se)
     return fuse_session_custom_io(se, &io, fuse_session_fd(se)) == 0 ? 0 : -1;
 }
 
+/* /proc/self/mountinfo writes space, tab, newline and backslash as \ooo */
+static void unescape_octal(char *s)
+{
+    char *d = s;
+    for (; *s; s++, d++) {
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+            s[3] >= '0' && s[3] <= '7') {
+            *d = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+            s += 3;
+        } else {
+            *d = *s;
+        }
+    }
+    *d = '\0';
+}
+
 int ptc_fuse_raise_readahead(const char *mountpoint, unsigned kib)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");
@@ -88,8 +104,10 @@ int ptc_fuse_raise_readahead(const char *mountpoint, unsigned kib)
         char mp[4096];
         unsigned a, b;
         /* id parent major:minor root mountpoint ... (later lines win) */
-        if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, mp) == 3 &&
-            strcmp(mp, mountpoint) == 0 && strstr(line, "fuse")) {
+        if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, mp) != 3)
+            continue;
+        unescape_octal(mp);
+        if (strcmp(mp, mountpoint) == 0 && strstr(line, "fuse")) {
             maj = a;
             mnr = b;
             found = true;

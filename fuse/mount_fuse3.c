@@ -18,8 +18,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -170,7 +172,9 @@ static void node_forget(struct mount_ctx *c, fuse_ino_t ino, uint64_t nlookup)
 static void op_init(void *user, struct fuse_conn_info *conn)
 {
     struct mount_ctx *c = user;
-    conn->max_readahead = conn->max_readahead > MOUNT_MAX_IO ? conn->max_readahead : MOUNT_MAX_IO;
+    /* the kernel lowers the mount's readahead to this when it reads the
+     * reply, after ptc_fuse_raise_readahead has raised it */
+    conn->max_readahead = PTC_FUSE_READAHEAD_KIB * 1024;
     conn->max_write = MOUNT_MAX_IO;
     conn->max_read = MOUNT_MAX_IO; /* must match the max_read mount option */
     conn->want |= FUSE_CAP_ASYNC_READ & conn->capable;
@@ -497,6 +501,9 @@ int ptc_mount_run(ptc_view *view, const char *mountpoint, const ptc_mount_option
     if (!opts)
         opts = &no_opts;
     PTC_TRY(check_mountpoint(mountpoint));
+    /* resolved now: once mounted, resolving it would wait on this process */
+    char abs_mp[PATH_MAX];
+    const char *mp_abs = realpath(mountpoint, abs_mp) ? abs_mp : mountpoint;
     struct mount_ctx c;
     PTC_TRY(ctx_init(&c, view));
     char o[256];
@@ -510,11 +517,11 @@ int ptc_mount_run(ptc_view *view, const char *mountpoint, const ptc_mount_option
         rc = ptc_error_set(PTC_E_IO, "cannot set up the fuse filesystem");
         goto out_args;
     }
-    if (fuse_session_mount(se, mountpoint) != 0) {
+    if (fuse_session_mount(se, mp_abs) != 0) {
         rc = ptc_error_set(PTC_E_IO, "cannot mount at %s (see the message above)", mountpoint);
         goto out_destroy;
     }
-    if (ptc_fuse_raise_readahead(mountpoint, MOUNT_MAX_IO / 1024) != 0)
+    if (ptc_fuse_raise_readahead(mp_abs, PTC_FUSE_READAHEAD_KIB) != 0)
         ptc_log(PTC_LOG_DEBUG, "cannot raise the readahead of %s", mountpoint);
     if (ptc_fuse_tune(se) != 0)
         ptc_log(PTC_LOG_DEBUG, "cannot tune the fuse session; serving with libfuse's settings");

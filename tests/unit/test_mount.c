@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -115,7 +116,11 @@ static int setup(void **state)
         if (ptc_view_create(&v, &ops, NULL) != PTC_OK)
             _exit(3);
         ptc_mount_options o = {.foreground = true, .tick = on_tick, .tick_ms = 50};
-        int rc = ptc_mount_run(v, mnt, &o);
+        /* a mount point relative to the working directory, as `ptc mount`
+         * is often given one */
+        if (chdir("/tmp") != 0)
+            _exit(1);
+        int rc = ptc_mount_run(v, mnt + strlen("/tmp/"), &o);
         ptc_view_destroy(v);
         if (rc == PTC_E_UNSUPPORTED || rc == PTC_E_IO)
             _exit(77);
@@ -341,6 +346,29 @@ static void test_parallel_lookups(void **state)
     assert_true(atomic_load(&overlap->most) >= 2);
 }
 
+/* The mount raises its readahead (PTC_FUSE_READAHEAD_KIB, fuse/fuse_tune.h)
+ * so sequential reads reach it as 1 MiB requests, two in flight; the kernel
+ * default would send 128 KiB ones. Needs root (sysfs). */
+static void test_readahead(void **state)
+{
+    (void)state;
+    NEED_MOUNT();
+    if (geteuid() != 0) {
+        print_message("not root: the readahead cannot be raised\n");
+        skip();
+    }
+    struct stat st;
+    assert_int_equal(stat(mnt, &st), 0);
+    char p[96], v[32] = {0};
+    snprintf(p, sizeof p, "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev),
+             minor(st.st_dev));
+    int fd = open(p, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_true(read(fd, v, sizeof v - 1) > 0);
+    close(fd);
+    assert_int_equal(atoi(v), 2048);
+}
+
 static void test_mountpoint_errors(void **state)
 {
     (void)state;
@@ -359,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_tree),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_parallel_lookups),
+        cmocka_unit_test(test_readahead),
         cmocka_unit_test(test_mountpoint_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
