@@ -102,7 +102,7 @@ static bool is_mounted(void)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(mnt, sizeof mnt, "/tmp/ptc_mount_XXXXXX");
+    snprintf(mnt, sizeof mnt, "/tmp/ptc mount_XXXXXX");
     if (!mkdtemp(mnt))
         return -1;
     overlap = mmap(NULL, sizeof *overlap, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
@@ -116,8 +116,8 @@ static int setup(void **state)
         if (ptc_view_create(&v, &ops, NULL) != PTC_OK)
             _exit(3);
         ptc_mount_options o = {.foreground = true, .tick = on_tick, .tick_ms = 50};
-        /* a mount point relative to the working directory, as `ptc mount`
-         * is often given one */
+        /* a mount point relative to the working directory, with a space
+         * (escaped as \040 in /proc/self/mountinfo) */
         if (chdir("/tmp") != 0)
             _exit(1);
         int rc = ptc_mount_run(v, mnt + strlen("/tmp/"), &o);
