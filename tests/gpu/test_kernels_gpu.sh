@@ -7,6 +7,6 @@ set -eu
 bin="${PTC_BUILD:?PTC_BUILD must name the build directory}/kernels_gpu"
 if [ ! -x "$bin" ]; then
     echo "kernels_gpu: not built (PTC_WITH_CUDA=OFF), skipping"
-    exit 0
+    exit 77
 fi
 exec "$bin"

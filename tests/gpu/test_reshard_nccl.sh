@@ -7,12 +7,12 @@ set -eu
 bin="${PTC_BUILD:?PTC_BUILD must name the build directory}/reshard_nccl_gpu"
 if [ ! -x "$bin" ]; then
     echo "reshard_nccl_gpu: not built (no CUDA/NCCL), skipping"
-    exit 0
+    exit 77
 fi
 n=$(nvidia-smi -L 2>/dev/null | wc -l || true)
 if [ "${n:-0}" -lt 1 ]; then
     echo "reshard_nccl_gpu: no GPU, skipping"
-    exit 0
+    exit 77
 fi
 [ "$n" -gt 4 ] && n=4
 mpirun --allow-run-as-root --oversubscribe -np 1 "$bin"

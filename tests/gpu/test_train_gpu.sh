@@ -16,7 +16,8 @@
 # trained wrongly cannot pass.
 #
 # Without a GPU (or a CUDA+NCCL build) it checks that --device cuda fails
-# with exit 1 and one `ptc: error:` line, prints 'skipped: ...' and passes.
+# with exit 1 and one `ptc: error:` line, prints 'skipped: ...' and exits 77
+# (ctest: skipped).
 # The two-process runs need two GPUs (NCCL refuses two ranks of one
 # communicator on one device); with one GPU they are skipped, said so.
 set -eu
@@ -47,11 +48,11 @@ if [ $rc != 0 ]; then
     [ ! -s "$TMP/probe.out" ] || fail "a failed --device cuda printed on stdout"
     if grep -q 'this build has no' "$TMP/probe.err"; then
         echo "skipped: built without CUDA+NCCL ($(cat "$TMP/probe.err"))"
-        exit 0
+        exit 77
     fi
     if grep -q 'no cuda device' "$TMP/probe.err"; then
         echo "skipped: no GPU ($(cat "$TMP/probe.err"))"
-        exit 0
+        exit 77
     fi
     # A GPU that fails otherwise is a failure of this test.
     cat "$TMP/probe.err"
