@@ -166,6 +166,54 @@ static void test_known_values(void **state)
     assert_true(isnan(bitsf(ptc_cast_ref_e5m2_to_f32(0x7D))));
 }
 
+/* ---- names: the safetensors spellings, bound to sizes and values -------- */
+
+/* Every name parses to its dtype and back, with its size; the float names
+ * decode a known bit pattern to 1.0 through ptc_dtype_convert, so a name
+ * bound to the wrong format (F8_E4M3 and F8_E5M2 swapped) fails here even
+ * though every round trip through the same table would still agree. */
+static void test_names(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        ptc_dtype dt;
+        size_t size;
+        uint64_t one; /* the bits of 1.0, for float types */
+    } want[] = {
+        {"BOOL", PTC_DTYPE_BOOL, 1, 0},        {"U8", PTC_DTYPE_U8, 1, 0},
+        {"I8", PTC_DTYPE_I8, 1, 0},            {"I16", PTC_DTYPE_I16, 2, 0},
+        {"U16", PTC_DTYPE_U16, 2, 0},          {"I32", PTC_DTYPE_I32, 4, 0},
+        {"U32", PTC_DTYPE_U32, 4, 0},          {"I64", PTC_DTYPE_I64, 8, 0},
+        {"U64", PTC_DTYPE_U64, 8, 0},          {"F16", PTC_DTYPE_F16, 2, 0x3C00},
+        {"BF16", PTC_DTYPE_BF16, 2, 0x3F80},   {"F32", PTC_DTYPE_F32, 4, 0x3F800000},
+        {"F64", PTC_DTYPE_F64, 8, 0x3FF0000000000000ull},
+        {"F8_E4M3", PTC_DTYPE_F8_E4M3, 1, 0x38}, {"F8_E5M2", PTC_DTYPE_F8_E5M2, 1, 0x3C},
+    };
+    assert_int_equal(sizeof want / sizeof want[0], PTC_DTYPE_COUNT);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        ptc_dtype dt;
+        assert_int_equal(ptc_dtype_parse(want[i].name, strlen(want[i].name), &dt), PTC_OK);
+        assert_int_equal(dt, want[i].dt);
+        assert_string_equal(ptc_dtype_name(dt), want[i].name);
+        assert_int_equal(ptc_dtype_size(dt), want[i].size);
+        assert_int_equal(ptc_dtype_is_float(dt), want[i].one != 0);
+        if (want[i].one) {
+            uint8_t src[8];
+            for (size_t k = 0; k < want[i].size; k++) /* stored little-endian */
+                src[k] = (uint8_t)(want[i].one >> (8 * k));
+            float f = 0;
+            assert_int_equal(ptc_dtype_convert(&f, PTC_DTYPE_F32, src, dt, 1), PTC_OK);
+            assert_true(f == 1.0f);
+        }
+    }
+    ptc_dtype dt;
+    assert_int_equal(ptc_dtype_parse("f32", 3, &dt), PTC_E_FORMAT);
+    assert_int_equal(ptc_dtype_parse("F3", 2, &dt), PTC_E_FORMAT);
+    assert_int_equal(ptc_dtype_parse("F32 ", 4, &dt), PTC_E_FORMAT);
+    assert_int_equal(ptc_dtype_parse("F8_E4M3FN", 9, &dt), PTC_E_FORMAT);
+}
+
 /* ---- encode: hand-picked rounding cases --------------------------------- */
 
 typedef struct rcase {
@@ -537,6 +585,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_exhaustive),
         cmocka_unit_test(test_known_values),
+        cmocka_unit_test(test_names),
         cmocka_unit_test(test_rounding_cases),
         cmocka_unit_test(test_nan_cases),
         cmocka_unit_test(test_encode_oracle),

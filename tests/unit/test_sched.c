@@ -201,7 +201,11 @@ static void test_zbh1_closed_form(void **st)
                 ptc_sched *s;
                 assert_int_equal(ptc_sched_generate(&s, &g), PTC_OK);
                 ptc_sched_sim *sim = sim_of(s, 1, 2, ws[wi], 0);
-                assert_close(ptc_sched_sim_makespan(sim), M * 3.0 + (P - 1) * (3 - 2 * ws[wi]));
+                double mk = M * 3.0 + (P - 1) * (3 - 2 * ws[wi]);
+                assert_close(ptc_sched_sim_makespan(sim), mk);
+                for (int r = 0; r < P; r++) /* F + I + W = F + B per micro-batch */
+                    assert_close(ptc_sched_sim_busy(sim, r), M * 3.0);
+                assert_close(ptc_sched_sim_bubble(sim), 1 - M * 3.0 / mk);
                 ptc_sched_sim *o = sim_of(s, 1, 2, ws[wi], 0);
                 for (int r = 0; r < P; r++) /* memory as 1F1B */
                     assert_true(ptc_sched_sim_peak(o, r) <= P - r);
