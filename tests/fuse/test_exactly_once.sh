@@ -18,6 +18,9 @@ s="$T/store"
 # is empty, never read, and served when its name is looked up
 python3 -c 'for i in range(20): print("" if i % 5 == 0 else "r%d" % i)' >"$T/gaps.txt"
 "$PTC" dataset ingest --store "$s" --name gaps --format lines "$T/gaps.txt" >/dev/null
+# 64 records of 128 KiB: one 8 MiB step file, larger than the readahead
+head -c $((8 << 20)) /dev/urandom >"$T/big.bin"
+"$PTC" dataset ingest --store "$s" --name big --format tokens:u32:32768 "$T/big.bin" >/dev/null
 mount_store "$s"
 
 if python3 - "$MNT" "$T/corpus.txt" <<'PY'; then ok; else bad "exactly-once reads"; fi
@@ -87,6 +90,41 @@ for k in range(20):  # stat again and open: the name is cached, no second count
         assert open(f"{base}/step-{k}", "rb").read() == b""
 PY
 
+# A record counts when its last byte is served. Direct I/O (no page cache,
+# no readahead) serves exactly the bytes asked for: 3.5 records of the big
+# step file count 3; the rest of the file serves the other 61, each once.
+if python3 - "$MNT" "$T/big.bin" "$PTC" "$s" <<'PY'; then ok; else bad "partial reads"; fi
+import json, os, subprocess, sys, time
+mnt, big, ptc, store = sys.argv[1:]
+R = 128 << 10
+p = mnt + "/datasets/big/seed-1/epoch-0/batch-64/start-0/dp-1/rank-0/step-0"
+
+def audit():
+    time.sleep(1.5)  # the mount flushes its counts at least every second
+    out = subprocess.run([ptc, "dataset", "audit", "--store", store, "--name", "big",
+                          "--seed", "1", "--epoch", "0", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+fd = os.open(p, os.O_RDONLY | os.O_DIRECT)
+head = os.pread(fd, 3 * R + R // 2, 0)
+assert len(head) == 3 * R + R // 2
+a = audit()
+assert a == {"samples": 64, "once": 3, "repeated": 0, "missing": 61}, a
+rest = b""
+while True:
+    k = os.pread(fd, 1 << 20, len(head) + len(rest))
+    if not k:
+        break
+    rest += k
+os.close(fd)
+a = audit()
+assert a == {"samples": 64, "once": 64, "repeated": 0, "missing": 0}, a
+want = open(big, "rb").read()
+split = lambda b: sorted(b[i:i + R] for i in range(0, len(b), R))
+assert split(head + rest) == split(want), "the big step file is not its records"
+PY
+
 # durable while mounted (flushed at least every second)
 sleep 1.5
 a=$("$PTC" dataset audit --store "$s" --name text --seed 11 --epoch 2 --json)
@@ -97,6 +135,8 @@ cat "$MNT/datasets/text/seed-11/epoch-2/batch-64/start-0/dp-1/rank-0/step-0" >/d
 unmount_store
 a=$("$PTC" dataset audit --store "$s" --name text --seed 11 --epoch 2 --json)
 if [ "$a" = '{"samples":1000,"once":936,"repeated":64,"missing":0}' ]; then ok; else bad "audit after unmount: $a"; fi
+a=$("$PTC" dataset audit --store "$s" --name big --seed 1 --epoch 0 --json)
+if [ "$a" = '{"samples":64,"once":64,"repeated":0,"missing":0}' ]; then ok; else bad "audit of big: $a"; fi
 a=$("$PTC" dataset audit --store "$s" --name gaps --seed 4 --epoch 0 --json)
 if [ "$a" = '{"samples":20,"once":4,"repeated":0,"missing":16}' ]; then ok; else bad "audit of gaps: $a"; fi
 a=$("$PTC" dataset audit --store "$s" --name textz --seed 11 --epoch 2 --json)
