@@ -58,7 +58,12 @@ void ptc_error_clear(void)
 
 static void set_msg(const char *fmt, va_list ap)
 {
-    vsnprintf(tls_msg, sizeof tls_msg, fmt, ap);
+    /* through a copy: callers wrap the previous message
+     * (ptc_error_set(.., "%s: %s", what, ptc_last_error())), and vsnprintf
+     * into the buffer it reads from is undefined */
+    char msg[sizeof tls_msg];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(tls_msg, msg, sizeof msg);
     /* one line, always */
     for (char *p = tls_msg; *p; p++)
         if (*p == '\n' || *p == '\r')
@@ -82,7 +87,7 @@ int ptc_error_sys(int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(head, sizeof head, fmt, ap);
     va_end(ap);
-    snprintf(tls_msg, sizeof tls_msg, "%s: %s", head, strerror(e));
+    snprintf(tls_msg, sizeof tls_msg, "%s: %s", head, strerror(e)); /* head is a copy */
     errno = e;
     return code;
 }

@@ -166,7 +166,7 @@ static int take(take_ctx *c, const ptc_piece *from, int kind, int src_rank, uint
 
 static void work_reset_tensor(plan_work *w, int nhosts)
 {
-    for (size_t g = 0; g < w->ngroups; g++)
+    for (size_t g = 0; w->gpieces && g < w->ngroups; g++) /* NULL if load_groups ran out */
         ptc_free(w->gpieces[g]);
     ptc_free(w->gpieces);
     ptc_free(w->gnpieces);

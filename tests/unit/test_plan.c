@@ -509,6 +509,46 @@ static void test_hand_worked(void **st)
     ptc_rules_destroy(r);
 }
 
+/* Every allocation of a plan failing in turn: PTC_E_NOMEM, no plan, no
+ * crash (under ASan: no leak). Two tensors with replicated groups, so a
+ * failure can land between tensors and inside a group's pieces. */
+static void test_out_of_memory(void **st)
+{
+    (void)st;
+    const char *txt = "match w tp=split(0) pp=first\nmatch b tp=replicate pp=first\n";
+    ptc_rules *r;
+    assert_int_equal(ptc_rules_parse(&r, txt, strlen(txt), "t"), PTC_OK);
+    ptc_tensor_info t[2] = {
+        {.name = "w", .dtype = PTC_DTYPE_F32, .ndim = 2, .shape = {8, 4}},
+        {.name = "b", .dtype = PTC_DTYPE_F32, .ndim = 1, .shape = {6}},
+    };
+    ptc_config a, b;
+    ptc_config_parse(&a, "dp=2,tp=2");
+    ptc_config_parse(&b, "tp=4");
+    ptc_layout *la, *lb;
+    assert_int_equal(ptc_layout_create(&la, t, 2, r, &a), PTC_OK);
+    assert_int_equal(ptc_layout_create(&lb, t, 2, r, &b), PTC_OK);
+    ptc_plan_options o = {.hosts = 2};
+    ptc_plan *p;
+    ptc_fault_alloc_at(0);
+    assert_int_equal(ptc_plan_create(&p, la, lb, &o), PTC_OK);
+    long total = ptc_fault_alloc_count();
+    ptc_plan_destroy(p);
+    assert_true(total > 4);
+    for (long i = 1; i <= total; i++) {
+        ptc_fault_alloc_at(i);
+        p = (ptc_plan *)1;
+        int rc = ptc_plan_create(&p, la, lb, &o);
+        ptc_fault_alloc_at(0);
+        if (rc != PTC_E_NOMEM)
+            fail_msg("allocation %ld of %ld failing: rc %d", i, total, rc);
+        assert_null(p);
+    }
+    ptc_layout_destroy(la);
+    ptc_layout_destroy(lb);
+    ptc_rules_destroy(r);
+}
+
 /* replicated sources on several hosts: the least-loaded sender balances */
 static void test_least_loaded(void **st)
 {
@@ -625,7 +665,7 @@ int main(void)
         cmocka_unit_test(test_hand_worked),   cmocka_unit_test(test_least_loaded),
         cmocka_unit_test(test_identity_reuses_everything),
         cmocka_unit_test(test_mismatch),      cmocka_unit_test(test_walk_range),
-        cmocka_unit_test(test_every_target),
+        cmocka_unit_test(test_every_target),  cmocka_unit_test(test_out_of_memory),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
