@@ -8,6 +8,7 @@
  * back from the parsed fields is the input itself and parses to an equal
  * node; a leading zero put before any of its numbers, a trailing '/', and a
  * "." or ".." child are all rejected. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,7 +171,7 @@ static int parse(const char *path, ptc_view_node *n)
 {
     int rc = ptc_view_parse(path, n);
     check(rc == PTC_OK || rc == PTC_E_NOTFOUND || rc == PTC_E_RANGE);
-    check(ptc_view_errno(rc) == (rc == PTC_OK ? 0 : rc == PTC_E_NOTFOUND ? 2 : 22));
+    check(ptc_view_errno(rc) == (rc == PTC_OK ? 0 : rc == PTC_E_NOTFOUND ? ENOENT : EINVAL));
     return rc;
 }
 
