@@ -70,9 +70,10 @@ int ptc_cmd_mount(int argc, char **argv)
         return ptc_cli_usage_error("mount needs a MOUNTPOINT");
     if (optind + 1 < argc)
         return ptc_cli_usage_error("unexpected argument '%s'", argv[optind + 1]);
-    /* absolute paths: the mounted process changes its directory to / */
-    char store_abs[PATH_MAX], mnt_abs[PATH_MAX];
-    const char *mnt = realpath(argv[optind], mnt_abs) ? mnt_abs : argv[optind];
+    /* an absolute store path: the mounted process changes its directory to /
+     * (ptc_mount_run resolves the mount point itself) */
+    char store_abs[PATH_MAX];
+    const char *mnt = argv[optind];
     if (realpath(store, store_abs))
         store = store_abs;
 

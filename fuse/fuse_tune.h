@@ -37,8 +37,8 @@ int ptc_fuse_raise_readahead(const char *mountpoint, unsigned kib);
 
 /** The readahead both mounts use: two of the kernel's 1 MiB READ requests in
  * flight, so two workers fill the page cache while the reader copies out of
- * it. bench_fuse on 2 cores: +15 % over one request (1 MiB); 3 and 4 MiB
- * gain less than 2 MiB. */
+ * it. First reads on 2 cores: +17 % over a 1 MiB window; a 3 MiB window is
+ * slower than 2 MiB (docs/dataset.md, "Speed"). */
 #define PTC_FUSE_READAHEAD_KIB 2048u
 
 #endif
