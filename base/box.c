@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "ptc/box.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 void ptc_split(int64_t extent, int64_t n, int64_t i, int64_t *lo, int64_t *hi)
 {

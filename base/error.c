@@ -11,7 +11,7 @@
 
 #include "ptc/build_config.h"
 #include "ptc/error.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 static _Thread_local char tls_msg[1024];
 

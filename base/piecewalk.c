@@ -1,7 +1,7 @@
 /* Sub-boxes of a piece that land in a local element range: how executors
  * fill a target shard chunk by chunk without materialising it whole. */
-#include "ptc/piecewalk_internal.h"
-#include "ptc/util_internal.h"
+#include "base/piecewalk_internal.h"
+#include "base/util_internal.h"
 
 static int64_t local_at(const ptc_piece *p, const int64_t *ext, int64_t k)
 {

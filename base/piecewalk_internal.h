@@ -1,4 +1,4 @@
-/* Sub-boxes of a piece that land in a local element range (ptc/piecewalk.c):
+/* Sub-boxes of a piece that land in a local element range (base/piecewalk.c):
  * how import, views and reshard fill a shard chunk by chunk without ever
  * materialising it whole. */
 #ifndef PTC_PIECEWALK_INTERNAL_H

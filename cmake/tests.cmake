@@ -13,7 +13,7 @@ file(GLOB _unit CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/unit/test_*.
 foreach(f ${_unit})
   get_filename_component(n ${f} NAME_WE)
   add_executable(${n} ${f})
-  target_link_libraries(${n} PRIVATE ptc_static PkgConfig::CMOCKA)
+  target_link_libraries(${n} PRIVATE ptc_testing PkgConfig::CMOCKA)
   target_compile_options(${n} PRIVATE ${PTC_C_WARN})
   add_test(NAME unit.${n} COMMAND ${n})
   set_tests_properties(unit.${n} PROPERTIES LABELS unit TIMEOUT 300 SKIP_RETURN_CODE 77
@@ -43,19 +43,13 @@ endforeach()
 
 # Fuzz targets: always built as corpus replayers (plain ctest); with
 # PTC_FUZZ=ON and clang also as libFuzzer binaries (fuzz_<name>_lf).
-# With PTC_FUZZ the library is compiled again with coverage instrumentation
-# so libFuzzer sees inside it, not only the target file.
-if(PTC_FUZZ)
-  add_library(ptc_fuzzlib STATIC ${PTC_SOURCES})
-  target_link_libraries(ptc_fuzzlib PUBLIC ptc_deps)
-  target_compile_options(ptc_fuzzlib PRIVATE -fsanitize=fuzzer-no-link,address,undefined)
-  target_compile_definitions(ptc_fuzzlib PRIVATE PTC_BUILDING)
-endif()
+# With PTC_FUZZ (a build folder of its own) every module is compiled with
+# coverage instrumentation, so libFuzzer sees inside the library.
 file(GLOB _fuzz CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/fuzz/fuzz_*.c)
 foreach(f ${_fuzz})
   get_filename_component(n ${f} NAME_WE)
   add_executable(${n}_replay ${f} ${CMAKE_CURRENT_SOURCE_DIR}/tests/fuzz/replay_main.c)
-  target_link_libraries(${n}_replay PRIVATE ptc_static)
+  target_link_libraries(${n}_replay PRIVATE ptc_testing)
   target_compile_options(${n}_replay PRIVATE ${PTC_C_WARN})
   string(REGEX REPLACE "^fuzz_" "" _corpus ${n})
   add_test(NAME fuzz.${n} COMMAND ${n}_replay
@@ -65,7 +59,7 @@ foreach(f ${_fuzz})
     add_executable(${n}_lf ${f})
     target_compile_options(${n}_lf PRIVATE -fsanitize=fuzzer,address,undefined)
     target_link_options(${n}_lf PRIVATE -fsanitize=fuzzer,address,undefined)
-    target_link_libraries(${n}_lf PRIVATE ptc_fuzzlib)
+    target_link_libraries(${n}_lf PRIVATE ptc_testing)
   endif()
 endforeach()
 
@@ -76,7 +70,7 @@ if(PTC_WITH_CUDA)
   foreach(f ${_gpu_progs})
     get_filename_component(n ${f} NAME_WE)
     add_executable(${n} ${f})
-    target_link_libraries(${n} PRIVATE ptc_static CUDA::cudart CUDA::cublas)
+    target_link_libraries(${n} PRIVATE ptc_testing CUDA::cudart CUDA::cublas)
     target_compile_options(${n} PRIVATE ${PTC_C_WARN})
   endforeach()
 endif()

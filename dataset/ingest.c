@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fuse/ingest_internal.h"
-#include "ptc/util_internal.h"
+#include "dataset/ingest_internal.h"
+#include "base/util_internal.h"
 
 #define INGEST_WINDOW ((size_t)1 << 20)
 #define INGEST_REPORT_EVERY ((uint64_t)16 << 20)

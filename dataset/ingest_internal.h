@@ -2,7 +2,7 @@
 #ifndef PTC_INGEST_INTERNAL_H
 #define PTC_INGEST_INTERNAL_H
 
-#include "ptc/dataset.h"
+#include "ptc/ingest.h"
 
 enum ingest_kind {
     INGEST_LINES,

@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fuse/ingest_internal.h"
+#include "dataset/ingest_internal.h"
 #include "ptc/npy.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 /* An npy header is at most 12 + 2^32 bytes by format; we accept up to this. */
 #define NPY_MAX_HEADER ((size_t)64 << 20)

@@ -2,8 +2,9 @@
  * bytes, the data, u32 LE masked CRC32C of the data. */
 #include <string.h>
 
-#include "fuse/ingest_internal.h"
-#include "ptc/util_internal.h"
+#include "dataset/ingest_internal.h"
+#include "ptc/crc32c.h"
+#include "base/util_internal.h"
 
 static uint64_t get_u64le(const uint8_t *p)
 {

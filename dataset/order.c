@@ -7,7 +7,7 @@
 
 #include "ptc/box.h"
 #include "ptc/dataset.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 static void put_u64le(uint8_t *p, uint64_t v)
 {

@@ -30,7 +30,7 @@
 
 #include "fuse/fuse_tune.h"
 #include "ptc/mount.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 #include "xxhash.h"
 
 #define MOUNT_MAX_IO (1u << 20)

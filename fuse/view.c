@@ -12,7 +12,7 @@
 #include <xxhash.h>
 
 #include "ptc/dataset.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 #include "ptc/view.h"
 
 #define VIEW_MAX_DEPTH 10

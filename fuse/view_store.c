@@ -12,7 +12,7 @@
 #include "ptc/dataset.h"
 #include "ptc/export.h"
 #include "ptc/store.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 #include "ptc/view.h"
 
 #define VS_VFILES_DEFAULT 64

@@ -4,7 +4,7 @@
  * Three implementations with one behaviour:
  *   - cast_ref.c: the plain C reference, the specification;
  *   - cast_fast.h: branch-light bit routines shared by the optimized CPU path
- *     (ptc/convert.c) and the CUDA kernel;
+ *     (kernels/cast_cpu.c) and the CUDA kernel;
  *   - cast.cu: the CUDA kernel.
  *
  * Semantics (all directions go through F32 bit patterns):

@@ -1,5 +1,5 @@
 /* Fast float casts as inline bit manipulation, shared by the optimized CPU
- * path (ptc/convert.c) and the CUDA kernel (kernels/cast.cu). Internal;
+ * path (kernels/cast_cpu.c) and the CUDA kernel (kernels/cast.cu). Internal;
  * behaviour is defined by kernels/cast_ref.c and tested against it.
  *
  * The narrowing routine handles one IEEE-like target in four ranges:

@@ -1,7 +1,7 @@
 /* CRC32C (Castagnoli), table-driven, for TFRecord framing. */
 #include <pthread.h>
 
-#include "ptc/dataset.h"
+#include "ptc/crc32c.h"
 
 static uint32_t crc_table[256];
 static pthread_once_t crc_table_once = PTHREAD_ONCE_INIT;

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "ptc/config.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 void ptc_config_init(ptc_config *out)
 {

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "ptc/formats_internal.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 int ptc_tmpfile_create(const char *path, char **tmp_path, int *fd)
 {

@@ -3,15 +3,15 @@
  * Every distinct shard of the target layout is written once, by its owner
  * rank; replicas become aliases. A shard is streamed in bounded chunks: for
  * each chunk of its local tensor the pieces' sub-boxes that land in it are
- * copied from the mapped checkpoint (ptc/piecewalk.c), so memory stays at a
+ * copied from the mapped checkpoint (base/piecewalk.c), so memory stays at a
  * chunk whatever the model size. */
 #include <string.h>
 
 #include "kernels/pack.h"
 #include "ptc/export.h"
 #include "ptc/safetensors.h"
-#include "ptc/piecewalk_internal.h"
-#include "ptc/util_internal.h"
+#include "base/piecewalk_internal.h"
+#include "base/util_internal.h"
 
 #define IMPORT_CHUNK (8u << 20)
 

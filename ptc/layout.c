@@ -5,7 +5,7 @@
 #include <xxhash.h>
 
 #include "ptc/layout.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 typedef struct ltensor {
     ptc_tensor_info info; /* info.name owned */

@@ -14,7 +14,7 @@
 
 #include "ptc/formats_internal.h"
 #include "ptc/npy.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 static const char MAGIC[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 

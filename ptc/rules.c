@@ -8,7 +8,7 @@
 
 #include "ptc/box.h"
 #include "ptc/rules.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 /* ---- presets ----------------------------------------------------------------
  * Each line is documented in docs/rules.md; the comments here say why. */

@@ -17,7 +17,7 @@
 
 #include "ptc/formats_internal.h"
 #include "ptc/safetensors.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 #define META_KEY "__metadata__"
 

@@ -10,7 +10,7 @@
 #include <zstd.h>
 
 #include "ptc/store_internal.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 /* ---- records -------------------------------------------------------------------- */
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "ptc/store_internal.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 /* ---- growable buffer --------------------------------------------------------- */
 

@@ -15,9 +15,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "ptc/dataset.h"
 #include "ptc/store_internal.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 #define DS_RECORD_FORMAT 1u
 #define DS_PACK_MAGIC "PTCDPAK1"
@@ -125,7 +124,7 @@ static int ds_rec_decode(ds_rec *r, const char *name, const void *data, size_t l
         ds_rec_free(r);
         return ds_fail(name, ptc_last_error());
     }
-    if (len != 0 || r->id == 0 || r->samples > PTC_DATASET_MAX_SAMPLES ||
+    if (len != 0 || r->id == 0 || r->samples > PTC_STORE_DATASET_MAX_RECORDS ||
         r->samples >= UINT64_MAX / 8 || /* the index holds 8 (samples + 1) bytes */
         r->index.raw_length != 8 * (r->samples + 1)) {
         ds_rec_free(r);
@@ -345,7 +344,7 @@ int ptc_store_dataset_writer_begin(ptc_store_dataset_writer **out, ptc_store *s,
     int rc;
     /* databases first: opening one runs its own write transaction */
     if ((rc = catalog_dbi(s, &w->dbi)) < 0 ||
-        (rc = ptc_store_dbi_open(s, PTC_DATASET_DB_COUNTS, 0, &w->counts)) < 0 ||
+        (rc = ptc_store_dbi_open(s, PTC_STORE_DB_COUNTS, 0, &w->counts)) < 0 ||
         (rc = ptc_store_lock(s, &w->lock_fd)) < 0)
         goto out_destroy;
     ptc_store_dataset_info old;
@@ -394,7 +393,7 @@ int ptc_store_dataset_writer_append(ptc_store_dataset_writer *w, const void *dat
 {
     if (w->committed || !w->out.open)
         return ptc_error_set(PTC_E_INVAL, "dataset writer already finished");
-    if (w->n >= PTC_DATASET_MAX_SAMPLES - 1)
+    if (w->n >= PTC_STORE_DATASET_MAX_RECORDS - 1)
         return ptc_error_set(PTC_E_RANGE, "dataset '%s': too many records", w->name);
     PTC_TRY(ptc_grow((void **)&w->offsets, &w->cap, w->n + 2, sizeof *w->offsets));
     uint64_t end = w->offsets[w->n] + len;

@@ -9,15 +9,14 @@
 
 #include "ptc/store.h"
 
-/* ---- accessors for other modules ---------------------------------------- */
+/* Named database of the served-record count map (ptc/store_counts.c). */
+#define PTC_STORE_DB_COUNTS "ptc.dataset.counts"
+
+/* ---- accessors ----------------------------------------------------------- */
 
 /* The LMDB environment (valid while the store is open). Named databases of
  * other modules must be opened with ptc_store_dbi_open(). */
 MDB_env *ptc_store_env(ptc_store *s);
-/* The store directory as given to open (valid while open). */
-const char *ptc_store_dir(const ptc_store *s);
-/* Whether the store was opened read-only. */
-bool ptc_store_readonly(const ptc_store *s);
 
 /* Open (create unless read-only) the named database @p name, once per store;
  * later calls return the cached handle. Thread-safe. It runs its own write

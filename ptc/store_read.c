@@ -14,7 +14,7 @@
 
 #include "kernels/pack.h"
 #include "ptc/store_internal.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 typedef struct pack_fd {
     uint64_t version;

@@ -18,7 +18,7 @@
 #include <zstd.h>
 
 #include "ptc/store_internal.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 typedef struct rank_state {
     bool mine;   /* this writer may write this rank */

@@ -8,8 +8,8 @@
 
 #include "ptc/export.h"
 #include "ptc/safetensors.h"
-#include "ptc/piecewalk_internal.h"
-#include "ptc/util_internal.h"
+#include "base/piecewalk_internal.h"
+#include "base/util_internal.h"
 
 #define VFILE_CHUNK (8u << 20)
 

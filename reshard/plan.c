@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 struct ptc_plan {
     const ptc_layout *src, *dst;

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "kernels/pack.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 #include "reshard/reshard_internal.h"
 
 #define RH_MSG_MAX ((size_t)1 << 30)

@@ -2,7 +2,7 @@
 #ifndef PTC_RESHARD_INTERNAL_H
 #define PTC_RESHARD_INTERNAL_H
 
-#include "ptc/piecewalk_internal.h"
+#include "base/piecewalk_internal.h"
 #include "ptc/reshard.h"
 
 /* B minus I (I must lie inside B) as at most 2*ndim disjoint boxes written

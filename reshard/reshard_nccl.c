@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "kernels/pack.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 #include "reshard/reshard_internal.h"
 
 struct ptc_reshard_nccl {

@@ -15,7 +15,7 @@
 
 #include "kernels/pack.h"
 #include "ptc/export.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 #include "reshard/reshard_internal.h"
 
 /* Target elements filled per step (in source-dtype bytes). */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/runtime_model_internal.h"
+#include "exec/model/model_internal.h"
 #include "kernels/adamw.h"
 #include "kernels/crossentropy.h"
 #include "kernels/embedding.h"

@@ -1,7 +1,7 @@
 /* The demo model of `ptc train` on a CUDA device. Built only with CUDA
  * (file name *_cuda.c).
  *
- * A host model (exec/runtime_model.c) gives the layout, the tensor names and
+ * A host model (exec/model/model.c) gives the layout, the tensor names and
  * the initial values; every chunk's parameters, gradients and AdamW moments
  * are mirrored on the device, and the callbacks below run the same kernel
  * calls in the same order as the CPU callbacks, on the _cuda kernels: one
@@ -22,7 +22,7 @@
 #endif
 #include <string.h>
 
-#include "exec/runtime_model_internal.h"
+#include "exec/model/model_internal.h"
 #include "kernels/adamw.h"
 #include "kernels/crossentropy.h"
 #include "kernels/embedding.h"
@@ -248,7 +248,7 @@ int ptc_exec_model_cuda_params(ptc_exec_model_cuda *x, const ptc_exec_param **pa
     return PTC_OK;
 }
 
-/* ---- compute (mirrors exec/runtime_model.c call for call) --------------------- */
+/* ---- compute (mirrors exec/model/model.c call for call) --------------------- */
 
 static int check_args(const ptc_exec_model_cuda *x, int c, int mb)
 {

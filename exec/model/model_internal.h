@@ -1,11 +1,12 @@
-/* Private layout of the demo model (exec/runtime_model.c), shared with its
- * CUDA variant (exec/runtime_model_cuda.c), which builds a host model for
+/* Private layout of the demo model (exec/model/model.c), shared with its
+ * CUDA variant (exec/model/model_cuda.c), which builds a host model for
  * the layout, the tensor names and the initial values, then mirrors every
  * chunk on the device. Never installed. */
 #ifndef PTC_RUNTIME_MODEL_INTERNAL_H
 #define PTC_RUNTIME_MODEL_INTERNAL_H
 
-#include "exec/runtime_internal.h"
+#include "ptc/exec.h"
+#include "base/util_internal.h"
 
 #define LN_EPS 1e-5f
 #define MODEL_MAX_PARAMS (1 << 20)

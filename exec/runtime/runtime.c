@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "exec/runtime_internal.h"
+#include "exec/runtime/runtime_internal.h"
 
 double rt_now(void)
 {

@@ -4,7 +4,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
-#include "exec/runtime_internal.h"
+#include "exec/runtime/runtime_internal.h"
 
 #define FAKE_MAGIC 0x50544346u /* "PTCF" */
 

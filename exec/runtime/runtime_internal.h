@@ -1,9 +1,9 @@
-/* Private parts of the pipeline runtime (exec/runtime*.c). Never installed. */
+/* Private parts of the pipeline runtime (exec/runtime/runtime*.c). Never installed. */
 #ifndef PTC_RUNTIME_INTERNAL_H
 #define PTC_RUNTIME_INTERNAL_H
 
 #include "ptc/exec.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 /* Boundary-buffer slots of (chunk, micro-batch): */
 enum {

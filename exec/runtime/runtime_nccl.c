@@ -14,7 +14,7 @@
 #pragma GCC diagnostic pop
 #include <string.h>
 
-#include "exec/runtime_internal.h"
+#include "exec/runtime/runtime_internal.h"
 
 static int nccl_err(ncclResult_t r, const char *what)
 {

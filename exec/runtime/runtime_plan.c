@@ -2,7 +2,7 @@
  * over, sends or frees, resolved once before the first step. */
 #include <string.h>
 
-#include "exec/runtime_internal.h"
+#include "exec/runtime/runtime_internal.h"
 
 void rt_plan_free(rt_plan *p)
 {

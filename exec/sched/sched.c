@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "exec/sched_internal.h"
+#include "exec/sched/sched_internal.h"
 
 int ptc_sched_create(ptc_sched **out, int ranks, int stages, int pipes, int microbatches)
 {

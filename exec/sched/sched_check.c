@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/sched_internal.h"
+#include "exec/sched/sched_internal.h"
 
 static void tokname(const ptc_sched_action *a, char *buf, size_t cap)
 {

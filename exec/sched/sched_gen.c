@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "exec/sched_internal.h"
+#include "exec/sched/sched_internal.h"
 
 static const char *const kind_names[] = {"gpipe", "1f1b", "interleaved", "kfkb",
                                          "chimera", "zb-h1", "zb-v"};

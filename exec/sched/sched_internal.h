@@ -3,7 +3,7 @@
 #define PTC_SCHED_INTERNAL_H
 
 #include "ptc/sched.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 typedef struct sched_list {
     ptc_sched_action *a;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/sched_internal.h"
+#include "exec/sched/sched_internal.h"
 
 /* Colours per op, [even chunk, odd chunk], and label colour. */
 static const char *const fill[4][2] = {

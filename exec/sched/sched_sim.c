@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/sched_internal.h"
+#include "exec/sched/sched_internal.h"
 
 /* ---- bandwidth traces ------------------------------------------------------ */
 

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "exec/sched_internal.h"
+#include "exec/sched/sched_internal.h"
 
 static const char op_letter[] = {'F', 'B', 'I', 'W'};
 

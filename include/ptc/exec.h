@@ -324,7 +324,7 @@ PTC_API const ptc_exec_param *ptc_exec_model_params(const ptc_exec_model *x,
 
 /**
  * Opaque model shard whose parameters, gradients, AdamW moments and saved
- * activations live on the current CUDA device (exec/runtime_model_cuda.c).
+ * activations live on the current CUDA device (exec/model/model_cuda.c).
  * Same model, layout, tensor names and initial values as ptc_exec_model;
  * its callbacks take and give device buffers, so it pairs with a runtime in
  * PTC_EXEC_DEVICE_CUDA mode. Each shard has one stream and one cuBLAS handle;

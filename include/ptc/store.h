@@ -74,6 +74,10 @@ PTC_API int ptc_store_open_ex(ptc_store **out, const char *dir,
 
 /** Close the store. All readers and writers must be gone. NULL is a no-op. */
 PTC_API void ptc_store_close(ptc_store *s);
+/** @return the store directory as given to open (valid while open). */
+PTC_API const char *ptc_store_dir(const ptc_store *s);
+/** @return whether the store was opened read-only. */
+PTC_API bool ptc_store_readonly(const ptc_store *s);
 
 /** Release memory returned by ptc_store_* functions (JSON text, descriptor
  * buffers, version lists are freed with their own function). NULL: no-op. */
@@ -356,6 +360,10 @@ typedef struct ptc_store_dataset_info {
                                   data_offset + bytes) of the pack file */
 } ptc_store_dataset_info;
 
+/** Most records a stored dataset holds (2^63 - 1): the epoch order's limit
+ * (PTC_DATASET_MAX_SAMPLES of ptc/order.h has the same value). */
+#define PTC_STORE_DATASET_MAX_RECORDS ((uint64_t)INT64_MAX)
+
 /** @return true if @p name is a valid dataset name. */
 PTC_API bool ptc_store_dataset_name_ok(const char *name);
 
@@ -442,6 +450,35 @@ PTC_API int ptc_store_dataset_record_map(ptc_store_dataset *d, uint64_t id, uint
  * Errors are ignored (the read reports them). */
 PTC_API void ptc_store_dataset_record_prefetch(ptc_store_dataset *d, uint64_t id, uint64_t off,
                                                size_t len);
+
+/* ---- served-record counts (the exactly-once audit) ---------------------- */
+
+/** A number of servings of one record of one (dataset, generation, seed,
+ * epoch); @ref name indexes the names array passed with it. */
+typedef struct ptc_store_dataset_count {
+    uint32_t name;   /**< index into the names array */
+    uint64_t gen;    /**< the dataset's catalog id (ptc_store_dataset_info.id) */
+    uint64_t seed, epoch, id;
+    uint64_t count;  /**< servings to add (>= 1) */
+} ptc_store_dataset_count;
+
+/** Create the count map if it does not exist yet (a writable store); it
+ * runs its own write transaction, so call it before holding one.
+ * @return PTC_OK, PTC_E_NOTFOUND (read-only store without counts), PTC_E_STORE. */
+PTC_API int ptc_store_dataset_counts_open(ptc_store *s);
+/** Add @p n counts in one write transaction (all or none). Safe from any
+ * thread; LMDB serialises writers across processes.
+ * @return PTC_OK, PTC_E_INVAL (read-only store, bad name), PTC_E_STORE. */
+PTC_API int ptc_store_dataset_counts_add(ptc_store *s, const char *const *names,
+                                         const ptc_store_dataset_count *ev, size_t n);
+/** Call @p fn(id, count, user) for every counted record of (name, gen, seed,
+ * epoch) in increasing id order, in one read transaction; stops at the first
+ * non-OK return of fn and returns it. A store that never counted calls fn
+ * never. @return PTC_OK, fn's code, PTC_E_INVAL, PTC_E_STORE. */
+PTC_API int ptc_store_dataset_counts_each(ptc_store *s, const char *name, uint64_t gen,
+                                          uint64_t seed, uint64_t epoch,
+                                          int (*fn)(uint64_t id, uint64_t count, void *user),
+                                          void *user);
 
 /* ---- maintenance -------------------------------------------------------- */
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptc/crc32c.h"
 #include "ptc/dataset.h"
 #include "ptc/npy.h"
 

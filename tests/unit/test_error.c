@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "ptc/ptc.h"
-#include "ptc/util_internal.h"
+#include "base/util_internal.h"
 
 static void test_wrap(void **state)
 {

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "exec/runtime_internal.h"
+#include "exec/runtime/runtime_internal.h"
 
 static void test_groups_partition(void **state)
 {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "ptc/crc32c.h"
 #include "ptc/dataset.h"
 #include "ptc/npy.h"
 

@@ -1,4 +1,4 @@
-/* The demo model's CUDA variant (exec/runtime_model_cuda.c) without a GPU:
+/* The demo model's CUDA variant (exec/model/model_cuda.c) without a GPU:
  * the file is compiled here against a host shim of the CUDA runtime and
  * cuBLAS (device memory = host memory, every _cuda kernel = its _cpu twin),
  * and every schedule kind is interpreted in one process on both models.
@@ -180,7 +180,7 @@ static cublasStatus_t shim_cublasSetMathMode(cublasHandle_t h, int mode)
 #define ptc_exec_model_cuda_losses shim_model_losses
 #define ptc_exec_model_cuda_params shim_model_params
 
-#include "exec/runtime_model_cuda.c"
+#include "exec/model/model_cuda.c"
 
 #define ST(s) assert_ptr_equal((void *)(s), &shim_stream_tag)
 #define BL(b) assert_ptr_equal((void *)(b), &shim_blas_tag)

@@ -1,0 +1,94 @@
+# One library target per module, in DESIGN.md's dependency order.
+#
+#   ptc_module(NAME DIR folder PUBLIC h... [IFACE h...] [DEPS mod...] [LIBS lib...])
+#
+# builds the OBJECT library ptc_<NAME> from DIR/*.c (feature files by their
+# suffix: *_fuse3.c, *_nccl.c, *_cuda.c and *.cu only when that feature is
+# on). A module sees exactly:
+#   - its own public headers (PUBLIC, include/ptc/<h>, as "ptc/<h>") and its
+#     library-internal interface headers (IFACE, DIR/<h>, as "DIR/<h>"),
+#   - its own private headers (every other DIR/*.h, *.cuh, as "DIR/<h>"),
+#   - the PUBLIC and IFACE headers of the modules in DEPS, transitively.
+# Each set is a folder of symbolic links under build/stage/<NAME>/, so the
+# source tree itself is on no library include path: an include of a module
+# above (or beside) this one, or of another module's private header, does
+# not compile. tests/cmake/bad_include checks that it does not.
+set(PTC_STAGE ${CMAKE_BINARY_DIR}/stage)
+set_property(GLOBAL PROPERTY PTC_MODULES "")
+set_property(GLOBAL PROPERTY PTC_PUBLIC_HEADERS "")
+set_property(GLOBAL PROPERTY PTC_MODULE_LIBS "")
+
+function(ptc_stage_link from to)
+  get_filename_component(_d ${to} DIRECTORY)
+  file(MAKE_DIRECTORY ${_d})
+  file(CREATE_LINK ${from} ${to} SYMBOLIC)
+endfunction()
+
+function(ptc_module name)
+  cmake_parse_arguments(M "" "DIR" "PUBLIC;IFACE;DEPS;LIBS" ${ARGN})
+  set(src ${PROJECT_SOURCE_DIR})
+  set(pub ${PTC_STAGE}/${name}/public)
+  set(prv ${PTC_STAGE}/${name}/private)
+  file(REMOVE_RECURSE ${PTC_STAGE}/${name})
+  file(MAKE_DIRECTORY ${pub} ${prv})
+  foreach(h ${M_PUBLIC})
+    if(NOT EXISTS ${src}/include/ptc/${h})
+      message(FATAL_ERROR "module ${name}: no public header include/ptc/${h}")
+    endif()
+    ptc_stage_link(${src}/include/ptc/${h} ${pub}/ptc/${h})
+    set_property(GLOBAL APPEND PROPERTY PTC_PUBLIC_HEADERS ${h})
+  endforeach()
+  foreach(h ${M_IFACE})
+    ptc_stage_link(${src}/${M_DIR}/${h} ${pub}/${M_DIR}/${h})
+  endforeach()
+  file(GLOB _hdrs CONFIGURE_DEPENDS ${src}/${M_DIR}/*.h ${src}/${M_DIR}/*.cuh)
+  foreach(h ${_hdrs})
+    get_filename_component(n ${h} NAME)
+    if(NOT n IN_LIST M_IFACE)
+      ptc_stage_link(${h} ${prv}/${M_DIR}/${n})
+    endif()
+  endforeach()
+
+  file(GLOB _c CONFIGURE_DEPENDS ${src}/${M_DIR}/*.c)
+  set(_srcs)
+  foreach(f ${_c})
+    if(f MATCHES "_fuse3\\.c$")
+      if(PTC_WITH_FUSE)
+        list(APPEND _srcs ${f})
+      endif()
+    elseif(f MATCHES "_nccl\\.c$")
+      if(PTC_WITH_NCCL)
+        list(APPEND _srcs ${f})
+      endif()
+    elseif(f MATCHES "_cuda\\.c$")
+      if(PTC_WITH_CUDA)
+        list(APPEND _srcs ${f})
+      endif()
+    else()
+      list(APPEND _srcs ${f})
+    endif()
+  endforeach()
+  if(PTC_WITH_CUDA)
+    file(GLOB _cu CONFIGURE_DEPENDS ${src}/${M_DIR}/*.cu)
+    list(APPEND _srcs ${_cu})
+  endif()
+
+  set(t ptc_${name})
+  add_library(${t} OBJECT ${_srcs})
+  target_include_directories(${t} PUBLIC ${pub} PRIVATE ${prv} ${CMAKE_BINARY_DIR}/include)
+  target_compile_definitions(${t} PRIVATE PTC_BUILDING _GNU_SOURCE)
+  target_compile_options(${t} PRIVATE
+    $<$<COMPILE_LANGUAGE:C>:${PTC_C_WARN} -fvisibility=hidden -Werror=implicit-function-declaration>
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fvisibility=hidden>)
+  if(PTC_FUZZ)
+    target_compile_options(${t} PRIVATE
+      $<$<COMPILE_LANGUAGE:C>:-fsanitize=fuzzer-no-link,address,undefined>)
+  endif()
+  set(_deps)
+  foreach(d ${M_DEPS})
+    list(APPEND _deps ptc_${d})
+  endforeach()
+  target_link_libraries(${t} PUBLIC ${_deps} ${M_LIBS})
+  set_property(GLOBAL APPEND PROPERTY PTC_MODULES ${t})
+  set_property(GLOBAL APPEND PROPERTY PTC_MODULE_LIBS ${M_LIBS})
+endfunction()
