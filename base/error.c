@@ -20,6 +20,12 @@ const char *ptc_version(void)
     return PTC_VERSION_STRING;
 }
 
+unsigned ptc_features(void)
+{
+    return (PTC_WITH_CUDA ? PTC_FEATURE_CUDA : 0u) | (PTC_WITH_NCCL ? PTC_FEATURE_NCCL : 0u) |
+           (PTC_WITH_FUSE ? PTC_FEATURE_FUSE : 0u);
+}
+
 const char *ptc_strerror(int code)
 {
     switch (code) {

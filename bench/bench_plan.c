@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptc/reshard.h"
+#include "ptc/plan.h"
+#include "ptc/store.h"
 
 #define MAXT 4096
 

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ptc/export.h"
+#include "ptc/layout.h"
 #include "ptc/reshard.h"
 
 static double now_s(void)

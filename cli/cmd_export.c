@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
-#include "ptc/export.h"
+#include "ptc/vfile.h"
 
 const char ptc_cmd_export_help[] =
     "export a stored version as safetensors files\n"

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "ptc/export.h"
+#include "ptc/import.h"
 
 const char ptc_cmd_import_help[] =
     "import safetensors checkpoints into a store under a parallel configuration\n"

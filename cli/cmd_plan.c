@@ -7,8 +7,9 @@
 #include <jansson.h>
 
 #include "cli/cli.h"
-#include "ptc/export.h"
-#include "ptc/reshard.h"
+#include "ptc/layout.h"
+#include "ptc/plan.h"
+#include "ptc/store.h"
 
 const char ptc_cmd_plan_help[] =
     "plan resharding a stored version to another configuration (figures only)\n"

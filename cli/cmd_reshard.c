@@ -183,7 +183,7 @@ int ptc_cmd_reshard(int argc, char **argv)
     if (ret == PTC_CLI_OK) {
         ptc_reshard_result res;
         MPI_Comm comm = MPI_COMM_WORLD;
-        int rc = mpi ? ptc_reshard_store_mpi(s, version, &cfg, &comm, &o, &res)
+        int rc = mpi ? ptc_reshard_store_mpi(s, version, &cfg, comm, &o, &res)
                      : ptc_reshard_store(s, version, &cfg, &o, &res);
         /* peak resident memory, the largest over the processes (the
          * executor returns the same code on every process) */

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "ptc/exec.h"
+#include "ptc/exec_model.h"
 #include "ptc/safetensors.h"
 
 const char ptc_cmd_train_help[] =
@@ -514,9 +514,10 @@ static int save_model(const train_opts *o, const ptc_sched *s, const ptc_exec_pa
  * local-rank mod count. The local rank comes from the launcher. */
 static int select_gpu(void)
 {
-    if (!PTC_WITH_CUDA || !PTC_WITH_NCCL)
+    unsigned have = ptc_features();
+    if (!(have & PTC_FEATURE_CUDA) || !(have & PTC_FEATURE_NCCL))
         return ptc_cli_error("--device cuda: this build has no %s (use --device cpu)",
-                             !PTC_WITH_CUDA ? "cuda" : "nccl");
+                             !(have & PTC_FEATURE_CUDA) ? "cuda" : "nccl");
     static const char *rank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
                                       "SLURM_LOCALID"};
     static const char *size_vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
@@ -622,12 +623,13 @@ int ptc_cmd_train(int argc, char **argv)
     eo.jitter_seed = o.model.seed;
     eo.prepost = o.prepost;
     eo.overlap_reduce = o.overlap;
-    eo.debug_drop_send = o.drop_send && wrank == 0 ? o.drop_send : 0;
     rc = ptc_exec_create(&e, s, &o.cfg, MPI_COMM_WORLD, &fns, &eo);
     if (rc != PTC_OK) {
         rc = ptc_cli_lib_error(rc);
         goto out_finalize;
     }
+    if (o.drop_send && wrank == 0)
+        ptc_exec_testing_drop_send(e, o.drop_send);
     int G = o.mbs * o.cfg.dp;
     losses = calloc((size_t)G, sizeof *losses);
     all = calloc((size_t)G, sizeof *all);

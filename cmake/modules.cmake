@@ -4,7 +4,9 @@
 #
 # builds the OBJECT library ptc_<NAME> from DIR/*.c (feature files by their
 # suffix: *_fuse3.c, *_nccl.c, *_cuda.c and *.cu only when that feature is
-# on). A module sees exactly:
+# on; *_no_fuse3.c, *_no_nccl.c, *_no_cuda.c, which answer
+# PTC_E_UNSUPPORTED, only when it is off, so the headers are the same in
+# every build). A module sees exactly:
 #   - its own public headers (PUBLIC, include/ptc/<h>, as "ptc/<h>") and its
 #     library-internal interface headers (IFACE, DIR/<h>, as "DIR/<h>"),
 #   - its own private headers (every other DIR/*.h, *.cuh, as "DIR/<h>"),
@@ -52,7 +54,20 @@ function(ptc_module name)
   file(GLOB _c CONFIGURE_DEPENDS ${src}/${M_DIR}/*.c)
   set(_srcs)
   foreach(f ${_c})
-    if(f MATCHES "_fuse3\\.c$")
+    # *_no_<feature>.c: what a build without the feature answers instead
+    if(f MATCHES "_no_fuse3\\.c$")
+      if(NOT PTC_WITH_FUSE)
+        list(APPEND _srcs ${f})
+      endif()
+    elseif(f MATCHES "_no_nccl\\.c$")
+      if(NOT PTC_WITH_NCCL)
+        list(APPEND _srcs ${f})
+      endif()
+    elseif(f MATCHES "_no_cuda\\.c$")
+      if(NOT PTC_WITH_CUDA)
+        list(APPEND _srcs ${f})
+      endif()
+    elseif(f MATCHES "_fuse3\\.c$")
       if(PTC_WITH_FUSE)
         list(APPEND _srcs ${f})
       endif()
@@ -76,7 +91,7 @@ function(ptc_module name)
   set(t ptc_${name})
   add_library(${t} OBJECT ${_srcs})
   target_include_directories(${t} PUBLIC ${pub} PRIVATE ${prv} ${CMAKE_BINARY_DIR}/include)
-  target_compile_definitions(${t} PRIVATE PTC_BUILDING _GNU_SOURCE)
+  target_compile_definitions(${t} PRIVATE PTC_BUILDING PTC_TESTING _GNU_SOURCE)
   target_compile_options(${t} PRIVATE
     $<$<COMPILE_LANGUAGE:C>:${PTC_C_WARN} -fvisibility=hidden -Werror=implicit-function-declaration>
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fvisibility=hidden>)

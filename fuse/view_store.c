@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "ptc/dataset.h"
-#include "ptc/export.h"
+#include "ptc/vfile.h"
 #include "ptc/store.h"
 #include "base/util_internal.h"
 #include "ptc/view.h"

@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "kernels/pack.h"
-#include "ptc/export.h"
+#include "ptc/import.h"
+#include "ptc/layout.h"
 #include "ptc/safetensors.h"
 #include "base/piecewalk_internal.h"
 #include "base/util_internal.h"

@@ -140,10 +140,9 @@ out_free:
     return rc;
 }
 
-int ptc_reshard_host(const ptc_plan *p, const void *comm_p, const void *const *src,
+int ptc_reshard_host(const ptc_plan *p, MPI_Comm comm, const void *const *src,
                      void *const *dst)
 {
-    MPI_Comm comm = *(const MPI_Comm *)comm_p;
     int me, np;
     if (MPI_Comm_rank(comm, &me) != MPI_SUCCESS || MPI_Comm_size(comm, &np) != MPI_SUCCESS)
         return mpi_err("MPI_Comm_rank");

@@ -26,10 +26,9 @@ static int nccl_fail(ncclResult_t e, const char *what)
     return ptc_error_set(PTC_E_NCCL, "%s: %s", what, ncclGetErrorString(e));
 }
 
-int ptc_reshard_nccl_create(ptc_reshard_nccl **out, const void *comm_p)
+int ptc_reshard_nccl_create(ptc_reshard_nccl **out, MPI_Comm comm)
 {
     *out = NULL;
-    MPI_Comm comm = *(const MPI_Comm *)comm_p;
     ptc_reshard_nccl *c = ptc_calloc(1, sizeof *c);
     if (!c)
         return PTC_E_NOMEM;

@@ -14,7 +14,7 @@
 #include <jansson.h>
 
 #include "kernels/pack.h"
-#include "ptc/export.h"
+#include "ptc/layout.h"
 #include "base/util_internal.h"
 #include "reshard/reshard_internal.h"
 
@@ -688,11 +688,10 @@ out_free:
     return rc;
 }
 
-int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, const void *comm_p,
+int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, MPI_Comm comm,
                           const ptc_reshard_options *opts, ptc_reshard_result *res)
 {
     double t0 = now_s();
-    MPI_Comm comm = *(const MPI_Comm *)comm_p;
     int me, np;
     MPI_TRY(MPI_Comm_rank(comm, &me));
     MPI_TRY(MPI_Comm_size(comm, &np));

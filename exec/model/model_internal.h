@@ -5,7 +5,7 @@
 #ifndef PTC_RUNTIME_MODEL_INTERNAL_H
 #define PTC_RUNTIME_MODEL_INTERNAL_H
 
-#include "ptc/exec.h"
+#include "ptc/exec_model.h"
 #include "base/util_internal.h"
 
 #define LN_EPS 1e-5f

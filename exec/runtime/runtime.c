@@ -362,7 +362,7 @@ static int post_send(ptc_exec *e, int j)
     e->tm[j].start = rt_now() - e->t0;
     e->st.messages++;
     e->sends_total++;
-    if (e->o.debug_drop_send > 0 && e->sends_total == e->o.debug_drop_send) {
+    if (e->drop_send > 0 && e->sends_total == e->drop_send) {
         /* Test hook: pretend it went; the receiver will wait forever. */
         ptc_log(PTC_LOG_WARN, "rank %d: dropping send %ld on purpose (debug)",
                 e->world_rank, e->sends_total);
@@ -652,3 +652,8 @@ void ptc_exec_coords(const ptc_exec *e, int *pp_i, int *dp_i, int *tp_i)
 MPI_Comm ptc_exec_tp_comm(const ptc_exec *e) { return e->tp; }
 
 MPI_Comm ptc_exec_pipe_comm(const ptc_exec *e) { return e->pipe; }
+
+void ptc_exec_testing_drop_send(ptc_exec *e, long n)
+{
+    e->drop_send = n;
+}

@@ -4,6 +4,7 @@
 
 #include "ptc/exec.h"
 #include "base/util_internal.h"
+#include "ptc/build_config.h"
 
 /* Boundary-buffer slots of (chunk, micro-batch): */
 enum {
@@ -77,6 +78,7 @@ struct ptc_exec {
     int *chunk_bwd_left;   /* [nchunks] backward-weight actions left */
     MPI_Request *red_req;  /* [nchunks] */
     bool failed;           /* a step failed: requests abandoned, no more steps */
+    long drop_send;        /* tests: never send the n-th message (0 = off) */
     bool *red_posted;
     ptc_exec_stats st;
     /* device mode */

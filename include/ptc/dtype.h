@@ -32,6 +32,10 @@ typedef enum ptc_dtype {
     PTC_DTYPE_COUNT
 } ptc_dtype;
 
+/** "Keep each tensor's stored dtype", where a function takes a target dtype
+ * (exports, views, reshards). */
+#define PTC_DTYPE_KEEP PTC_DTYPE_COUNT
+
 /** @return bytes per element (1, 2, 4 or 8); 0 for an invalid value. */
 PTC_API size_t ptc_dtype_size(ptc_dtype dt);
 

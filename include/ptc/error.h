@@ -79,6 +79,17 @@ PTC_API void ptc_error_clear(void);
 /** @return "0.1.0" */
 PTC_API const char *ptc_version(void);
 
+/** Optional parts of a build of the library (ptc_features()). A part a build
+ * lacks answers PTC_E_UNSUPPORTED; the headers are the same in every build. */
+enum {
+    PTC_FEATURE_CUDA = 1u << 0, /**< CUDA kernels and the CUDA demo model */
+    PTC_FEATURE_NCCL = 1u << 1, /**< NCCL executors (device buffers) */
+    PTC_FEATURE_FUSE = 1u << 2, /**< the FUSE mount (ptc_mount_run) */
+};
+
+/** @return the PTC_FEATURE_* flags of this build of the library. */
+PTC_API unsigned ptc_features(void);
+
 /* ---- logging -------------------------------------------------------------- */
 
 enum { PTC_LOG_ERROR = 0, PTC_LOG_WARN = 1, PTC_LOG_INFO = 2, PTC_LOG_DEBUG = 3 };
@@ -94,7 +105,8 @@ PTC_API void ptc_log_set(ptc_log_fn fn, void *user, int max_level);
 typedef void (*ptc_progress_fn)(const char *what, uint64_t done, uint64_t total,
                                 void *user);
 
-/* ---- fault injection (tests) ---------------------------------------------- */
+#ifdef PTC_TESTING
+/* ---- fault injection (tests; declared only with PTC_TESTING) --------------- */
 
 /**
  * Make the @p n-th allocation from now fail (1 = the next one); 0 disables.
@@ -113,6 +125,7 @@ PTC_API void ptc_fault_write_at(long n, int err);
  * (lets a test learn the total and then fail each one in turn). */
 PTC_API long ptc_fault_alloc_count(void);
 PTC_API long ptc_fault_write_count(void);
+#endif
 
 #ifdef __cplusplus
 }

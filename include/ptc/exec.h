@@ -1,8 +1,8 @@
 /**
  * @file exec.h
  * @brief Pipeline runtime: runs a schedule (ptc/sched.h) over MPI ranks with
- *        user compute callbacks; process groups; fake compute; the demo
- *        model used by `ptc train`.
+ *        user compute callbacks; process groups; fake compute. The demo
+ *        model used by `ptc train` is in ptc/exec_model.h.
  *
  * A training loop creates one ptc_exec per process with the schedule, the
  * parallel configuration, its stage callbacks and the size of the tensors
@@ -16,16 +16,15 @@
  *
  * MPI must be initialised by the caller (the library never calls MPI_Init).
  *
- * @note Thread safety: a ptc_exec, ptc_exec_fake, ptc_exec_model and
- *       ptc_exec_model_cuda are externally synchronised and must be used
- *       from the thread that initialised MPI. The group arithmetic functions are pure and safe.
+ * @note Thread safety: a ptc_exec and a ptc_exec_fake are externally
+ *       synchronised and must be used from the thread that initialised MPI.
+ *       The group arithmetic functions are pure and safe.
  */
 #ifndef PTC_EXEC_H
 #define PTC_EXEC_H
 
 #include <mpi.h>
 
-#include "ptc/build_config.h"
 #include "ptc/config.h"
 #include "ptc/error.h"
 #include "ptc/sched.h"
@@ -117,8 +116,6 @@ typedef struct ptc_exec_opts {
     double jitter;       /**< extra random sleep before each compute, uniform
                               in [0, jitter) seconds; 0 = none */
     uint64_t jitter_seed;
-    long debug_drop_send; /**< tests only: never send this rank's n-th
-                               message (1-based, counted over steps); 0 = off */
 } ptc_exec_opts;
 
 /** Defaults: act_bytes 0 (must be set), host, no timeout, prepost all,
@@ -257,205 +254,24 @@ PTC_API void ptc_exec_fake_stage(ptc_exec_fake *f, ptc_exec_stage *out);
 /** Number of inputs whose pattern was checked so far. */
 PTC_API size_t ptc_exec_fake_checked(const ptc_exec_fake *f);
 
-/* ---- demo model ----------------------------------------------------------------- */
-
-/** Demo model shape: embedding, L blocks x + W2 gelu(W1 LN(x) + b1) + b2,
- * final LayerNorm, lm_head, softmax cross-entropy. */
-typedef struct ptc_exec_model_cfg {
-    int layers, hidden, vocab;
-    int tokens;        /**< tokens (rows) per micro-batch */
-    float lr;          /**< AdamW learning rate (default 1e-3) */
-    uint64_t seed;     /**< parameter initialisation */
-} ptc_exec_model_cfg;
-
-/** Parse `mlp:layers=L,hidden=H,vocab=V[,tokens=N]` into @p m (other fields
- * keep their values). @return PTC_OK or PTC_E_INVAL naming the bad part. */
-PTC_API int ptc_exec_model_parse(ptc_exec_model_cfg *m, const char *text);
-
-/** Opaque model shard (the chunks of one pipeline rank). */
-typedef struct ptc_exec_model ptc_exec_model;
-
-/** Where a micro-batch's tokens come from: fill @p ids and @p targets (n
- * each) for global micro-batch @p gmb of step @p step. */
-typedef int (*ptc_exec_data_fn)(void *user, int64_t step, int64_t gmb,
-                                int32_t *ids, int32_t *targets, int n);
-
-/**
- * Build the shard of pipeline rank @p rank of @p s: chunk c holds global
- * stage g = (pipe, stage) with layer l on stage ptc_config_stage_of_layer
- * (pp = stages), the embedding on stage 0 and the head on the last stage.
- * Parameters are initialised from (seed, tensor name), so every shard of
- * every layout starts from the same model.
- * @param gmb_base   global index of this replica's micro-batch 0
- * @param gmb_total  micro-batches per step over all replicas (loss scale)
- * @return PTC_OK, PTC_E_INVAL, PTC_E_CONFIG or PTC_E_NOMEM.
- */
-PTC_API int ptc_exec_model_create(ptc_exec_model **out,
-                                  const ptc_exec_model_cfg *m,
-                                  const ptc_sched *s, int rank, int64_t gmb_base,
-                                  int64_t gmb_total, ptc_exec_data_fn data,
-                                  void *data_user);
-/** Free; NULL is a no-op. */
-PTC_API void ptc_exec_model_destroy(ptc_exec_model *x);
-/** The callbacks (user = @p x). */
-PTC_API void ptc_exec_model_stage(ptc_exec_model *x, ptc_exec_stage *out);
-/** Bytes of a boundary activation: tokens * hidden * 4. */
-PTC_API size_t ptc_exec_model_act_bytes(const ptc_exec_model_cfg *m);
-/** Set the step number used for data and AdamW's t (t = step + 1). */
-PTC_API void ptc_exec_model_set_step(ptc_exec_model *x, int64_t step);
-/** Mean loss of each of this shard's micro-batches of the last step
- * (micro-batch order; 0 where this shard has no last stage). Owned by @p x. */
-PTC_API const double *ptc_exec_model_losses(const ptc_exec_model *x, int *n);
-
-/** A parameter tensor of the shard (F32, row-major). */
-typedef struct ptc_exec_param {
-    const char *name;  /**< llama-style name, e.g. model.layers.3.mlp.up_proj.weight */
-    int ndim;
-    int64_t shape[2];
-    float *data;       /**< owned by the model */
-    int pipe, stage, chunk;
-} ptc_exec_param;
-
-/** Parameters of the shard: @p *n entries, owned by @p x. */
-PTC_API const ptc_exec_param *ptc_exec_model_params(const ptc_exec_model *x,
-                                                    size_t *n);
-
-/* ---- demo model on a CUDA device ------------------------------------------------- */
-
-/**
- * Opaque model shard whose parameters, gradients, AdamW moments and saved
- * activations live on the current CUDA device (exec/model/model_cuda.c).
- * Same model, layout, tensor names and initial values as ptc_exec_model;
- * its callbacks take and give device buffers, so it pairs with a runtime in
- * PTC_EXEC_DEVICE_CUDA mode. Each shard has one stream and one cuBLAS handle;
- * every callback has finished its device work when it returns (the runtime's
- * NCCL transfers and reduction read the buffers afterwards). Results agree
- * with the CPU model within rounding (cuBLAS and the CUDA reductions sum in
- * another order), not bit for bit.
- */
-typedef struct ptc_exec_model_cuda ptc_exec_model_cuda;
-
-#if PTC_WITH_CUDA
-/**
- * Bind this process to CUDA device @p local_rank modulo the device count
- * (cudaSetDevice). Call it before creating a model or a runtime in device
- * mode; `ptc train` passes the node-local rank and size from the launcher
- * (OMPI_COMM_WORLD_LOCAL_RANK / _LOCAL_SIZE).
- * @param local_size processes on this node, or 0 if unknown. NCCL refuses
- *                   two ranks of one communicator on the same device, so
- *                   more processes than devices is an error here rather
- *                   than an "invalid usage" from ncclCommInitRank later.
- * @param device     receives the chosen device index, -1 on failure (may be
- *                   NULL)
- * @return PTC_OK; PTC_E_INVAL (@p local_rank < 0, or >= @p local_size when
- *         that is given); PTC_E_CUDA when no device is visible or the
- *         runtime cannot start (the message starts "no cuda device");
- *         PTC_E_CONFIG when @p local_size exceeds the device count.
- */
-PTC_API int ptc_exec_cuda_select_device(int local_rank, int local_size, int *device);
-
-/**
- * As ptc_exec_model_create(), on the current device: the parameters are
- * initialised on the host (identically) and copied up.
- * @return PTC_OK, PTC_E_INVAL, PTC_E_RANGE, PTC_E_CONFIG, PTC_E_NOMEM or
- *         PTC_E_CUDA (allocation, stream or cuBLAS handle). On failure
- *         *out is NULL.
- */
-PTC_API int ptc_exec_model_cuda_create(ptc_exec_model_cuda **out,
-                                       const ptc_exec_model_cfg *m,
-                                       const ptc_sched *s, int rank,
-                                       int64_t gmb_base, int64_t gmb_total,
-                                       ptc_exec_data_fn data, void *data_user);
-/** Free (device memory, stream, cuBLAS handle); NULL is a no-op. */
-PTC_API void ptc_exec_model_cuda_destroy(ptc_exec_model_cuda *x);
-/** The callbacks (user = @p x); boundary buffers are device memory. */
-PTC_API void ptc_exec_model_cuda_stage(ptc_exec_model_cuda *x, ptc_exec_stage *out);
-/** Set the step number used for data and AdamW's t (t = step + 1). */
-PTC_API void ptc_exec_model_cuda_set_step(ptc_exec_model_cuda *x, int64_t step);
-/**
- * Mean loss of each of this shard's micro-batches of the last step, copied
- * back from the device (micro-batch order; 0 where this shard has no last
- * stage). Each mean is summed in double on the host in row order, as the
- * CPU model does. @p *losses is owned by @p x, valid until the next call.
- * @return PTC_OK or PTC_E_CUDA.
- */
-PTC_API int ptc_exec_model_cuda_losses(ptc_exec_model_cuda *x, const double **losses,
-                                       int *n);
-/**
- * Copy the parameters back to the host and list them (as
- * ptc_exec_model_params(): global names, F32, row-major; `data` is host
- * memory owned by @p x, refreshed by each call).
- * @return PTC_OK or PTC_E_CUDA.
- */
-PTC_API int ptc_exec_model_cuda_params(ptc_exec_model_cuda *x,
-                                       const ptc_exec_param **params, size_t *n);
-#else
-static inline int ptc_exec_cuda_select_device(int local_rank, int local_size, int *device)
-{
-    (void)local_rank, (void)local_size;
-    if (device)
-        *device = -1;
-    return ptc_error_set(PTC_E_UNSUPPORTED, "built without cuda");
-}
-static inline int ptc_exec_model_cuda_create(ptc_exec_model_cuda **out,
-                                             const ptc_exec_model_cfg *m,
-                                             const ptc_sched *s, int rank,
-                                             int64_t gmb_base, int64_t gmb_total,
-                                             ptc_exec_data_fn data, void *data_user)
-{
-    (void)m, (void)s, (void)rank, (void)gmb_base, (void)gmb_total, (void)data,
-        (void)data_user;
-    *out = NULL;
-    return ptc_error_set(PTC_E_UNSUPPORTED, "built without cuda");
-}
-static inline void ptc_exec_model_cuda_destroy(ptc_exec_model_cuda *x) { (void)x; }
-static inline void ptc_exec_model_cuda_stage(ptc_exec_model_cuda *x, ptc_exec_stage *out)
-{
-    static const ptc_exec_stage none = {0};
-    (void)x;
-    *out = none;
-}
-static inline void ptc_exec_model_cuda_set_step(ptc_exec_model_cuda *x, int64_t step)
-{
-    (void)x, (void)step;
-}
-static inline int ptc_exec_model_cuda_losses(ptc_exec_model_cuda *x, const double **losses,
-                                             int *n)
-{
-    (void)x;
-    *losses = NULL;
-    *n = 0;
-    return ptc_error_set(PTC_E_UNSUPPORTED, "built without cuda");
-}
-static inline int ptc_exec_model_cuda_params(ptc_exec_model_cuda *x,
-                                             const ptc_exec_param **params, size_t *n)
-{
-    (void)x;
-    *params = NULL;
-    *n = 0;
-    return ptc_error_set(PTC_E_UNSUPPORTED, "built without cuda");
-}
-#endif
-
 /* ---- NCCL (device buffers) ------------------------------------------------------- */
 
-#if PTC_WITH_NCCL
 /**
  * Create an NCCL communicator over @p comm (collective): rank 0 makes the
  * ncclUniqueId and broadcasts it over MPI. *out is an ncclComm_t.
- * @return PTC_OK, PTC_E_MPI, PTC_E_NCCL.
+ * @return PTC_OK, PTC_E_MPI, PTC_E_NCCL; PTC_E_UNSUPPORTED in a build
+ *         without NCCL.
  */
 PTC_API int ptc_exec_nccl_comm_create(void **out, MPI_Comm comm);
 /** Destroy an NCCL communicator; NULL is a no-op. */
 PTC_API void ptc_exec_nccl_comm_destroy(void *nccl_comm);
-#else
-static inline int ptc_exec_nccl_comm_create(void **out, MPI_Comm comm)
-{
-    (void)comm;
-    *out = NULL;
-    return ptc_error_set(PTC_E_UNSUPPORTED, "built without nccl");
-}
-static inline void ptc_exec_nccl_comm_destroy(void *nccl_comm) { (void)nccl_comm; }
+
+#ifdef PTC_TESTING
+/* ---- test knobs (declared only with PTC_TESTING) ------------------------------- */
+
+/** Never send this process's @p n-th message (1-based, counted over steps;
+ * 0 = off): the watchdog tests' lost message. */
+PTC_API void ptc_exec_testing_drop_send(ptc_exec *e, long n);
 #endif
 
 #ifdef __cplusplus

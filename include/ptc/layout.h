@@ -161,6 +161,20 @@ PTC_API int ptc_layout_groups(const ptc_layout *l, size_t t, ptc_shard_group **g
 /** Free what ptc_layout_groups returned. NULL is a no-op. */
 PTC_API void ptc_layout_groups_free(ptc_shard_group *groups);
 
+/* ---- the layout of a stored version (ptc/layout_store.c) ------------------ */
+
+/** A read view of one stored version (include/ptc/store.h). */
+typedef struct ptc_store_reader ptc_store_reader;
+
+/**
+ * The layout of a stored version: its tensors under its rules and either
+ * the configuration it was stored with (@p cfg NULL) or @p cfg.
+ * @return PTC_OK or the errors of ptc_rules_parse / ptc_config_parse /
+ *   ptc_layout_create (e.g. PTC_E_CONFIG: a layers= list that does not fit).
+ */
+PTC_API int ptc_layout_of_version(ptc_layout **out, const ptc_store_reader *r,
+                                  const ptc_config *cfg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,8 +2,8 @@
  * @file mount.h
  * @brief Serve a ptc_view as a read-only FUSE filesystem (libfuse3).
  *
- * Builds without libfuse3 (PTC_WITH_FUSE == 0) get an inline stub that
- * returns PTC_E_UNSUPPORTED.
+ * In a build without libfuse3, ptc_mount_run returns PTC_E_UNSUPPORTED
+ * (fuse/mount_no_fuse3.c); the header is the same in every build.
  *
  * @note Thread safety: ptc_mount_run blocks its caller until the filesystem
  *       is unmounted; the view it serves must stay valid until it returns
@@ -12,7 +12,6 @@
 #ifndef PTC_MOUNT_H
 #define PTC_MOUNT_H
 
-#include "ptc/build_config.h"
 #include "ptc/error.h"
 #include "ptc/view.h"
 
@@ -39,7 +38,6 @@ typedef struct ptc_mount_options {
     void *user;        /**< passed to ready and tick */
 } ptc_mount_options;
 
-#if PTC_WITH_FUSE
 /**
  * Mount @p view read-only at @p mountpoint and serve it with several
  * threads until unmounted (fusermount3 -u, umount) or until SIGINT,
@@ -57,20 +55,11 @@ typedef struct ptc_mount_options {
  *         does not exist; PTC_E_INVAL if it is not a directory; PTC_E_BUSY
  *         if it is already a mount point (or a stale one);
  *         PTC_E_UNSUPPORTED if there is no /dev/fuse; PTC_E_IO if the
- *         mount fails; the error of opts->ready.
+ *         mount fails; the error of opts->ready; PTC_E_UNSUPPORTED in a
+ *         build without FUSE.
  */
 PTC_API int ptc_mount_run(ptc_view *view, const char *mountpoint,
                           const ptc_mount_options *opts);
-#else
-static inline int ptc_mount_run(ptc_view *view, const char *mountpoint,
-                                const ptc_mount_options *opts)
-{
-    (void)view;
-    (void)mountpoint;
-    (void)opts;
-    return ptc_error_set(PTC_E_UNSUPPORTED, "this build of ptc has no FUSE support");
-}
-#endif
 
 #ifdef __cplusplus
 }

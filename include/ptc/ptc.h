@@ -8,19 +8,35 @@
 #ifndef PTC_PTC_H
 #define PTC_PTC_H
 
+/* base */
 #include "ptc/error.h"
 #include "ptc/dtype.h"
 #include "ptc/box.h"
+/* kernels */
+#include "ptc/crc32c.h"
+/* ptc: the store and its formats */
 #include "ptc/config.h"
 #include "ptc/rules.h"
 #include "ptc/layout.h"
 #include "ptc/store.h"
 #include "ptc/safetensors.h"
 #include "ptc/npy.h"
-#include "ptc/export.h"
+#include "ptc/import.h"
+#include "ptc/vfile.h"
+/* dataset */
+#include "ptc/order.h"
+#include "ptc/batch.h"
+#include "ptc/ingest.h"
 #include "ptc/dataset.h"
+/* reshard */
+#include "ptc/plan.h"
+#include "ptc/reshard.h"
+/* fuse */
 #include "ptc/view.h"
 #include "ptc/mount.h"
+/* exec */
 #include "ptc/sched.h"
+#include "ptc/exec.h"
+#include "ptc/exec_model.h"
 
 #endif

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptc/exec.h"
+#include "ptc/exec_model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

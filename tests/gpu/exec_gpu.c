@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ptc/exec.h"
+#include "ptc/exec_model.h"
 
 #define BYTES 4096
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptc/build_config.h"
 #include "ptc/reshard.h"
 
 static const char rules_txt[] = "layer blk.{L}.\n"
@@ -49,7 +50,7 @@ int main(int argc, char **argv)
     ptc_rules_parse(&rules, rules_txt, strlen(rules_txt), "t");
     ptc_reshard_nccl *ctx = NULL;
     MPI_Comm comm = MPI_COMM_WORLD;
-    int rc = ptc_reshard_nccl_create(&ctx, &comm);
+    int rc = ptc_reshard_nccl_create(&ctx, comm);
     if (rc != PTC_OK) {
         fprintf(stderr, "nccl: %s\n", ptc_last_error());
         return 1;
@@ -97,7 +98,7 @@ int main(int argc, char **argv)
             }
             /* the source pattern is per rank, not per element: compare the
              * device result with the host executor's, byte for byte */
-            if (ptc_reshard_host(p, &comm, (const void *const *)hs, hd) != PTC_OK ||
+            if (ptc_reshard_host(p, comm, (const void *const *)hs, hd) != PTC_OK ||
                 ptc_reshard_device(p, ctx, (const void *const *)ds, dd, NULL) != PTC_OK) {
                 fprintf(stderr, "rank %d: %s\n", me, ptc_last_error());
                 bad++;

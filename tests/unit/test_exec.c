@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "exec/runtime/runtime_internal.h"
+#include "ptc/exec_model.h"
 
 static void test_groups_partition(void **state)
 {

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "exec/runtime/runtime_internal.h"
+#include "ptc/exec_model.h"
 
 const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "detect_leaks=0"; }

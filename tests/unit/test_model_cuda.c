@@ -573,7 +573,7 @@ int main(void)
 
 #else /* built without CUDA: the header stubs */
 
-#include "ptc/exec.h"
+#include "ptc/exec_model.h"
 
 static void test_stubs(void **st)
 {

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "ptc/build_config.h"
 #include "ptc/mount.h"
 #include "ptc/view.h"
 

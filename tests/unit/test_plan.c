@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "ptc/reshard.h"
+#include "ptc/plan.h"
 #include "reshard/reshard_internal.h"
 
 static const char mixed_rules[] =

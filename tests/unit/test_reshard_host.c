@@ -150,7 +150,7 @@ static long run_case(const char *from, const char *to, int hosts)
     void **src = make(la, me, true, &ls), **dst = make(lb, me, false, &lt),
          **exp = make(lb, me, true, &le);
     MPI_Comm comm = MPI_COMM_WORLD;
-    int rc = ptc_reshard_host(p, &comm, (const void *const *)src, dst);
+    int rc = ptc_reshard_host(p, comm, (const void *const *)src, dst);
     if (rc != PTC_OK)
         print_error("rank %d: %s\n", me, ptc_last_error());
     long bad = rc != PTC_OK;
@@ -215,7 +215,7 @@ static void test_too_small(void **st)
     assert_int_equal(ptc_plan_create(&p, la, lb, NULL), PTC_OK);
     MPI_Comm comm = MPI_COMM_WORLD;
     void *bufs[MAXT] = {0};
-    assert_int_equal(ptc_reshard_host(p, &comm, (const void *const *)bufs, bufs), PTC_E_INVAL);
+    assert_int_equal(ptc_reshard_host(p, comm, (const void *const *)bufs, bufs), PTC_E_INVAL);
     ptc_plan_destroy(p);
     ptc_layout_destroy(la);
     ptc_layout_destroy(lb);

@@ -1,8 +1,7 @@
 /**
- * @file export.h
- * @brief Import of safetensors checkpoints into a store, and safetensors
- * views of a stored version: the whole model or any rank of any
- * configuration, assembled on read from the stored pieces.
+ * @file vfile.h
+ * @brief Safetensors views of a stored version: the whole model or any rank
+ * of any configuration, assembled on read from the stored pieces.
  *
  * A view (ptc_vfile) is a virtual safetensors file: its header is computed
  * from the layout, and a read of bytes [a, b) reads only the stored blocks
@@ -18,55 +17,15 @@
  * ptc_vfile_read may be called from many threads at once (the reader it was
  * made from must stay open).
  */
-#ifndef PTC_EXPORT_H
-#define PTC_EXPORT_H
+#ifndef PTC_VFILE_H
+#define PTC_VFILE_H
 
-#include "ptc/config.h"
 #include "ptc/layout.h"
-#include "ptc/rules.h"
 #include "ptc/store.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/** Keep each tensor's stored dtype (for the @c dtype arguments below). */
-#define PTC_DTYPE_KEEP PTC_DTYPE_COUNT
-
-/** Options of ptc_import(). Zero-initialise, then set fields. */
-typedef struct ptc_import_options {
-    const char *step;        /**< step label (may be NULL) */
-    unsigned codec;          /**< PTC_STORE_CODEC_NONE / _ZSTD */
-    int level;               /**< zstd level (0: default) */
-    ptc_progress_fn progress;/**< ("import", bytes done, bytes total) */
-    void *progress_user;
-} ptc_import_options;
-
-/**
- * Import safetensors checkpoints (files, or `model.safetensors.index.json`
- * indexes) as a new version laid out for @p cfg under @p rules. Each
- * distinct shard is written once (replicas are aliases); data is streamed
- * from the mapped inputs in bounded chunks, never whole.
- * @param inputs  @p ninputs paths; tensors keep file order then data order
- * @param version receives the committed version (may be NULL)
- * @return PTC_OK; the errors of ptc_st_open / ptc_st_index_open (bad input,
- *   naming file and problem), ptc_layout_create (no rule, bad config, naming
- *   the tensor), ptc_store_writer_* (PTC_E_BUSY, PTC_E_IO); PTC_E_EXISTS for
- *   a tensor name present in two inputs. On failure nothing is committed and
- *   the store's committed versions are unchanged.
- */
-PTC_API int ptc_import(ptc_store *s, const char *const *inputs, size_t ninputs,
-                       const ptc_config *cfg, const ptc_rules *rules,
-                       const ptc_import_options *opts, uint64_t *version);
-
-/**
- * The layout of a stored version: its tensors under its rules and either
- * the configuration it was stored with (@p cfg NULL) or @p cfg.
- * @return PTC_OK or the errors of ptc_rules_parse / ptc_config_parse /
- *   ptc_layout_create (e.g. PTC_E_CONFIG: a layers= list that does not fit).
- */
-PTC_API int ptc_layout_of_version(ptc_layout **out, const ptc_store_reader *r,
-                                  const ptc_config *cfg);
 
 /** A virtual safetensors file (opaque). */
 typedef struct ptc_vfile ptc_vfile;
