@@ -1,0 +1,659 @@
+/* The training job of `ptc train`: options, schedule, data, the step loop
+ * and the gathered save. Printing is the caller's (cli/cmd_train.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ptc/safetensors.h"
+#include "ptc/train.h"
+#include "base/util_internal.h"
+
+#define SCHED_FILE_MAX ((size_t)256 << 20)
+#define TAG_SAVE 7001
+
+struct ptc_train {
+    ptc_train_opts o;
+    ptc_sched *sched;
+};
+
+void ptc_train_opts_init(ptc_train_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    ptc_config_init(&o->cfg);
+    o->data = "synthetic";
+    o->chunks = 2;
+    o->k = 2;
+    o->unit_ms = 1;
+    o->cost_f = 1;
+    o->cost_b = 2;
+    o->act_bytes = 1024;
+    o->model = (ptc_exec_model_cfg){.layers = 4, .hidden = 16, .vocab = 32, .tokens = 8,
+                                    .lr = 1e-3f, .seed = 0};
+}
+
+/* ---- schedule ----------------------------------------------------------------- */
+
+static int read_small_file(const char *path, char **out, size_t *len)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ptc_error_sys(errno == ENOENT ? PTC_E_NOTFOUND : PTC_E_IO, "open %s", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return ptc_error_set(PTC_E_IO, "%s is not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > SCHED_FILE_MAX) {
+        close(fd);
+        return ptc_error_set(PTC_E_RANGE, "%s: larger than %zu MiB", path, SCHED_FILE_MAX >> 20);
+    }
+    char *buf = ptc_malloc((size_t)st.st_size + 1);
+    if (!buf) {
+        close(fd);
+        return PTC_E_NOMEM;
+    }
+    int rc = ptc_pread_all(fd, buf, (size_t)st.st_size, 0, path);
+    close(fd);
+    if (rc != PTC_OK) {
+        ptc_free(buf);
+        return rc;
+    }
+    *out = buf;
+    *len = (size_t)st.st_size;
+    return PTC_OK;
+}
+
+/* Generate or read the schedule, then validate it. No communication. */
+static int make_schedule(const ptc_train_opts *o, ptc_sched **out)
+{
+    *out = NULL;
+    ptc_sched *s = NULL;
+    ptc_sched_kind_id kind;
+    if (ptc_sched_kind_parse(o->schedule, &kind) == PTC_OK) {
+        ptc_sched_gen g = {.kind = kind, .ranks = o->cfg.pp, .microbatches = o->microbatches,
+                           .chunks = o->chunks, .k = o->k, .cost_f = o->cost_f,
+                           .cost_b = o->cost_b, .cost_w = o->cost_w};
+        PTC_TRY(ptc_sched_generate(&s, &g));
+    } else {
+        char *buf = NULL;
+        size_t len = 0;
+        int rc = read_small_file(o->schedule, &buf, &len);
+        if (rc == PTC_E_NOTFOUND)
+            return ptc_error_set(PTC_E_INVAL, "--schedule: '%s' is neither a kind nor a "
+                                              "readable file", o->schedule);
+        PTC_TRY(rc);
+        rc = ptc_sched_parse(&s, buf, len);
+        ptc_free(buf);
+        if (rc != PTC_OK)
+            return ptc_error_set(rc, "%s: %s", o->schedule, ptc_last_error());
+    }
+    ptc_sched_report rep;
+    int rc = ptc_sched_validate(s, &rep);
+    if (rc != PTC_OK) {
+        rc = ptc_error_set(PTC_E_FORMAT, "schedule rejected: %s", rep.message);
+        ptc_sched_report_clear(&rep);
+        ptc_sched_destroy(s);
+        return rc;
+    }
+    ptc_sched_report_clear(&rep);
+    if (ptc_sched_ranks(s) != o->cfg.pp || ptc_sched_microbatches(s) != o->microbatches) {
+        rc = ptc_error_set(PTC_E_CONFIG,
+                           "schedule has %d ranks and %d micro-batches, expected pp=%d and %d",
+                           ptc_sched_ranks(s), ptc_sched_microbatches(s), o->cfg.pp,
+                           o->microbatches);
+        ptc_sched_destroy(s);
+        return rc;
+    }
+    *out = s;
+    return PTC_OK;
+}
+
+/* ---- the GPU: local rank from the launcher -------------------------------------- */
+
+static bool env_int(const char *name, int lo, int *out)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return false;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || x < lo || x > (1 << 20))
+        return false;
+    *out = (int)x;
+    return true;
+}
+
+static int select_gpu(void)
+{
+    unsigned have = ptc_features();
+    if (!(have & PTC_FEATURE_CUDA) || !(have & PTC_FEATURE_NCCL))
+        return ptc_error_set(PTC_E_UNSUPPORTED,
+                             "--device cuda: this build has no %s (use --device cpu)",
+                             !(have & PTC_FEATURE_CUDA) ? "cuda" : "nccl");
+    static const char *rank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                      "SLURM_LOCALID"};
+    static const char *size_vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                      "SLURM_NTASKS_PER_NODE"};
+    int local = 0, size = 0; /* alone: rank 0 of an unknown count */
+    for (size_t i = 0; i < PTC_ARRAY_LEN(rank_vars); i++) {
+        if (env_int(rank_vars[i], 0, &local)) {
+            if (!env_int(size_vars[i], 1, &size))
+                size = 0;
+            break;
+        }
+        local = 0;
+    }
+    int dev;
+    int rc = ptc_exec_cuda_select_device(local, size, &dev);
+    if (rc != PTC_OK)
+        return ptc_error_set(rc, "--device cuda: %s", ptc_last_error());
+    return PTC_OK;
+}
+
+int ptc_train_prepare(ptc_train **out, const ptc_train_opts *o)
+{
+    *out = NULL;
+    if (!o->schedule || o->microbatches < 1 || o->steps < 1)
+        return ptc_error_set(PTC_E_INVAL, "train: --config, --schedule, --microbatches and "
+                                          "--steps are required");
+    if (o->cfg.tp != 1)
+        return ptc_error_set(PTC_E_INVAL, "train: the demo model has no tensor parallelism "
+                                          "(tp=1)");
+    if (o->cost_w > o->cost_b)
+        return ptc_error_set(PTC_E_INVAL, "--cost-w must not exceed --cost-b");
+    if (o->cuda && o->fake)
+        return ptc_error_set(PTC_E_INVAL, "--fake-compute runs on the host: use --device cpu");
+    if (strcmp(o->data, "synthetic") && strncmp(o->data, "tokens:", 7))
+        return ptc_error_set(PTC_E_INVAL, "--data: expected synthetic or tokens:FILE");
+    ptc_train *t = ptc_calloc(1, sizeof *t);
+    if (!t)
+        return PTC_E_NOMEM;
+    t->o = *o;
+    if (!o->fake)
+        t->o.act_bytes = ptc_exec_model_act_bytes(&o->model);
+    int rc = make_schedule(&t->o, &t->sched);
+    if (rc == PTC_OK && o->cuda)
+        rc = select_gpu();
+    if (rc != PTC_OK) {
+        ptc_train_destroy(t);
+        return rc;
+    }
+    *out = t;
+    return PTC_OK;
+}
+
+const ptc_sched *ptc_train_schedule(const ptc_train *t)
+{
+    return t->sched;
+}
+
+void ptc_train_destroy(ptc_train *t)
+{
+    if (!t)
+        return;
+    ptc_sched_destroy(t->sched);
+    ptc_free(t);
+}
+
+/* ---- data ------------------------------------------------------------------------ */
+
+typedef struct data_src {
+    int vocab;
+    uint64_t seed;
+    int64_t per_step; /* global micro-batches per step */
+    uint16_t *tok;
+    size_t ntok;
+} data_src;
+
+static uint64_t mix(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Micro-batch `gmb` of step `step` is window step*per_step + gmb: synthetic
+ * ids from the seed (targets a fixed function of the ids), or the window's
+ * place in the token file (wrapping around). */
+static int data_fn(void *user, int64_t step, int64_t gmb, int32_t *ids, int32_t *targets, int n)
+{
+    data_src *d = user;
+    uint64_t window = (uint64_t)(step * d->per_step + gmb);
+    if (!d->tok) {
+        for (int i = 0; i < n; i++) {
+            ids[i] = (int32_t)(mix(d->seed ^ mix(window * (uint64_t)n + (uint64_t)i)) %
+                               (uint64_t)d->vocab);
+            targets[i] = (int32_t)(((uint64_t)ids[i] * 7 + 3) % (uint64_t)d->vocab);
+        }
+        return PTC_OK;
+    }
+    size_t span = d->ntok - (size_t)n;
+    size_t start = (size_t)((window * (uint64_t)n) % span);
+    for (int i = 0; i < n; i++) {
+        ids[i] = d->tok[start + (size_t)i];
+        targets[i] = d->tok[start + (size_t)i + 1];
+        if (ids[i] >= d->vocab || targets[i] >= d->vocab)
+            return ptc_error_set(PTC_E_RANGE, "token %d at %zu is outside vocab %d",
+                                 ids[i] >= d->vocab ? ids[i] : targets[i], start + (size_t)i,
+                                 d->vocab);
+    }
+    return PTC_OK;
+}
+
+static int load_tokens(data_src *d, const char *path, int n)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ptc_error_sys(PTC_E_IO, "cannot open %s", path);
+    struct stat st;
+    int rc = fstat(fd, &st) == 0 ? PTC_OK : ptc_error_sys(PTC_E_IO, "stat %s", path);
+    if (rc == PTC_OK && (uint64_t)st.st_size / 2 < (uint64_t)n + 1)
+        rc = ptc_error_set(PTC_E_FORMAT, "%s: fewer than %d tokens", path, n + 1);
+    if (rc == PTC_OK) {
+        len = (size_t)st.st_size / 2 * 2;
+        buf = ptc_malloc(len ? len : 1);
+        rc = buf ? ptc_pread_all(fd, buf, len, 0, path) : PTC_E_NOMEM;
+    }
+    close(fd);
+    if (rc != PTC_OK) {
+        ptc_free(buf);
+        return rc;
+    }
+    d->tok = (uint16_t *)buf;
+    d->ntok = len / 2;
+    return PTC_OK;
+}
+
+/* ---- the gathered save --------------------------------------------------------------
+ * Process 0 writes the parameters of replica 0 (global names, F32) to one
+ * safetensors file. Each other process of replica 0 that holds a stage of
+ * pipe 0 sends them in one message: u32 count, then per tensor u32 name
+ * length, the name, u32 ndim, 2 x i64 shape, the F32 data. */
+
+typedef struct saved {
+    char *name;
+    int ndim;
+    int64_t shape[2];
+    float *data;
+    size_t count;
+} saved;
+
+static size_t param_count(const ptc_exec_param *p)
+{
+    return (size_t)p->shape[0] * (size_t)(p->ndim > 1 ? p->shape[1] : 1);
+}
+
+static int pack_params(const ptc_exec_param *p, size_t np, char **out, size_t *out_len)
+{
+    size_t len = 4;
+    uint32_t cnt = 0;
+    for (size_t i = 0; i < np; i++) {
+        if (p[i].pipe != 0)
+            continue;
+        len += 4 + strlen(p[i].name) + 4 + 16 + param_count(&p[i]) * 4;
+        cnt++;
+    }
+    if (len > (size_t)INT32_MAX)
+        return ptc_error_set(PTC_E_RANGE, "--save: a stage's parameters exceed 2 GiB");
+    char *b = ptc_malloc(len), *q = b;
+    if (!b)
+        return PTC_E_NOMEM;
+    memcpy(q, &cnt, 4), q += 4;
+    for (size_t i = 0; i < np; i++) {
+        if (p[i].pipe != 0)
+            continue;
+        uint32_t nl = (uint32_t)strlen(p[i].name), nd = (uint32_t)p[i].ndim;
+        size_t c = param_count(&p[i]);
+        memcpy(q, &nl, 4), q += 4;
+        memcpy(q, p[i].name, nl), q += nl;
+        memcpy(q, &nd, 4), q += 4;
+        memcpy(q, p[i].shape, 16), q += 16;
+        memcpy(q, p[i].data, c * 4), q += c * 4;
+    }
+    *out = b;
+    *out_len = len;
+    return PTC_OK;
+}
+
+static void saved_free(saved *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        ptc_free(list[i].name);
+        ptc_free(list[i].data);
+    }
+    ptc_free(list);
+}
+
+/* Append the tensors of one message to *list. */
+static int unpack_params(const char *b, size_t len, int from, saved **list, size_t *n,
+                         size_t *cap)
+{
+    const char *q = b, *end = b + len;
+    uint32_t cnt;
+#define NEED(k)                                                                            \
+    do {                                                                                   \
+        if ((size_t)(end - q) < (size_t)(k))                                               \
+            return ptc_error_set(PTC_E_FORMAT, "--save: truncated message from rank %d", \
+                                 from);                                                    \
+    } while (0)
+    NEED(4);
+    memcpy(&cnt, q, 4), q += 4;
+    for (uint32_t i = 0; i < cnt; i++) {
+        uint32_t nl, nd;
+        NEED(4);
+        memcpy(&nl, q, 4), q += 4;
+        NEED((size_t)nl + 4 + 16);
+        saved s = {0};
+        const char *name = q;
+        q += nl;
+        memcpy(&nd, q, 4), q += 4;
+        memcpy(s.shape, q, 16), q += 16;
+        if (nd < 1 || nd > 2 || s.shape[0] < 0 || s.shape[1] < 0)
+            return ptc_error_set(PTC_E_FORMAT, "--save: bad tensor in message from rank %d",
+                                 from);
+        s.ndim = (int)nd;
+        s.count = (size_t)s.shape[0] * (size_t)(nd > 1 ? s.shape[1] : 1);
+        NEED(s.count * 4);
+        PTC_TRY(ptc_grow((void **)list, cap, *n + 1, sizeof **list));
+        s.name = ptc_strndup(name, nl);
+        s.data = ptc_malloc(s.count * 4 + 1);
+        if (!s.name || !s.data) {
+            ptc_free(s.name);
+            ptc_free(s.data);
+            return PTC_E_NOMEM;
+        }
+        memcpy(s.data, q, s.count * 4), q += s.count * 4;
+        (*list)[(*n)++] = s;
+    }
+#undef NEED
+    if (q != end)
+        return ptc_error_set(PTC_E_FORMAT, "--save: trailing bytes in message from rank %d",
+                             from);
+    return PTC_OK;
+}
+
+static int cmp_saved(const void *a, const void *b)
+{
+    return strcmp(((const saved *)a)->name, ((const saved *)b)->name);
+}
+
+static int write_saved(const char *path, saved *list, size_t n)
+{
+    qsort(list, n, sizeof *list, cmp_saved);
+    ptc_st_tensor *t = ptc_calloc(n ? n : 1, sizeof *t);
+    if (!t)
+        return PTC_E_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        t[i].name = list[i].name;
+        t[i].dtype = PTC_DTYPE_F32;
+        t[i].ndim = list[i].ndim;
+        t[i].shape[0] = list[i].shape[0];
+        t[i].shape[1] = list[i].shape[1];
+    }
+    ptc_st_kv meta[] = {{"format", "pt"}};
+    ptc_st_writer *w = NULL;
+    int rc = ptc_st_writer_create(&w, path, t, n, meta, 1);
+    for (size_t i = 0; rc == PTC_OK && i < n; i++)
+        rc = ptc_st_writer_write(w, list[i].data, list[i].count * 4);
+    if (rc == PTC_OK)
+        rc = ptc_st_writer_finish(w);
+    else
+        ptc_st_writer_abort(w);
+    ptc_free(t);
+    return rc;
+}
+
+static int mpi_fail(int mrc, const char *what)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(mrc, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "error %d", mrc);
+    return ptc_error_set(PTC_E_MPI, "%s: %s", what, msg);
+}
+
+/* Whether pipeline rank r holds a stage of pipe 0. */
+static bool holds_pipe0(const ptc_sched *s, int r)
+{
+    for (int c = 0; c < ptc_sched_chunks(s, r); c++) {
+        int pipe, st;
+        ptc_sched_stage_of(s, r, c, &pipe, &st);
+        if (pipe == 0)
+            return true;
+    }
+    return false;
+}
+
+static int save_gathered(const ptc_train *t, MPI_Comm world, const ptc_exec_param *p,
+                         size_t np, int wrank, int pp_i, int dp_i)
+{
+    const ptc_train_opts *o = &t->o;
+    char *b = NULL;
+    size_t len = 0;
+    int rc;
+    if (wrank != 0) {
+        if (dp_i != 0 || !holds_pipe0(t->sched, pp_i))
+            return PTC_OK;
+        PTC_TRY(pack_params(p, np, &b, &len));
+        int mrc = MPI_Send(b, (int)len, MPI_BYTE, 0, TAG_SAVE, world);
+        ptc_free(b);
+        return mrc == MPI_SUCCESS ? PTC_OK : mpi_fail(mrc, "--save: MPI_Send");
+    }
+    saved *list = NULL;
+    size_t n = 0, cap = 0;
+    rc = pack_params(p, np, &b, &len);
+    if (rc == PTC_OK)
+        rc = unpack_params(b, len, 0, &list, &n, &cap);
+    ptc_free(b);
+    for (int r = 1; rc == PTC_OK && r < o->cfg.pp; r++) {
+        if (!holds_pipe0(t->sched, r))
+            continue;
+        int src = ptc_config_rank(&o->cfg, r, 0, 0), cnt = 0;
+        MPI_Status st;
+        int mrc = MPI_Probe(src, TAG_SAVE, world, &st);
+        if (mrc == MPI_SUCCESS)
+            mrc = MPI_Get_count(&st, MPI_BYTE, &cnt);
+        if (mrc != MPI_SUCCESS) {
+            rc = mpi_fail(mrc, "--save: MPI_Probe");
+            break;
+        }
+        char *rb = ptc_malloc((size_t)cnt + 1);
+        if (!rb) {
+            rc = PTC_E_NOMEM;
+            break;
+        }
+        mrc = MPI_Recv(rb, cnt, MPI_BYTE, src, TAG_SAVE, world, MPI_STATUS_IGNORE);
+        rc = mrc == MPI_SUCCESS ? unpack_params(rb, (size_t)cnt, src, &list, &n, &cap)
+                                : mpi_fail(mrc, "--save: MPI_Recv");
+        ptc_free(rb);
+    }
+    if (rc == PTC_OK)
+        rc = write_saved(o->save, list, n);
+    saved_free(list, n);
+    return rc;
+}
+
+/* ---- the run ---------------------------------------------------------------------- */
+
+/* Every process agrees on rc (the worst code): the same return everywhere. */
+static int agree(MPI_Comm world, int rc)
+{
+    int all = rc;
+    if (MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, world) != MPI_SUCCESS)
+        return rc != PTC_OK ? rc : ptc_error_set(PTC_E_MPI, "MPI_Allreduce failed");
+    if (all != PTC_OK && rc == PTC_OK)
+        return ptc_error_set(all, "failed on another process");
+    return rc;
+}
+
+int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void *user,
+                  ptc_train_result *res)
+{
+    const ptc_train_opts *o = &t->o;
+    const ptc_sched *s = t->sched;
+    int wrank = 0, wsize = 1;
+    if (MPI_Comm_rank(world, &wrank) != MPI_SUCCESS ||
+        MPI_Comm_size(world, &wsize) != MPI_SUCCESS)
+        return ptc_error_set(PTC_E_MPI, "MPI_Comm_rank/size failed");
+    if (ptc_config_world(&o->cfg) != wsize)
+        return ptc_error_set(PTC_E_CONFIG, "--config needs %d processes, started with %d "
+                                           "(mpirun -np)", ptc_config_world(&o->cfg), wsize);
+    ptc_train_result dummy;
+    if (!res)
+        res = &dummy;
+    memset(res, 0, sizeof *res);
+    res->failed_step = -1;
+    int pp_i, dp_i, tp_i;
+    ptc_config_coords(&o->cfg, wrank, &pp_i, &dp_i, &tp_i);
+    ptc_exec *e = NULL;
+    ptc_exec_model *model = NULL;
+    ptc_exec_model_cuda *gmodel = NULL;
+    ptc_exec_fake *fake = NULL;
+    ptc_sched_sim *sim = NULL;
+    data_src ds = {.vocab = o->model.vocab, .seed = o->model.seed,
+                   .per_step = (int64_t)o->microbatches * o->cfg.dp};
+    int G = o->microbatches * o->cfg.dp;
+    double *losses = ptc_calloc((size_t)G, sizeof *losses);
+    double *all = ptc_calloc((size_t)G, sizeof *all);
+    ptc_exec_stage fns;
+    int rc = losses && all ? PTC_OK : PTC_E_NOMEM;
+    if (rc == PTC_OK && o->fake) {
+        ptc_sched_costs costs;
+        ptc_sched_costs_init(&costs);
+        costs.f = o->cost_f;
+        costs.b = o->cost_b;
+        costs.w = o->cost_w;
+        rc = ptc_exec_fake_create(&fake, s, pp_i, &costs, o->unit_ms * 1e-3, o->act_bytes);
+        if (rc == PTC_OK)
+            rc = ptc_sched_simulate(s, &costs, &sim);
+        if (rc == PTC_OK)
+            ptc_exec_fake_stage(fake, &fns);
+    } else if (rc == PTC_OK) {
+        if (!strncmp(o->data, "tokens:", 7))
+            rc = load_tokens(&ds, o->data + 7, o->model.tokens);
+        int64_t base = (int64_t)dp_i * o->microbatches;
+        if (rc == PTC_OK && o->cuda)
+            rc = ptc_exec_model_cuda_create(&gmodel, &o->model, s, pp_i, base, G, data_fn, &ds);
+        else if (rc == PTC_OK)
+            rc = ptc_exec_model_create(&model, &o->model, s, pp_i, base, G, data_fn, &ds);
+        if (rc == PTC_OK && o->cuda)
+            ptc_exec_model_cuda_stage(gmodel, &fns);
+        else if (rc == PTC_OK)
+            ptc_exec_model_stage(model, &fns);
+    }
+    bool have_model = model || gmodel;
+    if (rc == PTC_OK) {
+        ptc_exec_opts eo;
+        ptc_exec_opts_init(&eo);
+        eo.act_bytes = t->o.act_bytes;
+        eo.device = o->cuda ? PTC_EXEC_DEVICE_CUDA : PTC_EXEC_DEVICE_HOST;
+        eo.timeout = o->timeout;
+        eo.jitter = o->jitter_ms * 1e-3;
+        eo.jitter_seed = o->model.seed;
+        eo.prepost = o->prepost;
+        eo.overlap_reduce = o->overlap_reduce;
+        rc = ptc_exec_create(&e, s, &o->cfg, world, &fns, &eo);
+        if (rc == PTC_OK && o->testing_drop_send && wrank == 0)
+            ptc_exec_testing_drop_send(e, o->testing_drop_send);
+    }
+    rc = agree(world, rc);
+    for (int k = 0; rc == PTC_OK && k < o->steps; k++) {
+        if (model)
+            ptc_exec_model_set_step(model, k);
+        if (gmodel)
+            ptc_exec_model_cuda_set_step(gmodel, k);
+        rc = ptc_exec_step(e);
+        if (rc != PTC_OK) {
+            res->failed_step = k; /* the caller aborts: others may be blocked */
+            goto out;
+        }
+        memset(losses, 0, (size_t)G * sizeof *losses);
+        if (have_model) {
+            int nl = 0;
+            const double *l = NULL;
+            if (model)
+                l = ptc_exec_model_losses(model, &nl);
+            else if ((rc = ptc_exec_model_cuda_losses(gmodel, &l, &nl)) != PTC_OK) {
+                res->failed_step = k;
+                goto out;
+            }
+            for (int i = 0; i < nl; i++)
+                losses[dp_i * o->microbatches + i] = l[i];
+        }
+        ptc_exec_stats st;
+        ptc_exec_get_stats(e, &st);
+        double mx[4] = {st.step_seconds, st.actions_seconds, st.reduce_seconds,
+                        (double)st.peak_buffers},
+               mxo[4];
+        double sm[2] = {st.compute_seconds, (double)st.messages}, smo[2];
+        int mrc = MPI_Reduce(losses, all, G, MPI_DOUBLE, MPI_SUM, 0, world);
+        if (mrc == MPI_SUCCESS)
+            mrc = MPI_Reduce(mx, mxo, 4, MPI_DOUBLE, MPI_MAX, 0, world);
+        if (mrc == MPI_SUCCESS)
+            mrc = MPI_Reduce(sm, smo, 2, MPI_DOUBLE, MPI_SUM, 0, world);
+        if (mrc != MPI_SUCCESS) {
+            rc = mpi_fail(mrc, "MPI_Reduce of the step's figures");
+            res->failed_step = k;
+            goto out;
+        }
+        if (wrank == 0 && on_step) {
+            ptc_train_step rec = {.step = k, .has_loss = have_model,
+                                  .step_ms = mxo[0] * 1e3, .actions_ms = mxo[1] * 1e3,
+                                  .reduce_ms = mxo[2] * 1e3, .compute_ms = smo[0] * 1e3,
+                                  .messages = (long)smo[1], .peak_buffers = (long)mxo[3]};
+            for (int i = 0; i < G; i++)
+                rec.loss += all[i];
+            rec.loss /= G;
+            if (sim)
+                rec.predicted_ms = ptc_sched_sim_makespan(sim) * o->unit_ms;
+            rc = on_step(&rec, user);
+        }
+        if (MPI_Bcast(&rc, 1, MPI_INT, 0, world) != MPI_SUCCESS) {
+            rc = ptc_error_set(PTC_E_MPI, "MPI_Bcast failed");
+            res->failed_step = k;
+            goto out;
+        }
+    }
+    if (rc == PTC_OK && o->save && have_model) {
+        size_t np = 0;
+        const ptc_exec_param *p = NULL;
+        if (model)
+            p = ptc_exec_model_params(model, &np);
+        else
+            rc = ptc_exec_model_cuda_params(gmodel, &p, &np);
+        if (rc == PTC_OK)
+            rc = save_gathered(t, world, p, np, wrank, pp_i, dp_i);
+        rc = agree(world, rc);
+    }
+    if (rc == PTC_OK && fake) {
+        /* res is valid on process 0 */
+        unsigned long chk = (unsigned long)ptc_exec_fake_checked(fake), tot = 0;
+        int mrc = MPI_Reduce(&chk, &tot, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, world);
+        if (mrc != MPI_SUCCESS)
+            rc = mpi_fail(mrc, "MPI_Reduce");
+        else
+            res->fake_checked = tot;
+    }
+    if (rc == PTC_OK)
+        ptc_exec_actions(e, &res->actions_rank0);
+out:
+    ptc_free(losses);
+    ptc_free(all);
+    ptc_free(ds.tok);
+    ptc_exec_destroy(e);
+    ptc_exec_model_destroy(model);
+    ptc_exec_model_cuda_destroy(gmodel);
+    ptc_exec_fake_destroy(fake);
+    ptc_sched_sim_destroy(sim);
+    return rc;
+}

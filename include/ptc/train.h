@@ -1,0 +1,127 @@
+/**
+ * @file train.h
+ * @brief The training job of `ptc train` as a library (exec/model/train.c):
+ *        the demo model (ptc/exec_model.h) or fake compute, driven by the
+ *        pipeline runtime (ptc/exec.h) over MPI for a number of steps.
+ *
+ * A job is prepared alone on every process (options checked, schedule
+ * generated or read and validated, the GPU chosen) before MPI is started,
+ * so that every process of a bad job fails alike with nothing sent; then
+ * run collectively. Process 0 receives one record per step.
+ *
+ * @note Thread safety: a ptc_train is externally synchronised and must run
+ *       on the thread that initialised MPI.
+ */
+#ifndef PTC_TRAIN_H
+#define PTC_TRAIN_H
+
+#include <mpi.h>
+
+#include "ptc/exec_model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Options of a training job. Initialise with ptc_train_opts_init(). */
+typedef struct ptc_train_opts {
+    ptc_config cfg;          /**< dp, tp, pp (the demo model has tp = 1) */
+    const char *schedule;    /**< a kind (ptc_sched_kind_parse) or a schedule
+                                  text file (docs/schedule-format.md) */
+    int microbatches;        /**< per data-parallel replica and step */
+    int steps;               /**< optimizer steps to run */
+    int chunks, k;           /**< generator parameters (interleaved, kFkB) */
+    ptc_exec_model_cfg model;/**< the demo model */
+    const char *data;        /**< "synthetic" (from model.seed) or
+                                  "tokens:FILE" (little-endian u16 tokens,
+                                  windows of tokens + 1) */
+    bool cuda;               /**< model and boundary buffers on a GPU */
+    bool fake;               /**< fake compute instead of the model */
+    double unit_ms;          /**< fake compute: ms per unit of cost */
+    double cost_f, cost_b, cost_w; /**< simulator costs (generators, fake) */
+    size_t act_bytes;        /**< fake compute: boundary message bytes */
+    double timeout;          /**< watchdog seconds (<= 0: none) */
+    double jitter_ms;        /**< random sleep before each compute action */
+    int prepost;             /**< receives posted ahead (0: all of a step) */
+    bool overlap_reduce;     /**< start reductions as chunks finish */
+    const char *save;        /**< write the final parameters (global names,
+                                  F32) to this safetensors file from process
+                                  0; NULL: none */
+    long testing_drop_send;  /**< tests: process 0 never sends its n-th
+                                  message (0 = off) */
+} ptc_train_opts;
+
+/** Defaults: 4-layer model (hidden 16, vocab 32, tokens 8, lr 1e-3),
+ * synthetic data, CPU, chunks 2, k 2, costs F 1 B 2 W 0, fake unit 1 ms and
+ * 1024-byte messages; cfg, schedule, microbatches and steps must be set. */
+PTC_API void ptc_train_opts_init(ptc_train_opts *o);
+
+/** What process 0 learns after each step. Times are the largest over the
+ * processes, compute the sum; messages are summed. */
+typedef struct ptc_train_step {
+    int step;
+    bool has_loss;           /**< false with fake compute */
+    double loss;             /**< mean over the step's micro-batches */
+    double step_ms, actions_ms, reduce_ms, compute_ms;
+    double predicted_ms;     /**< fake compute: the simulator's makespan; else 0 */
+    long messages, peak_buffers;
+} ptc_train_step;
+
+/** Called on process 0 after each step; a non-OK return stops the job
+ * (every process returns that code after the step). */
+typedef int (*ptc_train_step_fn)(const ptc_train_step *rec, void *user);
+
+/** A prepared job (opaque). */
+typedef struct ptc_train ptc_train;
+
+/**
+ * Check @p o, build and validate the schedule, and (cuda) bind this process
+ * to GPU local-rank mod count, the local rank read from the launcher's
+ * environment (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID).
+ * Sends nothing: call it before MPI_Init so that a bad job fails alike on
+ * every process. The options' strings are borrowed until destroy.
+ * @return PTC_OK; PTC_E_INVAL (bad options, naming the option); PTC_E_FORMAT
+ *   (a schedule file that does not parse, or that the validator rejects,
+ *   with its message); PTC_E_CONFIG (a schedule whose ranks or micro-batches
+ *   do not match pp and microbatches); PTC_E_IO; PTC_E_UNSUPPORTED (cuda in a
+ *   build without CUDA or NCCL); PTC_E_CUDA.
+ */
+PTC_API int ptc_train_prepare(ptc_train **out, const ptc_train_opts *o);
+
+/** The validated schedule (owned by @p t). */
+PTC_API const ptc_sched *ptc_train_schedule(const ptc_train *t);
+
+/** Figures of a finished job. */
+typedef struct ptc_train_result {
+    size_t actions_rank0;    /**< actions in process 0's list per step */
+    unsigned long fake_checked; /**< fake compute: inputs checked, all processes */
+    int failed_step;         /**< the step that failed on this process (its
+                                  error returned, other processes possibly
+                                  blocked), or -1 */
+} ptc_train_result;
+
+/**
+ * Run the job: collective over @p world, which must have exactly
+ * dp * tp * pp processes. A bad world size or a failure before the first
+ * step returns the same code on every process; a step that fails returns
+ * its error on the process where it failed, while others may stay blocked
+ * in MPI: the caller then aborts the job (MPI_Abort), as `ptc train` does.
+ * @param on_step  called on process 0 after each step (may be NULL)
+ * @param res      figures, valid on process 0 (failed_step on every
+ *                 process); may be NULL
+ * @return PTC_OK; PTC_E_CONFIG (world size); the runtime's and model's
+ *   errors (PTC_E_TIMEOUT from the watchdog, PTC_E_MPI, PTC_E_RANGE for a
+ *   token outside the vocabulary, PTC_E_IO, PTC_E_NOMEM); on_step's code.
+ *   After PTC_E_TIMEOUT or PTC_E_MPI the communicator may hold pending
+ *   messages: abort the job.
+ */
+PTC_API int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void *user,
+                          ptc_train_result *res);
+
+/** Free; NULL is a no-op. */
+PTC_API void ptc_train_destroy(ptc_train *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
