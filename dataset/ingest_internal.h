@@ -1,4 +1,4 @@
-/* Ingest readers: shared state and the per-format hooks. Private to fuse/. */
+/* Ingest readers: shared state and the per-format hooks. Private to dataset/. */
 #ifndef PTC_INGEST_INTERNAL_H
 #define PTC_INGEST_INTERNAL_H
 
@@ -44,6 +44,9 @@ struct ptc_ingest {
     void *progress_user;
     uint64_t total, done_before, last_report;
 };
+
+/* First capacity of the input window (it doubles as records need). */
+#define INGEST_WINDOW ((size_t)1 << 20)
 
 /* Make at least @p need bytes available at src->data + src->pos (fewer only
  * at end of input). PTC_OK, PTC_E_IO, PTC_E_NOMEM. */

@@ -1,5 +1,7 @@
-/* The pipeline runtime on host buffers: non-blocking MPI point-to-point in
- * the order of the plan, a buffer pool, gradient reduction, a watchdog. */
+/* The pipeline runtime's engine on host buffers: non-blocking MPI
+ * point-to-point in the order of the plan, a buffer pool, gradient
+ * reduction, a watchdog. The API face (create, step, destroy) is
+ * runtime_create.c; device buffers are runtime_nccl.c. */
 #include <math.h>
 #include <sched.h>
 #include <string.h>
@@ -23,13 +25,7 @@ static void rt_sleep(double sec)
     }
 }
 
-void ptc_exec_opts_init(ptc_exec_opts *o)
-{
-    memset(o, 0, sizeof *o);
-    o->device = PTC_EXEC_DEVICE_HOST;
-}
-
-static int mpi_err(int mrc, const char *what)
+int rt_mpi_err(int mrc, const char *what)
 {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -39,7 +35,7 @@ static int mpi_err(int mrc, const char *what)
 
 /* ---- buffer pool ------------------------------------------------------------ */
 
-static int pool_alloc_one(ptc_exec *e, void **out)
+int rt_pool_alloc_one(ptc_exec *e, void **out)
 {
     if (e->o.device == PTC_EXEC_DEVICE_CUDA)
         return rt_dev_alloc(e, e->o.act_bytes, out);
@@ -49,7 +45,7 @@ static int pool_alloc_one(ptc_exec *e, void **out)
     return PTC_OK;
 }
 
-static void pool_free_one(ptc_exec *e, void *p)
+void rt_pool_free_one(ptc_exec *e, void *p)
 {
     if (e->o.device == PTC_EXEC_DEVICE_CUDA)
         rt_dev_free(e, p);
@@ -57,7 +53,7 @@ static void pool_free_one(ptc_exec *e, void *p)
         ptc_free(p);
 }
 
-static int pool_reserve(ptc_exec *e, size_t want)
+int rt_pool_reserve(ptc_exec *e, size_t want)
 {
     if (want > e->pool_cap) {
         void **np = ptc_realloc(e->pool, want * sizeof *np);
@@ -75,8 +71,8 @@ int rt_pool_get(ptc_exec *e, int slot)
     if (e->npool > 0) {
         b = e->pool[--e->npool];
     } else {
-        PTC_TRY(pool_reserve(e, e->allocated + 1));
-        PTC_TRY(pool_alloc_one(e, &b));
+        PTC_TRY(rt_pool_reserve(e, e->allocated + 1));
+        PTC_TRY(rt_pool_alloc_one(e, &b));
         e->allocated++;
     }
     e->slots[slot] = b;
@@ -92,154 +88,6 @@ void rt_pool_put(ptc_exec *e, int slot)
     e->pool[e->npool++] = e->slots[slot]; /* pool_cap >= allocated */
     e->slots[slot] = NULL;
     e->in_use--;
-}
-
-/* ---- create / destroy ------------------------------------------------------------ */
-
-static int split(MPI_Comm world, const ptc_config *c, int rank, ptc_exec_group_kind k,
-                 MPI_Comm *out)
-{
-    int color, key;
-    PTC_TRY(ptc_exec_group_color(c, rank, k, &color, &key));
-    int mrc = MPI_Comm_split(world, color, key, out);
-    if (mrc != MPI_SUCCESS)
-        return mpi_err(mrc, "MPI_Comm_split");
-    return PTC_OK;
-}
-
-static void free_comm(MPI_Comm *c)
-{
-    if (*c != MPI_COMM_NULL)
-        MPI_Comm_free(c);
-    *c = MPI_COMM_NULL;
-}
-
-void ptc_exec_destroy(ptc_exec *e)
-{
-    if (!e)
-        return;
-    if (e->slots) {
-        size_t ns = (size_t)e->plan.nchunks * (size_t)e->plan.mbs * RT_NSLOT;
-        for (size_t i = 0; i < ns; i++)
-            if (e->slots[i])
-                pool_free_one(e, e->slots[i]);
-    }
-    for (size_t i = 0; i < e->npool; i++)
-        pool_free_one(e, e->pool[i]);
-    if (e->o.device == PTC_EXEC_DEVICE_CUDA)
-        rt_dev_close(e);
-    free_comm(&e->pipe);
-    free_comm(&e->dp);
-    free_comm(&e->tp);
-    free_comm(&e->pair);
-    rt_plan_free(&e->plan);
-    ptc_free(e->pool);
-    ptc_free(e->slots);
-    ptc_free(e->req);
-    ptc_free(e->state);
-    ptc_free(e->pending_sends);
-    ptc_free(e->tm);
-    ptc_free(e->chunk_bwd_left);
-    ptc_free(e->red_req);
-    ptc_free(e->red_posted);
-    ptc_sched_destroy(e->sched);
-    ptc_free(e);
-}
-
-int ptc_exec_create(ptc_exec **out, const ptc_sched *s, const ptc_config *c,
-                    MPI_Comm world, const ptc_exec_stage *fns, const ptc_exec_opts *o)
-{
-    *out = NULL;
-    int wsize = 0, wrank = 0, rc;
-    MPI_Comm_size(world, &wsize);
-    MPI_Comm_rank(world, &wrank);
-    if (ptc_config_world(c) != wsize)
-        return ptc_error_set(PTC_E_INVAL, "configuration needs %d processes, world has %d",
-                             ptc_config_world(c), wsize);
-    if (ptc_sched_ranks(s) != c->pp)
-        return ptc_error_set(PTC_E_INVAL, "schedule has %d ranks, pp=%d",
-                             ptc_sched_ranks(s), c->pp);
-    if (!o || o->act_bytes == 0)
-        return ptc_error_set(PTC_E_INVAL, "act_bytes must be > 0");
-    if (o->act_bytes > (size_t)INT32_MAX)
-        return ptc_error_set(PTC_E_RANGE, "act_bytes %zu over INT_MAX", o->act_bytes);
-    if (!fns || !fns->forward)
-        return ptc_error_set(PTC_E_INVAL, "the forward callback is required");
-    ptc_exec *e = ptc_calloc(1, sizeof *e);
-    if (!e)
-        return ptc_error_set(PTC_E_NOMEM, "runtime");
-    e->pipe = e->dp = e->tp = e->pair = MPI_COMM_NULL;
-    e->cfg = *c;
-    e->fns = *fns;
-    e->o = *o;
-    e->world = world;
-    e->world_rank = wrank;
-    ptc_config_coords(c, wrank, &e->pp_i, &e->dp_i, &e->tp_i);
-    e->rng = o->jitter_seed * 0x9E3779B97F4A7C15ull + (uint64_t)wrank + 1;
-    rc = ptc_sched_clone(&e->sched, s);
-    if (rc != PTC_OK)
-        goto out_destroy;
-    rc = ptc_sched_infer_comm(e->sched);
-    if (rc != PTC_OK)
-        goto out_destroy;
-    /* Communicators, always in this order on every rank. */
-    if ((rc = split(world, c, wrank, PTC_EXEC_GROUP_PIPE, &e->pipe)) != PTC_OK ||
-        (rc = split(world, c, wrank, PTC_EXEC_GROUP_DP, &e->dp)) != PTC_OK ||
-        (rc = split(world, c, wrank, PTC_EXEC_GROUP_TP, &e->tp)) != PTC_OK ||
-        (rc = split(world, c, wrank, PTC_EXEC_GROUP_PAIR, &e->pair)) != PTC_OK)
-        goto out_destroy;
-    int *ub = NULL, flag = 0;
-    MPI_Comm_get_attr(world, MPI_TAG_UB, &ub, &flag);
-    rc = rt_plan_build(&e->plan, e->sched, e->pp_i, flag && ub ? *ub : 32767);
-    if (rc != PTC_OK)
-        goto out_destroy;
-    /* Callbacks the list needs. */
-    for (size_t i = 0; i < e->plan.n; i++) {
-        int op = e->plan.ops[i].a.op;
-        if ((op == PTC_SCHED_B && !fns->backward) ||
-            (op == PTC_SCHED_I && !fns->backward_input) ||
-            (op == PTC_SCHED_W && !fns->backward_weight)) {
-            rc = ptc_error_set(PTC_E_INVAL, "the schedule needs the %s callback",
-                               op == PTC_SCHED_B   ? "backward"
-                               : op == PTC_SCHED_I ? "backward_input"
-                                                   : "backward_weight");
-            goto out_destroy;
-        }
-    }
-    size_t n = e->plan.n ? e->plan.n : 1;
-    size_t ns = (size_t)e->plan.nchunks * (size_t)e->plan.mbs * RT_NSLOT;
-    int nch = e->plan.nchunks;
-    e->slots = ptc_calloc(ns, sizeof *e->slots);
-    e->req = ptc_malloc(n * sizeof *e->req);
-    e->state = ptc_calloc(n, 1);
-    e->pending_sends = ptc_malloc(n * sizeof *e->pending_sends);
-    e->tm = ptc_calloc(n, sizeof *e->tm);
-    e->chunk_bwd_left = ptc_calloc((size_t)nch, sizeof *e->chunk_bwd_left);
-    e->red_req = ptc_malloc((size_t)nch * sizeof *e->red_req);
-    e->red_posted = ptc_calloc((size_t)nch, sizeof *e->red_posted);
-    if (!e->slots || !e->req || !e->state || !e->pending_sends || !e->tm ||
-        !e->chunk_bwd_left || !e->red_req || !e->red_posted) {
-        rc = ptc_error_set(PTC_E_NOMEM, "runtime tables");
-        goto out_destroy;
-    }
-    if (o->device == PTC_EXEC_DEVICE_CUDA && (rc = rt_dev_open(e)) != PTC_OK)
-        goto out_destroy;
-    /* Preallocate what the dry run says is live at once. */
-    rc = pool_reserve(e, e->plan.peak + 1);
-    if (rc != PTC_OK)
-        goto out_destroy;
-    for (size_t i = 0; i < e->plan.peak; i++) {
-        void *b;
-        if ((rc = pool_alloc_one(e, &b)) != PTC_OK)
-            goto out_destroy;
-        e->pool[e->npool++] = b;
-        e->allocated++;
-    }
-    *out = e;
-    return PTC_OK;
-out_destroy:
-    ptc_exec_destroy(e);
-    return rc;
 }
 
 /* ---- progress and the watchdog ---------------------------------------------------- */
@@ -282,7 +130,7 @@ static int test_sends(ptc_exec *e)
         int j = e->pending_sends[i], flag = 0;
         int mrc = MPI_Test(&e->req[j], &flag, MPI_STATUS_IGNORE);
         if (mrc != MPI_SUCCESS)
-            return mpi_err(mrc, "MPI_Test (send)");
+            return rt_mpi_err(mrc, "MPI_Test (send)");
         if (flag) {
             e->state[j] = 2;
             e->tm[j].end = rt_now() - e->t0;
@@ -298,14 +146,14 @@ static int test_sends(ptc_exec *e)
 
 /* Wait for *r while keeping sends moving; back off from spinning to short
  * sleeps so that oversubscribed ranks leave the cores to those computing. */
-static int rt_wait(ptc_exec *e, MPI_Request *r, size_t at, const char *what)
+int rt_wait(ptc_exec *e, MPI_Request *r, size_t at, const char *what)
 {
     double start = rt_now();
     for (long spin = 0;; spin++) {
         int flag = 0;
         int mrc = MPI_Test(r, &flag, MPI_STATUS_IGNORE);
         if (mrc != MPI_SUCCESS)
-            return mpi_err(mrc, what);
+            return rt_mpi_err(mrc, what);
         if (flag) {
             e->last_progress = rt_now();
             return PTC_OK;
@@ -331,7 +179,7 @@ static int post_recv(ptc_exec *e, size_t k)
     int mrc = MPI_Irecv(e->slots[o->slot], (int)e->o.act_bytes, MPI_BYTE, o->a.peer, o->tag,
                         e->pipe, &e->req[j]);
     if (mrc != MPI_SUCCESS)
-        return mpi_err(mrc, "MPI_Irecv");
+        return rt_mpi_err(mrc, "MPI_Irecv");
     e->state[j] = 1;
     e->tm[j].start = rt_now() - e->t0;
     e->st.messages++;
@@ -373,7 +221,7 @@ static int post_send(ptc_exec *e, int j)
     int mrc = MPI_Isend(e->slots[o->slot], (int)e->o.act_bytes, MPI_BYTE, o->a.peer, o->tag,
                         e->pipe, &e->req[j]);
     if (mrc != MPI_SUCCESS)
-        return mpi_err(mrc, "MPI_Isend");
+        return rt_mpi_err(mrc, "MPI_Isend");
     e->state[j] = 1;
     e->pending_sends[e->npending++] = j;
     return PTC_OK;
@@ -411,14 +259,14 @@ static int post_reduce(ptc_exec *e, int chunk)
     int mrc = MPI_Iallreduce(MPI_IN_PLACE, g, (int)n, MPI_FLOAT, MPI_SUM, reduce_comm(e),
                              &e->red_req[chunk]);
     if (mrc != MPI_SUCCESS)
-        return mpi_err(mrc, "MPI_Iallreduce");
+        return rt_mpi_err(mrc, "MPI_Iallreduce");
     return PTC_OK;
 }
 
 /* Reduce every chunk's gradient over its replicas. Chimera: each rank of a
  * pair holds the same two stages (as chunks 0/1 in opposite roles); they
  * are reduced in stage order so both ranks issue the same collectives. */
-static int reduce_all(ptc_exec *e)
+int rt_reduce_all(ptc_exec *e)
 {
     int nch = e->plan.nchunks;
     if (chimera(e)) {
@@ -519,7 +367,7 @@ int rt_run_compute(ptc_exec *e, size_t i)
     return PTC_OK;
 }
 
-static int step_host(ptc_exec *e)
+int rt_step_host(ptc_exec *e)
 {
     int rc;
     e->npending = 0;
@@ -558,7 +406,7 @@ static int step_host(ptc_exec *e)
  * flight: receives are cancelled and completed; sends (which Open MPI cannot
  * cancel) are released and their buffers given up (leaked, never reused);
  * gradient reductions are released. The executor refuses further steps. */
-static void rt_abandon(ptc_exec *e)
+void rt_abandon(ptc_exec *e)
 {
     e->failed = true;
     if (e->o.device == PTC_EXEC_DEVICE_CUDA)
@@ -580,80 +428,4 @@ static void rt_abandon(ptc_exec *e)
         if (e->red_posted[c] && e->red_req[c] != MPI_REQUEST_NULL)
             MPI_Request_free(&e->red_req[c]);
     e->npending = 0;
-}
-
-static int step_once(ptc_exec *e);
-
-int ptc_exec_step(ptc_exec *e)
-{
-    if (e->failed)
-        return ptc_error_set(PTC_E_INVAL, "a previous step of this executor failed; "
-                                          "destroy it (the job should stop)");
-    int rc = step_once(e);
-    if (rc != PTC_OK)
-        rt_abandon(e);
-    return rc;
-}
-
-static int step_once(ptc_exec *e)
-{
-    int rc = PTC_OK;
-    memset(&e->st, 0, sizeof e->st);
-    e->peak_in_use = e->in_use;
-    e->npending = 0;
-    memset(e->state, 0, e->plan.n ? e->plan.n : 1);
-    MPI_Request bar;
-    int mrc = MPI_Ibarrier(e->world, &bar);
-    if (mrc != MPI_SUCCESS)
-        return mpi_err(mrc, "MPI_Ibarrier");
-    e->last_progress = rt_now();
-    PTC_TRY(rt_wait(e, &bar, 0, "in the barrier opening the step"));
-    e->t0 = rt_now();
-    e->last_progress = e->t0;
-    if (e->o.device == PTC_EXEC_DEVICE_CUDA)
-        rc = rt_dev_step(e);
-    else
-        rc = step_host(e);
-    if (rc != PTC_OK)
-        return rc;
-    double t_act = rt_now();
-    e->st.actions_seconds = t_act - e->t0;
-    if (e->o.device != PTC_EXEC_DEVICE_CUDA)
-        PTC_TRY(reduce_all(e));
-    e->st.reduce_seconds = rt_now() - t_act;
-    if (e->fns.optimizer_step)
-        PTC_TRY(e->fns.optimizer_step(e->fns.user));
-    e->st.step_seconds = rt_now() - e->t0;
-    e->st.buffers = e->allocated;
-    e->st.peak_buffers = e->peak_in_use;
-    return PTC_OK;
-}
-
-const ptc_exec_timing *ptc_exec_timings(const ptc_exec *e, size_t *n)
-{
-    *n = e->plan.n;
-    return e->tm;
-}
-
-const ptc_sched_action *ptc_exec_actions(const ptc_exec *e, size_t *n)
-{
-    return ptc_sched_actions(e->sched, e->pp_i, n);
-}
-
-void ptc_exec_get_stats(const ptc_exec *e, ptc_exec_stats *st) { *st = e->st; }
-
-void ptc_exec_coords(const ptc_exec *e, int *pp_i, int *dp_i, int *tp_i)
-{
-    *pp_i = e->pp_i;
-    *dp_i = e->dp_i;
-    *tp_i = e->tp_i;
-}
-
-MPI_Comm ptc_exec_tp_comm(const ptc_exec *e) { return e->tp; }
-
-MPI_Comm ptc_exec_pipe_comm(const ptc_exec *e) { return e->pipe; }
-
-void ptc_exec_testing_drop_send(ptc_exec *e, long n)
-{
-    e->drop_send = n;
 }

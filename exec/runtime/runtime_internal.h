@@ -87,6 +87,13 @@ struct ptc_exec {
 };
 
 double rt_now(void);
+/* An MPI failure as PTC_E_MPI naming the call. */
+int rt_mpi_err(int mrc, const char *what);
+/* One boundary buffer (host or device) / free it. */
+int rt_pool_alloc_one(ptc_exec *e, void **out);
+void rt_pool_free_one(ptc_exec *e, void *p);
+/* Room in the pool for @p want buffers. */
+int rt_pool_reserve(ptc_exec *e, size_t want);
 /* Take a pool buffer into `slot` / give the slot's buffer back. */
 int rt_pool_get(ptc_exec *e, int slot);
 void rt_pool_put(ptc_exec *e, int slot);
@@ -95,6 +102,13 @@ void rt_pool_put(ptc_exec *e, int slot);
 int rt_run_compute(ptc_exec *e, size_t i);
 /* Log the watchdog report and return PTC_E_TIMEOUT. */
 int rt_timeout(ptc_exec *e, size_t at, const char *what);
+/* Wait for @p r with the watchdog (at: the action waited at). */
+int rt_wait(ptc_exec *e, MPI_Request *r, size_t at, const char *what);
+/* A step's actions on host buffers; the gradient reductions after them. */
+int rt_step_host(ptc_exec *e);
+int rt_reduce_all(ptc_exec *e);
+/* After a failed step: release requests in flight; no further steps. */
+void rt_abandon(ptc_exec *e);
 
 #if PTC_WITH_NCCL
 int rt_dev_open(ptc_exec *e);

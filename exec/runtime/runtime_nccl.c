@@ -78,23 +78,6 @@ void rt_dev_close(ptc_exec *e)
     e->stream = NULL;
 }
 
-int rt_dev_alloc(ptc_exec *e, size_t bytes, void **out)
-{
-    (void)e;
-    cudaError_t ce = cudaMalloc(out, bytes);
-    if (ce != cudaSuccess) {
-        *out = NULL;
-        return cuda_err(ce, "cudaMalloc of a boundary buffer");
-    }
-    return PTC_OK;
-}
-
-void rt_dev_free(ptc_exec *e, void *p)
-{
-    (void)e;
-    cudaFree(p);
-}
-
 /* Wait for the communication stream, with the watchdog. */
 static int dev_wait(ptc_exec *e, size_t at, const char *what)
 {

@@ -70,4 +70,8 @@ typedef struct sched_buf {
 } sched_buf;
 void sched_buf_printf(sched_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* An action's token ("F3", "SEND1") into buf; "" if it does not fit
+ * (sched_deps.c). */
+void sched_tokname(const ptc_sched_action *a, char *buf, size_t cap);
+
 #endif
