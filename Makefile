@@ -6,7 +6,7 @@ MAKEFLAGS += --no-print-directory
 WERROR  := $(if $(CI),ON,OFF)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test test-unit test-asan bench fuzz clean
+.PHONY: all deps configure build demo test test-unit test-asan bench fuzz install clean
 
 all: build
 
@@ -37,6 +37,12 @@ test-asan: deps
 	@cmake --build $(BUILD)-asan -j $(JOBS)
 	@cd $(BUILD)-asan && UBSAN_OPTIONS=print_stacktrace=1 \
 	    ctest --output-on-failure -j $(JOBS) -L unit
+
+# libptc.so, libptc.a, headers, ptc.pc, the CMake package and the ptc command
+# under PREFIX (default /usr/local).
+PREFIX ?= /usr/local
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 # Benchmarks (not part of the tests): figures and ratios to the baselines.
 bench: build
