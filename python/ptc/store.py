@@ -5,6 +5,7 @@ cli/cmd_*.c."""
 import ctypes
 import json
 import os
+import weakref
 from ctypes import byref, c_char_p, c_int64, c_size_t, c_uint64, c_void_p
 
 from . import _arrays, _errors
@@ -41,6 +42,23 @@ def _plan_dict(st):
 
 
 _CONVERT_DTYPES = ("F32", "BF16", "F16")
+
+# Stores open in this process, by real path: LMDB allows one environment per
+# file per process, so package code that needs a store reuses an open one.
+_open_stores = weakref.WeakValueDictionary()
+
+
+def shared_store(path, writable=False):
+    """An open Store of @p path in this process (the one already open, if any),
+    else a new one (read-only unless @p writable)."""
+    key = (os.getpid(), os.path.realpath(path))
+    st = _open_stores.get(key)
+    if st is not None and st._h and (not writable or not st.readonly):
+        return st
+    if st is not None and st._h:
+        raise _errors.InvalidError("store %s is open read-only in this process; a writable "
+                                   "handle is needed" % path)
+    return Store(path, readonly=not writable)
 
 
 def _convert_dtype(dtype, what):
@@ -115,6 +133,7 @@ class Store:
         self.readonly = bool(readonly)
         self._h = L.Handle("ptc_store_close")
         call("ptc_store_open", byref(self._h.ptr), enc(self.path), flags)
+        _open_stores[(os.getpid(), os.path.realpath(self.path))] = self
 
     # -- lifetime --------------------------------------------------------------------
     def _ptr(self):
