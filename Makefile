@@ -6,7 +6,7 @@ MAKEFLAGS += --no-print-directory
 WERROR  := $(if $(CI),ON,OFF)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test test-unit test-asan bench fuzz install clean
+.PHONY: all deps configure build demo test test-unit test-python test-asan bench bench-python fuzz install clean
 
 all: build
 
@@ -28,6 +28,11 @@ test: build
 test-unit: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
 
+# The Python package: installs python/ into .venv (made by `make deps`) with
+# this build's libptc and runs tests/python (also part of `make test`).
+test-python: build
+	@cd $(BUILD) && ctest --output-on-failure -V -L python
+
 # Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (CPU only).
 # Leak checks are on (ASan's default), except in the tests that start MPI,
 # which turn them off themselves (__asan_default_options).
@@ -47,6 +52,10 @@ install: build
 # Benchmarks (not part of the tests): figures and ratios to the baselines.
 bench: build
 	@sh scripts/bench.sh $(BUILD)
+
+# torch.distributed.checkpoint against ptc.save/ptc.load (bench/python/).
+bench-python: build
+	@sh bench/python/run.sh $(BUILD)
 
 # libFuzzer binaries (clang): make fuzz, then run build-fuzz/fuzz_<name>_lf.
 fuzz: deps

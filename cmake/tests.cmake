@@ -74,3 +74,14 @@ if(PTC_WITH_CUDA)
     target_compile_options(${n} PRIVATE ${PTC_C_WARN})
   endforeach()
 endif()
+
+# The Python package (label python): tests/python/run.sh installs python/
+# into the virtual environment of `make deps` with this build's libptc and
+# runs the pytest suite (skipped without the environment). Not under the
+# sanitizers: a Python process cannot load an ASan libptc.
+if(NOT PTC_SANITIZE)
+  add_test(NAME python.pytest COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/python/run.sh)
+  set_tests_properties(python.pytest PROPERTIES LABELS python TIMEOUT 1800
+    SKIP_RETURN_CODE 77 RUN_SERIAL ON
+    ENVIRONMENT "PTC=$<TARGET_FILE:ptc_cli>;PTC_SRC=${CMAKE_CURRENT_SOURCE_DIR};PTC_BUILD=${CMAKE_CURRENT_BINARY_DIR};PTC_LIBRARY=$<TARGET_FILE:ptc>")
+endif()

@@ -1,0 +1,409 @@
+"""Distributed checkpoint save/load on the CPU over gloo: torch.distributed.
+checkpoint (DCP) against ptc.save / ptc.load, on the same Llama-style state
+(parameters + AdamW moments, fp32, >= 1 GiB) in one run on one machine.
+
+Phases (each a fresh set of rank processes, so every figure is that phase's):
+  save   4 ranks, dp=2 x tp=2, optimizer moments sharded over dp
+  load   into 2 ranks (dp=2, tp=1) and into 8 ranks (dp=2, tp=4), resharding
+         on the way; cold (the checkpoint's pages dropped from the page cache
+         with posix_fadvise DONTNEED first) and warm (read again at once)
+Figures: wall time (slowest rank, between barriers), peak RSS per rank
+(getrusage), bytes on disk, bytes each rank received; every loaded element
+is checked against the value it was saved with (a function of its global
+index), so both sides are known to load the same bytes.
+
+    python bench/python/bench_ckpt.py [--impl dcp,ptc] [--layers 4] [--out DIR]
+
+Rank processes are started with subprocess (no pickle crosses a process
+boundary); results come back as JSON files. The ptc side calls ptc.save /
+ptc.load, which need libptc's training-state checkpoint API
+(include/ptc/ckpt.h); until that exists it is reported as not available.
+"""
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.abspath(__file__)
+
+
+# ---- the model state ----------------------------------------------------------------------
+
+def model_spec(layers, hidden, inter, vocab, heads, kv_heads):
+    """[(name, global shape, tp split dim or None)] of a Llama-style model: HF names,
+    column-parallel q/k/v/gate/up (split 0), row-parallel o/down (split 1),
+    vocab-parallel embedding and head, replicated norms — the llama preset."""
+    hd = hidden // heads
+    spec = [("model.embed_tokens.weight", (vocab, hidden), 0)]
+    for i in range(layers):
+        p = "model.layers.%d." % i
+        spec += [
+            (p + "input_layernorm.weight", (hidden,), None),
+            (p + "self_attn.q_proj.weight", (heads * hd, hidden), 0),
+            (p + "self_attn.k_proj.weight", (kv_heads * hd, hidden), 0),
+            (p + "self_attn.v_proj.weight", (kv_heads * hd, hidden), 0),
+            (p + "self_attn.o_proj.weight", (hidden, heads * hd), 1),
+            (p + "post_attention_layernorm.weight", (hidden,), None),
+            (p + "mlp.gate_proj.weight", (inter, hidden), 0),
+            (p + "mlp.up_proj.weight", (inter, hidden), 0),
+            (p + "mlp.down_proj.weight", (hidden, inter), 1),
+        ]
+    spec += [("model.norm.weight", (hidden,), None), ("lm_head.weight", (vocab, hidden), 0)]
+    return spec
+
+
+MOMENTS = (".exp_avg", ".exp_avg_sq")
+
+
+def full_spec(args):
+    """Parameters then their two AdamW moments: [(name, shape, tp dim, is_optim)]."""
+    base = model_spec(args.layers, args.hidden, args.inter, args.vocab, args.heads,
+                      args.kv_heads)
+    out = [(n, s, d, False) for n, s, d in base]
+    for suffix in MOMENTS:
+        out += [(n + suffix, s, d, True) for n, s, d in base]
+    return out
+
+
+def values(torch, tid, gshape, offset, lshape):
+    """The value of every element of a box: a function of the tensor and the
+    element's global index, so any rank can check what it loaded."""
+    if not all(lshape):
+        return torch.empty(lshape, dtype=torch.float32)
+    idx = torch.zeros(lshape, dtype=torch.int64)
+    stride = 1
+    for d in range(len(gshape) - 1, -1, -1):
+        shape = [1] * len(lshape)
+        shape[d] = lshape[d]
+        idx += (torch.arange(offset[d], offset[d] + lshape[d]) * stride).view(shape)
+        stride *= gshape[d]
+    return ((idx * 7919 + tid * 104729) % 65521).to(torch.float32) / 65521.0 - 0.5
+
+
+def rss_now():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def peak_rss():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def drop_cache(path):
+    """Drop a folder's file pages from the page cache (no root needed)."""
+    for root, _, files in os.walk(path):
+        for f in files:
+            fd = os.open(os.path.join(root, f), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def disk_bytes(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            total += os.stat(os.path.join(root, f)).st_blocks * 512
+    return total
+
+
+# ---- the DCP side -------------------------------------------------------------------------
+
+def dcp_state(torch, args, dp, tp, fill):
+    """{name: DTensor} on a (dp, tp) mesh: parameters Shard(tp dim) over tp and
+    replicated over dp; moments also sharded over dp (dim 0), as FSDP2 + TP
+    keep them."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
+    state = {}
+    nbytes = 0
+    for tid, (name, shape, d, optim) in enumerate(full_spec(args)):
+        tp_pl = Shard(d) if d is not None else Replicate()
+        dp_pl = Shard(0) if optim else Replicate()
+        placements = (dp_pl, tp_pl)
+        lshape, off = compute_local_shape_and_global_offset(shape, mesh, placements)
+        local = values(torch, tid, shape, off, lshape) if fill else torch.empty(lshape)
+        nbytes += local.numel() * 4
+        stride = [1] * len(shape)
+        for k in range(len(shape) - 2, -1, -1):
+            stride[k] = stride[k + 1] * shape[k + 1]
+        state[name] = DTensor.from_local(local, mesh, placements, run_check=False,
+                                         shape=torch.Size(shape), stride=tuple(stride))
+    return state, nbytes
+
+
+def dcp_check(torch, args, state):
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    bad = 0
+    for tid, (name, shape, _, _) in enumerate(full_spec(args)):
+        t = state[name]
+        lshape, off = compute_local_shape_and_global_offset(shape, t.device_mesh, t.placements)
+        if not torch.equal(t.to_local(), values(torch, tid, shape, off, lshape)):
+            bad += 1
+    return bad
+
+
+def run_dcp(torch, dist, args, phase, rank, world, ckpt):
+    import torch.distributed.checkpoint as dcp
+    dp = 2
+    tp = world // dp
+    state, nbytes = dcp_state(torch, args, dp, tp, fill=(phase == "save"))
+    res = {"bytes_local": nbytes, "rss_before": rss_now()}
+    dist.barrier()
+    t0 = time.perf_counter()
+    if phase == "save":
+        dcp.save(state, checkpoint_id=ckpt)
+    else:
+        dcp.load(state, checkpoint_id=ckpt)
+    res["seconds"] = time.perf_counter() - t0
+    dist.barrier()
+    res["wall"] = time.perf_counter() - t0
+    if phase != "save":
+        res["bad_tensors"] = dcp_check(torch, args, state)
+        if phase == "load-cold":        # the same again with the pages cached
+            t0 = time.perf_counter()
+            dcp.load(state, checkpoint_id=ckpt)
+            dist.barrier()
+            res["wall_warm"] = time.perf_counter() - t0
+    return res
+
+
+# ---- the ptc side (hooks for ptc.save / ptc.load) -------------------------------------------
+
+PTC_RULES = "llama"
+
+
+def ptc_state(torch, args, dp, tp, fill):
+    """This rank's local tensors in PTC's layout of dp x tp with zero=1 (moments
+    as flat ranges of the tp-local shard), filled from the pieces."""
+    import ptc
+    cfg = "dp=%d,tp=%d,zero=1" % (dp, tp)
+    spec = full_spec(args)
+    lay = ptc.Layout({n: ("F32", s) for n, s, _, _ in spec}, cfg, PTC_RULES)
+    rank = int(os.environ["RANK"])
+    state, nbytes = {}, 0
+    for tid, (name, shape, _, _) in enumerate(spec):
+        sh = lay.shard(name, rank)
+        local = torch.empty(sh.shape, dtype=torch.float32)
+        if fill:
+            flat = local.view(-1)
+            for p in sh.pieces:
+                v = values(torch, tid, shape, p.lo, p.shape)
+                torch.as_strided(flat, p.shape, p.strides, p.offset).copy_(v)
+        state[name] = local
+        nbytes += local.numel() * 4
+    return state, nbytes, lay, cfg
+
+
+def run_ptc(torch, dist, args, phase, rank, world, ckpt):
+    import ptc
+    dp = 2
+    tp = world // dp
+    state, nbytes, lay, cfg = ptc_state(torch, args, dp, tp, fill=(phase == "save"))
+    res = {"bytes_local": nbytes, "rss_before": rss_now()}
+    if rank == 0:                      # one process creates the store
+        ptc.Store(ckpt, create=True).close()
+    dist.barrier()
+    st = ptc.Store(ckpt)
+    global_shapes = {n: s for n, s, _, _ in full_spec(args)}
+    dist.barrier()
+    t0 = time.perf_counter()
+    # HOOK: these two calls are the whole ptc side; they work once libptc has
+    # include/ptc/ckpt.h (ptc.save / ptc.load raise UnsupportedError before).
+    if phase == "save":
+        ptc.save(st, state, config=cfg, rules=PTC_RULES, rank=rank, group=None,
+                 step=1, global_shapes=global_shapes)
+    else:
+        ptc.load(st, state, config=cfg, rank=rank)
+    res["seconds"] = time.perf_counter() - t0
+    dist.barrier()
+    res["wall"] = time.perf_counter() - t0
+    if phase != "save":
+        bad = 0
+        for tid, (name, shape, _, _) in enumerate(full_spec(args)):
+            sh = lay.shard(name, rank)
+            flat = state[name].view(-1)
+            for p in sh.pieces:
+                v = values(torch, tid, shape, p.lo, p.shape)
+                if not torch.equal(torch.as_strided(flat, p.shape, p.strides, p.offset), v):
+                    bad += 1
+                    break
+        res["bad_tensors"] = bad
+        if phase == "load-cold":
+            t0 = time.perf_counter()
+            ptc.load(st, state, config=cfg, rank=rank)
+            dist.barrier()
+            res["wall_warm"] = time.perf_counter() - t0
+    st.close()
+    return res
+
+
+# ---- rank processes -------------------------------------------------------------------------
+
+def worker(args):
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    fn = run_dcp if args.impl == "dcp" else run_ptc
+    err = None
+    try:
+        res = fn(torch, dist, args, args.phase, rank, world, args.ckpt)
+    except Exception as e:      # reported, not raised: the other ranks may be waiting
+        res, err = {}, "%s: %s" % (type(e).__name__, e)
+    res["peak_rss"] = peak_rss()
+    res["error"] = err
+    with open(os.path.join(args.results, "rank-%d.json" % rank), "w") as f:
+        json.dump(res, f)
+    if err is None:
+        dist.barrier()
+    dist.destroy_process_group() if err is None else None
+    return 0 if err is None else 3
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def launch(args, impl, phase, world, ckpt, timeout):
+    results = tempfile.mkdtemp(prefix="ptc-bench-res-")
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+               WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
+    base = [sys.executable, HERE, "--worker", "--impl", impl, "--phase", phase, "--ckpt", ckpt,
+            "--results", results] + model_args(args)
+    procs = [subprocess.Popen(base, env=dict(env, RANK=str(r))) for r in range(world)]
+    t0 = time.perf_counter()
+    for p in procs:
+        try:
+            p.wait(timeout=max(1, timeout - (time.perf_counter() - t0)))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+    ranks = []
+    for r in range(world):
+        path = os.path.join(results, "rank-%d.json" % r)
+        ranks.append(json.load(open(path)) if os.path.exists(path) else
+                     {"error": "rank %d exited %s" % (r, procs[r].returncode)})
+    shutil.rmtree(results, ignore_errors=True)
+    return ranks
+
+
+def model_args(args):
+    return ["--layers", str(args.layers), "--hidden", str(args.hidden), "--inter",
+            str(args.inter), "--vocab", str(args.vocab), "--heads", str(args.heads),
+            "--kv-heads", str(args.kv_heads)]
+
+
+def summarize(ranks, key="wall"):
+    errs = [r["error"] for r in ranks if r.get("error")]
+    if errs:
+        return {"error": errs[0]}
+    out = {"wall_s": max(r[key] for r in ranks),
+           "peak_rss_per_rank": [r["peak_rss"] for r in ranks],
+           "rss_before_per_rank": [r["rss_before"] for r in ranks],
+           "bytes_per_rank": [r["bytes_local"] for r in ranks]}
+    if "wall_warm" in ranks[0]:
+        out["wall_warm_s"] = max(r["wall_warm"] for r in ranks)
+    if "bad_tensors" in ranks[0]:
+        out["bad_tensors"] = sum(r["bad_tensors"] for r in ranks)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--impl", default="dcp,ptc")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--inter", type=int, default=2816)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--kv-heads", type=int, default=4)
+    ap.add_argument("--out", default=None, help="folder for the checkpoints (default: a temp)")
+    ap.add_argument("--json", default=None, help="write the figures here")
+    ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--keep", action="store_true")
+    # rank-process arguments
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--phase", help=argparse.SUPPRESS)
+    ap.add_argument("--ckpt", help=argparse.SUPPRESS)
+    ap.add_argument("--results", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        sys.exit(worker(args))
+
+    total = sum(4 * __import__("math").prod(s) for _, s, _, _ in full_spec(args))
+    print("state: %d tensors, %.2f GiB (fp32 parameters + 2 AdamW moments)"
+          % (len(full_spec(args)), total / 2 ** 30), flush=True)
+    work = args.out or tempfile.mkdtemp(prefix="ptc-bench-")
+    report = {"state_bytes": total, "tensors": len(full_spec(args)), "results": {}}
+    for impl in args.impl.split(","):
+        ckpt = os.path.join(work, impl)
+        shutil.rmtree(ckpt, ignore_errors=True)
+        r = {}
+        r["save_4"] = summarize(launch(args, impl, "save", 4, ckpt, args.timeout))
+        if "error" not in r["save_4"]:
+            r["save_4"]["disk_bytes"] = disk_bytes(ckpt)
+            for world in (2, 8):
+                drop_cache(ckpt)
+                r["load_%d" % world] = summarize(launch(args, impl, "load-cold", world, ckpt,
+                                                        args.timeout))
+        report["results"][impl] = r
+        print(json.dumps({impl: r}), flush=True)
+        if not args.keep:
+            shutil.rmtree(ckpt, ignore_errors=True)
+    if not args.out and not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    d, p = report["results"].get("dcp"), report["results"].get("ptc")
+    if d and p and all("error" not in x for x in list(d.values()) + list(p.values())):
+        report["ratios"] = {
+            "save": d["save_4"]["wall_s"] / p["save_4"]["wall_s"],
+            "load_2_cold": d["load_2"]["wall_s"] / p["load_2"]["wall_s"],
+            "load_8_cold": d["load_8"]["wall_s"] / p["load_8"]["wall_s"],
+            "load_2_warm": d["load_2"]["wall_warm_s"] / p["load_2"]["wall_warm_s"],
+            "load_8_warm": d["load_8"]["wall_warm_s"] / p["load_8"]["wall_warm_s"],
+        }
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    print_table(report)
+
+
+def print_table(report):
+    print("\n%-5s %-8s %9s %9s %12s %22s" % ("impl", "phase", "wall s", "warm s",
+                                                "disk MiB", "peak RSS MiB (per rank)"))
+    for impl, r in report["results"].items():
+        for phase, x in r.items():
+            if "error" in x:
+                print("%-5s %-8s %s" % (impl, phase, x["error"][:100]))
+                continue
+            print("%-5s %-8s %9.2f %9s %12s %22s" % (
+                impl, phase, x["wall_s"],
+                "%.2f" % x["wall_warm_s"] if "wall_warm_s" in x else "-",
+                "%.0f" % (x["disk_bytes"] / 2 ** 20) if "disk_bytes" in x else "-",
+                ",".join("%.0f" % (v / 2 ** 20) for v in x["peak_rss_per_rank"])))
+    if "ratios" in report:
+        print("ratios DCP/ptc:", json.dumps(report["ratios"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""ptc: Python bindings of libptc — parallelizable tensor collections.
+
+A thin layer over the C library (ctypes, ABI mode): nothing is
+reimplemented here. See docs/python.md.
+
+    import ptc
+    with ptc.Store("st", create=True) as st:
+        v = st.import_safetensors(["model.safetensors"], config="tp=2", rules="llama")
+        st.export("ranks", config="tp=4")
+
+``ptc.torch`` (imported on demand) holds the PyTorch parts: StepDataset.
+"""
+
+from ._errors import (BusyError, ChecksumError, ConfigError, CudaError, DeadlockError, Error,
+                      ExistsError, FormatError, InvalidError, IOError, MpiError, NcclError,
+                      NoMemoryError, NotFoundError, RangeError, RuleError, StoreError,
+                      TimeoutError, UnsupportedError)
+from ._arrays import dtype_name
+from ._lib import Rules, library_path
+from .checkpoint import load, save
+from .layout import Layout, Piece, Shard, layout
+from .store import Store
+
+__version__ = "0.1.0"
+
+
+def lib_version():
+    """The version string of the loaded libptc (ptc_version())."""
+    from ._lib import lib
+    return lib().ptc_version().decode()
+
+
+def __getattr__(name):
+    if name == "torch":   # ptc.torch needs torch: load it only when asked for
+        import importlib
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError("module 'ptc' has no attribute %r" % name)
+
+
+__all__ = ["Store", "Layout", "Shard", "Piece", "Rules", "layout", "save", "load",
+           "dtype_name", "library_path", "lib_version", "Error", "InvalidError",
+           "NoMemoryError", "IOError", "FormatError", "NotFoundError", "ExistsError",
+           "ChecksumError", "UnsupportedError", "RangeError", "BusyError", "RuleError",
+           "ConfigError", "CudaError", "MpiError", "NcclError", "DeadlockError", "StoreError",
+           "TimeoutError"]

@@ -1,0 +1,524 @@
+"""libptc through ctypes (ABI mode): the loader, the C structs and the table
+of the functions the package calls.
+
+The library is found, in order:
+  1. the path in the environment variable PTC_LIB (a file, or a folder
+     holding libptc.so);
+  2. the copy bundled in the installed package (ptc/libptc.so);
+  3. the build tree of a source checkout (build/libptc.so next to python/,
+     or the folder in PTC_BUILD).
+
+Every function is bound by its exported name with its argument and result
+types from include/ptc/*.h, so a header change that renames or retypes a
+function breaks loudly here rather than silently at a call. The struct
+layouts below mirror the headers field for field; tests/python/
+test_abi.py compiles a C program against the headers and compares every
+size and offset with these definitions.
+
+Functions marked optional (``_OPTIONAL``) may be absent from an older or
+newer library; calling one that is absent raises UnsupportedError.
+"""
+
+import ctypes
+import os
+import threading
+from ctypes import (POINTER, Structure, c_bool, c_char, c_char_p, c_double, c_int, c_int64,
+                    c_long, c_size_t, c_uint, c_uint32, c_uint64, c_void_p)
+
+from . import _errors
+
+MAX_DIMS = 8
+CONFIG_MAX_STAGES = 1024
+RULES_MAX_BLOCKS = 64
+DATASET_NAME_MAX = 255
+DATASET_FORMAT_MAX = 63
+STORE_ALL_VERSIONS = (1 << 64) - 1
+
+# enum values of the headers
+STORE_CREATE = 1 << 0
+STORE_READONLY = 1 << 1
+CODEC_NONE = 0
+CODEC_ZSTD = 1
+CONFIG_STYLE_KEYS = 0
+CONFIG_STYLE_PATH = 1
+DTYPE_COUNT = 15          # PTC_DTYPE_COUNT == PTC_DTYPE_KEEP == PTC_RESHARD_DTYPE_KEEP
+
+
+# ---- structs (include/ptc/*.h) ---------------------------------------------------------
+
+class Box(Structure):
+    _fields_ = [("ndim", c_int), ("lo", c_int64 * MAX_DIMS), ("hi", c_int64 * MAX_DIMS)]
+
+
+class Piece(Structure):
+    _fields_ = [("box", Box), ("local_offset", c_int64),
+                ("local_stride", c_int64 * MAX_DIMS)]
+
+
+class Config(Structure):
+    _fields_ = [("dp", c_int), ("tp", c_int), ("pp", c_int), ("zero", c_bool),
+                ("nlayers", c_int), ("layers", c_uint32 * CONFIG_MAX_STAGES)]
+
+
+class VersionInfo(Structure):
+    _fields_ = [("version", c_uint64), ("parent", c_uint64), ("created_unix_ns", c_int64),
+                ("step", c_char_p), ("config", c_char_p), ("rules", c_char_p),
+                ("metadata_json", c_char_p), ("tensor_count", c_uint64), ("bytes", c_uint64),
+                ("stored_bytes", c_uint64)]
+
+
+class StoreTensor(Structure):
+    _fields_ = [("name", c_char_p), ("name_len", c_size_t), ("dtype", c_int), ("ndim", c_int),
+                ("shape", c_int64 * MAX_DIMS), ("placement", c_char_p), ("nshards", c_size_t)]
+
+
+class TensorInfo(Structure):
+    _fields_ = [("name", c_char_p), ("dtype", c_int), ("ndim", c_int),
+                ("shape", c_int64 * MAX_DIMS)]
+
+
+class Shard(Structure):
+    _fields_ = [("present", c_bool), ("flat", c_bool), ("ndim", c_int),
+                ("shape", c_int64 * MAX_DIMS), ("flat_lo", c_int64), ("flat_hi", c_int64),
+                ("npieces", c_size_t), ("owner", c_int)]
+
+
+class Placement(Structure):
+    _fields_ = [("tp", c_int), ("dim", c_int), ("nblocks", c_int), ("blocks_equal", c_bool),
+                ("blocks", c_int64 * RULES_MAX_BLOCKS), ("pp", c_int), ("layer", c_int64),
+                ("kind", c_int), ("rule", c_int)]
+
+
+PROGRESS_FN = ctypes.CFUNCTYPE(None, c_char_p, c_uint64, c_uint64, c_void_p)
+
+
+class ImportOptions(Structure):
+    _fields_ = [("step", c_char_p), ("codec", c_uint), ("level", c_int),
+                ("progress", PROGRESS_FN), ("progress_user", c_void_p)]
+
+
+class PlanOptions(Structure):
+    _fields_ = [("hosts", c_int), ("src_host", POINTER(c_int)), ("dst_host", POINTER(c_int)),
+                ("no_reuse", c_bool)]
+
+
+class PlanStats(Structure):
+    _fields_ = [("bytes_total", c_uint64), ("bytes_reused", c_uint64),
+                ("bytes_local_copy", c_uint64), ("bytes_network", c_uint64),
+                ("bytes_network_lower_bound", c_uint64), ("max_rank_send", c_uint64),
+                ("max_rank_recv", c_uint64), ("bytes_host_copy", c_uint64),
+                ("bytes_fanout", c_uint64), ("tensors", c_uint64), ("shards", c_uint64),
+                ("shards_reused", c_uint64), ("transfers", c_uint64), ("hosts", c_int),
+                ("plan_seconds", c_double)]
+
+
+class PlanHostStats(Structure):
+    _fields_ = [("bytes_in", c_uint64), ("bytes_out", c_uint64), ("bytes_need", c_uint64),
+                ("bytes_have", c_uint64)]
+
+
+class ReshardOptions(Structure):
+    _fields_ = [("step", c_char_p), ("threads", c_int), ("dtype", c_int), ("codec", c_uint),
+                ("level", c_int), ("hosts", c_int), ("mpi_budget", c_uint64)]
+
+
+class ReshardResult(Structure):
+    _fields_ = [("version", c_uint64), ("parent", c_uint64), ("plan", PlanStats),
+                ("bytes_written", c_uint64), ("shards_written", c_uint64),
+                ("shards_reused", c_uint64), ("shards_aliased", c_uint64),
+                ("seconds", c_double), ("rounds", c_uint64), ("max_round_bytes", c_uint64)]
+
+
+class GcStats(Structure):
+    _fields_ = [("files_removed", c_uint64), ("bytes_removed", c_uint64),
+                ("dirs_removed", c_uint64)]
+
+
+class DatasetInfo(Structure):
+    _fields_ = [("name", c_char * (DATASET_NAME_MAX + 1)),
+                ("format", c_char * (DATASET_FORMAT_MAX + 1)), ("id", c_uint64),
+                ("samples", c_uint64), ("bytes", c_uint64), ("stored_bytes", c_uint64),
+                ("created_unix_ns", c_int64), ("codec", c_uint), ("data_offset", c_uint64),
+                ("data_raw", c_bool)]
+
+
+class DatasetIngestOptions(Structure):
+    _fields_ = [("codec", c_uint), ("level", c_int), ("replace", c_bool),
+                ("progress", PROGRESS_FN), ("progress_user", c_void_p)]
+
+
+class AuditResult(Structure):
+    _fields_ = [("samples", c_uint64), ("once", c_uint64), ("repeated", c_uint64),
+                ("missing", c_uint64)]
+
+
+class Order(Structure):
+    _fields_ = [("n", c_uint64), ("seed", c_uint64), ("epoch", c_uint64), ("half", c_uint32),
+                ("mask", c_uint64)]
+
+
+class ViewStat(Structure):
+    _fields_ = [("is_dir", c_bool), ("size", c_uint64)]
+
+
+class ViewStoreOptions(Structure):
+    _fields_ = [("vfile_cache", c_size_t)]
+
+
+# Every struct the ABI test checks against the C headers: Python name -> C type name.
+STRUCTS = {
+    "Box": "ptc_box", "Piece": "ptc_piece", "Config": "ptc_config",
+    "VersionInfo": "ptc_version_info", "StoreTensor": "ptc_store_tensor",
+    "TensorInfo": "ptc_tensor_info", "Shard": "ptc_shard", "Placement": "ptc_placement",
+    "ImportOptions": "ptc_import_options", "PlanOptions": "ptc_plan_options",
+    "PlanStats": "ptc_plan_stats", "PlanHostStats": "ptc_plan_host_stats",
+    "ReshardOptions": "ptc_reshard_options", "ReshardResult": "ptc_reshard_result",
+    "GcStats": "ptc_store_gc_stats", "DatasetInfo": "ptc_store_dataset_info",
+    "DatasetIngestOptions": "ptc_dataset_ingest_options",
+    "AuditResult": "ptc_dataset_audit_result", "Order": "ptc_order",
+    "ViewStat": "ptc_view_stat", "ViewStoreOptions": "ptc_view_store_options",
+}
+
+# ---- the function table ---------------------------------------------------------------
+
+P = c_void_p            # opaque handles
+PP = POINTER(c_void_p)  # out-parameters receiving a handle
+u64p = POINTER(c_uint64)
+
+# name: (restype, argtypes). Types follow include/ptc/*.h.
+FUNCTIONS = {
+    # error.h
+    "ptc_strerror": (c_char_p, [c_int]),
+    "ptc_last_error": (c_char_p, []),
+    "ptc_error_clear": (None, []),
+    "ptc_version": (c_char_p, []),
+    "ptc_fault_alloc_at": (None, [c_long]),
+    "ptc_fault_write_at": (None, [c_long, c_int]),
+    # dtype.h
+    "ptc_dtype_size": (c_size_t, [c_int]),
+    "ptc_dtype_name": (c_char_p, [c_int]),
+    "ptc_dtype_parse": (c_int, [c_char_p, c_size_t, POINTER(c_int)]),
+    # config.h
+    "ptc_config_parse": (c_int, [POINTER(Config), c_char_p]),
+    "ptc_config_format": (c_int, [POINTER(Config), c_int, c_char_p, c_size_t]),
+    "ptc_config_world": (c_int, [POINTER(Config)]),
+    "ptc_config_coords": (None, [POINTER(Config), c_int, POINTER(c_int), POINTER(c_int),
+                                 POINTER(c_int)]),
+    # rules.h
+    "ptc_rules_parse": (c_int, [PP, c_char_p, c_size_t, c_char_p]),
+    "ptc_rules_load": (c_int, [PP, c_char_p]),
+    "ptc_rules_destroy": (None, [P]),
+    "ptc_rules_text": (c_char_p, [P]),
+    "ptc_placement_format": (c_int, [POINTER(Placement), c_char_p, c_size_t]),
+    # layout.h
+    "ptc_layout_create": (c_int, [PP, POINTER(TensorInfo), c_size_t, P, POINTER(Config)]),
+    "ptc_layout_destroy": (None, [P]),
+    "ptc_layout_count": (c_size_t, [P]),
+    "ptc_layout_config": (POINTER(Config), [P]),
+    "ptc_layout_tensor": (POINTER(TensorInfo), [P, c_size_t]),
+    "ptc_layout_placement": (POINTER(Placement), [P, c_size_t]),
+    "ptc_layout_find": (c_int, [P, c_char_p, POINTER(c_size_t)]),
+    "ptc_layout_shard": (c_int, [P, c_size_t, c_int, POINTER(Shard)]),
+    "ptc_layout_pieces": (c_int, [P, c_size_t, c_int, POINTER(Piece), c_size_t,
+                                  POINTER(c_size_t)]),
+    "ptc_layout_nlayers": (c_int64, [P]),
+    # store.h
+    "ptc_store_open": (c_int, [PP, c_char_p, c_uint]),
+    "ptc_store_close": (None, [P]),
+    "ptc_store_free": (None, [c_void_p]),
+    "ptc_store_versions": (c_int, [P, POINTER(POINTER(VersionInfo)), POINTER(c_size_t)]),
+    "ptc_store_versions_free": (None, [POINTER(VersionInfo), c_size_t]),
+    "ptc_store_latest": (c_int, [P, u64p]),
+    "ptc_store_reader_open": (c_int, [PP, P, c_uint64]),
+    "ptc_store_reader_close": (None, [P]),
+    "ptc_store_reader_version": (POINTER(VersionInfo), [P]),
+    "ptc_store_reader_tensor_count": (c_size_t, [P]),
+    "ptc_store_reader_tensor": (c_int, [P, c_size_t, POINTER(StoreTensor)]),
+    "ptc_store_reader_find": (c_int, [P, c_char_p, c_size_t, POINTER(c_size_t)]),
+    "ptc_store_reader_read_box": (c_int, [P, c_size_t, POINTER(Box), c_void_p,
+                                          POINTER(c_int64)]),
+    "ptc_store_verify": (c_int, [P, c_uint64, PROGRESS_FN, c_void_p]),
+    "ptc_store_gc": (c_int, [P, POINTER(GcStats)]),
+    "ptc_store_info_json": (c_int, [P, c_uint64, c_uint, POINTER(c_void_p)]),
+    "ptc_store_datasets": (c_int, [P, POINTER(POINTER(DatasetInfo)), POINTER(c_size_t)]),
+    "ptc_store_dataset_stat": (c_int, [P, c_char_p, POINTER(DatasetInfo)]),
+    "ptc_store_dataset_name_ok": (c_bool, [c_char_p]),
+    # export.h
+    "ptc_import": (c_int, [P, POINTER(c_char_p), c_size_t, POINTER(Config), P,
+                           POINTER(ImportOptions), u64p]),
+    "ptc_layout_of_version": (c_int, [PP, P, POINTER(Config)]),
+    "ptc_vfile_whole": (c_int, [PP, P, c_int]),
+    "ptc_vfile_rank": (c_int, [PP, P, P, c_int, c_int]),
+    "ptc_vfile_destroy": (None, [P]),
+    "ptc_vfile_size": (c_uint64, [P]),
+    "ptc_vfile_read": (c_int, [P, c_void_p, c_uint64, c_size_t, POINTER(c_size_t)]),
+    "ptc_vfile_write": (c_int, [P, c_char_p, PROGRESS_FN, c_void_p]),
+    # reshard.h
+    "ptc_plan_create": (c_int, [PP, P, P, POINTER(PlanOptions)]),
+    "ptc_plan_destroy": (None, [P]),
+    "ptc_plan_stats_get": (None, [P, POINTER(PlanStats)]),
+    "ptc_plan_host_stats_get": (c_int, [P, c_int, POINTER(PlanHostStats)]),
+    "ptc_reshard_options_init": (None, [POINTER(ReshardOptions)]),
+    "ptc_reshard_store": (c_int, [P, c_uint64, POINTER(Config), POINTER(ReshardOptions),
+                                  POINTER(ReshardResult)]),
+    # dataset.h
+    "ptc_order_init": (c_int, [POINTER(Order), c_uint64, c_uint64, c_uint64]),
+    "ptc_order_sample": (c_int, [POINTER(Order), c_uint64, u64p]),
+    "ptc_batch_steps": (c_int, [c_uint64, c_uint64, c_uint64, u64p]),
+    "ptc_batch_part": (c_int, [c_uint64, c_uint64, c_uint64, c_uint64, c_uint64, c_uint64,
+                               u64p, u64p]),
+    "ptc_dataset_ingest": (c_int, [P, c_char_p, c_char_p, POINTER(c_char_p), c_size_t,
+                                   POINTER(DatasetIngestOptions), u64p]),
+    "ptc_dataset_audit": (c_int, [P, c_char_p, c_uint64, c_uint64, POINTER(AuditResult)]),
+    "ptc_dataset_counter_create": (c_int, [PP, P]),
+    "ptc_dataset_counter_add": (c_int, [P, c_char_p, c_uint64, c_uint64, c_uint64, c_uint64]),
+    "ptc_dataset_counter_flush": (c_int, [P]),
+    "ptc_dataset_counter_destroy": (None, [P]),
+    # view.h
+    "ptc_view_store_create": (c_int, [PP, c_char_p, POINTER(ViewStoreOptions)]),
+    "ptc_view_store_view": (P, [P]),
+    "ptc_view_store_attach": (c_int, [P, P, c_bool]),
+    "ptc_view_store_flush": (c_int, [P]),
+    "ptc_view_store_destroy": (None, [P]),
+    "ptc_view_stat_path": (c_int, [P, c_char_p, POINTER(ViewStat)]),
+    "ptc_view_pread": (c_int, [P, c_char_p, c_uint64, c_void_p, c_size_t, POINTER(c_size_t)]),
+}
+
+# Functions a library may lack; calling one that is absent raises UnsupportedError.
+# ckpt.h (training-state checkpoints) is bound here once it exists: add its
+# functions to FUNCTIONS and to _OPTIONAL, then ptc.save / ptc.load use them.
+_OPTIONAL = set()
+
+_lock = threading.Lock()
+_lib = None
+_path = None
+
+
+def _candidates():
+    env = os.environ.get("PTC_LIB")
+    if env:
+        yield os.path.join(env, "libptc.so") if os.path.isdir(env) else env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, "libptc.so")
+    build = os.environ.get("PTC_BUILD")
+    if build:
+        yield os.path.join(build, "libptc.so")
+    # a source checkout: python/ptc/_lib.py -> <repo>/build/libptc.so
+    yield os.path.join(os.path.dirname(os.path.dirname(here)), "build", "libptc.so")
+
+
+class _Missing:
+    """Stands in for an optional function the loaded library lacks."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, *args):
+        raise _errors.UnsupportedError(
+            "%s is not in the loaded libptc (%s)" % (self.name, _path))
+
+
+class Lib:
+    """The loaded library: one attribute per function of FUNCTIONS."""
+
+    def __init__(self, cdll, path):
+        self.cdll = cdll
+        self.path = path
+        for name, (res, args) in FUNCTIONS.items():
+            try:
+                f = getattr(cdll, name)
+            except AttributeError:
+                if name in _OPTIONAL:
+                    setattr(self, name, _Missing(name))
+                    continue
+                raise ImportError("libptc at %s lacks %s" % (path, name)) from None
+            f.restype = res
+            f.argtypes = args
+            setattr(self, name, f)
+
+    def has(self, name):
+        return not isinstance(getattr(self, name, None), _Missing) and hasattr(self, name)
+
+
+def lib():
+    """The library, loaded on first use."""
+    global _lib, _path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for path in _candidates():
+            if not os.path.exists(path):
+                tried.append(path)
+                continue
+            cdll = ctypes.CDLL(path)
+            _path = path
+            _lib = Lib(cdll, path)
+            return _lib
+        raise ImportError("libptc.so not found (tried %s); set PTC_LIB to its path"
+                          % ", ".join(tried))
+
+
+def library_path():
+    """Path of the loaded libptc."""
+    lib()
+    return _path
+
+
+# ---- errors -------------------------------------------------------------------------
+
+def last_error(code):
+    """The exception for a failed call that returned @p code (reads this thread's
+    ptc_last_error(); ptc_strerror() when it is empty)."""
+    L = lib()
+    msg = L.ptc_last_error()
+    msg = msg.decode("utf-8", "replace") if msg else ""
+    if not msg:
+        s = L.ptc_strerror(code)
+        msg = s.decode("utf-8", "replace") if s else "error %d" % code
+    return _errors.make_error(code, msg)
+
+
+def check(code):
+    """Raise the matching ptc.Error when a libptc call returned a negative code."""
+    if code < 0:
+        raise last_error(code)
+    return code
+
+
+def call(name, *args):
+    """Call libptc function @p name; raise ptc.Error on a negative result."""
+    L = lib()
+    L.ptc_error_clear()
+    return check(getattr(L, name)(*args))
+
+
+# ---- small value helpers --------------------------------------------------------------
+
+def enc(s):
+    """str / PathLike / bytes -> bytes (UTF-8; paths through os.fsencode)."""
+    if s is None:
+        return None
+    if isinstance(s, bytes):
+        return s
+    if isinstance(s, str):
+        return s.encode("utf-8")
+    return os.fsencode(s)
+
+
+def dec(b):
+    return b.decode("utf-8", "replace") if b is not None else None
+
+
+def parse_config(text):
+    """A Config struct from a configuration text (key or path form) or a Config."""
+    if isinstance(text, Config):
+        return text
+    if isinstance(text, dict):
+        text = ",".join("%s=%s" % (k, v) for k, v in text.items())
+    cfg = Config()
+    call("ptc_config_parse", ctypes.byref(cfg), enc(str(text)))
+    return cfg
+
+
+def format_config(cfg, style=CONFIG_STYLE_KEYS):
+    buf = ctypes.create_string_buffer(CONFIG_MAX_STAGES * 11 + 64)
+    call("ptc_config_format", ctypes.byref(cfg), style, buf, len(buf))
+    return buf.value.decode()
+
+
+def config_world(cfg):
+    return lib().ptc_config_world(ctypes.byref(cfg))
+
+
+def parse_compress(compress):
+    """(codec, level) from None, "zstd", "zstd:L" or ("zstd", L)."""
+    if compress is None or compress is False or compress == "none":
+        return CODEC_NONE, 0
+    if isinstance(compress, (tuple, list)):
+        name, level = compress
+    else:
+        name, _, level = str(compress).partition(":")
+        level = int(level) if level else 0
+    if name != "zstd":
+        raise _errors.InvalidError("compress: unknown codec '%s' (only zstd[:LEVEL])" % name)
+    if level and not 1 <= int(level) <= 22:
+        raise _errors.InvalidError("compress: zstd level must be 1..22, not %s" % level)
+    return CODEC_ZSTD, int(level or 0)
+
+
+class Handle:
+    """An owned opaque pointer freed by a destroy function (once)."""
+
+    __slots__ = ("ptr", "_destroy", "_pid")
+
+    def __init__(self, destroy):
+        self.ptr = c_void_p()
+        self._destroy = destroy
+        self._pid = os.getpid()
+
+    def __bool__(self):
+        return bool(self.ptr)
+
+    @property
+    def value(self):
+        return self.ptr
+
+    def close(self):
+        p, self.ptr = self.ptr, c_void_p()
+        # a handle inherited through fork() belongs to the parent: leave it
+        if p and self._pid == os.getpid():
+            getattr(lib(), self._destroy)(p)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Rules:
+    """Parsed placement rules: a preset name (llama, gpt2, megatron-gpt, none), a
+    rules file path, or rules text (anything containing a newline)."""
+
+    def __init__(self, spec):
+        self._h = Handle("ptc_rules_destroy")
+        if isinstance(spec, Rules):
+            spec = spec.text
+        if isinstance(spec, str) and "\n" in spec:
+            b = spec.encode("utf-8")
+            call("ptc_rules_parse", ctypes.byref(self._h.ptr), b, len(b), b"rules")
+        else:
+            call("ptc_rules_load", ctypes.byref(self._h.ptr), enc(spec))
+
+    @property
+    def ptr(self):
+        return self._h.ptr
+
+    @property
+    def text(self):
+        """The canonical rules text (presets expanded)."""
+        return dec(lib().ptc_rules_text(self._h.ptr))
+
+    def close(self):
+        self._h.close()
+
+
+def as_rules(spec):
+    return spec if isinstance(spec, Rules) else Rules(spec)
+
+
+def progress_callback(fn):
+    """A C progress callback calling fn(what, done, total), or a NULL one."""
+    if fn is None:
+        return PROGRESS_FN()
+
+    def cb(what, done, total, user):
+        try:
+            fn(dec(what), done, total)
+        except Exception:
+            pass
+    return PROGRESS_FN(cb)

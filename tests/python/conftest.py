@@ -1,0 +1,52 @@
+"""Shared fixtures of the ptc Python tests: the ptc command, stores in
+temporary folders, synthetic models."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.environ.get("PTC_SRC") or os.path.dirname(os.path.dirname(HERE))
+
+
+def _ptc_bin():
+    p = os.environ.get("PTC")
+    if p:
+        return p
+    build = os.environ.get("PTC_BUILD") or os.path.join(SRC, "build")
+    return os.path.join(build, "ptc")
+
+
+PTC = _ptc_bin()
+
+
+def run_ptc(*args, check=True):
+    """Run the ptc command; returns CompletedProcess (text)."""
+    return subprocess.run([PTC, *map(str, args)], check=check, capture_output=True, text=True)
+
+
+@pytest.fixture
+def ptc_bin():
+    if not os.access(PTC, os.X_OK):
+        pytest.skip("no ptc command at %s" % PTC)
+    return PTC
+
+
+@pytest.fixture
+def synth(tmp_path, ptc_bin):
+    """A synthetic llama-tiny checkpoint (ptc synth) with optimizer state."""
+    out = tmp_path / "model.safetensors"
+    run_ptc("synth", "--preset", "llama-tiny", "--seed", "5", "--optim", "--out", out)
+    return out
+
+
+def fuse_available():
+    return (os.path.exists("/dev/fuse") and shutil.which("fusermount3") is not None
+            and os.access(PTC, os.X_OK))
+
+
+def python():
+    return sys.executable
