@@ -813,10 +813,9 @@ static void test_speed(void **state)
             total += (int64_t)np;
         }
     double ms = now_ms() - t0;
+    /* the speed goal (under 100 ms) is bench/bench_layout.c's: a unit test
+     * asserts no wall time */
     print_message("1000 tensors x 64 ranks: %.1f ms, %lld pieces\n", ms, (long long)total);
-#ifndef SANITIZED
-    assert_true(ms < 100.0);
-#endif
     assert_true(total > 0);
     ptc_layout_destroy(l);
     ptc_rules_destroy(r);
