@@ -758,13 +758,6 @@ static void test_alloc_failures(void **state)
 
 /* ---- speed ----------------------------------------------------------------------- */
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
 
 static double now_ms(void)
 {
