@@ -68,7 +68,7 @@ static uint64_t name_hash(const char *s)
 
 /* Register tensor `name` of chunk c at offset off (floats). */
 static int add_param(ptc_exec_model *x, int c, size_t off, const char *name, int ndim,
-                     int64_t d0, int64_t d1)
+                     int64_t d0, int64_t d1, int64_t g0, int64_t g1)
 {
     if (x->nparams >= MODEL_MAX_PARAMS)
         return ptc_error_set(PTC_E_RANGE, "model: too many tensors");
@@ -90,6 +90,8 @@ static int add_param(ptc_exec_model *x, int c, size_t off, const char *name, int
     q->ndim = ndim;
     q->shape[0] = d0;
     q->shape[1] = ndim > 1 ? d1 : 0;
+    q->global_shape[0] = g0;
+    q->global_shape[1] = ndim > 1 ? g1 : 0;
     q->data = (float *)(uintptr_t)off; /* fixed up once the chunk is allocated */
     q->pipe = x->ch[c].pipe;
     q->stage = x->ch[c].stage;
@@ -101,12 +103,13 @@ static int add_param(ptc_exec_model *x, int c, size_t off, const char *name, int
 static int layout_chunk(ptc_exec_model *x, int c, bool reg)
 {
     chunk *k = &x->ch[c];
-    size_t H = (size_t)x->cfg.hidden, F = 4 * H, V = (size_t)x->cfg.vocab, off = 0;
+    size_t H = (size_t)x->cfg.hidden, F = x->fl, FG = 4 * H, V = (size_t)x->cfg.vocab, off = 0;
     char nm[160];
     if (k->first) {
         k->emb = off;
         if (reg)
-            PTC_TRY(add_param(x, c, off, "model.embed_tokens.weight", 2, (int64_t)V, (int64_t)H));
+            PTC_TRY(add_param(x, c, off, "model.embed_tokens.weight", 2, (int64_t)V, (int64_t)H,
+                              (int64_t)V, (int64_t)H));
         off += V * H;
     }
     for (int l = k->l0; l < k->l1; l++) {
@@ -115,18 +118,19 @@ static int layout_chunk(ptc_exec_model *x, int c, bool reg)
             size_t *o;
             const char *suffix;
             int ndim;
-            size_t d0, d1;
-        } t[] = {{&lo->lnw, "input_layernorm.weight", 1, H, 0},
-                 {&lo->lnb, "input_layernorm.bias", 1, H, 0},
-                 {&lo->w1, "mlp.up_proj.weight", 2, F, H},
-                 {&lo->b1, "mlp.up_proj.bias", 1, F, 0},
-                 {&lo->w2, "mlp.down_proj.weight", 2, H, F},
-                 {&lo->b2, "mlp.down_proj.bias", 1, H, 0}};
+            size_t d0, d1, g0, g1;
+        } t[] = {{&lo->lnw, "input_layernorm.weight", 1, H, 0, H, 0},
+                 {&lo->lnb, "input_layernorm.bias", 1, H, 0, H, 0},
+                 {&lo->w1, "mlp.up_proj.weight", 2, F, H, FG, H},
+                 {&lo->b1, "mlp.up_proj.bias", 1, F, 0, FG, 0},
+                 {&lo->w2, "mlp.down_proj.weight", 2, H, F, H, FG},
+                 {&lo->b2, "mlp.down_proj.bias", 1, H, 0, H, 0}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             *t[i].o = off;
             if (reg) {
                 snprintf(nm, sizeof nm, "model.layers.%d.%s", l, t[i].suffix);
-                PTC_TRY(add_param(x, c, off, nm, t[i].ndim, (int64_t)t[i].d0, (int64_t)t[i].d1));
+                PTC_TRY(add_param(x, c, off, nm, t[i].ndim, (int64_t)t[i].d0, (int64_t)t[i].d1,
+                                  (int64_t)t[i].g0, (int64_t)t[i].g1));
             }
             off += t[i].d0 * (t[i].ndim > 1 ? t[i].d1 : 1);
         }
@@ -134,15 +138,16 @@ static int layout_chunk(ptc_exec_model *x, int c, bool reg)
     if (k->last) {
         k->nw = off;
         if (reg)
-            PTC_TRY(add_param(x, c, off, "model.norm.weight", 1, (int64_t)H, 0));
+            PTC_TRY(add_param(x, c, off, "model.norm.weight", 1, (int64_t)H, 0, (int64_t)H, 0));
         off += H;
         k->nb = off;
         if (reg)
-            PTC_TRY(add_param(x, c, off, "model.norm.bias", 1, (int64_t)H, 0));
+            PTC_TRY(add_param(x, c, off, "model.norm.bias", 1, (int64_t)H, 0, (int64_t)H, 0));
         off += H;
         k->head = off;
         if (reg)
-            PTC_TRY(add_param(x, c, off, "lm_head.weight", 2, (int64_t)V, (int64_t)H));
+            PTC_TRY(add_param(x, c, off, "lm_head.weight", 2, (int64_t)V, (int64_t)H, (int64_t)V,
+                              (int64_t)H));
         off += V * H;
     }
     k->count = off;
@@ -163,7 +168,18 @@ static int layout_chunk(ptc_exec_model *x, int c, bool reg)
     return PTC_OK;
 }
 
-static void init_tensor(float *d, const ptc_exec_param *q, uint64_t seed)
+/* Element g (row-major) of the whole tensor's splitmix stream: the value a
+ * sequential fill would give it, so every shard of every layout starts from
+ * the same model. */
+static uint64_t splitmix_at(uint64_t st0, uint64_t g)
+{
+    uint64_t st = st0 + g * 0x9E3779B97F4A7C15ull;
+    return splitmix(&st);
+}
+
+/* Fill the local tensor q (a block of rows [r0, r0 + rows) and columns
+ * [c0, c0 + cols) of the whole tensor) with its initial values. */
+static void init_tensor(float *d, const ptc_exec_param *q, uint64_t seed, int64_t r0, int64_t c0)
 {
     size_t cnt = (size_t)q->shape[0] * (size_t)(q->ndim > 1 ? q->shape[1] : 1);
     const char *nm = q->name;
@@ -179,10 +195,38 @@ static void init_tensor(float *d, const ptc_exec_param *q, uint64_t seed)
             d[i] = 1.0f;
         return;
     }
-    double a = strstr(nm, "embed_tokens") ? 1.0 : 1.0 / sqrt((double)q->shape[1]);
+    double a = strstr(nm, "embed_tokens") ? 1.0 : 1.0 / sqrt((double)q->global_shape[1]);
     uint64_t st = seed ^ name_hash(nm);
-    for (size_t i = 0; i < cnt; i++)
-        d[i] = (float)(a * ((double)(splitmix(&st) >> 11) * 0x1.0p-52 - 1.0));
+    int64_t rows = q->shape[0], cols = q->ndim > 1 ? q->shape[1] : 1;
+    int64_t gcols = q->ndim > 1 ? q->global_shape[1] : 1;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) {
+            uint64_t g = (uint64_t)((r0 + i) * gcols + c0 + j);
+            d[i * cols + j] = (float)(a * ((double)(splitmix_at(st, g) >> 11) * 0x1.0p-52 - 1.0));
+        }
+}
+
+/* Part i of n of an extent S by the split rule (DESIGN.md). */
+static void split_part(int64_t S, int n, int i, int64_t *lo, int64_t *hi)
+{
+    int64_t c = (S + n - 1) / n;
+    *lo = (int64_t)i * c < S ? (int64_t)i * c : S;
+    *hi = ((int64_t)i + 1) * c < S ? ((int64_t)i + 1) * c : S;
+}
+
+void ptc_exec_model_replica(int pipes, int P, int D, int rank, int dp_rank, int pipe,
+                            int stage, int *rep, int *nrep)
+{
+    (void)pipe;
+    if (pipes != 2) {
+        *rep = dp_rank;
+        *nrep = D;
+        return;
+    }
+    /* the pair group of ranks {stage's, its mirror's}, ordered by (pp_i, dp_i) */
+    int lo = stage < P - 1 - stage ? stage : P - 1 - stage;
+    *rep = (rank == lo ? 0 : D) + dp_rank;
+    *nrep = 2 * D;
 }
 
 void ptc_exec_model_destroy(ptc_exec_model *x)
@@ -227,11 +271,26 @@ int ptc_exec_model_create(ptc_exec_model **out, const ptc_exec_model_cfg *m,
         return ptc_error_set(PTC_E_RANGE, "model: sizes too large");
     if (rank < 0 || rank >= ptc_sched_ranks(s))
         return ptc_error_set(PTC_E_RANGE, "model: rank %d outside the schedule", rank);
+    int T = m->tp > 1 ? m->tp : 1, D = m->dp > 1 ? m->dp : 1;
+    if (m->tp_rank < 0 || m->tp_rank >= T || m->dp_rank < 0 || m->dp_rank >= D)
+        return ptc_error_set(PTC_E_INVAL, "model: tp rank %d of %d, dp rank %d of %d",
+                             m->tp_rank, T, m->dp_rank, D);
+    if (m->zero && ptc_sched_pipes(s) == 2 && ptc_sched_ranks(s) % 2)
+        return ptc_error_set(PTC_E_CONFIG, "model: zero=1 with a two-pipe schedule needs an "
+                                           "even number of pipeline ranks");
     int rc = PTC_E_NOMEM;
     ptc_exec_model *x = ptc_calloc(1, sizeof *x);
     if (!x)
         return ptc_error_set(PTC_E_NOMEM, "model");
     x->cfg = *m;
+    x->cfg.tp = T;
+    x->cfg.dp = D;
+    x->T = T;
+    x->t = m->tp_rank;
+    x->tp_comm = x->rep_comm = MPI_COMM_NULL;
+    int64_t flo, fhi;
+    split_part(4 * (int64_t)m->hidden, T, x->t, &flo, &fhi);
+    x->fl = (size_t)(fhi - flo);
     x->s = s;
     x->rank = rank;
     x->nch = ptc_sched_chunks(s, rank);
@@ -258,6 +317,12 @@ int ptc_exec_model_create(ptc_exec_model **out, const ptc_exec_model_cfg *m,
         k->last = k->stage == x->S - 1;
         k->l0 = -1;
         k->l1 = -1;
+        ptc_exec_model_replica(ptc_sched_pipes(s), ptc_sched_ranks(s), D, rank, m->dp_rank,
+                               k->pipe, k->stage, &k->rep, &k->nrep);
+        if (!m->zero) {
+            k->rep = 0;
+            k->nrep = 1;
+        }
         for (int l = 0; l < m->layers; l++) {
             int st;
             rc = ptc_config_stage_of_layer(&pc, m->layers, l, &st);
@@ -278,20 +343,42 @@ int ptc_exec_model_create(ptc_exec_model **out, const ptc_exec_model_cfg *m,
         size_t first_param = x->nparams;
         if ((rc = layout_chunk(x, c, true)) != PTC_OK)
             goto out_destroy;
+        /* this replica's flat range of each tensor (all of it without ZeRO) */
+        k->ocount = 0;
+        for (size_t i = first_param; i < x->nparams; i++) {
+            ptc_exec_param *q = &x->params[i];
+            int64_t numel = q->shape[0] * (q->ndim > 1 ? q->shape[1] : 1), a, b;
+            split_part(numel, k->nrep, k->rep, &a, &b);
+            q->optim_offset = a;
+            q->optim_count = b - a;
+            q->exp_avg = (float *)(uintptr_t)k->ocount; /* fixed up below */
+            q->rep = k->rep;
+            q->nrep = k->nrep;
+            k->ocount += (size_t)(b - a);
+        }
         rc = PTC_E_NOMEM;
-        size_t cnt = k->count ? k->count : 1;
+        size_t cnt = k->count ? k->count : 1, ocnt = k->ocount ? k->ocount : 1;
         k->p = ptc_malloc(cnt * sizeof(float));
         k->g = ptc_calloc(cnt, sizeof(float));
-        k->m = ptc_calloc(cnt, sizeof(float));
-        k->v = ptc_calloc(cnt, sizeof(float));
+        k->m = ptc_calloc(ocnt, sizeof(float));
+        k->v = ptc_calloc(ocnt, sizeof(float));
         k->act = ptc_calloc((size_t)x->mbs, sizeof *k->act);
         k->tok = ptc_calloc((size_t)x->mbs, sizeof *k->tok);
         if (!k->p || !k->g || !k->m || !k->v || !k->act || !k->tok)
             goto out_destroy;
         for (size_t i = first_param; i < x->nparams; i++) {
             ptc_exec_param *q = &x->params[i];
+            size_t mo = (size_t)(uintptr_t)q->exp_avg;
             q->data = k->p + (size_t)(uintptr_t)q->data;
-            init_tensor(q->data, q, m->seed);
+            q->exp_avg = k->m + mo;
+            q->exp_avg_sq = k->v + mo;
+            /* up_proj holds rows [flo, fhi) of the whole tensor, down_proj
+             * columns [flo, fhi); everything else is whole */
+            bool up = strstr(q->name, "up_proj.") != NULL;
+            bool down_w = strstr(q->name, "down_proj.weight") != NULL;
+            q->global_offset[0] = up ? flo : 0;
+            q->global_offset[1] = down_w ? flo : 0;
+            init_tensor(q->data, q, m->seed, q->global_offset[0], q->global_offset[1]);
         }
     }
     *out = x;
@@ -301,6 +388,28 @@ out_destroy:
         ptc_error_set(PTC_E_NOMEM, "model of rank %d", rank);
     ptc_exec_model_destroy(x);
     return rc;
+}
+
+int ptc_exec_model_set_comms(ptc_exec_model *x, MPI_Comm tp, MPI_Comm replicas)
+{
+    int size = 1, me = 0;
+    if (x->T > 1) {
+        if (tp == MPI_COMM_NULL || MPI_Comm_size(tp, &size) != MPI_SUCCESS ||
+            MPI_Comm_rank(tp, &me) != MPI_SUCCESS || size != x->T || me != x->t)
+            return ptc_error_set(PTC_E_CONFIG, "model: the tensor-parallel group is not the "
+                                               "%d ranks the model was built for", x->T);
+    }
+    x->tp_comm = tp;
+    if (x->cfg.zero && x->nch > 0) {
+        if (replicas == MPI_COMM_NULL || MPI_Comm_size(replicas, &size) != MPI_SUCCESS ||
+            MPI_Comm_rank(replicas, &me) != MPI_SUCCESS || size != x->ch[0].nrep ||
+            me != x->ch[0].rep)
+            return ptc_error_set(PTC_E_CONFIG, "model: the replica group (%d, rank %d) is not "
+                                               "what ZeRO was set up for (%d, rank %d)", size,
+                                 me, x->ch[0].nrep, x->ch[0].rep);
+    }
+    x->rep_comm = replicas;
+    return PTC_OK;
 }
 
 void ptc_exec_model_set_step(ptc_exec_model *x, int64_t step) { x->step = step; }
@@ -319,6 +428,20 @@ const ptc_exec_param *ptc_exec_model_params(const ptc_exec_model *x, size_t *n)
 
 /* ---- compute ----------------------------------------------------------------- */
 
+/* Sum @p n floats over the tensor-parallel group, in place. */
+static int tp_allreduce(ptc_exec_model *x, float *buf, size_t n)
+{
+    if (x->T == 1)
+        return PTC_OK;
+    if (x->tp_comm == MPI_COMM_NULL)
+        return ptc_error_set(PTC_E_INVAL, "model: tp=%d without its communicator "
+                                          "(ptc_exec_model_set_comms)", x->T);
+    int mrc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, x->tp_comm);
+    if (mrc != MPI_SUCCESS)
+        return ptc_error_set(PTC_E_MPI, "model: tensor-parallel MPI_Allreduce failed (%d)", mrc);
+    return PTC_OK;
+}
+
 static int chunk_of(const ptc_exec_model *x, int c, int mb)
 {
     if (c < 0 || c >= x->nch || mb < 0 || mb >= x->mbs)
@@ -331,7 +454,7 @@ static int model_forward(void *user, int c, int mb, const void *in, void *out)
     ptc_exec_model *x = user;
     PTC_TRY(chunk_of(x, c, mb));
     chunk *k = &x->ch[c];
-    size_t n = (size_t)x->cfg.tokens, H = (size_t)x->cfg.hidden, F = 4 * H,
+    size_t n = (size_t)x->cfg.tokens, H = (size_t)x->cfg.hidden, F = x->fl,
            V = (size_t)x->cfg.vocab;
     if (k->act[mb])
         return ptc_error_set(PTC_E_INVAL, "model: forward of mb %d chunk %d twice", mb, c);
@@ -359,7 +482,17 @@ static int model_forward(void *user, int c, int mb, const void *in, void *out)
         PTC_TRY(ptc_matmul_forward_cpu(s.h, s.ln, k->p + lo->w1, k->p + lo->b1, n, H, F));
         PTC_TRY(ptc_gelu_forward_cpu(s.g, s.h, n * F));
         float *br = x->scratch;
-        PTC_TRY(ptc_matmul_forward_cpu(br, s.g, k->p + lo->w2, k->p + lo->b2, n, F, H));
+        if (x->T == 1) {
+            PTC_TRY(ptc_matmul_forward_cpu(br, s.g, k->p + lo->w2, k->p + lo->b2, n, F, H));
+        } else {
+            /* row-parallel: partial sums over this shard's inputs, summed over
+             * the group, then the replicated bias */
+            PTC_TRY(ptc_matmul_forward_cpu(br, s.g, k->p + lo->w2, NULL, n, F, H));
+            PTC_TRY(tp_allreduce(x, br, n * H));
+            for (size_t i = 0; i < n; i++)
+                for (size_t j = 0; j < H; j++)
+                    br[i * H + j] += k->p[lo->b2 + j];
+        }
         PTC_TRY(ptc_residual_forward_cpu(s.xout, xin, br, n * H));
         xin = s.xout;
     }
@@ -389,7 +522,7 @@ static int model_bwd(ptc_exec_model *x, int c, int mb, const void *dout, void *d
     if (!a)
         return ptc_error_set(PTC_E_INVAL, "model: backward of mb %d chunk %d before forward",
                              mb, c);
-    size_t n = (size_t)x->cfg.tokens, H = (size_t)x->cfg.hidden, F = 4 * H,
+    size_t n = (size_t)x->cfg.tokens, H = (size_t)x->cfg.hidden, F = x->fl,
            V = (size_t)x->cfg.vocab;
     const int32_t *tok = k->tok[mb];
     /* dx: gradient w.r.t. the current residual stream, in scratch. */
@@ -427,6 +560,8 @@ static int model_bwd(ptc_exec_model *x, int c, int mb, const void *dout, void *d
         PTC_TRY(ptc_matmul_backward_cpu(dln, full ? k->g + lo->w1 : NULL,
                                         full ? k->g + lo->b1 : NULL, s.dh, s.ln, k->p + lo->w1,
                                         n, H, F));
+        /* column-parallel up_proj: the input gradient sums over the group */
+        PTC_TRY(tp_allreduce(x, dln, n * H));
         /* residual: dxin = dx + LN backward(dln) */
         PTC_TRY(ptc_layernorm_backward_cpu(dx, k->g + lo->lnw, k->g + lo->lnb, dln, xin,
                                            k->p + lo->lnw, s.mean, s.rstd, n, H));
@@ -475,7 +610,7 @@ static int model_backward_weight(void *user, int c, int mb)
     if (!a)
         return ptc_error_set(PTC_E_INVAL, "model: weight gradient of mb %d chunk %d without "
                                           "its input gradient", mb, c);
-    size_t n = (size_t)x->cfg.tokens, H = (size_t)x->cfg.hidden, F = 4 * H,
+    size_t n = (size_t)x->cfg.tokens, H = (size_t)x->cfg.hidden, F = x->fl,
            V = (size_t)x->cfg.vocab;
     if (k->last) {
         float *lnf = a + k->a_head, *logits = lnf + n * H + 2 * n, *dlogits = logits + n * V;
@@ -506,6 +641,65 @@ static int model_grads(void *user, int c, float **g, size_t *count)
     return PTC_OK;
 }
 
+/* ZeRO-1: all-gather every replica's updated ranges of chunk c over the
+ * replica group. Member j contributes, tensor by tensor in the chunk's
+ * order, part j of each tensor; the gradient buffer (no longer needed)
+ * receives them. */
+static int zero_gather(ptc_exec_model *x, int c)
+{
+    chunk *k = &x->ch[c];
+    if (k->nrep == 1 || !k->count)
+        return PTC_OK;
+    if (x->rep_comm == MPI_COMM_NULL)
+        return ptc_error_set(PTC_E_INVAL, "model: zero=1 without the replica communicator "
+                                          "(ptc_exec_model_set_comms)");
+    int *counts = ptc_calloc((size_t)k->nrep, sizeof *counts);
+    int *displs = ptc_calloc((size_t)k->nrep, sizeof *displs);
+    int rc = counts && displs ? PTC_OK : ptc_error_set(PTC_E_NOMEM, "ZeRO all-gather");
+    for (size_t i = 0; rc == PTC_OK && i < x->nparams; i++) {
+        const ptc_exec_param *q = &x->params[i];
+        if (q->chunk != c)
+            continue;
+        int64_t numel = q->shape[0] * (q->ndim > 1 ? q->shape[1] : 1), a, b;
+        for (int j = 0; j < k->nrep; j++) {
+            split_part(numel, k->nrep, j, &a, &b);
+            counts[j] += (int)(b - a);
+        }
+    }
+    for (int j = 1; rc == PTC_OK && j < k->nrep; j++)
+        displs[j] = displs[j - 1] + counts[j - 1];
+    float *buf = k->g;
+    /* pack, send, unpack: one pass over the tensors per member */
+    for (int pass = 0; rc == PTC_OK && pass < 2; pass++) {
+        for (int j = 0; j < k->nrep; j++) {
+            if (pass == 0 && j != k->rep)
+                continue;
+            size_t at = (size_t)displs[j];
+            for (size_t i = 0; i < x->nparams; i++) {
+                const ptc_exec_param *q = &x->params[i];
+                if (q->chunk != c)
+                    continue;
+                int64_t numel = q->shape[0] * (q->ndim > 1 ? q->shape[1] : 1), a, b;
+                split_part(numel, k->nrep, j, &a, &b);
+                if (pass == 0)
+                    memcpy(buf + at, q->data + a, (size_t)(b - a) * sizeof(float));
+                else if (j != k->rep)
+                    memcpy(q->data + a, buf + at, (size_t)(b - a) * sizeof(float));
+                at += (size_t)(b - a);
+            }
+        }
+        if (pass == 0) {
+            int mrc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs,
+                                     MPI_FLOAT, x->rep_comm);
+            if (mrc != MPI_SUCCESS)
+                rc = ptc_error_set(PTC_E_MPI, "model: ZeRO MPI_Allgatherv failed (%d)", mrc);
+        }
+    }
+    ptc_free(counts);
+    ptc_free(displs);
+    return rc;
+}
+
 static int model_optimizer(void *user)
 {
     ptc_exec_model *x = user;
@@ -514,12 +708,36 @@ static int model_optimizer(void *user)
                            .beta2 = 0.999f,
                            .eps = 1e-8f,
                            .weight_decay = 0.0f};
-    for (int c = 0; c < x->nch; c++) {
+    if (!x->cfg.zero) {
+        for (int c = 0; c < x->nch; c++) {
+            chunk *k = &x->ch[c];
+            if (!k->count)
+                continue;
+            PTC_TRY(ptc_adamw_update_cpu(k->p, k->m, k->v, k->g, k->count, &hp, x->step + 1));
+            memset(k->g, 0, k->count * sizeof(float));
+        }
+        return PTC_OK;
+    }
+    /* ZeRO-1: each replica updates its ranges, then the ranges are gathered,
+     * chunk by chunk in the order the runtime reduced them (stage order for
+     * two pipes), so that every member issues the same collectives. */
+    int order[2] = {0, 1};
+    if (x->nch == 2 && x->ch[1].stage < x->ch[0].stage)
+        order[0] = 1, order[1] = 0;
+    for (int oi = 0; oi < x->nch; oi++) {
+        int c = x->nch == 2 ? order[oi] : oi;
         chunk *k = &x->ch[c];
-        if (!k->count)
-            continue;
-        PTC_TRY(ptc_adamw_update_cpu(k->p, k->m, k->v, k->g, k->count, &hp, x->step + 1));
-        memset(k->g, 0, k->count * sizeof(float));
+        for (size_t i = 0; i < x->nparams; i++) {
+            ptc_exec_param *q = &x->params[i];
+            if (q->chunk != c || q->optim_count == 0)
+                continue;
+            size_t off = (size_t)(q->data - k->p) + (size_t)q->optim_offset;
+            PTC_TRY(ptc_adamw_update_cpu(k->p + off, q->exp_avg, q->exp_avg_sq, k->g + off,
+                                         (size_t)q->optim_count, &hp, x->step + 1));
+        }
+        PTC_TRY(zero_gather(x, c));
+        if (k->count)
+            memset(k->g, 0, k->count * sizeof(float));
     }
     return PTC_OK;
 }

@@ -137,6 +137,9 @@ int ptc_exec_model_cuda_create(ptc_exec_model_cuda **out, const ptc_exec_model_c
                                int64_t gmb_total, ptc_exec_data_fn data, void *data_user)
 {
     *out = NULL;
+    if (m->tp > 1 || m->zero)
+        return ptc_error_set(PTC_E_UNSUPPORTED, "cuda model: tensor parallelism and zero=1 "
+                                                "run on the CPU model (--device cpu)");
     ptc_exec_model_cuda *x = ptc_calloc(1, sizeof *x);
     if (!x)
         return ptc_error_set(PTC_E_NOMEM, "cuda model");

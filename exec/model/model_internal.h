@@ -20,6 +20,8 @@ typedef struct chunk {
     int pipe, stage, l0, l1; /* layers [l0, l1) */
     bool first, last;
     size_t count;            /* floats of parameters */
+    size_t ocount;           /* floats of each AdamW moment (ZeRO: this replica's ranges) */
+    int rep, nrep;           /* ZeRO: this chunk's place among its replicas, their number */
     float *p, *g, *m, *v;
     size_t emb, nw, nb, head; /* offsets (first / last stage) */
     layer_off *lay;
@@ -31,6 +33,10 @@ typedef struct chunk {
 
 struct ptc_exec_model {
     ptc_exec_model_cfg cfg;
+    int T, t;                /* tensor parallelism: degree, this shard's index */
+    size_t fl;               /* columns of up_proj (rows of down_proj) held here */
+    MPI_Comm tp_comm;        /* the tensor-parallel group (T > 1) */
+    MPI_Comm rep_comm;       /* replicas of every chunk (ZeRO's all-gather) */
     const ptc_sched *s;
     int rank, nch, mbs, S;
     int64_t gmb_base, gmb_total, step;
@@ -51,7 +57,7 @@ typedef struct lay_act {
 
 static inline lay_act lay_ptrs(const ptc_exec_model *x, const chunk *k, float *a, int li)
 {
-    size_t n = (size_t)x->cfg.tokens, H = (size_t)x->cfg.hidden, F = 4 * H;
+    size_t n = (size_t)x->cfg.tokens, H = (size_t)x->cfg.hidden, F = x->fl;
     float *b = a + k->a_lay + k->a_lay_stride * (size_t)li;
     lay_act r;
     r.ln = b;

@@ -163,9 +163,6 @@ int ptc_train_prepare(ptc_train **out, const ptc_train_opts *o)
     if (!o->schedule || o->microbatches < 1 || o->steps < 1)
         return ptc_error_set(PTC_E_INVAL, "train: --config, --schedule, --microbatches and "
                                           "--steps are required");
-    if (o->cfg.tp != 1)
-        return ptc_error_set(PTC_E_INVAL, "train: the demo model has no tensor parallelism "
-                                          "(tp=1)");
     if (o->cost_w > o->cost_b)
         return ptc_error_set(PTC_E_INVAL, "--cost-w must not exceed --cost-b");
     if (o->cuda && o->fake)
@@ -276,9 +273,11 @@ static int load_tokens(data_src *d, const char *path, int n)
 
 /* ---- the gathered save --------------------------------------------------------------
  * Process 0 writes the parameters of replica 0 (global names, F32) to one
- * safetensors file. Each other process of replica 0 that holds a stage of
- * pipe 0 sends them in one message: u32 count, then per tensor u32 name
- * length, the name, u32 ndim, 2 x i64 shape, the F32 data. */
+ * safetensors file. Every other process of replica 0 that holds a stage of
+ * pipe 0 sends its local blocks in one message: u32 count, then per tensor
+ * u32 name length, the name, u32 ndim, i64 global shape[2], i64 local
+ * shape[2], i64 offset[2] (where the block starts: row, column), the F32
+ * data. Process 0 assembles the tensor-parallel blocks into whole tensors. */
 
 typedef struct saved {
     char *name;
@@ -288,9 +287,13 @@ typedef struct saved {
     size_t count;
 } saved;
 
-static size_t param_count(const ptc_exec_param *p)
+typedef struct block_hdr {
+    int64_t gshape[2], lshape[2], off[2];
+} block_hdr;
+
+static size_t numel2(int ndim, const int64_t *shape)
 {
-    return (size_t)p->shape[0] * (size_t)(p->ndim > 1 ? p->shape[1] : 1);
+    return (size_t)shape[0] * (size_t)(ndim > 1 ? shape[1] : 1);
 }
 
 static int pack_params(const ptc_exec_param *p, size_t np, char **out, size_t *out_len)
@@ -300,7 +303,7 @@ static int pack_params(const ptc_exec_param *p, size_t np, char **out, size_t *o
     for (size_t i = 0; i < np; i++) {
         if (p[i].pipe != 0)
             continue;
-        len += 4 + strlen(p[i].name) + 4 + 16 + param_count(&p[i]) * 4;
+        len += 4 + strlen(p[i].name) + 4 + sizeof(block_hdr) + numel2(p[i].ndim, p[i].shape) * 4;
         cnt++;
     }
     if (len > (size_t)INT32_MAX)
@@ -313,11 +316,14 @@ static int pack_params(const ptc_exec_param *p, size_t np, char **out, size_t *o
         if (p[i].pipe != 0)
             continue;
         uint32_t nl = (uint32_t)strlen(p[i].name), nd = (uint32_t)p[i].ndim;
-        size_t c = param_count(&p[i]);
+        block_hdr h = {{p[i].global_shape[0], p[i].global_shape[1]},
+                       {p[i].shape[0], p[i].shape[1]},
+                       {p[i].global_offset[0], p[i].global_offset[1]}};
+        size_t c = numel2(p[i].ndim, p[i].shape);
         memcpy(q, &nl, 4), q += 4;
         memcpy(q, p[i].name, nl), q += nl;
         memcpy(q, &nd, 4), q += 4;
-        memcpy(q, p[i].shape, 16), q += 16;
+        memcpy(q, &h, sizeof h), q += sizeof h;
         memcpy(q, p[i].data, c * 4), q += c * 4;
     }
     *out = b;
@@ -334,7 +340,37 @@ static void saved_free(saved *list, size_t n)
     ptc_free(list);
 }
 
-/* Append the tensors of one message to *list. */
+/* The whole tensor @p name (made on first sight), checking its shape. */
+static int saved_get(saved **list, size_t *n, size_t *cap, const char *name, size_t nl, int ndim,
+                     const int64_t *gshape, int from, saved **out)
+{
+    for (size_t i = 0; i < *n; i++) {
+        saved *s = &(*list)[i];
+        if (strlen(s->name) == nl && !memcmp(s->name, name, nl)) {
+            if (s->ndim != ndim || s->shape[0] != gshape[0] ||
+                (ndim > 1 && s->shape[1] != gshape[1]))
+                return ptc_error_set(PTC_E_FORMAT, "--save: rank %d sent %.*s with another "
+                                                   "shape", from, (int)nl, name);
+            *out = s;
+            return PTC_OK;
+        }
+    }
+    PTC_TRY(ptc_grow((void **)list, cap, *n + 1, sizeof **list));
+    saved s = {.ndim = ndim, .shape = {gshape[0], ndim > 1 ? gshape[1] : 0}};
+    s.count = numel2(ndim, gshape);
+    s.name = ptc_strndup(name, nl);
+    s.data = ptc_calloc(s.count ? s.count : 1, 4);
+    if (!s.name || !s.data) {
+        ptc_free(s.name);
+        ptc_free(s.data);
+        return PTC_E_NOMEM;
+    }
+    (*list)[*n] = s;
+    *out = &(*list)[(*n)++];
+    return PTC_OK;
+}
+
+/* Place the blocks of one message into the whole tensors of *list. */
 static int unpack_params(const char *b, size_t len, int from, saved **list, size_t *n,
                          size_t *cap)
 {
@@ -350,30 +386,28 @@ static int unpack_params(const char *b, size_t len, int from, saved **list, size
     memcpy(&cnt, q, 4), q += 4;
     for (uint32_t i = 0; i < cnt; i++) {
         uint32_t nl, nd;
+        block_hdr h;
         NEED(4);
         memcpy(&nl, q, 4), q += 4;
-        NEED((size_t)nl + 4 + 16);
-        saved s = {0};
+        NEED((size_t)nl + 4 + sizeof h);
         const char *name = q;
         q += nl;
         memcpy(&nd, q, 4), q += 4;
-        memcpy(s.shape, q, 16), q += 16;
-        if (nd < 1 || nd > 2 || s.shape[0] < 0 || s.shape[1] < 0)
+        memcpy(&h, q, sizeof h), q += sizeof h;
+        int64_t cols = nd > 1 ? h.lshape[1] : 1, gcols = nd > 1 ? h.gshape[1] : 1;
+        if (nd < 1 || nd > 2 || h.lshape[0] < 0 || cols < 0 || h.off[0] < 0 || h.off[1] < 0 ||
+            h.off[0] + h.lshape[0] > h.gshape[0] || h.off[1] + cols > gcols ||
+            (nd == 1 && h.off[1] != 0))
             return ptc_error_set(PTC_E_FORMAT, "--save: bad tensor in message from rank %d",
                                  from);
-        s.ndim = (int)nd;
-        s.count = (size_t)s.shape[0] * (size_t)(nd > 1 ? s.shape[1] : 1);
-        NEED(s.count * 4);
-        PTC_TRY(ptc_grow((void **)list, cap, *n + 1, sizeof **list));
-        s.name = ptc_strndup(name, nl);
-        s.data = ptc_malloc(s.count * 4 + 1);
-        if (!s.name || !s.data) {
-            ptc_free(s.name);
-            ptc_free(s.data);
-            return PTC_E_NOMEM;
-        }
-        memcpy(s.data, q, s.count * 4), q += s.count * 4;
-        (*list)[(*n)++] = s;
+        size_t c = numel2((int)nd, h.lshape);
+        NEED(c * 4);
+        saved *s = NULL;
+        PTC_TRY(saved_get(list, n, cap, name, nl, (int)nd, h.gshape, from, &s));
+        for (int64_t r = 0; r < h.lshape[0]; r++)
+            memcpy(s->data + (h.off[0] + r) * gcols + h.off[1], q + (size_t)(r * cols) * 4,
+                   (size_t)cols * 4);
+        q += c * 4;
     }
 #undef NEED
     if (q != end)
@@ -455,27 +489,31 @@ static int save_gathered(const ptc_train *t, MPI_Comm world, const ptc_exec_para
     if (rc == PTC_OK)
         rc = unpack_params(b, len, 0, &list, &n, &cap);
     ptc_free(b);
-    for (int r = 1; rc == PTC_OK && r < o->cfg.pp; r++) {
+    for (int r = 0; rc == PTC_OK && r < o->cfg.pp; r++) {
         if (!holds_pipe0(t->sched, r))
             continue;
-        int src = ptc_config_rank(&o->cfg, r, 0, 0), cnt = 0;
-        MPI_Status st;
-        int mrc = MPI_Probe(src, TAG_SAVE, world, &st);
-        if (mrc == MPI_SUCCESS)
-            mrc = MPI_Get_count(&st, MPI_BYTE, &cnt);
-        if (mrc != MPI_SUCCESS) {
-            rc = mpi_fail(mrc, "--save: MPI_Probe");
-            break;
+        for (int ti = 0; rc == PTC_OK && ti < o->cfg.tp; ti++) {
+            int src = ptc_config_rank(&o->cfg, r, 0, ti), cnt = 0;
+            if (src == 0)
+                continue;
+            MPI_Status st;
+            int mrc = MPI_Probe(src, TAG_SAVE, world, &st);
+            if (mrc == MPI_SUCCESS)
+                mrc = MPI_Get_count(&st, MPI_BYTE, &cnt);
+            if (mrc != MPI_SUCCESS) {
+                rc = mpi_fail(mrc, "--save: MPI_Probe");
+                break;
+            }
+            char *rb = ptc_malloc((size_t)cnt + 1);
+            if (!rb) {
+                rc = PTC_E_NOMEM;
+                break;
+            }
+            mrc = MPI_Recv(rb, cnt, MPI_BYTE, src, TAG_SAVE, world, MPI_STATUS_IGNORE);
+            rc = mrc == MPI_SUCCESS ? unpack_params(rb, (size_t)cnt, src, &list, &n, &cap)
+                                    : mpi_fail(mrc, "--save: MPI_Recv");
+            ptc_free(rb);
         }
-        char *rb = ptc_malloc((size_t)cnt + 1);
-        if (!rb) {
-            rc = PTC_E_NOMEM;
-            break;
-        }
-        mrc = MPI_Recv(rb, cnt, MPI_BYTE, src, TAG_SAVE, world, MPI_STATUS_IGNORE);
-        rc = mrc == MPI_SUCCESS ? unpack_params(rb, (size_t)cnt, src, &list, &n, &cap)
-                                : mpi_fail(mrc, "--save: MPI_Recv");
-        ptc_free(rb);
     }
     if (rc == PTC_OK)
         rc = write_saved(o->save, list, n);
@@ -542,10 +580,16 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
         if (!strncmp(o->data, "tokens:", 7))
             rc = load_tokens(&ds, o->data + 7, o->model.tokens);
         int64_t base = (int64_t)dp_i * o->microbatches;
+        ptc_exec_model_cfg mc = o->model;
+        mc.tp = o->cfg.tp;
+        mc.tp_rank = tp_i;
+        mc.zero = o->cfg.zero;
+        mc.dp = o->cfg.dp;
+        mc.dp_rank = dp_i;
         if (rc == PTC_OK && o->cuda)
-            rc = ptc_exec_model_cuda_create(&gmodel, &o->model, s, pp_i, base, G, data_fn, &ds);
+            rc = ptc_exec_model_cuda_create(&gmodel, &mc, s, pp_i, base, G, data_fn, &ds);
         else if (rc == PTC_OK)
-            rc = ptc_exec_model_create(&model, &o->model, s, pp_i, base, G, data_fn, &ds);
+            rc = ptc_exec_model_create(&model, &mc, s, pp_i, base, G, data_fn, &ds);
         if (rc == PTC_OK && o->cuda)
             ptc_exec_model_cuda_stage(gmodel, &fns);
         else if (rc == PTC_OK)
@@ -565,6 +609,8 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
         rc = ptc_exec_create(&e, s, &o->cfg, world, &fns, &eo);
         if (rc == PTC_OK && o->testing_drop_send && wrank == 0)
             ptc_exec_testing_drop_send(e, o->testing_drop_send);
+        if (rc == PTC_OK && model)
+            rc = ptc_exec_model_set_comms(model, ptc_exec_tp_comm(e), ptc_exec_reduce_comm(e));
     }
     rc = agree(world, rc);
     for (int k = 0; rc == PTC_OK && k < o->steps; k++) {
@@ -587,7 +633,7 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
                 res->failed_step = k;
                 goto out;
             }
-            for (int i = 0; i < nl; i++)
+            for (int i = 0; tp_i == 0 && i < nl; i++) /* one copy per replica */
                 losses[dp_i * o->microbatches + i] = l[i];
         }
         ptc_exec_stats st;

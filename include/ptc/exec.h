@@ -204,6 +204,11 @@ PTC_API MPI_Comm ptc_exec_tp_comm(const ptc_exec *e);
 /** The pipeline communicator (ranks = pipeline ranks of the schedule). */
 PTC_API MPI_Comm ptc_exec_pipe_comm(const ptc_exec *e);
 
+/** The communicator gradients are reduced over: the data-parallel group, or
+ * for a two-pipe (Chimera) schedule the replica-pair group (same tp_i,
+ * pp_i in {i, P-1-i}, all dp_i, ordered by (pp_i, dp_i)). */
+PTC_API MPI_Comm ptc_exec_reduce_comm(const ptc_exec *e);
+
 /* ---- plan (one process, testable) ------------------------------------------ */
 
 /** Figures of a rank's plan, from a dry run of its list in order (a send's

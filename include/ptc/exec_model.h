@@ -20,12 +20,32 @@ extern "C" {
 /* ---- demo model ----------------------------------------------------------------- */
 
 /** Demo model shape: embedding, L blocks x + W2 gelu(W1 LN(x) + b1) + b2,
- * final LayerNorm, lm_head, softmax cross-entropy. */
+ * final LayerNorm, lm_head, softmax cross-entropy.
+ *
+ * Tensor parallelism (Megatron-style, @ref tp > 1): up_proj (W1, b1) is
+ * column-parallel — shard t holds rows part t of T of its 4H outputs (the
+ * split rule) — and down_proj (W2) row-parallel — the same part of its 4H
+ * inputs; down_proj's output is all-reduced over the tensor-parallel group
+ * in the forward (then its replicated bias added) and up_proj's input
+ * gradient in the backward. LayerNorms, down_proj's bias, the embedding and
+ * the head are replicated: every shard computes them alike. This is
+ * exactly the placement of the `ptc-mlp` rules preset (docs/rules.md).
+ *
+ * ZeRO-1 (@ref zero): each chunk's AdamW moments are held only for this
+ * replica's flat ranges of each tensor — part @c rep of @c nrep of the
+ * tensor's local elements by the split rule, as `kind=optim` placements of
+ * a zero=1 configuration define them — and after the update every replica's
+ * ranges are all-gathered over the replicas' communicator. */
 typedef struct ptc_exec_model_cfg {
     int layers, hidden, vocab;
     int tokens;        /**< tokens (rows) per micro-batch */
     float lr;          /**< AdamW learning rate (default 1e-3) */
     uint64_t seed;     /**< parameter initialisation */
+    int tp;            /**< tensor-parallel degree T (0 or 1: none) */
+    int tp_rank;       /**< this shard's index in its tensor-parallel group */
+    bool zero;         /**< ZeRO-1: AdamW moments sharded over the replicas */
+    int dp;            /**< data-parallel degree D (ZeRO; 0: 1) */
+    int dp_rank;       /**< this shard's data-parallel index (ZeRO) */
 } ptc_exec_model_cfg;
 
 /** Parse `mlp:layers=L,hidden=H,vocab=V[,tokens=N]` into @p m (other fields
@@ -67,18 +87,47 @@ PTC_API void ptc_exec_model_set_step(ptc_exec_model *x, int64_t step);
  * (micro-batch order; 0 where this shard has no last stage). Owned by @p x. */
 PTC_API const double *ptc_exec_model_losses(const ptc_exec_model *x, int *n);
 
-/** A parameter tensor of the shard (F32, row-major). */
+/** A parameter tensor of the shard (F32, row-major) and its AdamW moments. */
 typedef struct ptc_exec_param {
     const char *name;  /**< llama-style name, e.g. model.layers.3.mlp.up_proj.weight */
     int ndim;
-    int64_t shape[2];
+    int64_t shape[2];  /**< this shard's local shape */
     float *data;       /**< owned by the model */
     int pipe, stage, chunk;
+    int64_t global_shape[2]; /**< the whole tensor's shape */
+    int64_t global_offset[2]; /**< where the local block starts in it (row, column) */
+    /** The AdamW moments held here: elements [optim_offset, optim_offset +
+     * optim_count) of the local tensor viewed flat (all of it without ZeRO),
+     * owned by the model. */
+    float *exp_avg, *exp_avg_sq;
+    int64_t optim_offset, optim_count;
+    int rep, nrep;     /**< ZeRO: the replica index and count of its chunk */
 } ptc_exec_param;
 
-/** Parameters of the shard: @p *n entries, owned by @p x. */
+/** Parameters of the shard: @p *n entries, owned by @p x. Their data and
+ * moments may be written (a loaded checkpoint) between steps. */
 PTC_API const ptc_exec_param *ptc_exec_model_params(const ptc_exec_model *x,
                                                     size_t *n);
+
+/**
+ * Hand the model its communicators once the runtime has made them (before
+ * the first step): @p tp, the tensor-parallel group (ptc_exec_tp_comm), and
+ * @p replicas, the group its gradients are reduced over (ptc_exec_reduce_comm).
+ * Not needed when tp = 1 and zero is off.
+ * @return PTC_OK; PTC_E_CONFIG if a group's size or this shard's place in it
+ *   is not what the model was built for.
+ */
+PTC_API int ptc_exec_model_set_comms(ptc_exec_model *x, MPI_Comm tp, MPI_Comm replicas);
+
+/**
+ * The replica index and count of a chunk under ZeRO-1: the replicas of
+ * global stage (@p pipe, @p stage) are its data-parallel copies, and for a
+ * two-pipe (Chimera) schedule also the other pipe's copies, numbered as the
+ * runtime's replica communicator orders them (docs/runtime.md).
+ * @param rank  pipeline rank holding the chunk; @p P pipeline ranks
+ */
+PTC_API void ptc_exec_model_replica(int pipes, int P, int D, int rank, int dp_rank, int pipe,
+                                    int stage, int *rep, int *nrep);
 
 /* ---- demo model on a CUDA device ------------------------------------------------- */
 
