@@ -15,7 +15,7 @@ const char ptc_cmd_import_help[] =
     "\n"
     "  --store DIR      the store (created if missing)\n"
     "  --config CFG     dp=D,tp=T,pp=P[,zero=1][,layers=a:b:...] or dpD-tpT-ppP\n"
-    "  --rules R        placement rules file, or a preset: llama gpt2 megatron-gpt none\n"
+    "  --rules R        placement rules file, or a preset: llama gpt2 megatron-gpt ptc-mlp none\n"
     "  --compress zstd[:L]  compress each 1 MiB block with zstd (level L)\n"
     "  --step N         step label recorded with the version\n"
     "  --json           print {\"version\":V,...} on success\n"

@@ -106,9 +106,31 @@ static const char preset_none[] =
     "# Everything replicated, every tensor on stage 0.\n"
     "match * tp=replicate pp=first\n";
 
-static const char *const preset_names[] = {"llama", "gpt2", "megatron-gpt", "none", NULL};
+/* The demo model of `ptc train` (exec/model/): exactly the placement it
+ * runs with, so a running job's shards are the stored shards. No catch-all:
+ * every tensor, biases included, has its rule. */
+static const char preset_ptc_mlp[] =
+    "# The demo model of ptc train: Megatron-style MLP blocks.\n"
+    "layer model.layers.{L}.\n"
+    "optim .exp_avg .exp_avg_sq\n"
+    "# Embedding and head replicated over tp (every shard computes them).\n"
+    "match model.embed_tokens.weight tp=replicate pp=first\n"
+    "match lm_head.weight tp=replicate pp=last\n"
+    "match model.norm.weight tp=replicate pp=last\n"
+    "match model.norm.bias tp=replicate pp=last\n"
+    "match *.input_layernorm.weight tp=replicate\n"
+    "match *.input_layernorm.bias tp=replicate\n"
+    "# up_proj column parallel (rows = the 4H outputs), down_proj row parallel\n"
+    "# (columns = the 4H inputs); down_proj's bias is added after the all-reduce.\n"
+    "match *.mlp.up_proj.weight tp=split(0)\n"
+    "match *.mlp.up_proj.bias tp=split(0)\n"
+    "match *.mlp.down_proj.weight tp=split(1)\n"
+    "match *.mlp.down_proj.bias tp=replicate\n";
+
+static const char *const preset_names[] = {"llama", "gpt2", "megatron-gpt", "ptc-mlp", "none",
+                                           NULL};
 static const char *const preset_texts[] = {preset_llama, preset_gpt2, preset_megatron_gpt,
-                                           preset_none};
+                                           preset_ptc_mlp, preset_none};
 
 const char *const *ptc_rules_preset_names(void)
 {
@@ -124,7 +146,7 @@ int ptc_rules_preset_text(const char *name, const char **text)
         }
     *text = NULL;
     return ptc_error_set(PTC_E_NOTFOUND,
-                         "no rules preset '%.64s' (presets: llama, gpt2, megatron-gpt, none)",
+                         "no rules preset '%.64s' (presets: llama, gpt2, megatron-gpt, ptc-mlp, none)",
                          name);
 }
 

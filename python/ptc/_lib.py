@@ -481,7 +481,7 @@ class Handle:
 
 
 class Rules:
-    """Parsed placement rules: a preset name (llama, gpt2, megatron-gpt, none), a
+    """Parsed placement rules: a preset name (llama, gpt2, megatron-gpt, ptc-mlp, none), a
     rules file path, or rules text (anything containing a newline)."""
 
     def __init__(self, spec):
