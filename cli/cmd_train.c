@@ -13,10 +13,11 @@
 const char ptc_cmd_train_help[] =
     "train the demo model with a pipeline schedule (under mpirun, or alone)\n"
     "\n"
-    "usage: [mpirun -np N] ptc train --config dp=D,pp=P --schedule KIND|FILE\n"
+    "usage: [mpirun -np N] ptc train --config dp=D,tp=T,pp=P[,zero=1] --schedule KIND|FILE\n"
     "         --microbatches M --steps S [--chunks V] [--k K]\n"
     "         [--model mlp:layers=L,hidden=H,vocab=V[,tokens=N]] [--seed X]\n"
-    "         [--data synthetic|tokens:FILE] [--device cpu|cuda] [--lr LR]\n"
+    "         [--data synthetic|tokens:FILE|dataset:NAME|mount:MNT/datasets/NAME]\n"
+    "         [--store DIR] [--device cpu|cuda] [--lr LR]\n"
     "         [--timeout SEC] [--fake-compute [--unit-ms U] [--cost-f F]\n"
     "         [--cost-b B] [--cost-w W] [--act-bytes N]] [--jitter MS]\n"
     "         [--prepost N] [--overlap-reduce] [--save FILE.safetensors] [--json]\n"
@@ -24,10 +25,21 @@ const char ptc_cmd_train_help[] =
     "  KIND         1f1b gpipe interleaved kfkb zb-h1 zb-v chimera; or a schedule\n"
     "               text file (docs/schedule-format.md), validated before any\n"
     "               process communicates\n"
+    "  --config     tp > 1: Megatron-style tensor parallelism (up_proj column-,\n"
+    "               down_proj row-parallel; the rules preset ptc-mlp); zero=1: AdamW\n"
+    "               moments sharded over the data-parallel replicas\n"
     "  --microbatches M  per data-parallel replica; a step trains on D*M of them\n"
+    "               (the global batch, in sequences)\n"
     "  --model      default mlp:layers=4,hidden=16,vocab=32,tokens=8\n"
-    "  --data       synthetic (default; from --seed) or tokens:FILE (little-endian\n"
-    "               u16 tokens, windows of tokens+1)\n"
+    "  --data       synthetic (default; from --seed), tokens:FILE (little-endian\n"
+    "               u16 tokens, windows of tokens+1), dataset:NAME (a dataset of\n"
+    "               --store: step k reads this replica's part of global batch k of\n"
+    "               the epoch order of seed --seed, one record per micro-batch:\n"
+    "               tokens:u16:LEN windows with LEN = tokens+1, or byte records\n"
+    "               (lines, jsonl, ...) read one byte per token, vocab >= 256) or\n"
+    "               mount:MNT/datasets/NAME (the same through a ptc mount's step\n"
+    "               files). A partial last batch of an epoch is skipped\n"
+    "  --store DIR  the job's store (its datasets)\n"
     "  --device     cpu (default) or cuda: the model on GPU local-rank mod count,\n"
     "               boundary tensors over NCCL (needs a CUDA+NCCL build and a GPU)\n"
     "  --timeout    watchdog: a rank that makes no progress for SEC seconds prints\n"
@@ -49,7 +61,7 @@ typedef struct cli_train {
 enum {
     OPT_CONFIG = 256, OPT_SCHEDULE, OPT_CHUNKS, OPT_K, OPT_MBS, OPT_STEPS, OPT_MODEL, OPT_SEED,
     OPT_DATA, OPT_DEVICE, OPT_TIMEOUT, OPT_FAKE, OPT_JITTER, OPT_JSON, OPT_SAVE, OPT_UNIT,
-    OPT_CF, OPT_CB, OPT_CW, OPT_ACT, OPT_PREPOST, OPT_OVERLAP, OPT_LR, OPT_DROP,
+    OPT_CF, OPT_CB, OPT_CW, OPT_ACT, OPT_PREPOST, OPT_OVERLAP, OPT_LR, OPT_DROP, OPT_STORE,
 };
 
 static bool parse_double(const char *s, double lo, double *out)
@@ -77,6 +89,7 @@ static int parse_args(int argc, char **argv, cli_train *ct)
         {"cost-w", 1, 0, OPT_CW},       {"act-bytes", 1, 0, OPT_ACT},
         {"prepost", 1, 0, OPT_PREPOST}, {"overlap-reduce", 0, 0, OPT_OVERLAP},
         {"lr", 1, 0, OPT_LR},           {"debug-drop-send", 1, 0, OPT_DROP},
+        {"store", 1, 0, OPT_STORE},
         {"help", 0, 0, 'h'},            {0, 0, 0, 0}};
     memset(ct, 0, sizeof *ct);
     ptc_train_opts *o = &ct->o;
@@ -124,11 +137,13 @@ static int parse_args(int argc, char **argv, cli_train *ct)
             if (!ptc_cli_parse_u64(optarg, &u))
                 return ptc_cli_usage_error("--seed: expected a non-negative integer");
             o->model.seed = u;
+            o->data_seed = u;
             break;
         case OPT_DATA:
-            if (strcmp(optarg, "synthetic") && strncmp(optarg, "tokens:", 7))
-                return ptc_cli_usage_error("--data: expected synthetic or tokens:FILE");
             o->data = optarg;
+            break;
+        case OPT_STORE:
+            o->store = optarg;
             break;
         case OPT_DEVICE:
             if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))

@@ -32,7 +32,9 @@ import tempfile
 # transitive, and every module may use base.
 ORDER = {
     "cli": {"model", "runtime", "sched", "fuse", "dataset", "reshard", "core", "kernels", "base"},
-    "model": {"runtime", "sched", "core", "kernels", "base"},
+    # exec/model -> dataset: a training job reads its data by the epoch order
+    # and counts it (added to DESIGN.md's order with the training job)
+    "model": {"runtime", "sched", "dataset", "core", "kernels", "base"},
     "runtime": {"sched", "core", "kernels", "base"},
     "sched": {"base"},
     "fuse": {"dataset", "core", "kernels", "base"},

@@ -9,9 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "exec/model/train_internal.h"
 #include "ptc/safetensors.h"
-#include "ptc/train.h"
-#include "base/util_internal.h"
 
 #define SCHED_FILE_MAX ((size_t)256 << 20)
 #define TAG_SAVE 7001
@@ -34,6 +33,7 @@ void ptc_train_opts_init(ptc_train_opts *o)
     o->act_bytes = 1024;
     o->model = (ptc_exec_model_cfg){.layers = 4, .hidden = 16, .vocab = 32, .tokens = 8,
                                     .lr = 1e-3f, .seed = 0};
+    o->data_seed = 0;
 }
 
 /* ---- schedule ----------------------------------------------------------------- */
@@ -167,8 +167,13 @@ int ptc_train_prepare(ptc_train **out, const ptc_train_opts *o)
         return ptc_error_set(PTC_E_INVAL, "--cost-w must not exceed --cost-b");
     if (o->cuda && o->fake)
         return ptc_error_set(PTC_E_INVAL, "--fake-compute runs on the host: use --device cpu");
-    if (strcmp(o->data, "synthetic") && strncmp(o->data, "tokens:", 7))
-        return ptc_error_set(PTC_E_INVAL, "--data: expected synthetic or tokens:FILE");
+    enum train_data_kind kind;
+    PTC_TRY(train_data_kind_parse(o->data, &kind));
+    if (kind == DATA_DATASET && !o->store)
+        return ptc_error_set(PTC_E_INVAL, "--data %s needs --store (the store that holds the "
+                                          "dataset)", o->data);
+    if (kind >= DATA_DATASET && o->fake)
+        return ptc_error_set(PTC_E_INVAL, "--fake-compute reads no data: use --data synthetic");
     ptc_train *t = ptc_calloc(1, sizeof *t);
     if (!t)
         return PTC_E_NOMEM;
@@ -197,78 +202,6 @@ void ptc_train_destroy(ptc_train *t)
         return;
     ptc_sched_destroy(t->sched);
     ptc_free(t);
-}
-
-/* ---- data ------------------------------------------------------------------------ */
-
-typedef struct data_src {
-    int vocab;
-    uint64_t seed;
-    int64_t per_step; /* global micro-batches per step */
-    uint16_t *tok;
-    size_t ntok;
-} data_src;
-
-static uint64_t mix(uint64_t z)
-{
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Micro-batch `gmb` of step `step` is window step*per_step + gmb: synthetic
- * ids from the seed (targets a fixed function of the ids), or the window's
- * place in the token file (wrapping around). */
-static int data_fn(void *user, int64_t step, int64_t gmb, int32_t *ids, int32_t *targets, int n)
-{
-    data_src *d = user;
-    uint64_t window = (uint64_t)(step * d->per_step + gmb);
-    if (!d->tok) {
-        for (int i = 0; i < n; i++) {
-            ids[i] = (int32_t)(mix(d->seed ^ mix(window * (uint64_t)n + (uint64_t)i)) %
-                               (uint64_t)d->vocab);
-            targets[i] = (int32_t)(((uint64_t)ids[i] * 7 + 3) % (uint64_t)d->vocab);
-        }
-        return PTC_OK;
-    }
-    size_t span = d->ntok - (size_t)n;
-    size_t start = (size_t)((window * (uint64_t)n) % span);
-    for (int i = 0; i < n; i++) {
-        ids[i] = d->tok[start + (size_t)i];
-        targets[i] = d->tok[start + (size_t)i + 1];
-        if (ids[i] >= d->vocab || targets[i] >= d->vocab)
-            return ptc_error_set(PTC_E_RANGE, "token %d at %zu is outside vocab %d",
-                                 ids[i] >= d->vocab ? ids[i] : targets[i], start + (size_t)i,
-                                 d->vocab);
-    }
-    return PTC_OK;
-}
-
-static int load_tokens(data_src *d, const char *path, int n)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ptc_error_sys(PTC_E_IO, "cannot open %s", path);
-    struct stat st;
-    int rc = fstat(fd, &st) == 0 ? PTC_OK : ptc_error_sys(PTC_E_IO, "stat %s", path);
-    if (rc == PTC_OK && (uint64_t)st.st_size / 2 < (uint64_t)n + 1)
-        rc = ptc_error_set(PTC_E_FORMAT, "%s: fewer than %d tokens", path, n + 1);
-    if (rc == PTC_OK) {
-        len = (size_t)st.st_size / 2 * 2;
-        buf = ptc_malloc(len ? len : 1);
-        rc = buf ? ptc_pread_all(fd, buf, len, 0, path) : PTC_E_NOMEM;
-    }
-    close(fd);
-    if (rc != PTC_OK) {
-        ptc_free(buf);
-        return rc;
-    }
-    d->tok = (uint16_t *)buf;
-    d->ntok = len / 2;
-    return PTC_OK;
 }
 
 /* ---- the gathered save --------------------------------------------------------------
@@ -558,8 +491,10 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
     ptc_exec_model_cuda *gmodel = NULL;
     ptc_exec_fake *fake = NULL;
     ptc_sched_sim *sim = NULL;
-    data_src ds = {.vocab = o->model.vocab, .seed = o->model.seed,
-                   .per_step = (int64_t)o->microbatches * o->cfg.dp};
+    ptc_store *store = NULL;
+    train_data ds;
+    memset(&ds, 0, sizeof ds);
+    ds.group = MPI_COMM_NULL;
     int G = o->microbatches * o->cfg.dp;
     double *losses = ptc_calloc((size_t)G, sizeof *losses);
     double *all = ptc_calloc((size_t)G, sizeof *all);
@@ -576,9 +511,12 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
             rc = ptc_sched_simulate(s, &costs, &sim);
         if (rc == PTC_OK)
             ptc_exec_fake_stage(fake, &fns);
-    } else if (rc == PTC_OK) {
-        if (!strncmp(o->data, "tokens:", 7))
-            rc = load_tokens(&ds, o->data + 7, o->model.tokens);
+    } else {
+        /* collective (the replicas' data groups): every process calls it */
+        if (rc == PTC_OK && o->store)
+            rc = ptc_store_open(&store, o->store, 0);
+        int drc = train_data_open(&ds, o, store, world, dp_i);
+        rc = agree(world, rc == PTC_OK ? drc : rc);
         int64_t base = (int64_t)dp_i * o->microbatches;
         ptc_exec_model_cfg mc = o->model;
         mc.tp = o->cfg.tp;
@@ -587,15 +525,17 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
         mc.dp = o->cfg.dp;
         mc.dp_rank = dp_i;
         if (rc == PTC_OK && o->cuda)
-            rc = ptc_exec_model_cuda_create(&gmodel, &mc, s, pp_i, base, G, data_fn, &ds);
+            rc = ptc_exec_model_cuda_create(&gmodel, &mc, s, pp_i, base, G, train_data_fn,
+                                            &ds);
         else if (rc == PTC_OK)
-            rc = ptc_exec_model_create(&model, &mc, s, pp_i, base, G, data_fn, &ds);
+            rc = ptc_exec_model_create(&model, &mc, s, pp_i, base, G, train_data_fn, &ds);
         if (rc == PTC_OK && o->cuda)
             ptc_exec_model_cuda_stage(gmodel, &fns);
         else if (rc == PTC_OK)
             ptc_exec_model_stage(model, &fns);
     }
     bool have_model = model || gmodel;
+    rc = agree(world, rc); /* ptc_exec_create is collective: all or none */
     if (rc == PTC_OK) {
         ptc_exec_opts eo;
         ptc_exec_opts_init(&eo);
@@ -618,6 +558,10 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
             ptc_exec_model_set_step(model, k);
         if (gmodel)
             ptc_exec_model_cuda_set_step(gmodel, k);
+        if ((rc = train_data_next(&ds)) != PTC_OK) {
+            res->failed_step = k;
+            goto out;
+        }
         rc = ptc_exec_step(e);
         if (rc != PTC_OK) {
             res->failed_step = k; /* the caller aborts: others may be blocked */
@@ -636,6 +580,7 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
             for (int i = 0; tp_i == 0 && i < nl; i++) /* one copy per replica */
                 losses[dp_i * o->microbatches + i] = l[i];
         }
+        train_data_done(&ds);
         ptc_exec_stats st;
         ptc_exec_get_stats(e, &st);
         double mx[4] = {st.step_seconds, st.actions_seconds, st.reduce_seconds,
@@ -695,7 +640,8 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
 out:
     ptc_free(losses);
     ptc_free(all);
-    ptc_free(ds.tok);
+    train_data_close(&ds);
+    ptc_store_close(store);
     ptc_exec_destroy(e);
     ptc_exec_model_destroy(model);
     ptc_exec_model_cuda_destroy(gmodel);

@@ -32,9 +32,18 @@ typedef struct ptc_train_opts {
     int steps;               /**< optimizer steps to run */
     int chunks, k;           /**< generator parameters (interleaved, kFkB) */
     ptc_exec_model_cfg model;/**< the demo model */
-    const char *data;        /**< "synthetic" (from model.seed) or
-                                  "tokens:FILE" (little-endian u16 tokens,
-                                  windows of tokens + 1) */
+    const char *data;        /**< "synthetic" (from data_seed), "tokens:FILE"
+                                  (little-endian u16 tokens, windows of
+                                  tokens + 1), "dataset:NAME" (a dataset of
+                                  @ref store, read by the epoch order) or
+                                  "mount:MNT/datasets/NAME" (the step files of
+                                  a mounted view of it) */
+    uint64_t data_seed;      /**< seed of the data: synthetic tokens, or the
+                                  epoch order of a dataset */
+    uint64_t data_epoch;     /**< dataset: the epoch to start in */
+    uint64_t data_position;  /**< dataset: the sample position to start at in
+                                  that epoch's order (a `start-X`) */
+    const char *store;       /**< the job's store (datasets; NULL: none) */
     bool cuda;               /**< model and boundary buffers on a GPU */
     bool fake;               /**< fake compute instead of the model */
     double unit_ms;          /**< fake compute: ms per unit of cost */

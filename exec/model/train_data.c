@@ -1,0 +1,380 @@
+/* Where a training job's tokens come from: synthetic (from the seed), a raw
+ * u16 token file, or a stored dataset read by the epoch order (DESIGN.md,
+ * "Dataset view") — from the store itself or through the step files of a
+ * mount. Step k of a run that started at position X of epoch E reads data-
+ * parallel rank r's part of global batch k, positions [X + kB, X + (k+1)B),
+ * one record per micro-batch. One process of each replica (pipeline and
+ * tensor index 0) reads and counts the records and broadcasts them to the
+ * replica's other processes, so every record is served once. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "exec/model/train_internal.h"
+#include "ptc/dataset.h"
+
+int train_data_kind_parse(const char *spec, enum train_data_kind *kind)
+{
+    if (!strcmp(spec, "synthetic"))
+        *kind = DATA_SYNTHETIC;
+    else if (!strncmp(spec, "tokens:", 7) && spec[7])
+        *kind = DATA_TOKENS;
+    else if (!strncmp(spec, "dataset:", 8) && spec[8])
+        *kind = DATA_DATASET;
+    else if (!strncmp(spec, "mount:", 6) && spec[6])
+        *kind = DATA_MOUNT;
+    else
+        return ptc_error_set(PTC_E_INVAL, "--data: expected synthetic, tokens:FILE, "
+                                          "dataset:NAME or mount:MNT/datasets/NAME");
+    return PTC_OK;
+}
+
+static uint64_t mix(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int read_whole(const char *path, size_t max, char **out, size_t *len)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ptc_error_sys(errno == ENOENT ? PTC_E_NOTFOUND : PTC_E_IO, "open %s", path);
+    struct stat st;
+    int rc = fstat(fd, &st) == 0 ? PTC_OK : ptc_error_sys(PTC_E_IO, "stat %s", path);
+    if (rc == PTC_OK && (uint64_t)st.st_size > max)
+        rc = ptc_error_set(PTC_E_FORMAT, "%s: %lld bytes, expected at most %zu", path,
+                           (long long)st.st_size, max);
+    char *buf = NULL;
+    if (rc == PTC_OK) {
+        buf = ptc_malloc((size_t)st.st_size + 1);
+        rc = buf ? ptc_pread_all(fd, buf, (size_t)st.st_size, 0, path) : PTC_E_NOMEM;
+    }
+    close(fd);
+    if (rc != PTC_OK) {
+        ptc_free(buf);
+        return rc;
+    }
+    buf[st.st_size] = 0;
+    *out = buf;
+    *len = (size_t)st.st_size;
+    return PTC_OK;
+}
+
+static int load_tokens(train_data *d, const char *path)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    PTC_TRY(read_whole(path, SIZE_MAX / 2, &buf, &len));
+    if (len / 2 < (size_t)d->tokens + 1) {
+        ptc_free(buf);
+        return ptc_error_set(PTC_E_FORMAT, "%s: fewer than %d tokens", path, d->tokens + 1);
+    }
+    d->tok = (uint16_t *)buf;
+    d->ntok = len / 2;
+    return PTC_OK;
+}
+
+/* The record format of a dataset: u16 token windows of tokens + 1, or
+ * records of bytes read by a byte-level tokenizer (each byte one token). */
+static int check_format(train_data *d, const char *format)
+{
+    unsigned long len = 0;
+    if (!strncmp(format, "tokens:u16:", 11)) {
+        char *end;
+        len = strtoul(format + 11, &end, 10);
+        if (*end || len != (unsigned long)d->tokens + 1)
+            return ptc_error_set(PTC_E_CONFIG, "dataset '%s' holds %s windows; the model "
+                                               "takes tokens=%d (windows of %d)",
+                                 d->name, format, d->tokens, d->tokens + 1);
+        return PTC_OK;
+    }
+    if (!strncmp(format, "tokens:", 7))
+        return ptc_error_set(PTC_E_CONFIG, "dataset '%s' is %s: only u16 token windows "
+                                           "or byte records feed the demo model",
+                             d->name, format);
+    if (d->vocab < 256)
+        return ptc_error_set(PTC_E_CONFIG, "dataset '%s' (%s) is read byte by byte: the model "
+                                           "needs vocab >= 256", d->name, format);
+    d->bytes = true;
+    return PTC_OK;
+}
+
+static int open_store_dataset(train_data *d, ptc_store *store)
+{
+    if (!store)
+        return ptc_error_set(PTC_E_INVAL, "--data dataset:%s needs --store (the store that "
+                                          "holds the dataset)", d->name);
+    ptc_store_dataset_info info;
+    PTC_TRY(ptc_store_dataset_stat(store, d->name, &info));
+    d->samples = info.samples;
+    d->gen = info.id;
+    PTC_TRY(check_format(d, info.format));
+    if (!d->reader)
+        return PTC_OK;
+    PTC_TRY(ptc_store_dataset_open(&d->ds, store, d->name));
+    return ptc_dataset_counter_create(&d->counter, store);
+}
+
+static int open_mount(train_data *d, const char *dir)
+{
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    if (n >= sizeof d->dir - 64)
+        return ptc_error_set(PTC_E_INVAL, "--data mount: path too long");
+    memcpy(d->dir, dir, n);
+    d->dir[n] = 0;
+    const char *slash = strrchr(d->dir, '/'), *name = slash ? slash + 1 : d->dir;
+    if (strlen(name) >= sizeof d->name)
+        return ptc_error_set(PTC_E_INVAL, "--data mount: dataset name too long");
+    memcpy(d->name, name, strlen(name) + 1);
+    char path[4200], *txt = NULL;
+    size_t len;
+    snprintf(path, sizeof path, "%s/info.json", d->dir);
+    int rc = read_whole(path, 1 << 20, &txt, &len);
+    if (rc == PTC_E_NOTFOUND)
+        return ptc_error_set(PTC_E_NOTFOUND, "--data mount:%s: no dataset there (expected "
+                                             "MNT/datasets/NAME of a ptc mount)", d->dir);
+    PTC_TRY(rc);
+    json_error_t je;
+    json_t *j = json_loadb(txt, len, 0, &je);
+    ptc_free(txt);
+    json_t *samples = j ? json_object_get(j, "samples") : NULL;
+    json_t *format = j ? json_object_get(j, "format") : NULL;
+    rc = json_is_integer(samples) && json_is_string(format)
+             ? PTC_OK
+             : ptc_error_set(PTC_E_FORMAT, "%s: no samples or format", path);
+    if (rc == PTC_OK) {
+        d->samples = (uint64_t)json_integer_value(samples);
+        rc = check_format(d, json_string_value(format));
+    }
+    json_decref(j);
+    return rc;
+}
+
+int train_data_open(train_data *d, const ptc_train_opts *o, ptc_store *store, MPI_Comm world,
+                    int dp_rank)
+{
+    memset(d, 0, sizeof *d);
+    d->group = MPI_COMM_NULL;
+    d->tokens = o->model.tokens;
+    d->vocab = o->model.vocab;
+    d->M = o->microbatches;
+    d->D = o->cfg.dp;
+    d->dp_rank = dp_rank;
+    d->per_step = (int64_t)o->microbatches * o->cfg.dp;
+    d->seed = o->data_seed;
+    d->pos.epoch = o->data_epoch;
+    d->pos.start = o->data_position;
+    PTC_TRY(train_data_kind_parse(o->data, &d->kind));
+    if (d->kind == DATA_SYNTHETIC)
+        return PTC_OK;
+    if (d->kind == DATA_TOKENS)
+        return load_tokens(d, o->data + 7);
+    int wrank;
+    MPI_Comm_rank(world, &wrank);
+    int pp_i, dp_i, tp_i;
+    ptc_config_coords(&o->cfg, wrank, &pp_i, &dp_i, &tp_i);
+    d->reader = pp_i == 0 && tp_i == 0;
+    /* key = world rank: the reader (pp 0, tp 0) has the lowest in its replica */
+    if (MPI_Comm_split(world, dp_i, wrank, &d->group) != MPI_SUCCESS)
+        return ptc_error_set(PTC_E_MPI, "MPI_Comm_split of the data groups failed");
+    d->buf = ptc_calloc((size_t)d->M * ((size_t)d->tokens + 1), sizeof *d->buf);
+    if (!d->buf)
+        return PTC_E_NOMEM;
+    if (d->kind == DATA_DATASET) {
+        snprintf(d->name, sizeof d->name, "%s", o->data + 8);
+        PTC_TRY(open_store_dataset(d, store));
+    } else {
+        PTC_TRY(open_mount(d, o->data + 6));
+    }
+    if (d->samples < (uint64_t)d->per_step)
+        return ptc_error_set(PTC_E_CONFIG, "dataset '%s' has %llu records, fewer than a global "
+                                           "batch of %lld", d->name,
+                             (unsigned long long)d->samples, (long long)d->per_step);
+    if (d->pos.start > d->samples)
+        return ptc_error_set(PTC_E_RANGE, "position %llu is past the %llu records of '%s'",
+                             (unsigned long long)d->pos.start, (unsigned long long)d->samples,
+                             d->name);
+    return PTC_OK;
+}
+
+/* Token i of a record of bytes: the byte, or 0 past its end. */
+static void bytes_to_tokens(uint16_t *dst, const uint8_t *src, size_t len, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = i < len ? src[i] : 0;
+}
+
+/* The reader: this replica's M records of the step into d->buf. */
+static int read_step(train_data *d)
+{
+    size_t W = (size_t)d->tokens + 1;
+    uint64_t B = (uint64_t)d->per_step, lo, hi;
+    PTC_TRY(ptc_batch_part(d->samples, B, d->step_start, (uint64_t)d->D, (uint64_t)d->dp_rank,
+                           d->step_index, &lo, &hi));
+    if (hi - lo != (uint64_t)d->M)
+        return ptc_error_set(PTC_E_INVAL, "step %llu of '%s' gives this replica %llu records, "
+                                          "not %d", (unsigned long long)d->step_index, d->name,
+                             (unsigned long long)(hi - lo), d->M);
+    if (d->kind == DATA_DATASET) {
+        ptc_order ord;
+        PTC_TRY(ptc_order_init(&ord, d->samples, d->seed, d->step_epoch));
+        uint8_t *tmp = d->bytes ? ptc_malloc(W) : NULL;
+        if (d->bytes && !tmp)
+            return PTC_E_NOMEM;
+        int rc = PTC_OK;
+        for (uint64_t p = lo; rc == PTC_OK && p < hi; p++) {
+            uint64_t id, size;
+            uint16_t *dst = d->buf + (p - lo) * W;
+            rc = ptc_order_sample(&ord, p, &id);
+            if (rc == PTC_OK)
+                rc = ptc_store_dataset_record_size(d->ds, id, &size);
+            if (rc == PTC_OK && !d->bytes && size != 2 * W)
+                rc = ptc_error_set(PTC_E_FORMAT, "record %llu of '%s' has %llu bytes, not %zu",
+                                   (unsigned long long)id, d->name, (unsigned long long)size,
+                                   2 * W);
+            size_t take = d->bytes ? (size < W ? (size_t)size : W) : 2 * W;
+            if (rc == PTC_OK)
+                rc = ptc_store_dataset_record_read(d->ds, id, 0, d->bytes ? (void *)tmp
+                                                                          : (void *)dst, take);
+            if (rc == PTC_OK && d->bytes)
+                bytes_to_tokens(dst, tmp, take, W);
+            if (rc == PTC_OK)
+                rc = ptc_dataset_counter_add(d->counter, d->name, d->gen, d->seed,
+                                             d->step_epoch, id);
+        }
+        ptc_free(tmp);
+        return rc;
+    }
+    /* mount: the step file and, for byte records, its index */
+    char path[4400], *data = NULL, *idx = NULL;
+    size_t len = 0, ilen = 0;
+    snprintf(path, sizeof path, "%s/seed-%llu/epoch-%llu/batch-%llu/start-%llu/dp-%d/rank-%d/step-%llu",
+             d->dir, (unsigned long long)d->seed, (unsigned long long)d->step_epoch,
+             (unsigned long long)B, (unsigned long long)d->step_start, d->D, d->dp_rank,
+             (unsigned long long)d->step_index);
+    int rc = read_whole(path, (size_t)1 << 31, &data, &len);
+    if (rc == PTC_OK && !d->bytes && len != (size_t)d->M * 2 * W)
+        rc = ptc_error_set(PTC_E_FORMAT, "%s: %zu bytes, expected %d windows of %zu", path, len,
+                           d->M, 2 * W);
+    if (rc == PTC_OK && !d->bytes)
+        memcpy(d->buf, data, len);
+    if (rc == PTC_OK && d->bytes) {
+        strcat(path, ".idx");
+        rc = read_whole(path, ((size_t)d->M + 1) * 8, &idx, &ilen);
+        if (rc == PTC_OK && ilen != ((size_t)d->M + 1) * 8)
+            rc = ptc_error_set(PTC_E_FORMAT, "%s: %zu bytes, expected %d offsets", path, ilen,
+                               d->M + 1);
+        for (int i = 0; rc == PTC_OK && i < d->M; i++) {
+            uint64_t a, b;
+            memcpy(&a, idx + 8 * (size_t)i, 8);
+            memcpy(&b, idx + 8 * (size_t)i + 8, 8);
+            if (a > b || b > len)
+                rc = ptc_error_set(PTC_E_FORMAT, "%s: bad offsets", path);
+            else
+                bytes_to_tokens(d->buf + (size_t)i * W, (const uint8_t *)data + a,
+                                (size_t)(b - a) < W ? (size_t)(b - a) : W, W);
+        }
+    }
+    ptc_free(data);
+    ptc_free(idx);
+    return rc;
+}
+
+int train_data_next(train_data *d)
+{
+    if (d->kind == DATA_SYNTHETIC || d->kind == DATA_TOKENS)
+        return PTC_OK;
+    uint64_t B = (uint64_t)d->per_step;
+    /* the next global batch must fit in the epoch; a partial last batch is
+     * dropped and the next epoch starts at position 0 */
+    if (d->pos.start + (d->pos.steps + 1) * B > d->samples) {
+        d->pos.epoch++;
+        d->pos.start = 0;
+        d->pos.steps = 0;
+    }
+    d->step_epoch = d->pos.epoch;
+    d->step_start = d->pos.start;
+    d->step_index = d->pos.steps;
+    int rc = d->reader ? read_step(d) : PTC_OK;
+    /* the reader's outcome, then the records, to the whole replica */
+    if (MPI_Bcast(&rc, 1, MPI_INT, 0, d->group) != MPI_SUCCESS)
+        return ptc_error_set(PTC_E_MPI, "MPI_Bcast of the data failed");
+    if (rc != PTC_OK)
+        return d->reader ? rc
+                         : ptc_error_set(rc, "reading the records of data-parallel rank %d "
+                                             "failed", d->dp_rank);
+    size_t n = (size_t)d->M * ((size_t)d->tokens + 1);
+    if (MPI_Bcast(d->buf, (int)n, MPI_UINT16_T, 0, d->group) != MPI_SUCCESS)
+        return ptc_error_set(PTC_E_MPI, "MPI_Bcast of the data failed");
+    return PTC_OK;
+}
+
+void train_data_done(train_data *d)
+{
+    d->pos.steps++;
+}
+
+int train_data_flush(train_data *d)
+{
+    return d->counter ? ptc_dataset_counter_flush(d->counter) : PTC_OK;
+}
+
+void train_data_close(train_data *d)
+{
+    ptc_dataset_counter_destroy(d->counter); /* flushes */
+    ptc_store_dataset_close(d->ds);
+    if (d->group != MPI_COMM_NULL)
+        MPI_Comm_free(&d->group);
+    ptc_free(d->tok);
+    ptc_free(d->buf);
+    memset(d, 0, sizeof *d);
+}
+
+int train_data_fn(void *user, int64_t step, int64_t gmb, int32_t *ids, int32_t *targets, int n)
+{
+    train_data *d = user;
+    if (d->kind == DATA_SYNTHETIC) {
+        uint64_t window = (uint64_t)(step * d->per_step + gmb);
+        for (int i = 0; i < n; i++) {
+            ids[i] = (int32_t)(mix(d->seed ^ mix(window * (uint64_t)n + (uint64_t)i)) %
+                               (uint64_t)d->vocab);
+            targets[i] = (int32_t)(((uint64_t)ids[i] * 7 + 3) % (uint64_t)d->vocab);
+        }
+        return PTC_OK;
+    }
+    const uint16_t *w;
+    size_t at;
+    if (d->kind == DATA_TOKENS) {
+        uint64_t window = (uint64_t)(step * d->per_step + gmb);
+        size_t span = d->ntok - (size_t)n;
+        at = (size_t)((window * (uint64_t)n) % span);
+        w = d->tok + at;
+    } else {
+        int64_t mb = gmb - (int64_t)d->dp_rank * d->M;
+        if (mb < 0 || mb >= d->M || n != d->tokens)
+            return ptc_error_set(PTC_E_RANGE, "micro-batch %lld is not this replica's",
+                                 (long long)gmb);
+        at = (size_t)mb * ((size_t)n + 1);
+        w = d->buf + at;
+    }
+    for (int i = 0; i < n; i++) {
+        ids[i] = w[i];
+        targets[i] = w[i + 1];
+        if (ids[i] >= d->vocab || targets[i] >= d->vocab)
+            return ptc_error_set(PTC_E_RANGE, "token %d at %zu is outside vocab %d",
+                                 ids[i] >= d->vocab ? ids[i] : targets[i], at + (size_t)i,
+                                 d->vocab);
+    }
+    return PTC_OK;
+}
