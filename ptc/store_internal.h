@@ -293,6 +293,11 @@ struct ptc_store {
     int nextra;
 };
 
+/* Replace the step label (unless @p step is NULL) and the parent of a
+ * version being written, before commit: a checkpoint learns its parent
+ * under the writer lock and its step only at commit. PTC_OK or PTC_E_NOMEM. */
+int ptc_store_writer_set_origin(ptc_store_writer *w, const char *step, uint64_t parent);
+
 /* Reader internals used by the writer (reuse) and by verify/info. */
 int ptc_store_reader_rec(const ptc_store_reader *r, size_t t, uint32_t rank, bool resolve,
                          const ptc_shard_rec **out);

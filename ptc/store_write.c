@@ -160,6 +160,19 @@ uint64_t ptc_store_writer_version(const ptc_store_writer *w)
     return w->version;
 }
 
+int ptc_store_writer_set_origin(ptc_store_writer *w, const char *step, uint64_t parent)
+{
+    if (step) {
+        char *c = ptc_strdup(step);
+        if (!c)
+            return PTC_E_NOMEM;
+        ptc_free(w->step);
+        w->step = c;
+    }
+    w->parent = parent;
+    return PTC_OK;
+}
+
 int ptc_store_writer_set_metadata(ptc_store_writer *w, const char *key, const char *value)
 {
     if (!key || !value)

@@ -23,6 +23,7 @@
 #include "ptc/npy.h"
 #include "ptc/import.h"
 #include "ptc/vfile.h"
+#include "ptc/ckpt.h"
 /* dataset */
 #include "ptc/order.h"
 #include "ptc/batch.h"

@@ -1,0 +1,331 @@
+/**
+ * @file ckpt.h
+ * @brief Training-state checkpoints from a running job: every process saves
+ * the local tensors of the ranks it runs into the store in parallel, one
+ * process commits one version carrying a training-state record, and a job
+ * under any parallel configuration loads its own ranks' local tensors back
+ * (docs/checkpoint.md; the record is specified in docs/format.md §9).
+ *
+ * A job describes what it holds with a ptc_layout (ptc/layout.h): its
+ * tensors — parameters and optimizer state such as `<param>.exp_avg` and
+ * `<param>.exp_avg_sq` under rules with an `optim` line — under its
+ * configuration (which may have zero=1). Each process passes the ranks it
+ * runs and, per (rank, tensor), a pointer to that rank's local tensor: the
+ * layout's local shape (ptc_layout_shard), row-major, the tensor's dtype,
+ * little-endian. Buffer arrays are indexed `bufs[i * ntensors + t]` for
+ * `ranks[i]` and tensor index t of the layout.
+ *
+ * Saving, as three non-collective steps (what ptc_ckpt_save runs over MPI;
+ * a binding may run them over any other transport):
+ *  1. one process: ptc_ckpt_begin() takes the store's writer lock and
+ *     allocates the version number V;
+ *  2. every process: ptc_ckpt_write_local() writes its ranks' shards into
+ *     its own pack files of V and returns a descriptor buffer;
+ *  3. the process of step 1: ptc_ckpt_commit() imports every descriptor and
+ *     commits V with the record in one transaction — or ptc_ckpt_abort().
+ *
+ * What is stored: a shard is written once, by the layout's owner rank (the
+ * lowest rank holding an identical shard); every other rank's shard of it
+ * is an alias. A shard whose bytes equal the parent version's shard of the
+ * same tensor with the same local shape and pieces (same rank first) is a
+ * reference to the parent's stored bytes (nothing is written); equality is
+ * decided by hashing the buffer per 1 MiB block with XXH3-64 against the
+ * parent's stored block checksums.
+ *
+ * Loading reads, for each local piece, only the stored blocks it touches,
+ * in parallel over a pool of threads; memory beyond the destination buffers
+ * is about one block per thread. The saved configuration may differ from
+ * the loader's in dp, tp, pp, zero and layers=.
+ *
+ * @note Thread safety: the functions are safe to call from several threads
+ * at once for different transactions and buffers; a ptc_ckpt_txn is used by
+ * one thread at a time (externally synchronised). Collective functions
+ * follow MPI's rules: one collective call at a time per communicator, made
+ * by every process of it. A ptc_store is opened once per process (LMDB's
+ * rule); the store and the layout must outlive the calls that use them.
+ */
+#ifndef PTC_CKPT_H
+#define PTC_CKPT_H
+
+#include <mpi.h>
+
+#include "ptc/error.h"
+#include "ptc/layout.h"
+#include "ptc/rules.h"
+#include "ptc/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Key of the training-state record in a version's metadata
+ * (ptc_store_reader_metadata()); its value is the record's JSON text. */
+#define PTC_CKPT_RECORD_KEY "ptc.train"
+/** Format number of the record this library writes (the JSON `format`). */
+#define PTC_CKPT_RECORD_FORMAT 1u
+/** Longest JSON text of a record, bytes. */
+#define PTC_CKPT_RECORD_MAX ((size_t)16 << 20)
+/** Longest RNG state of a record, bytes (stored as hex: twice as long). */
+#define PTC_CKPT_RNG_MAX ((size_t)4 << 20)
+/** Most free-form key/values of a record. */
+#define PTC_CKPT_EXTRA_MAX 4096
+/** ptc_ckpt_options.parent: the newest committed version at begin time. */
+#define PTC_CKPT_PARENT_LATEST UINT64_MAX
+
+/** A free-form key/value of a record (UTF-8, no NUL; key not empty). */
+typedef struct ptc_ckpt_kv {
+    const char *key;
+    const char *value;
+} ptc_ckpt_kv;
+
+/**
+ * The training-state record of a version (docs/format.md §9).
+ *
+ * Ownership: a record the caller passes in (ptc_ckpt_commit, ptc_ckpt_save,
+ * ptc_ckpt_record_to_json) is only read during the call. A record the
+ * library fills (ptc_ckpt_load_local, ptc_ckpt_load, ptc_ckpt_read_record,
+ * ptc_ckpt_record_from_json) owns every string and array it points to,
+ * valid until ptc_ckpt_record_free(). Zero-initialise a record before use.
+ * Strings may be NULL on input (stored as absent / empty).
+ */
+typedef struct ptc_ckpt_record {
+    uint32_t format;         /**< out: 1 when filled from a stored record, 0 when
+                                  the version has none; ignored on input */
+    uint64_t step;           /**< optimizer steps completed (< 2^63) */
+    const char *config;      /**< the job's configuration text; NULL on save:
+                                  the layout's configuration */
+    const char *schedule;    /**< pipeline schedule, free text (e.g. "1f1b") */
+    uint64_t seed;           /**< data / init seed (any u64) */
+    uint64_t epoch;          /**< current epoch (< 2^63) */
+    uint64_t sample;         /**< next unseen sample position in the epoch
+                                  order (< 2^63) */
+    uint64_t global_batch;   /**< global batch size in samples (< 2^63) */
+    const char *dataset;     /**< dataset name ("" / NULL: none) */
+    bool has_loss;           /**< whether @ref loss is set */
+    double loss;             /**< last loss (NaN and ±inf allowed) */
+    const uint8_t *rng;      /**< RNG state, opaque bytes (may be NULL if 0) */
+    size_t rng_len;          /**< bytes of @ref rng (<= PTC_CKPT_RNG_MAX) */
+    const ptc_ckpt_kv *extra;/**< free-form key/values, keys distinct */
+    size_t nextra;           /**< number of @ref extra (<= PTC_CKPT_EXTRA_MAX) */
+} ptc_ckpt_record;
+
+/** Options of saving and loading. Initialise with ptc_ckpt_options_init(). */
+typedef struct ptc_ckpt_options {
+    /** save: version the new one derives from and whose unchanged shards it
+     * references; 0: none (write everything); PTC_CKPT_PARENT_LATEST
+     * (the default): the newest committed version when the save begins. */
+    uint64_t parent;
+    /** save: PTC_STORE_CODEC_NONE (default) or PTC_STORE_CODEC_ZSTD. */
+    unsigned codec;
+    /** save: zstd level (0: zstd's default). */
+    int level;
+    /** save: never reference the parent's shards (always write). */
+    bool no_reuse;
+    /** load: the version may hold tensors the layout does not have (they are
+     * not read); default false: such a version is an error. */
+    bool ignore_extra;
+    /** save and load: threads per process (0: the online CPUs, at most 16). */
+    int threads;
+} ptc_ckpt_options;
+
+/** Defaults: parent PTC_CKPT_PARENT_LATEST, no compression, reuse on,
+ * extra tensors refused, threads 0. */
+PTC_API void ptc_ckpt_options_init(ptc_ckpt_options *o);
+
+/* ---- records -------------------------------------------------------------- */
+
+/**
+ * Free what the library allocated in @p rec and zero it. Only for records
+ * the library filled; NULL and zeroed records are no-ops.
+ */
+PTC_API void ptc_ckpt_record_free(ptc_ckpt_record *rec);
+
+/**
+ * The record as the JSON text stored under PTC_CKPT_RECORD_KEY
+ * (docs/format.md §9; compact, keys sorted).
+ * @param json  receives NUL-terminated text; release with ptc_store_free()
+ * @return PTC_OK; PTC_E_RANGE (a counter >= 2^63, rng or extras too long,
+ *   text longer than PTC_CKPT_RECORD_MAX); PTC_E_INVAL (a string that is not
+ *   UTF-8, an empty or repeated extra key, rng NULL with rng_len > 0);
+ *   PTC_E_NOMEM.
+ */
+PTC_API int ptc_ckpt_record_to_json(const ptc_ckpt_record *rec, char **json);
+
+/**
+ * Parse a record's JSON text strictly (untrusted input).
+ * @param text  @p len bytes (need not be NUL-terminated)
+ * @param rec   receives the record (owned; ptc_ckpt_record_free()); zeroed
+ *              on failure
+ * @return PTC_OK; PTC_E_FORMAT naming the problem: not JSON, not an object,
+ *   duplicate keys, an unknown key, a missing `format` or `step`, an unknown
+ *   format, a wrong type, a negative or too large number, bad hex, a seed
+ *   that is not a decimal u64, text over PTC_CKPT_RECORD_MAX; PTC_E_NOMEM.
+ */
+PTC_API int ptc_ckpt_record_from_json(const char *text, size_t len, ptc_ckpt_record *rec);
+
+/**
+ * Read the training-state record of a version.
+ * @param version  0: the newest
+ * @param rec      receives the record (ptc_ckpt_record_free())
+ * @return PTC_OK; PTC_E_NOTFOUND (no such version, or it has no record);
+ *   PTC_E_FORMAT (a malformed record, naming the version); PTC_E_STORE;
+ *   PTC_E_NOMEM.
+ */
+PTC_API int ptc_ckpt_read_record(ptc_store *s, uint64_t version, ptc_ckpt_record *rec);
+
+/**
+ * Bytes of the local tensor of (@p t, @p rank): local volume times the
+ * dtype size; 0 where the rank holds none.
+ * @return PTC_OK or PTC_E_RANGE (bad tensor index or rank).
+ */
+PTC_API int ptc_ckpt_local_bytes(const ptc_layout *l, size_t t, int rank, size_t *bytes);
+
+/* ---- saving: the non-collective steps --------------------------------------- */
+
+/** A checkpoint being saved, held by the committing process (opaque). */
+typedef struct ptc_ckpt_txn ptc_ckpt_txn;
+
+/**
+ * Begin a checkpoint (the committing process only): take the store's writer
+ * lock (non-blocking), allocate the new version number and resolve the
+ * parent. Nothing is visible until ptc_ckpt_commit().
+ * @param out    receives the transaction; NULL on failure
+ * @param l      the job's layout (tensors and configuration); referenced by
+ *               the transaction: keep it alive until commit or abort
+ * @param rules  the rules @p l was created with; their canonical text is
+ *               stored with the version (not referenced after return)
+ * @param opts   parent, codec, level (NULL: defaults)
+ * @return PTC_OK; PTC_E_BUSY "store … is locked by another process (pid N)";
+ *   PTC_E_RULE (@p rules place a tensor otherwise than @p l does, naming
+ *   it); PTC_E_NOTFOUND (@p opts->parent is not a committed version);
+ *   PTC_E_INVAL (read-only store, bad codec or level); PTC_E_IO; PTC_E_NOMEM.
+ */
+PTC_API int ptc_ckpt_begin(ptc_ckpt_txn **out, ptc_store *s, const ptc_layout *l,
+                           const ptc_rules *rules, const ptc_ckpt_options *opts);
+
+/** The version number the transaction will commit (send it to every process). */
+PTC_API uint64_t ptc_ckpt_txn_version(const ptc_ckpt_txn *txn);
+
+/** The resolved parent version (0: none; send it to every process). */
+PTC_API uint64_t ptc_ckpt_txn_parent(const ptc_ckpt_txn *txn);
+
+/**
+ * Write this process's shards of version @p version into its own pack files
+ * (every process, after begin). Each owned shard goes from its buffer to
+ * the pack file block by block (no copy of a whole shard); a shard whose
+ * owner is another rank is recorded as an alias; an unchanged shard of
+ * @p parent is referenced (unless opts->no_reuse). Ranks are written in
+ * parallel (opts->threads).
+ * @param version  from ptc_ckpt_txn_version() of the committing process
+ * @param parent   from ptc_ckpt_txn_parent() (0: no reuse)
+ * @param l        a layout equal to the committing process's (same tensors,
+ *                 order and configuration)
+ * @param ranks    the @p nranks distinct ranks this process runs; the rank
+ *                 sets of all processes must be disjoint and cover the world
+ * @param bufs     nranks × ntensors local buffers, read only; NULL where the
+ *                 rank holds no elements of the tensor
+ * @param opts     codec, level, no_reuse, threads (NULL: defaults)
+ * @param desc     receives the descriptor buffer for ptc_ckpt_commit();
+ *                 release with ptc_store_free()
+ * @return PTC_OK; PTC_E_INVAL (rank out of range or repeated, NULL buffer
+ *   of a rank that holds elements, naming tensor and rank); PTC_E_NOTFOUND
+ *   (@p parent does not exist); PTC_E_IO (naming the pack file); PTC_E_NOMEM.
+ *   On failure this process's pack files of @p version are removed.
+ */
+PTC_API int ptc_ckpt_write_local(ptc_store *s, uint64_t version, uint64_t parent,
+                                 const ptc_layout *l, const int *ranks, size_t nranks,
+                                 const void *const *bufs, const ptc_ckpt_options *opts,
+                                 void **desc, size_t *desc_len);
+
+/**
+ * Commit (the process that began): import the @p n descriptor buffers (one
+ * per process, in any order), check that every (tensor, rank) the layout
+ * places has its shard, store @p rec under PTC_CKPT_RECORD_KEY (the step
+ * label of the version is rec->step in decimal) and commit one version.
+ * Call it after every process's ptc_ckpt_write_local() returned.
+ * Consumes @p txn whatever the outcome: on failure nothing becomes visible
+ * and the pack files of the version are removed.
+ * @param version  receives the committed version (may be NULL)
+ * @return PTC_OK; PTC_E_FORMAT / PTC_E_INVAL (a malformed descriptor);
+ *   PTC_E_INVAL ("rank R's shard of tensor 'x' is missing": no process
+ *   wrote it; a bad record); PTC_E_EXISTS (a shard written twice);
+ *   PTC_E_RANGE (record limits); PTC_E_IO; PTC_E_STORE; PTC_E_NOMEM.
+ */
+PTC_API int ptc_ckpt_commit(ptc_ckpt_txn *txn, const void *const *descs, const size_t *lens,
+                            size_t n, const ptc_ckpt_record *rec, uint64_t *version);
+
+/**
+ * Abandon a checkpoint: remove the version's pack files (of every process:
+ * call it after every process's write returned), release the lock, free.
+ * NULL is a no-op.
+ */
+PTC_API void ptc_ckpt_abort(ptc_ckpt_txn *txn);
+
+/* ---- loading: non-collective -------------------------------------------------- */
+
+/**
+ * Fill this process's local buffers for the configuration of @p l from a
+ * stored version, whatever configuration saved it: each local piece is read
+ * from the stored shards that hold it, reading, decompressing and verifying
+ * only the blocks it touches, in parallel over opts->threads threads.
+ * Ranks of this process holding an identical shard are read once and
+ * copied. Memory: the destination buffers plus about one block (1 MiB) per
+ * thread.
+ * @param version  0: the newest
+ * @param l        the loader's layout (its tensors must match the version's
+ *                 by name, dtype and global shape)
+ * @param ranks    the @p nranks distinct ranks this process runs
+ * @param bufs     nranks × ntensors destination buffers (local shape,
+ *                 row-major); NULL where the rank holds no elements
+ * @param opts     ignore_extra, threads (NULL: defaults)
+ * @param rec      receives the version's record (may be NULL); a version
+ *                 without one (e.g. from `ptc import`) gives a zeroed record
+ *                 with format 0
+ * @param loaded   receives the version read (may be NULL)
+ * @return PTC_OK; PTC_E_NOTFOUND ("version V not found …"; "tensor 'x' …
+ *   is not in version V"); PTC_E_INVAL (shape or dtype mismatch naming the
+ *   tensor and both; a tensor of the version the layout lacks, unless
+ *   ignore_extra; a bad rank or NULL buffer); PTC_E_FORMAT (a malformed
+ *   record); PTC_E_CHECKSUM; PTC_E_IO; PTC_E_NOMEM. On failure the buffers
+ *   hold unspecified bytes and @p rec is zeroed.
+ */
+PTC_API int ptc_ckpt_load_local(ptc_store *s, uint64_t version, const ptc_layout *l,
+                                const int *ranks, size_t nranks, void *const *bufs,
+                                const ptc_ckpt_options *opts, ptc_ckpt_record *rec,
+                                uint64_t *loaded);
+
+/* ---- collective over MPI ------------------------------------------------------ */
+
+/**
+ * Save collectively: process 0 of @p comm begins and sends the version
+ * number, every process writes its ranks' shards, the descriptors are
+ * gathered to process 0, which commits; every process returns the same
+ * outcome. A failure on any process makes every process return an error
+ * whose message names the failing process and carries its message; then no
+ * version becomes visible and the version's pack files are removed.
+ * @param rules   used on process 0 (others may pass NULL)
+ * @param rec     used on process 0 (others may pass NULL)
+ * @param version receives the committed version on every process (may be NULL)
+ * @return PTC_OK, the errors of begin / write_local / commit, PTC_E_MPI.
+ */
+PTC_API int ptc_ckpt_save(ptc_store *s, const ptc_layout *l, const ptc_rules *rules,
+                          const int *ranks, size_t nranks, const void *const *bufs,
+                          const ptc_ckpt_record *rec, const ptc_ckpt_options *opts,
+                          MPI_Comm comm, uint64_t *version);
+
+/**
+ * Load collectively: process 0 resolves @p version (0: the newest) so that
+ * every process reads the same one, every process runs ptc_ckpt_load_local()
+ * for its ranks, and all agree: a failure anywhere makes every process
+ * return an error naming the failing process and its message.
+ * @return PTC_OK, the errors of ptc_ckpt_load_local(), PTC_E_MPI.
+ */
+PTC_API int ptc_ckpt_load(ptc_store *s, uint64_t version, const ptc_layout *l,
+                          const int *ranks, size_t nranks, void *const *bufs,
+                          const ptc_ckpt_options *opts, MPI_Comm comm, ptc_ckpt_record *rec,
+                          uint64_t *loaded);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

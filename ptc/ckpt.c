@@ -1,0 +1,1193 @@
+/* Training-state checkpoints, the parts that need no communicator: the
+ * record (JSON in the version's metadata), begin / write / commit / abort of
+ * a save, and the load of one process's ranks under any configuration.
+ * ptc/ckpt_mpi.c composes these into the collective calls.
+ *
+ * Saving writes each owned shard straight from the caller's buffer through
+ * the store's block engine (1 MiB blocks), so no shard is ever copied whole;
+ * loading reads each local piece with ptc_store_reader_read_box, which
+ * touches only the blocks the piece needs and keeps one block of scratch. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <xxhash.h>
+
+#include "ptc/ckpt.h"
+#include "ptc/store_internal.h"
+#include "base/util_internal.h"
+
+/* Room for a configuration's text (as reshard sizes it). */
+#define CFG_TEXT_MAX (PTC_CONFIG_MAX_STAGES * 11 + 64)
+/* Most threads a process uses by default. */
+#define DEFAULT_THREADS_MAX 16
+/* Bounds of the bytes of one load work item (see plan_chunk). */
+#define LOAD_CHUNK_MIN ((int64_t)4 << 20)
+#define LOAD_CHUNK_MAX ((int64_t)64 << 20)
+
+void ptc_ckpt_options_init(ptc_ckpt_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->parent = PTC_CKPT_PARENT_LATEST;
+    o->codec = PTC_STORE_CODEC_NONE;
+}
+
+static ptc_ckpt_options opts_or_default(const ptc_ckpt_options *o)
+{
+    ptc_ckpt_options d;
+    if (o)
+        return *o;
+    ptc_ckpt_options_init(&d);
+    return d;
+}
+
+/* ---- a small pool of threads over an index range ------------------------------- */
+
+typedef struct pool {
+    size_t n;
+    atomic_size_t next;
+    atomic_int rc;
+    pthread_mutex_t mu;
+    char err[1024];
+    int (*fn)(void *ctx, size_t i);
+    void *ctx;
+} pool;
+
+static void pool_fail(pool *p, int rc)
+{
+    pthread_mutex_lock(&p->mu);
+    if (atomic_load(&p->rc) == PTC_OK) {
+        snprintf(p->err, sizeof p->err, "%s", ptc_last_error());
+        atomic_store(&p->rc, rc);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void *pool_worker(void *arg)
+{
+    pool *p = arg;
+    for (;;) {
+        size_t i = atomic_fetch_add(&p->next, 1);
+        if (i >= p->n || atomic_load(&p->rc) != PTC_OK)
+            break;
+        int rc = p->fn(p->ctx, i);
+        if (rc != PTC_OK) {
+            pool_fail(p, rc);
+            break;
+        }
+    }
+    return NULL;
+}
+
+static int default_threads(int asked)
+{
+    if (asked > 0)
+        return asked;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores <= 0 ? 1 : (int)PTC_MIN(cores, DEFAULT_THREADS_MAX);
+}
+
+/* Run fn(ctx, i) for i in [0, n) on up to @p threads threads (this one
+ * included); the first failure stops the rest and is re-raised here. */
+static int pool_run(int threads, size_t n, int (*fn)(void *, size_t), void *ctx)
+{
+    if (n == 0)
+        return PTC_OK;
+    pool p = {.n = n, .fn = fn, .ctx = ctx};
+    atomic_init(&p.next, 0);
+    atomic_init(&p.rc, PTC_OK);
+    if (pthread_mutex_init(&p.mu, NULL) != 0)
+        return ptc_error_set(PTC_E_NOMEM, "cannot create a mutex");
+    size_t extra = (size_t)(threads > 1 ? threads - 1 : 0);
+    if (extra > n - 1)
+        extra = n - 1;
+    pthread_t *th = extra ? ptc_calloc(extra, sizeof *th) : NULL;
+    size_t started = 0;
+    if (th)
+        for (; started < extra; started++)
+            if (pthread_create(&th[started], NULL, pool_worker, &p) != 0)
+                break;
+    ptc_error_clear(); /* a failed allocation of th only means fewer threads */
+    pool_worker(&p);
+    for (size_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    ptc_free(th);
+    pthread_mutex_destroy(&p.mu);
+    int rc = atomic_load(&p.rc);
+    if (rc != PTC_OK)
+        return ptc_error_set(rc, "%s", p.err);
+    return PTC_OK;
+}
+
+/* ---- the record ------------------------------------------------------------------ */
+
+void ptc_ckpt_record_free(ptc_ckpt_record *rec)
+{
+    if (!rec)
+        return;
+    ptc_free((void *)rec->config);
+    ptc_free((void *)rec->schedule);
+    ptc_free((void *)rec->dataset);
+    ptc_free((void *)rec->rng);
+    for (size_t i = 0; rec->extra && i < rec->nextra; i++) {
+        ptc_free((void *)rec->extra[i].key);
+        ptc_free((void *)rec->extra[i].value);
+    }
+    ptc_free((void *)rec->extra);
+    memset(rec, 0, sizeof *rec);
+}
+
+/* Set o[key] = v (a new reference); v NULL means jansson refused the value. */
+static int put_new(json_t *o, const char *key, json_t *v, const char *what)
+{
+    if (!v)
+        return ptc_error_set(PTC_E_INVAL, "training-state record: %s is not valid UTF-8", what);
+    if (json_object_set_new(o, key, v) != 0)
+        return ptc_error_set(PTC_E_NOMEM, "training-state record: cannot add '%s'", key);
+    return PTC_OK;
+}
+
+static int put_u63(json_t *o, const char *key, uint64_t v)
+{
+    if (v > (uint64_t)INT64_MAX)
+        return ptc_error_set(PTC_E_RANGE, "training-state record: %s %llu exceeds 2^63-1", key,
+                             (unsigned long long)v);
+    json_t *j = json_integer((json_int_t)v);
+    if (!j)
+        return ptc_error_set(PTC_E_NOMEM, "training-state record: cannot add '%s'", key);
+    return put_new(o, key, j, key);
+}
+
+static int put_str(json_t *o, const char *key, const char *s)
+{
+    if (!s)
+        return PTC_OK;
+    return put_new(o, key, json_string(s), key);
+}
+
+static int cmp_kv(const void *a, const void *b)
+{
+    return strcmp(((const ptc_ckpt_kv *)a)->key, ((const ptc_ckpt_kv *)b)->key);
+}
+
+int ptc_ckpt_record_to_json(const ptc_ckpt_record *rec, char **json)
+{
+    *json = NULL;
+    if (!rec)
+        return ptc_error_set(PTC_E_INVAL, "training-state record: NULL");
+    if (rec->rng_len > PTC_CKPT_RNG_MAX)
+        return ptc_error_set(PTC_E_RANGE, "training-state record: rng state of %zu bytes (at most %zu)",
+                             rec->rng_len, PTC_CKPT_RNG_MAX);
+    if (rec->rng_len && !rec->rng)
+        return ptc_error_set(PTC_E_INVAL, "training-state record: rng is NULL with rng_len %zu",
+                             rec->rng_len);
+    if (rec->nextra > PTC_CKPT_EXTRA_MAX)
+        return ptc_error_set(PTC_E_RANGE, "training-state record: %zu free-form keys (at most %d)",
+                             rec->nextra, PTC_CKPT_EXTRA_MAX);
+    if (rec->nextra && !rec->extra)
+        return ptc_error_set(PTC_E_INVAL, "training-state record: extra is NULL with nextra %zu",
+                             rec->nextra);
+    json_t *o = json_object();
+    json_t *ex = NULL;
+    char *hex = NULL;
+    int rc = PTC_OK;
+    if (!o)
+        return ptc_error_set(PTC_E_NOMEM, "training-state record: out of memory");
+    char seed[24];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)rec->seed);
+    if ((rc = put_u63(o, "format", PTC_CKPT_RECORD_FORMAT)) < 0 ||
+        (rc = put_u63(o, "step", rec->step)) < 0 || (rc = put_str(o, "config", rec->config)) < 0 ||
+        (rc = put_str(o, "schedule", rec->schedule)) < 0 ||
+        (rc = put_str(o, "seed", seed)) < 0 || (rc = put_u63(o, "epoch", rec->epoch)) < 0 ||
+        (rc = put_u63(o, "sample", rec->sample)) < 0 ||
+        (rc = put_u63(o, "global_batch", rec->global_batch)) < 0 ||
+        (rc = put_str(o, "dataset", rec->dataset)) < 0)
+        goto out_decref;
+    if (rec->has_loss) {
+        json_t *l;
+        if (isnan(rec->loss))
+            l = json_string("nan");
+        else if (isinf(rec->loss))
+            l = json_string(rec->loss > 0 ? "inf" : "-inf");
+        else
+            l = json_real(rec->loss);
+        if (!l) {
+            rc = ptc_error_set(PTC_E_NOMEM, "training-state record: out of memory");
+            goto out_decref;
+        }
+        if ((rc = put_new(o, "loss", l, "loss")) < 0)
+            goto out_decref;
+    }
+    if (rec->rng_len) {
+        static const char digits[] = "0123456789abcdef";
+        if (!(hex = ptc_malloc(2 * rec->rng_len + 1))) {
+            rc = PTC_E_NOMEM;
+            goto out_decref;
+        }
+        for (size_t i = 0; i < rec->rng_len; i++) {
+            hex[2 * i] = digits[rec->rng[i] >> 4];
+            hex[2 * i + 1] = digits[rec->rng[i] & 15];
+        }
+        hex[2 * rec->rng_len] = 0;
+        if ((rc = put_str(o, "rng", hex)) < 0)
+            goto out_decref;
+    }
+    if (rec->nextra) {
+        if (!(ex = json_object())) {
+            rc = ptc_error_set(PTC_E_NOMEM, "training-state record: out of memory");
+            goto out_decref;
+        }
+        for (size_t i = 0; i < rec->nextra; i++) {
+            const ptc_ckpt_kv *kv = &rec->extra[i];
+            if (!kv->key || !kv->key[0] || !kv->value) {
+                rc = ptc_error_set(PTC_E_INVAL,
+                                   "training-state record: free-form entry %zu has an empty key "
+                                   "or a NULL value", i);
+                goto out_decref;
+            }
+            if (json_object_get(ex, kv->key)) {
+                rc = ptc_error_set(PTC_E_INVAL,
+                                   "training-state record: free-form key '%.200s' given twice",
+                                   kv->key);
+                goto out_decref;
+            }
+            json_t *v = json_string(kv->value);
+            if (!v || json_object_set_new(ex, kv->key, v) != 0) {
+                rc = ptc_error_set(PTC_E_INVAL,
+                                   "training-state record: free-form key '%.200s' or its value "
+                                   "is not valid UTF-8", kv->key);
+                goto out_decref;
+            }
+        }
+        rc = json_object_set_new(o, "extra", ex) == 0
+                 ? PTC_OK
+                 : ptc_error_set(PTC_E_NOMEM, "training-state record: out of memory");
+        ex = NULL;
+        if (rc < 0)
+            goto out_decref;
+    }
+    char *txt = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!txt) {
+        rc = ptc_error_set(PTC_E_NOMEM, "training-state record: cannot serialise");
+        goto out_decref;
+    }
+    size_t n = strlen(txt);
+    if (n > PTC_CKPT_RECORD_MAX) {
+        free(txt);
+        rc = ptc_error_set(PTC_E_RANGE, "training-state record: %zu bytes of JSON (at most %zu)",
+                           n, PTC_CKPT_RECORD_MAX);
+        goto out_decref;
+    }
+    *json = ptc_strdup(txt);
+    free(txt);
+    if (!*json)
+        rc = PTC_E_NOMEM;
+out_decref:
+    json_decref(ex);
+    json_decref(o);
+    ptc_free(hex);
+    return rc;
+}
+
+static int bad_record(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad_record(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ptc_error_set(PTC_E_FORMAT, "training-state record: %s", msg);
+}
+
+static int get_u63(json_t *v, const char *key, uint64_t *out)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return bad_record("'%s' must be a non-negative integer", key);
+    *out = (uint64_t)json_integer_value(v);
+    return PTC_OK;
+}
+
+static int get_str(json_t *v, const char *key, const char **out)
+{
+    if (!json_is_string(v))
+        return bad_record("'%s' must be a string", key);
+    char *s = ptc_strdup(json_string_value(v));
+    if (!s)
+        return PTC_E_NOMEM;
+    *out = s;
+    return PTC_OK;
+}
+
+static int get_seed(json_t *v, uint64_t *out)
+{
+    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+    size_t n = s ? strlen(s) : 0;
+    if (!s || n == 0 || n > 20 || (n > 1 && s[0] == '0'))
+        return bad_record("'seed' must be a decimal string of a u64 without leading zeros");
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9' || x > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+            return bad_record("'seed' must be a decimal string of a u64 without leading zeros");
+        x = x * 10 + (uint64_t)(s[i] - '0');
+    }
+    *out = x;
+    return PTC_OK;
+}
+
+static int get_loss(json_t *v, double *out)
+{
+    if (json_is_number(v)) {
+        *out = json_number_value(v);
+        return PTC_OK;
+    }
+    const char *s = json_is_string(v) ? json_string_value(v) : "";
+    if (strcmp(s, "nan") == 0)
+        *out = NAN;
+    else if (strcmp(s, "inf") == 0)
+        *out = INFINITY;
+    else if (strcmp(s, "-inf") == 0)
+        *out = -INFINITY;
+    else
+        return bad_record("'loss' must be a number or \"nan\", \"inf\", \"-inf\"");
+    return PTC_OK;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+static int get_rng(json_t *v, ptc_ckpt_record *rec)
+{
+    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+    size_t n = s ? json_string_length(v) : 0;
+    if (!s || n % 2 || n == 0)
+        return bad_record("'rng' must be a non-empty string of lower-case hex digit pairs");
+    if (n / 2 > PTC_CKPT_RNG_MAX)
+        return bad_record("'rng' holds %zu bytes (at most %zu)", n / 2, PTC_CKPT_RNG_MAX);
+    uint8_t *b = ptc_malloc(n / 2);
+    if (!b)
+        return PTC_E_NOMEM;
+    for (size_t i = 0; i < n / 2; i++) {
+        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            ptc_free(b);
+            return bad_record("'rng' must be a non-empty string of lower-case hex digit pairs");
+        }
+        b[i] = (uint8_t)(hi << 4 | lo);
+    }
+    rec->rng = b;
+    rec->rng_len = n / 2;
+    return PTC_OK;
+}
+
+static int get_extra(json_t *v, ptc_ckpt_record *rec)
+{
+    if (!json_is_object(v))
+        return bad_record("'extra' must be an object of strings");
+    size_t n = json_object_size(v);
+    if (n > PTC_CKPT_EXTRA_MAX)
+        return bad_record("'extra' has %zu keys (at most %d)", n, PTC_CKPT_EXTRA_MAX);
+    if (n == 0)
+        return PTC_OK;
+    ptc_ckpt_kv *kv = ptc_calloc(n, sizeof *kv);
+    if (!kv)
+        return PTC_E_NOMEM;
+    rec->extra = kv;
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x)
+    {
+        if (!k[0])
+            return bad_record("'extra' has an empty key");
+        if (!json_is_string(x))
+            return bad_record("'extra' value of '%.200s' must be a string", k);
+        kv[rec->nextra].key = ptc_strdup(k);
+        kv[rec->nextra].value = ptc_strdup(json_string_value(x));
+        rec->nextra++;
+        if (!kv[rec->nextra - 1].key || !kv[rec->nextra - 1].value)
+            return PTC_E_NOMEM;
+    }
+    qsort(kv, rec->nextra, sizeof *kv, cmp_kv);
+    return PTC_OK;
+}
+
+int ptc_ckpt_record_from_json(const char *text, size_t len, ptc_ckpt_record *rec)
+{
+    memset(rec, 0, sizeof *rec);
+    if (!text)
+        return bad_record("no text");
+    if (len > PTC_CKPT_RECORD_MAX)
+        return bad_record("%zu bytes of JSON (at most %zu)", len, PTC_CKPT_RECORD_MAX);
+    json_error_t je;
+    json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!o)
+        return bad_record("not JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+    int rc = PTC_OK;
+    bool have_format = false, have_step = false;
+    if (!json_is_object(o)) {
+        rc = bad_record("not a JSON object");
+        goto out_decref;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v)
+    {
+        if (strcmp(k, "format") == 0) {
+            uint64_t f = 0;
+            if ((rc = get_u63(v, k, &f)) < 0)
+                goto out_decref;
+            if (f != PTC_CKPT_RECORD_FORMAT) {
+                rc = bad_record("unknown format %llu (this library reads %u)",
+                                (unsigned long long)f, PTC_CKPT_RECORD_FORMAT);
+                goto out_decref;
+            }
+            rec->format = (uint32_t)f;
+            have_format = true;
+        } else if (strcmp(k, "step") == 0) {
+            rc = get_u63(v, k, &rec->step);
+            have_step = true;
+        } else if (strcmp(k, "config") == 0) {
+            rc = get_str(v, k, &rec->config);
+        } else if (strcmp(k, "schedule") == 0) {
+            rc = get_str(v, k, &rec->schedule);
+        } else if (strcmp(k, "dataset") == 0) {
+            rc = get_str(v, k, &rec->dataset);
+        } else if (strcmp(k, "seed") == 0) {
+            rc = get_seed(v, &rec->seed);
+        } else if (strcmp(k, "epoch") == 0) {
+            rc = get_u63(v, k, &rec->epoch);
+        } else if (strcmp(k, "sample") == 0) {
+            rc = get_u63(v, k, &rec->sample);
+        } else if (strcmp(k, "global_batch") == 0) {
+            rc = get_u63(v, k, &rec->global_batch);
+        } else if (strcmp(k, "loss") == 0) {
+            rc = get_loss(v, &rec->loss);
+            rec->has_loss = rc == PTC_OK;
+        } else if (strcmp(k, "rng") == 0) {
+            rc = get_rng(v, rec);
+        } else if (strcmp(k, "extra") == 0) {
+            rc = get_extra(v, rec);
+        } else {
+            rc = bad_record("unknown key '%.200s' (free-form keys belong in 'extra')", k);
+        }
+        if (rc < 0)
+            goto out_decref;
+    }
+    if (!have_format)
+        rc = bad_record("no 'format'");
+    else if (!have_step)
+        rc = bad_record("no 'step'");
+out_decref:
+    json_decref(o);
+    if (rc < 0)
+        ptc_ckpt_record_free(rec);
+    return rc;
+}
+
+/* The record of an open version: zeroed when it has none. */
+static int reader_record(const ptc_store_reader *rd, ptc_ckpt_record *rec, bool required)
+{
+    memset(rec, 0, sizeof *rec);
+    const ptc_version_info *vi = ptc_store_reader_version(rd);
+    const char *txt = ptc_store_reader_metadata(rd, PTC_CKPT_RECORD_KEY);
+    if (!txt) {
+        if (required)
+            return ptc_error_set(PTC_E_NOTFOUND, "version %llu has no training-state record ('%s')",
+                                 (unsigned long long)vi->version, PTC_CKPT_RECORD_KEY);
+        return PTC_OK;
+    }
+    int rc = ptc_ckpt_record_from_json(txt, strlen(txt), rec);
+    if (rc < 0)
+        return ptc_error_set(rc, "version %llu: %s", (unsigned long long)vi->version,
+                             ptc_last_error());
+    return PTC_OK;
+}
+
+int ptc_ckpt_read_record(ptc_store *s, uint64_t version, ptc_ckpt_record *rec)
+{
+    memset(rec, 0, sizeof *rec);
+    ptc_store_reader *rd;
+    PTC_TRY(ptc_store_reader_open(&rd, s, version));
+    int rc = reader_record(rd, rec, true);
+    ptc_store_reader_close(rd);
+    return rc;
+}
+
+int ptc_ckpt_local_bytes(const ptc_layout *l, size_t t, int rank, size_t *bytes)
+{
+    *bytes = 0;
+    ptc_shard sh;
+    PTC_TRY(ptc_layout_shard(l, t, rank, &sh));
+    if (!sh.present)
+        return PTC_OK;
+    int64_t vol = 1;
+    for (int d = 0; d < sh.ndim; d++)
+        vol *= sh.shape[d];
+    *bytes = (size_t)vol * ptc_dtype_size(ptc_layout_tensor(l, t)->dtype);
+    return PTC_OK;
+}
+
+/* ---- shared checks ---------------------------------------------------------------- */
+
+/* The ranks must be distinct and inside the world. */
+static int check_ranks(const ptc_layout *l, const int *ranks, size_t nranks)
+{
+    int world = ptc_config_world(ptc_layout_config(l));
+    if (nranks && !ranks)
+        return ptc_error_set(PTC_E_INVAL, "checkpoint: ranks is NULL with %zu ranks", nranks);
+    for (size_t i = 0; i < nranks; i++) {
+        if (ranks[i] < 0 || ranks[i] >= world)
+            return ptc_error_set(PTC_E_INVAL, "checkpoint: rank %d outside the world of %d ranks",
+                                 ranks[i], world);
+        for (size_t j = 0; j < i; j++)
+            if (ranks[j] == ranks[i])
+                return ptc_error_set(PTC_E_INVAL, "checkpoint: rank %d given twice", ranks[i]);
+    }
+    return PTC_OK;
+}
+
+static int64_t shard_volume(const ptc_shard *sh)
+{
+    int64_t v = 1;
+    for (int d = 0; d < sh->ndim; d++)
+        v *= sh->shape[d];
+    return v;
+}
+
+static int format_config(const ptc_layout *l, char *buf, size_t cap)
+{
+    return ptc_config_format(ptc_layout_config(l), PTC_CONFIG_STYLE_KEYS, buf, cap);
+}
+
+/* The store writer's options for version of layout @p l. */
+static int write_options(const ptc_layout *l, const ptc_ckpt_options *o, const char *cfg,
+                         const char *rules, uint64_t parent, ptc_store_write_options *wo)
+{
+    *wo = (ptc_store_write_options){
+        .step = "",
+        .config = cfg,
+        .rules = rules,
+        .parent = parent,
+        .world_size = (uint32_t)ptc_config_world(ptc_layout_config(l)),
+        .codec = o->codec,
+        .level = o->level,
+    };
+    return PTC_OK;
+}
+
+/* The layout's tensors, in order, with their placement text. */
+static int add_tensors(ptc_store_writer *w, const ptc_layout *l)
+{
+    for (size_t t = 0; t < ptc_layout_count(l); t++) {
+        const ptc_tensor_info *ti = ptc_layout_tensor(l, t);
+        char place[256];
+        PTC_TRY(ptc_placement_format(ptc_layout_placement(l, t), place, sizeof place));
+        PTC_TRY(ptc_store_writer_add_tensor(w, ti->name, strlen(ti->name), ti->dtype, ti->ndim,
+                                            ti->shape, place, NULL));
+    }
+    return PTC_OK;
+}
+
+/* ---- begin / commit / abort -------------------------------------------------------- */
+
+struct ptc_ckpt_txn {
+    ptc_store *s;
+    const ptc_layout *l;
+    ptc_store_writer *w;
+    uint64_t version, parent;
+};
+
+uint64_t ptc_ckpt_txn_version(const ptc_ckpt_txn *txn)
+{
+    return txn->version;
+}
+
+uint64_t ptc_ckpt_txn_parent(const ptc_ckpt_txn *txn)
+{
+    return txn->parent;
+}
+
+/* The stored rules must reproduce the layout for every later reader. */
+static int check_rules(const ptc_layout *l, const ptc_rules *rules)
+{
+    for (size_t t = 0; t < ptc_layout_count(l); t++) {
+        const char *name = ptc_layout_tensor(l, t)->name;
+        ptc_placement p;
+        int rc = ptc_rules_resolve(rules, name, &p);
+        if (rc < 0)
+            return ptc_error_set(rc, "checkpoint: the rules do not place the layout's tensors: %s",
+                                 ptc_last_error());
+        if (!ptc_placement_equal(&p, ptc_layout_placement(l, t))) {
+            char a[256], b[256];
+            ptc_placement_format(&p, a, sizeof a);
+            ptc_placement_format(ptc_layout_placement(l, t), b, sizeof b);
+            return ptc_error_set(PTC_E_RULE,
+                                 "checkpoint: tensor '%.200s' is placed '%s' by the rules but "
+                                 "'%s' by the layout",
+                                 name, a, b);
+        }
+    }
+    return PTC_OK;
+}
+
+int ptc_ckpt_begin(ptc_ckpt_txn **out, ptc_store *s, const ptc_layout *l, const ptc_rules *rules,
+                   const ptc_ckpt_options *opts)
+{
+    *out = NULL;
+    if (!s || !l || !rules)
+        return ptc_error_set(PTC_E_INVAL, "checkpoint begin: store, layout and rules are required");
+    ptc_ckpt_options o = opts_or_default(opts);
+    PTC_TRY(check_rules(l, rules));
+    char cfg[CFG_TEXT_MAX];
+    PTC_TRY(format_config(l, cfg, sizeof cfg));
+    ptc_ckpt_txn *txn = ptc_calloc(1, sizeof *txn);
+    if (!txn)
+        return PTC_E_NOMEM;
+    txn->s = s;
+    txn->l = l;
+    ptc_store_write_options wo;
+    write_options(l, &o, cfg, ptc_rules_text(rules), 0, &wo);
+    int rc = ptc_store_writer_begin(&txn->w, s, &wo);
+    if (rc < 0)
+        goto out_free;
+    txn->version = ptc_store_writer_version(txn->w);
+    /* resolved under the lock: no other writer can commit in between */
+    if (o.parent == PTC_CKPT_PARENT_LATEST) {
+        if ((rc = ptc_store_latest(s, &txn->parent)) < 0)
+            goto out_free;
+    } else if (o.parent) {
+        ptc_store_reader *rd;
+        if ((rc = ptc_store_reader_open(&rd, s, o.parent)) < 0) {
+            rc = ptc_error_set(rc, "checkpoint parent: %s", ptc_last_error());
+            goto out_free;
+        }
+        ptc_store_reader_close(rd);
+        txn->parent = o.parent;
+    }
+    if ((rc = ptc_store_writer_set_origin(txn->w, NULL, txn->parent)) < 0 ||
+        (rc = add_tensors(txn->w, l)) < 0)
+        goto out_free;
+    *out = txn;
+    return PTC_OK;
+out_free:
+    ptc_store_writer_destroy(txn->w);
+    ptc_free(txn);
+    return rc;
+}
+
+void ptc_ckpt_abort(ptc_ckpt_txn *txn)
+{
+    if (!txn)
+        return;
+    /* still under the writer lock: nobody else can own version V's files */
+    if (txn->w)
+        ptc_store_remove_vdir(ptc_store_dir(txn->s), txn->version, NULL, NULL);
+    ptc_store_writer_destroy(txn->w);
+    ptc_free(txn);
+}
+
+/* Mark the (tensor, rank) cells the descriptors hold. */
+static int mark_cells(const void *desc, size_t len, size_t nt, size_t world, uint8_t *seen)
+{
+    uint64_t v;
+    ptc_shard_rec *recs;
+    size_t n;
+    PTC_TRY(ptc_desc_decode(desc, len, &v, &recs, &n));
+    for (size_t i = 0; i < n; i++) {
+        if (recs[i].tensor < nt && recs[i].rank < world)
+            seen[(size_t)recs[i].tensor * world + recs[i].rank] = 1;
+        ptc_shard_rec_free(&recs[i]);
+    }
+    ptc_free(recs);
+    return PTC_OK;
+}
+
+/* Every (tensor, rank) the layout places must have a shard record. */
+static int check_coverage(const ptc_layout *l, const void *const *descs, const size_t *lens,
+                          size_t n)
+{
+    size_t nt = ptc_layout_count(l), world = (size_t)ptc_config_world(ptc_layout_config(l));
+    uint8_t *seen = ptc_calloc(nt * world + 1, 1);
+    if (!seen)
+        return PTC_E_NOMEM;
+    int rc = PTC_OK;
+    for (size_t i = 0; i < n && rc == PTC_OK; i++)
+        if ((rc = mark_cells(descs[i], lens[i], nt, world, seen)) < 0)
+            rc = ptc_error_set(rc, "checkpoint descriptor %zu: %s", i, ptc_last_error());
+    for (size_t t = 0; t < nt && rc == PTC_OK; t++)
+        for (size_t r = 0; r < world && rc == PTC_OK; r++) {
+            if (seen[t * world + r])
+                continue;
+            ptc_shard sh;
+            if ((rc = ptc_layout_shard(l, t, (int)r, &sh)) == PTC_OK && sh.present)
+                rc = ptc_error_set(PTC_E_INVAL,
+                                   "checkpoint: rank %zu's shard of tensor '%.200s' is missing "
+                                   "(no process wrote rank %zu)",
+                                   r, ptc_layout_tensor(l, t)->name, r);
+        }
+    ptc_free(seen);
+    return rc;
+}
+
+int ptc_ckpt_commit(ptc_ckpt_txn *txn, const void *const *descs, const size_t *lens, size_t n,
+                    const ptc_ckpt_record *rec, uint64_t *version)
+{
+    if (!txn)
+        return ptc_error_set(PTC_E_INVAL, "checkpoint commit: no transaction");
+    char *json = NULL;
+    int rc = PTC_OK;
+    if (n && (!descs || !lens)) {
+        rc = ptc_error_set(PTC_E_INVAL, "checkpoint commit: descs or lens is NULL");
+        goto out_abort;
+    }
+    if (rec) {
+        ptc_ckpt_record r = *rec;
+        char cfg[CFG_TEXT_MAX];
+        if (!r.config) {
+            if ((rc = format_config(txn->l, cfg, sizeof cfg)) < 0)
+                goto out_abort;
+            r.config = cfg;
+        }
+        char step[24];
+        snprintf(step, sizeof step, "%llu", (unsigned long long)r.step);
+        if ((rc = ptc_ckpt_record_to_json(&r, &json)) < 0 ||
+            (rc = ptc_store_writer_set_metadata(txn->w, PTC_CKPT_RECORD_KEY, json)) < 0 ||
+            (rc = ptc_store_writer_set_origin(txn->w, step, txn->parent)) < 0)
+            goto out_abort;
+    }
+    if ((rc = check_coverage(txn->l, descs, lens, n)) < 0)
+        goto out_abort;
+    for (size_t i = 0; i < n; i++)
+        if ((rc = ptc_store_writer_import(txn->w, descs[i], lens[i])) < 0) {
+            rc = ptc_error_set(rc, "checkpoint descriptor %zu: %s", i, ptc_last_error());
+            goto out_abort;
+        }
+    uint64_t v;
+    if ((rc = ptc_store_writer_commit(txn->w, &v)) < 0)
+        goto out_abort;
+    if (version)
+        *version = v;
+    ptc_store_free(json);
+    ptc_store_writer_destroy(txn->w);
+    ptc_free(txn);
+    return PTC_OK;
+out_abort:
+    ptc_store_free(json);
+    ptc_ckpt_abort(txn);
+    return rc;
+}
+
+/* ---- writing one process's ranks ------------------------------------------------------ */
+
+typedef struct wr_ctx {
+    const ptc_layout *l;
+    ptc_store_writer *w;
+    ptc_store_reader *parent; /* NULL: no reuse */
+    const int *ranks;
+    const void *const *bufs;
+    size_t nt;
+} wr_ctx;
+
+/* Same local tensor and the same pieces (strides compared where they
+ * matter: along dimensions of extent > 1). */
+static bool same_place(const ptc_shard_rec *rec, const ptc_shard *sh, const ptc_piece *pc)
+{
+    if (rec->kind != PTC_SHARD_DATA || rec->local_ndim != sh->ndim ||
+        rec->npieces != sh->npieces)
+        return false;
+    for (int d = 0; d < sh->ndim; d++)
+        if (rec->local_shape[d] != sh->shape[d])
+            return false;
+    for (size_t k = 0; k < sh->npieces; k++) {
+        const ptc_piece *a = &rec->pieces[k], *b = &pc[k];
+        if (!ptc_box_equal(&a->box, &b->box) || a->local_offset != b->local_offset)
+            return false;
+        for (int d = 0; d < a->box.ndim; d++)
+            if (a->box.hi[d] - a->box.lo[d] > 1 && a->local_stride[d] != b->local_stride[d])
+                return false;
+    }
+    return true;
+}
+
+/* The stored blocks' checksums equal the buffer's. */
+static bool same_bytes(const ptc_shard_rec *rec, const uint8_t *buf, uint64_t bytes)
+{
+    const uint64_t BS = PTC_STORE_BLOCK_SIZE;
+    if (rec->raw_length != bytes || rec->nblocks != (bytes + BS - 1) / BS)
+        return false;
+    for (uint64_t k = 0; k < rec->nblocks; k++) {
+        size_t n = (size_t)PTC_MIN(BS, bytes - k * BS);
+        if (XXH3_64bits(buf + k * BS, n) != rec->blocks[k].xxh3)
+            return false;
+    }
+    return true;
+}
+
+/* A rank of the parent whose stored shard of the tensor equals this one
+ * (the same rank first), or -1. */
+static int64_t find_unchanged(const wr_ctx *c, size_t t, int r, const ptc_shard *sh,
+                              const ptc_piece *pc, const uint8_t *buf, uint64_t bytes,
+                              size_t *pt)
+{
+    const ptc_tensor_info *ti = ptc_layout_tensor(c->l, t);
+    if (ptc_store_reader_find(c->parent, ti->name, strlen(ti->name), pt) != PTC_OK) {
+        ptc_error_clear();
+        return -1;
+    }
+    ptc_store_tensor st;
+    if (ptc_store_reader_tensor(c->parent, *pt, &st) != PTC_OK || st.dtype != ti->dtype ||
+        st.ndim != ti->ndim)
+        return -1;
+    for (int d = 0; d < ti->ndim; d++)
+        if (st.shape[d] != ti->shape[d])
+            return -1;
+    const ptc_shard_rec *rec;
+    if (ptc_store_reader_rec(c->parent, *pt, (uint32_t)r, true, &rec) == PTC_OK) {
+        if (same_place(rec, sh, pc) && same_bytes(rec, buf, bytes))
+            return r;
+    } else {
+        ptc_error_clear();
+        rec = NULL;
+    }
+    const ptc_shard_rec *all;
+    size_t n;
+    ptc_store_reader_recs(c->parent, *pt, &all, &n);
+    for (size_t i = 0; i < n; i++)
+        if (&all[i] != rec && same_place(&all[i], sh, pc) && same_bytes(&all[i], buf, bytes))
+            return all[i].rank;
+    return -1;
+}
+
+static int write_rank(void *arg, size_t i)
+{
+    wr_ctx *c = arg;
+    int r = c->ranks[i];
+    ptc_piece *pc = NULL;
+    size_t cap = 0;
+    int rc = PTC_OK;
+    for (size_t t = 0; t < c->nt && rc == PTC_OK; t++) {
+        const ptc_tensor_info *ti = ptc_layout_tensor(c->l, t);
+        ptc_shard sh;
+        size_t np;
+        if ((rc = ptc_layout_shard(c->l, t, r, &sh)) < 0)
+            break;
+        if (!sh.present)
+            continue;
+        if (sh.owner != r) {
+            rc = ptc_store_shard_alias(c->w, (uint32_t)t, (uint32_t)r, (uint32_t)sh.owner);
+            continue;
+        }
+        uint64_t bytes = (uint64_t)shard_volume(&sh) * ptc_dtype_size(ti->dtype);
+        const uint8_t *buf = c->bufs[i * c->nt + t];
+        if (bytes && !buf) {
+            rc = ptc_error_set(PTC_E_INVAL,
+                               "checkpoint: no buffer for tensor '%.200s' on rank %d (%llu bytes)",
+                               ti->name, r, (unsigned long long)bytes);
+            break;
+        }
+        if ((rc = ptc_grow((void **)&pc, &cap, sh.npieces + 1, sizeof *pc)) < 0 ||
+            (rc = ptc_layout_pieces(c->l, t, r, pc, cap, &np)) < 0)
+            break;
+        size_t pt;
+        int64_t from = c->parent ? find_unchanged(c, t, r, &sh, pc, buf, bytes, &pt) : -1;
+        if (from >= 0)
+            rc = ptc_store_shard_reuse(c->w, (uint32_t)t, (uint32_t)r, c->parent, pt,
+                                       (uint32_t)from);
+        else
+            rc = ptc_store_shard_put(c->w, (uint32_t)t, (uint32_t)r, sh.ndim, sh.shape, pc, np,
+                                     buf, (size_t)bytes);
+    }
+    ptc_free(pc);
+    return rc;
+}
+
+int ptc_ckpt_write_local(ptc_store *s, uint64_t version, uint64_t parent, const ptc_layout *l,
+                         const int *ranks, size_t nranks, const void *const *bufs,
+                         const ptc_ckpt_options *opts, void **desc, size_t *desc_len)
+{
+    *desc = NULL;
+    *desc_len = 0;
+    if (!s || !l || (nranks && !bufs))
+        return ptc_error_set(PTC_E_INVAL, "checkpoint write: store, layout and buffers are required");
+    ptc_ckpt_options o = opts_or_default(opts);
+    PTC_TRY(check_ranks(l, ranks, nranks));
+    char cfg[CFG_TEXT_MAX];
+    PTC_TRY(format_config(l, cfg, sizeof cfg));
+    wr_ctx c = {.l = l, .ranks = ranks, .bufs = bufs, .nt = ptc_layout_count(l)};
+    uint32_t *r32 = ptc_malloc(sizeof *r32 * (nranks + 1));
+    if (!r32)
+        return PTC_E_NOMEM;
+    for (size_t i = 0; i < nranks; i++)
+        r32[i] = (uint32_t)ranks[i];
+    ptc_store_write_options wo;
+    write_options(l, &o, cfg, "", parent, &wo);
+    int rc = ptc_store_writer_begin_pack(&c.w, s, version, &wo, r32, nranks);
+    if (rc < 0)
+        goto out_free;
+    if ((rc = add_tensors(c.w, l)) < 0)
+        goto out_free;
+    if (parent && !o.no_reuse && (rc = ptc_store_reader_open(&c.parent, s, parent)) < 0) {
+        rc = ptc_error_set(rc, "checkpoint parent: %s", ptc_last_error());
+        goto out_free;
+    }
+    if ((rc = pool_run(default_threads(o.threads), nranks, write_rank, &c)) < 0 ||
+        (rc = ptc_store_writer_export(c.w, desc, desc_len)) < 0)
+        goto out_free;
+out_free:
+    ptc_store_reader_close(c.parent);
+    ptc_store_writer_destroy(c.w); /* unless exported, removes this process's pack files */
+    ptc_free(r32);
+    return rc;
+}
+
+/* ---- loading one process's ranks -------------------------------------------------------- */
+
+enum { LD_READ = 0, LD_COPY = 1 };
+
+/* One unit of load work: a box of a stored tensor into a destination, or a
+ * copy between two local buffers (ranks of this process holding identical
+ * shards are read once). */
+typedef struct ld_item {
+    int kind;
+    uint32_t st;        /* READ: the stored tensor */
+    ptc_box box;        /* READ: global box */
+    int64_t stride[PTC_MAX_DIMS];
+    uint8_t *dst;       /* READ: element box.lo; COPY: destination */
+    const uint8_t *src; /* COPY */
+    size_t bytes;       /* COPY */
+} ld_item;
+
+typedef struct ld_ctx {
+    const ptc_store_reader *rd;
+    ld_item *items;
+    size_t n, cap;
+    size_t ncopy_first; /* items [ncopy_first, n) are copies (second phase) */
+    int64_t chunk;      /* target bytes of a read item */
+} ld_ctx;
+
+static int ld_push(ld_ctx *c, const ld_item *it)
+{
+    PTC_TRY(ptc_grow((void **)&c->items, &c->cap, c->n + 1, sizeof *c->items));
+    c->items[c->n++] = *it;
+    return PTC_OK;
+}
+
+/* Cut a piece into items of about c->chunk bytes along its outermost
+ * dimensions, so that threads share big tensors evenly. */
+static int ld_split(ld_ctx *c, uint32_t st, const ptc_piece *p, uint8_t *base, size_t es)
+{
+    int64_t vol = ptc_box_volume(&p->box);
+    if (vol == 0)
+        return PTC_OK;
+    int nd = p->box.ndim, d = 0;
+    while (d < nd && p->box.hi[d] - p->box.lo[d] == 1)
+        d++;
+    if ((int64_t)es * vol <= c->chunk || d == nd) {
+        ld_item it = {.kind = LD_READ, .st = st, .box = p->box,
+                      .dst = base + (size_t)p->local_offset * es};
+        memcpy(it.stride, p->local_stride, sizeof it.stride);
+        return ld_push(c, &it);
+    }
+    int64_t ext = p->box.hi[d] - p->box.lo[d];
+    int64_t parts = PTC_MIN(ext, ((int64_t)es * vol + c->chunk - 1) / c->chunk);
+    for (int64_t k = 0; k < parts; k++) {
+        int64_t lo, hi;
+        ptc_split(ext, parts, k, &lo, &hi);
+        if (lo == hi)
+            continue;
+        ptc_box sub = p->box;
+        sub.lo[d] = p->box.lo[d] + lo;
+        sub.hi[d] = p->box.lo[d] + hi;
+        ptc_piece q;
+        ptc_piece_restrict(&q, p, &sub);
+        PTC_TRY(ld_split(c, st, &q, base, es));
+    }
+    return PTC_OK;
+}
+
+static int ld_run(void *arg, size_t i)
+{
+    ld_ctx *c = arg;
+    const ld_item *it = &c->items[i];
+    if (it->kind == LD_COPY) {
+        memcpy(it->dst, it->src, it->bytes);
+        return PTC_OK;
+    }
+    return ptc_store_reader_read_box(c->rd, it->st, &it->box, it->dst, it->stride);
+}
+
+static int ld_run_copy(void *arg, size_t i)
+{
+    ld_ctx *c = arg;
+    return ld_run(c, c->ncopy_first + i);
+}
+
+static void shape_text(char *buf, size_t cap, ptc_dtype dt, int ndim, const int64_t *shape)
+{
+    size_t at = (size_t)snprintf(buf, cap, "%s [", ptc_dtype_name(dt));
+    for (int d = 0; d < ndim && at < cap; d++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (at < cap)
+        snprintf(buf + at, cap - at, "]");
+}
+
+/* Map the layout's tensors to the version's; refuse what does not match. */
+static int match_tensors(const ptc_store_reader *rd, const ptc_layout *l, bool ignore_extra,
+                         uint32_t *map)
+{
+    uint64_t v = ptc_store_reader_version(rd)->version;
+    size_t nt = ptc_layout_count(l);
+    for (size_t t = 0; t < nt; t++) {
+        const ptc_tensor_info *ti = ptc_layout_tensor(l, t);
+        size_t st;
+        if (ptc_store_reader_find(rd, ti->name, strlen(ti->name), &st) != PTC_OK)
+            return ptc_error_set(PTC_E_NOTFOUND,
+                                 "tensor '%.200s' is not in version %llu (the layout expects it)",
+                                 ti->name, (unsigned long long)v);
+        ptc_store_tensor s;
+        PTC_TRY(ptc_store_reader_tensor(rd, st, &s));
+        bool same = s.dtype == ti->dtype && s.ndim == ti->ndim;
+        for (int d = 0; same && d < ti->ndim; d++)
+            same = s.shape[d] == ti->shape[d];
+        if (!same) {
+            char a[256], b[256];
+            shape_text(a, sizeof a, s.dtype, s.ndim, s.shape);
+            shape_text(b, sizeof b, ti->dtype, ti->ndim, ti->shape);
+            return ptc_error_set(PTC_E_INVAL,
+                                 "tensor '%.200s': version %llu has %s, the layout expects %s",
+                                 ti->name, (unsigned long long)v, a, b);
+        }
+        map[t] = (uint32_t)st;
+    }
+    size_t ns = ptc_store_reader_tensor_count(rd);
+    if (!ignore_extra && ns > nt)
+        for (size_t st = 0; st < ns; st++) {
+            ptc_store_tensor s;
+            size_t t;
+            PTC_TRY(ptc_store_reader_tensor(rd, st, &s));
+            if (ptc_layout_find(l, s.name, &t) != PTC_OK)
+                return ptc_error_set(PTC_E_INVAL,
+                                     "version %llu has tensor '%.200s', which the layout does "
+                                     "not have (set ignore_extra to skip it)",
+                                     (unsigned long long)v, s.name);
+        }
+    return PTC_OK;
+}
+
+/* The work of this process: reads of every local piece, and copies for
+ * the ranks whose shard another of its ranks reads. */
+static int ld_plan(ld_ctx *c, const ptc_layout *l, const uint32_t *map, const int *ranks,
+                   size_t nranks, void *const *bufs, int threads)
+{
+    size_t nt = ptc_layout_count(l);
+    ptc_piece *pc = NULL;
+    size_t cap = 0;
+    int rc = PTC_OK;
+    /* the chunk: a few items per thread, never tiny, never huge */
+    int64_t total = 0;
+    for (size_t i = 0; i < nranks; i++)
+        for (size_t t = 0; t < nt; t++) {
+            size_t b;
+            PTC_TRY(ptc_ckpt_local_bytes(l, t, ranks[i], &b));
+            total += (int64_t)b;
+        }
+    c->chunk = PTC_MAX(LOAD_CHUNK_MIN, PTC_MIN(LOAD_CHUNK_MAX, total / (4 * (int64_t)threads)));
+    for (int phase = 0; phase < 2 && rc == PTC_OK; phase++) {
+        if (phase == 1)
+            c->ncopy_first = c->n;
+        for (size_t i = 0; i < nranks && rc == PTC_OK; i++)
+            for (size_t t = 0; t < nt && rc == PTC_OK; t++) {
+                const ptc_tensor_info *ti = ptc_layout_tensor(l, t);
+                size_t es = ptc_dtype_size(ti->dtype), np;
+                ptc_shard sh;
+                if ((rc = ptc_layout_shard(l, t, ranks[i], &sh)) < 0)
+                    break;
+                int64_t vol = shard_volume(&sh);
+                if (!sh.present || vol == 0)
+                    continue;
+                uint8_t *dst = bufs[i * nt + t];
+                if (!dst) {
+                    rc = ptc_error_set(PTC_E_INVAL,
+                                       "checkpoint: no buffer for tensor '%.200s' on rank %d",
+                                       ti->name, ranks[i]);
+                    break;
+                }
+                size_t j = 0; /* an earlier rank of this process with the same shard */
+                while (j < i) {
+                    ptc_shard sj;
+                    if ((rc = ptc_layout_shard(l, t, ranks[j], &sj)) < 0)
+                        break;
+                    if (sj.present && sj.owner == sh.owner)
+                        break;
+                    j++;
+                }
+                if (rc < 0)
+                    break;
+                if (phase == 1) {
+                    if (j < i) {
+                        ld_item it = {.kind = LD_COPY, .dst = dst, .src = bufs[j * nt + t],
+                                      .bytes = (size_t)vol * es};
+                        rc = ld_push(c, &it);
+                    }
+                    continue;
+                }
+                if (j < i)
+                    continue;
+                if ((rc = ptc_grow((void **)&pc, &cap, sh.npieces + 1, sizeof *pc)) < 0 ||
+                    (rc = ptc_layout_pieces(l, t, ranks[i], pc, cap, &np)) < 0)
+                    break;
+                for (size_t k = 0; k < np && rc == PTC_OK; k++)
+                    rc = ld_split(c, map[t], &pc[k], dst, es);
+            }
+    }
+    ptc_free(pc);
+    return rc;
+}
+
+int ptc_ckpt_load_local(ptc_store *s, uint64_t version, const ptc_layout *l, const int *ranks,
+                        size_t nranks, void *const *bufs, const ptc_ckpt_options *opts,
+                        ptc_ckpt_record *rec, uint64_t *loaded)
+{
+    if (rec)
+        memset(rec, 0, sizeof *rec);
+    if (!s || !l || (nranks && !bufs))
+        return ptc_error_set(PTC_E_INVAL, "checkpoint load: store, layout and buffers are required");
+    ptc_ckpt_options o = opts_or_default(opts);
+    PTC_TRY(check_ranks(l, ranks, nranks));
+    ptc_store_reader *rd;
+    PTC_TRY(ptc_store_reader_open(&rd, s, version));
+    int threads = default_threads(o.threads);
+    ld_ctx c = {.rd = rd};
+    uint32_t *map = ptc_malloc(sizeof *map * (ptc_layout_count(l) + 1));
+    int rc = map ? PTC_OK : PTC_E_NOMEM;
+    if (rc == PTC_OK)
+        rc = match_tensors(rd, l, o.ignore_extra, map);
+    if (rc == PTC_OK && rec)
+        rc = reader_record(rd, rec, false);
+    if (rc == PTC_OK)
+        rc = ld_plan(&c, l, map, ranks, nranks, bufs, threads);
+    /* reads first; then the copies from what they filled */
+    if (rc == PTC_OK)
+        rc = pool_run(threads, c.ncopy_first, ld_run, &c);
+    if (rc == PTC_OK)
+        rc = pool_run(threads, c.n - c.ncopy_first, ld_run_copy, &c);
+    if (rc == PTC_OK && loaded)
+        *loaded = ptc_store_reader_version(rd)->version;
+    if (rc < 0 && rec)
+        ptc_ckpt_record_free(rec);
+    ptc_free(c.items);
+    ptc_free(map);
+    ptc_store_reader_close(rd);
+    return rc;
+}
