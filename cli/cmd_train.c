@@ -17,7 +17,8 @@ const char ptc_cmd_train_help[] =
     "         --microbatches M --steps S [--chunks V] [--k K]\n"
     "         [--model mlp:layers=L,hidden=H,vocab=V[,tokens=N]] [--seed X]\n"
     "         [--data synthetic|tokens:FILE|dataset:NAME|mount:MNT/datasets/NAME]\n"
-    "         [--store DIR] [--device cpu|cuda] [--lr LR]\n"
+    "         [--store DIR [--save-every N] [--resume [--version V]]]\n"
+    "         [--device cpu|cuda] [--lr LR]\n"
     "         [--timeout SEC] [--fake-compute [--unit-ms U] [--cost-f F]\n"
     "         [--cost-b B] [--cost-w W] [--act-bytes N]] [--jitter MS]\n"
     "         [--prepost N] [--overlap-reduce] [--save FILE.safetensors] [--json]\n"
@@ -39,7 +40,17 @@ const char ptc_cmd_train_help[] =
     "               (lines, jsonl, ...) read one byte per token, vocab >= 256) or\n"
     "               mount:MNT/datasets/NAME (the same through a ptc mount's step\n"
     "               files). A partial last batch of an epoch is skipped\n"
-    "  --store DIR  the job's store (its datasets)\n"
+    "  --store DIR  the job's store: its datasets, checkpoints, the version to resume\n"
+    "  --save-every N  save the whole training state to --store every N steps and\n"
+    "               after the last (0: after the last only): parameters, AdamW\n"
+    "               moments and the training-state record (step, configuration,\n"
+    "               seed, epoch and sample position), each process writing its own\n"
+    "               shards under the ptc-mlp rules (docs/checkpoint.md)\n"
+    "  --resume     start from the newest version of --store (--version V: that one),\n"
+    "               whatever configuration saved it: parameters and moments are read\n"
+    "               for this job's configuration; the step count and the data seed\n"
+    "               and position continue (the next unseen sample, for any --config\n"
+    "               and global batch); --steps more steps are run\n"
     "  --device     cpu (default) or cuda: the model on GPU local-rank mod count,\n"
     "               boundary tensors over NCCL (needs a CUDA+NCCL build and a GPU)\n"
     "  --timeout    watchdog: a rank that makes no progress for SEC seconds prints\n"
@@ -62,6 +73,7 @@ enum {
     OPT_CONFIG = 256, OPT_SCHEDULE, OPT_CHUNKS, OPT_K, OPT_MBS, OPT_STEPS, OPT_MODEL, OPT_SEED,
     OPT_DATA, OPT_DEVICE, OPT_TIMEOUT, OPT_FAKE, OPT_JITTER, OPT_JSON, OPT_SAVE, OPT_UNIT,
     OPT_CF, OPT_CB, OPT_CW, OPT_ACT, OPT_PREPOST, OPT_OVERLAP, OPT_LR, OPT_DROP, OPT_STORE,
+    OPT_SAVE_EVERY, OPT_RESUME, OPT_VERSION,
 };
 
 static bool parse_double(const char *s, double lo, double *out)
@@ -89,7 +101,8 @@ static int parse_args(int argc, char **argv, cli_train *ct)
         {"cost-w", 1, 0, OPT_CW},       {"act-bytes", 1, 0, OPT_ACT},
         {"prepost", 1, 0, OPT_PREPOST}, {"overlap-reduce", 0, 0, OPT_OVERLAP},
         {"lr", 1, 0, OPT_LR},           {"debug-drop-send", 1, 0, OPT_DROP},
-        {"store", 1, 0, OPT_STORE},
+        {"store", 1, 0, OPT_STORE},     {"save-every", 1, 0, OPT_SAVE_EVERY},
+        {"resume", 0, 0, OPT_RESUME},   {"version", 1, 0, OPT_VERSION},
         {"help", 0, 0, 'h'},            {0, 0, 0, 0}};
     memset(ct, 0, sizeof *ct);
     ptc_train_opts *o = &ct->o;
@@ -144,6 +157,18 @@ static int parse_args(int argc, char **argv, cli_train *ct)
             break;
         case OPT_STORE:
             o->store = optarg;
+            break;
+        case OPT_SAVE_EVERY:
+            if (!ptc_cli_parse_int(optarg, 0, 1 << 30, &o->save_every))
+                return ptc_cli_usage_error("--save-every: expected a number of steps >= 0");
+            break;
+        case OPT_RESUME:
+            o->resume = true;
+            break;
+        case OPT_VERSION:
+            if (!ptc_cli_parse_u64(optarg, &u) || u == 0)
+                return ptc_cli_usage_error("--version: expected a version number >= 1");
+            o->resume_version = u;
             break;
         case OPT_DEVICE:
             if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
@@ -210,6 +235,8 @@ static int parse_args(int argc, char **argv, cli_train *ct)
     if (!have_cfg || !o->schedule || !o->microbatches || !o->steps)
         return ptc_cli_usage_error("train: --config, --schedule, --microbatches and --steps "
                                    "are required");
+    if (o->resume_version && !o->resume)
+        return ptc_cli_usage_error("train: --version is the version --resume starts from");
     return PTC_CLI_OK;
 }
 
@@ -250,6 +277,9 @@ static void print_json(const cli_train *c, const ptc_train *t, int world,
                              c->device, "world", world, "microbatches", c->o.microbatches,
                              "actions_rank0", (json_int_t)res->actions_rank0, "fake_compute",
                              c->o.fake, "steps", c->steps);
+    json_object_set_new(root, "resumed_from", json_integer((json_int_t)res->resumed_from));
+    json_object_set_new(root, "saved_version", json_integer((json_int_t)res->last_version));
+    json_object_set_new(root, "saves", json_integer((json_int_t)res->saves));
     char *txt = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(17));
     ptc_cli_print_json(txt);
     free(txt);
@@ -298,6 +328,9 @@ int ptc_cmd_train(int argc, char **argv)
     } else if (wrank == 0) {
         if (c.o.fake && !c.json)
             printf("fake compute: %lu inputs checked\n", res.fake_checked);
+        if (res.saves && !c.json)
+            printf("saved version %llu (step %lld)\n", (unsigned long long)res.last_version,
+                   (long long)(res.first_step + c.o.steps));
         if (c.json)
             print_json(&c, t, wsize, &res);
     }

@@ -412,6 +412,66 @@ int ptc_exec_model_set_comms(ptc_exec_model *x, MPI_Comm tp, MPI_Comm replicas)
     return PTC_OK;
 }
 
+void ptc_exec_model_tensors_free(ptc_tensor_info *t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++)
+        ptc_free((char *)t[i].name);
+    ptc_free(t);
+}
+
+int ptc_exec_model_tensors(const ptc_exec_model_cfg *m, bool optim, ptc_tensor_info **out,
+                           size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int64_t H = m->hidden, F = 4 * (int64_t)m->hidden, V = m->vocab;
+    size_t np = 6 * (size_t)(m->layers > 0 ? m->layers : 0) + 4, total = optim ? 3 * np : np;
+    ptc_tensor_info *t = ptc_calloc(total, sizeof *t);
+    if (!t)
+        return PTC_E_NOMEM;
+    static const struct {
+        const char *suffix;
+        int ndim, d0, d1; /* 0 H, 1 F, 2 V */
+    } lay[] = {{"input_layernorm.weight", 1, 0, 0}, {"input_layernorm.bias", 1, 0, 0},
+               {"mlp.up_proj.weight", 2, 1, 0},     {"mlp.up_proj.bias", 1, 1, 0},
+               {"mlp.down_proj.weight", 2, 0, 1},   {"mlp.down_proj.bias", 1, 0, 0}};
+    const int64_t dim[3] = {H, F, V};
+    char nm[160];
+    size_t k = 0;
+    int rc = PTC_OK;
+#define ADD(NAME, ND, D0, D1)                                                             \
+    do {                                                                                  \
+        t[k] = (ptc_tensor_info){.dtype = PTC_DTYPE_F32, .ndim = (ND), .shape = {D0, D1}}; \
+        if (!(t[k].name = ptc_strdup(NAME)))                                              \
+            rc = PTC_E_NOMEM;                                                             \
+        k++;                                                                              \
+    } while (0)
+    ADD("model.embed_tokens.weight", 2, V, H);
+    for (int l = 0; rc == PTC_OK && l < m->layers; l++)
+        for (size_t i = 0; rc == PTC_OK && i < PTC_ARRAY_LEN(lay); i++) {
+            snprintf(nm, sizeof nm, "model.layers.%d.%s", l, lay[i].suffix);
+            ADD(nm, lay[i].ndim, dim[lay[i].d0], lay[i].ndim > 1 ? dim[lay[i].d1] : 0);
+        }
+    if (rc == PTC_OK) {
+        ADD("model.norm.weight", 1, H, 0);
+        ADD("model.norm.bias", 1, H, 0);
+        ADD("lm_head.weight", 2, V, H);
+    }
+    for (int o = 0; optim && rc == PTC_OK && o < 2; o++)
+        for (size_t i = 0; rc == PTC_OK && i < np; i++) {
+            snprintf(nm, sizeof nm, "%s%s", t[i].name, o == 0 ? ".exp_avg" : ".exp_avg_sq");
+            ADD(nm, t[i].ndim, t[i].shape[0], t[i].shape[1]);
+        }
+#undef ADD
+    if (rc != PTC_OK) {
+        ptc_exec_model_tensors_free(t, k);
+        return ptc_error_set(PTC_E_NOMEM, "model tensor list");
+    }
+    *out = t;
+    *n = k;
+    return PTC_OK;
+}
+
 void ptc_exec_model_set_step(ptc_exec_model *x, int64_t step) { x->step = step; }
 
 const double *ptc_exec_model_losses(const ptc_exec_model *x, int *n)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "exec/model/train_internal.h"
+#include "ptc/ckpt.h"
 #include "ptc/safetensors.h"
 
 #define SCHED_FILE_MAX ((size_t)256 << 20)
@@ -34,6 +35,7 @@ void ptc_train_opts_init(ptc_train_opts *o)
     o->model = (ptc_exec_model_cfg){.layers = 4, .hidden = 16, .vocab = 32, .tokens = 8,
                                     .lr = 1e-3f, .seed = 0};
     o->data_seed = 0;
+    o->save_every = -1;
 }
 
 /* ---- schedule ----------------------------------------------------------------- */
@@ -172,6 +174,14 @@ int ptc_train_prepare(ptc_train **out, const ptc_train_opts *o)
     if (kind == DATA_DATASET && !o->store)
         return ptc_error_set(PTC_E_INVAL, "--data %s needs --store (the store that holds the "
                                           "dataset)", o->data);
+    if ((o->save_every >= 0 || o->resume) && !o->store)
+        return ptc_error_set(PTC_E_INVAL, "--save-every and --resume need --store");
+    if ((o->save_every >= 0 || o->resume) && (o->fake || o->cuda))
+        return ptc_error_set(PTC_E_INVAL, "--save-every and --resume need the model on the "
+                                          "CPU (not --fake-compute or --device cuda)");
+    if (o->cfg.nlayers > 0)
+        return ptc_error_set(PTC_E_INVAL, "train: the demo model places its layers by the "
+                                          "default rule (no layers= in --config)");
     if (kind >= DATA_DATASET && o->fake)
         return ptc_error_set(PTC_E_INVAL, "--fake-compute reads no data: use --data synthetic");
     ptc_train *t = ptc_calloc(1, sizeof *t);
@@ -454,6 +464,76 @@ static int save_gathered(const ptc_train *t, MPI_Comm world, const ptc_exec_para
     return rc;
 }
 
+/* ---- the job's state in the store ------------------------------------------------- */
+
+static void model_spec(const ptc_exec_model_cfg *m, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "mlp:layers=%d,hidden=%d,vocab=%d,tokens=%d", m->layers, m->hidden,
+             m->vocab, m->tokens);
+}
+
+/* Resolve the version to resume from (process 0: the newest unless given)
+ * and read its record on every process. Collective. */
+static int resume_record(ptc_store *store, const ptc_train_opts *o, MPI_Comm world, int wrank,
+                         int rc, ptc_ckpt_record *rec, uint64_t *from)
+{
+    uint64_t v = o->resume_version;
+    if (wrank == 0 && rc == PTC_OK && v == 0) {
+        rc = ptc_store_latest(store, &v);
+        if (rc == PTC_OK && v == 0)
+            rc = ptc_error_set(PTC_E_NOTFOUND, "store %s has no version to resume from",
+                               o->store);
+    }
+    int64_t msg[2] = {rc, (int64_t)v};
+    if (MPI_Bcast(msg, 2, MPI_INT64_T, 0, world) != MPI_SUCCESS)
+        return ptc_error_set(PTC_E_MPI, "MPI_Bcast failed");
+    if (rc == PTC_OK && msg[0] != PTC_OK)
+        rc = ptc_error_set((int)msg[0], "resolving the version to resume from failed on "
+                                        "process 0");
+    *from = (uint64_t)msg[1];
+    if (rc != PTC_OK)
+        return rc;
+    PTC_TRY(ptc_ckpt_read_record(store, *from, rec));
+    if (rec->format == 0)
+        return ptc_error_set(PTC_E_FORMAT, "version %llu of %s has no training-state record "
+                                           "(it was not saved by a training job)",
+                             (unsigned long long)*from, o->store);
+    char want[160];
+    model_spec(&o->model, want, sizeof want);
+    for (size_t i = 0; i < rec->nextra; i++)
+        if (!strcmp(rec->extra[i].key, "model") && strcmp(rec->extra[i].value, want))
+            return ptc_error_set(PTC_E_CONFIG, "version %llu holds the model %s, this job "
+                                               "trains %s", (unsigned long long)*from,
+                                 rec->extra[i].value, want);
+    return PTC_OK;
+}
+
+/* Save the state after @p steps steps. Collective. */
+static int save_state(ptc_train *t, ptc_store *store, const ptc_layout *l, const ptc_rules *r,
+                      const int *ranks, size_t nranks, void *const *bufs, const train_data *ds,
+                      int64_t steps, bool has_loss, double loss, MPI_Comm world,
+                      uint64_t *version)
+{
+    const ptc_train_opts *o = &t->o;
+    char cfg[256], model[160], lr[32];
+    ptc_config_format(&o->cfg, PTC_CONFIG_STYLE_KEYS, cfg, sizeof cfg);
+    model_spec(&o->model, model, sizeof model);
+    snprintf(lr, sizeof lr, "%.9g", (double)o->model.lr);
+    ptc_ckpt_kv extra[] = {{"model", model}, {"lr", lr}, {"data", o->data}};
+    ptc_ckpt_record rec = {.step = (uint64_t)steps, .config = cfg,
+                           .schedule = ptc_sched_kind(t->sched), .seed = ds->seed,
+                           .epoch = ds->pos.epoch,
+                           .sample = ds->pos.start + ds->pos.steps * (uint64_t)ds->per_step,
+                           .global_batch = (uint64_t)ds->per_step,
+                           .dataset = ds->kind >= DATA_DATASET ? ds->name : NULL,
+                           .has_loss = has_loss, .loss = loss, .extra = extra,
+                           .nextra = PTC_ARRAY_LEN(extra)};
+    ptc_ckpt_options co;
+    ptc_ckpt_options_init(&co);
+    return ptc_ckpt_save(store, l, r, ranks, nranks, (const void *const *)bufs, &rec, &co,
+                         world, version);
+}
+
 /* ---- the run ---------------------------------------------------------------------- */
 
 /* Every process agrees on rc (the worst code): the same return everywhere. */
@@ -471,6 +551,7 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
                   ptc_train_result *res)
 {
     const ptc_train_opts *o = &t->o;
+    ptc_train_opts jo = t->o; /* a resume sets the data's seed and position */
     const ptc_sched *s = t->sched;
     int wrank = 0, wsize = 1;
     if (MPI_Comm_rank(world, &wrank) != MPI_SUCCESS ||
@@ -492,6 +573,16 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
     ptc_exec_fake *fake = NULL;
     ptc_sched_sim *sim = NULL;
     ptc_store *store = NULL;
+    ptc_layout *layout = NULL;
+    ptc_rules *rules = NULL;
+    int *ranks = NULL;
+    void **bufs = NULL;
+    size_t nranks = 0;
+    ptc_ckpt_record rec;
+    memset(&rec, 0, sizeof rec);
+    uint64_t from = 0;
+    int64_t first = 0;
+    bool saving = o->save_every >= 0;
     train_data ds;
     memset(&ds, 0, sizeof ds);
     ds.group = MPI_COMM_NULL;
@@ -512,10 +603,19 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
         if (rc == PTC_OK)
             ptc_exec_fake_stage(fake, &fns);
     } else {
-        /* collective (the replicas' data groups): every process calls it */
         if (rc == PTC_OK && o->store)
             rc = ptc_store_open(&store, o->store, 0);
-        int drc = train_data_open(&ds, o, store, world, dp_i);
+        if (o->resume) {
+            rc = resume_record(store, o, world, wrank, rc, &rec, &from);
+            if (rc == PTC_OK) {
+                jo.data_seed = rec.seed;
+                jo.data_epoch = rec.epoch;
+                jo.data_position = rec.sample;
+                first = (int64_t)rec.step;
+            }
+        }
+        /* collective (the replicas' data groups): every process calls it */
+        int drc = train_data_open(&ds, &jo, store, world, dp_i);
         rc = agree(world, rc == PTC_OK ? drc : rc);
         int64_t base = (int64_t)dp_i * o->microbatches;
         ptc_exec_model_cfg mc = o->model;
@@ -551,20 +651,34 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
             ptc_exec_testing_drop_send(e, o->testing_drop_send);
         if (rc == PTC_OK && model)
             rc = ptc_exec_model_set_comms(model, ptc_exec_tp_comm(e), ptc_exec_reduce_comm(e));
+        if (rc == PTC_OK && (saving || o->resume))
+            rc = train_ckpt_layout(o, s, &layout, &rules);
+        if (rc == PTC_OK && (saving || o->resume))
+            rc = train_ckpt_buffers(o, s, model, layout, pp_i, dp_i, tp_i, &ranks, &nranks,
+                                    &bufs);
     }
     rc = agree(world, rc);
-    for (int k = 0; rc == PTC_OK && k < o->steps; k++) {
+    if (rc == PTC_OK && o->resume) {
+        ptc_ckpt_options co;
+        ptc_ckpt_options_init(&co);
+        rc = ptc_ckpt_load(store, from, layout, ranks, nranks, bufs, &co, world, NULL, NULL);
+        res->resumed_from = from;
+    }
+    res->first_step = first;
+    bool has_loss = false;
+    double last_loss = 0;
+    for (int64_t k = first; rc == PTC_OK && k < first + o->steps; k++) {
         if (model)
             ptc_exec_model_set_step(model, k);
         if (gmodel)
             ptc_exec_model_cuda_set_step(gmodel, k);
         if ((rc = train_data_next(&ds)) != PTC_OK) {
-            res->failed_step = k;
+            res->failed_step = (int)k;
             goto out;
         }
         rc = ptc_exec_step(e);
         if (rc != PTC_OK) {
-            res->failed_step = k; /* the caller aborts: others may be blocked */
+            res->failed_step = (int)k; /* the caller aborts: others may be blocked */
             goto out;
         }
         memset(losses, 0, (size_t)G * sizeof *losses);
@@ -574,7 +688,7 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
             if (model)
                 l = ptc_exec_model_losses(model, &nl);
             else if ((rc = ptc_exec_model_cuda_losses(gmodel, &l, &nl)) != PTC_OK) {
-                res->failed_step = k;
+                res->failed_step = (int)k;
                 goto out;
             }
             for (int i = 0; tp_i == 0 && i < nl; i++) /* one copy per replica */
@@ -594,25 +708,40 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
             mrc = MPI_Reduce(sm, smo, 2, MPI_DOUBLE, MPI_SUM, 0, world);
         if (mrc != MPI_SUCCESS) {
             rc = mpi_fail(mrc, "MPI_Reduce of the step's figures");
-            res->failed_step = k;
+            res->failed_step = (int)k;
             goto out;
         }
         if (wrank == 0 && on_step) {
-            ptc_train_step rec = {.step = k, .has_loss = have_model,
-                                  .step_ms = mxo[0] * 1e3, .actions_ms = mxo[1] * 1e3,
-                                  .reduce_ms = mxo[2] * 1e3, .compute_ms = smo[0] * 1e3,
-                                  .messages = (long)smo[1], .peak_buffers = (long)mxo[3]};
+            ptc_train_step sr = {.step = (int)k, .has_loss = have_model,
+                                 .step_ms = mxo[0] * 1e3, .actions_ms = mxo[1] * 1e3,
+                                 .reduce_ms = mxo[2] * 1e3, .compute_ms = smo[0] * 1e3,
+                                 .messages = (long)smo[1], .peak_buffers = (long)mxo[3]};
             for (int i = 0; i < G; i++)
-                rec.loss += all[i];
-            rec.loss /= G;
+                sr.loss += all[i];
+            sr.loss /= G;
             if (sim)
-                rec.predicted_ms = ptc_sched_sim_makespan(sim) * o->unit_ms;
-            rc = on_step(&rec, user);
+                sr.predicted_ms = ptc_sched_sim_makespan(sim) * o->unit_ms;
+            has_loss = have_model;
+            last_loss = sr.loss;
+            rc = on_step(&sr, user);
         }
         if (MPI_Bcast(&rc, 1, MPI_INT, 0, world) != MPI_SUCCESS) {
             rc = ptc_error_set(PTC_E_MPI, "MPI_Bcast failed");
-            res->failed_step = k;
+            res->failed_step = (int)k;
             goto out;
+        }
+        int64_t done = k + 1 - first;
+        if (rc == PTC_OK && saving &&
+            (done == o->steps || (o->save_every > 0 && done % o->save_every == 0))) {
+            uint64_t v = 0;
+            rc = save_state(t, store, layout, rules, ranks, nranks, bufs, &ds, k + 1, has_loss,
+                            last_loss, world, &v);
+            if (rc == PTC_OK) {
+                res->last_version = v;
+                res->saves++;
+                /* the records served up to this version, durable with it */
+                rc = agree(world, train_data_flush(&ds));
+            }
         }
     }
     if (rc == PTC_OK && o->save && have_model) {
@@ -641,6 +770,11 @@ out:
     ptc_free(losses);
     ptc_free(all);
     train_data_close(&ds);
+    ptc_free(ranks);
+    ptc_free(bufs);
+    ptc_layout_destroy(layout);
+    ptc_rules_destroy(rules);
+    ptc_ckpt_record_free(&rec);
     ptc_store_close(store);
     ptc_exec_destroy(e);
     ptc_exec_model_destroy(model);

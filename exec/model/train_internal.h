@@ -62,4 +62,16 @@ void train_data_close(train_data *d);
 /* The model's data callback over @p d. */
 int train_data_fn(void *user, int64_t step, int64_t gmb, int32_t *ids, int32_t *targets, int n);
 
+/* The layout a job saves under (train_ckpt.c): its model's tensors with
+ * their AdamW moments, the preset ptc-mlp, dp = D x pipes, tp, pp = the
+ * schedule's stages, zero. */
+int train_ckpt_layout(const ptc_train_opts *o, const ptc_sched *s, ptc_layout **layout,
+                      ptc_rules **rules);
+/* This process's layout ranks (one per chunk) and their local buffers:
+ * nranks x ntensors pointers into the model, NULL where a rank holds none.
+ * Free both with ptc_free. */
+int train_ckpt_buffers(const ptc_train_opts *o, const ptc_sched *s, const ptc_exec_model *m,
+                       const ptc_layout *l, int pp_i, int dp_i, int tp_i, int **ranks,
+                       size_t *nranks, void ***bufs);
+
 #endif

@@ -12,6 +12,7 @@
 #define PTC_EXEC_MODEL_H
 
 #include "ptc/exec.h"
+#include "ptc/layout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -108,6 +109,19 @@ typedef struct ptc_exec_param {
  * moments may be written (a loaded checkpoint) between steps. */
 PTC_API const ptc_exec_param *ptc_exec_model_params(const ptc_exec_model *x,
                                                     size_t *n);
+
+/**
+ * Every tensor of the whole model of @p m, in its canonical order (the
+ * embedding, each layer's six, the final norm's two, the head), F32 with
+ * global shapes; with @p optim followed by each tensor's AdamW moments
+ * `<name>.exp_avg` and then `<name>.exp_avg_sq` (the rules preset ptc-mlp
+ * places them). Free with ptc_exec_model_tensors_free().
+ * @return PTC_OK or PTC_E_NOMEM.
+ */
+PTC_API int ptc_exec_model_tensors(const ptc_exec_model_cfg *m, bool optim,
+                                   ptc_tensor_info **out, size_t *n);
+/** Free a list from ptc_exec_model_tensors(); NULL is a no-op. */
+PTC_API void ptc_exec_model_tensors_free(ptc_tensor_info *t, size_t n);
 
 /**
  * Hand the model its communicators once the runtime has made them (before

@@ -43,7 +43,16 @@ typedef struct ptc_train_opts {
     uint64_t data_epoch;     /**< dataset: the epoch to start in */
     uint64_t data_position;  /**< dataset: the sample position to start at in
                                   that epoch's order (a `start-X`) */
-    const char *store;       /**< the job's store (datasets; NULL: none) */
+    const char *store;       /**< the job's store: its datasets, checkpoints and
+                                  the version a resume starts from (NULL: none) */
+    int save_every;          /**< with @ref store: save the whole training state
+                                  (parameters, AdamW moments, the record) every
+                                  N steps and after the last; 0: after the last
+                                  only; -1 (the default): never */
+    bool resume;             /**< start from @ref resume_version of @ref store,
+                                  whatever configuration saved it: parameters,
+                                  moments, step, data seed and position */
+    uint64_t resume_version; /**< 0: the newest */
     bool cuda;               /**< model and boundary buffers on a GPU */
     bool fake;               /**< fake compute instead of the model */
     double unit_ms;          /**< fake compute: ms per unit of cost */
@@ -103,6 +112,10 @@ PTC_API const ptc_sched *ptc_train_schedule(const ptc_train *t);
 /** Figures of a finished job. */
 typedef struct ptc_train_result {
     size_t actions_rank0;    /**< actions in process 0's list per step */
+    uint64_t resumed_from;   /**< the version a resume loaded (0: none) */
+    int64_t first_step;      /**< the first step this run took */
+    uint64_t last_version;   /**< the last version this run saved (0: none) */
+    size_t saves;            /**< versions saved */
     unsigned long fake_checked; /**< fake compute: inputs checked, all processes */
     int failed_step;         /**< the step that failed on this process (its
                                   error returned, other processes possibly
