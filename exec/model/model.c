@@ -310,6 +310,18 @@ int ptc_exec_model_create(ptc_exec_model **out, const ptc_exec_model_cfg *m,
     ptc_config pc;
     ptc_config_init(&pc);
     pc.pp = x->S;
+    if (m->nstage_layers > 0) {
+        if (m->nstage_layers != x->S || !m->stage_layers) {
+            rc = ptc_error_set(PTC_E_CONFIG, "model: layers= gives %d stages, the schedule has "
+                                             "%d", m->nstage_layers, x->S);
+            goto out_destroy;
+        }
+        pc.nlayers = m->nstage_layers;
+        memcpy(pc.layers, m->stage_layers, (size_t)m->nstage_layers * sizeof *pc.layers);
+    }
+    x->cfg.stage_layers = NULL; /* borrowed: not kept */
+    if ((rc = ptc_config_check_layers(&pc, m->layers)) != PTC_OK)
+        goto out_destroy;
     for (int c = 0; c < x->nch; c++) {
         chunk *k = &x->ch[c];
         ptc_sched_stage_of(s, rank, c, &k->pipe, &k->stage);

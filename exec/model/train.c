@@ -179,9 +179,6 @@ int ptc_train_prepare(ptc_train **out, const ptc_train_opts *o)
     if ((o->save_every >= 0 || o->resume) && (o->fake || o->cuda))
         return ptc_error_set(PTC_E_INVAL, "--save-every and --resume need the model on the "
                                           "CPU (not --fake-compute or --device cuda)");
-    if (o->cfg.nlayers > 0)
-        return ptc_error_set(PTC_E_INVAL, "train: the demo model places its layers by the "
-                                          "default rule (no layers= in --config)");
     if (kind >= DATA_DATASET && o->fake)
         return ptc_error_set(PTC_E_INVAL, "--fake-compute reads no data: use --data synthetic");
     ptc_train *t = ptc_calloc(1, sizeof *t);
@@ -603,8 +600,21 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
         if (rc == PTC_OK)
             ptc_exec_fake_stage(fake, &fns);
     } else {
-        if (rc == PTC_OK && o->store)
-            rc = ptc_store_open(&store, o->store, 0);
+        if (o->store) {
+            /* a job that saves makes its store if there is none: process 0
+             * first, then the others open what it made */
+            int orc = PTC_OK;
+            if (wrank == 0 && rc == PTC_OK)
+                orc = ptc_store_open(&store, o->store, saving ? PTC_STORE_CREATE : 0);
+            int r0 = orc;
+            if (MPI_Bcast(&r0, 1, MPI_INT, 0, world) != MPI_SUCCESS)
+                r0 = PTC_E_MPI;
+            if (wrank != 0 && rc == PTC_OK && r0 == PTC_OK)
+                orc = ptc_store_open(&store, o->store, 0);
+            else if (wrank != 0 && r0 != PTC_OK)
+                orc = ptc_error_set(r0, "opening the store %s failed on process 0", o->store);
+            rc = rc == PTC_OK ? orc : rc;
+        }
         if (o->resume) {
             rc = resume_record(store, o, world, wrank, rc, &rec, &from);
             if (rc == PTC_OK) {
@@ -624,6 +634,8 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
         mc.zero = o->cfg.zero;
         mc.dp = o->cfg.dp;
         mc.dp_rank = dp_i;
+        mc.stage_layers = o->cfg.layers;
+        mc.nstage_layers = o->cfg.nlayers;
         if (rc == PTC_OK && o->cuda)
             rc = ptc_exec_model_cuda_create(&gmodel, &mc, s, pp_i, base, G, train_data_fn,
                                             &ds);

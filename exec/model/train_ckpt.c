@@ -32,6 +32,8 @@ int train_ckpt_layout(const ptc_train_opts *o, const ptc_sched *s, ptc_layout **
     c.tp = o->cfg.tp;
     c.pp = ptc_sched_stages(s);
     c.zero = o->cfg.zero;
+    c.nlayers = o->cfg.nlayers; /* the model checked they fit its stages */
+    memcpy(c.layers, o->cfg.layers, sizeof c.layers);
     int rc = ptc_rules_load(rules, "ptc-mlp");
     if (rc == PTC_OK)
         rc = ptc_layout_create(layout, t, n, *rules, &c);

@@ -47,6 +47,11 @@ typedef struct ptc_exec_model_cfg {
     bool zero;         /**< ZeRO-1: AdamW moments sharded over the replicas */
     int dp;            /**< data-parallel degree D (ZeRO; 0: 1) */
     int dp_rank;       /**< this shard's data-parallel index (ZeRO) */
+    /** Layers per stage (a configuration's layers=), @ref nstage_layers of
+     * them, one per stage of the schedule, summing to @ref layers; borrowed
+     * during create. 0 / NULL: the default rule of ptc_config_stage_of_layer. */
+    const uint32_t *stage_layers;
+    int nstage_layers;
 } ptc_exec_model_cfg;
 
 /** Parse `mlp:layers=L,hidden=H,vocab=V[,tokens=N]` into @p m (other fields
