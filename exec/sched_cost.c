@@ -1207,11 +1207,15 @@ int cost_eval(cost_ctx *x, const ptc_search_config *g, bool breakdown, ptc_cost_
     out->compute = M * per_mb * (best.fc + best.bc);
     out->tp_comm = M * per_mb * (best.tf + best.tb);
     double busy = out->compute + out->tp_comm;
+    /* Differences of sums: what is below rounding is zero. */
+    double eps = 1e-9 * sim->makespan;
     if (breakdown) {
-        out->bubble = fmax(0, sim->makespan0 - busy);
+        out->bubble = sim->makespan0 - busy > eps ? sim->makespan0 - busy : 0;
         out->pp_comm = sim->makespan - (busy + out->bubble);
+        if (fabs(out->pp_comm) <= eps)
+            out->pp_comm = 0;
     } else { /* bubble and p2p together, until the breakdown is asked for */
-        out->bubble = sim->makespan - busy;
+        out->bubble = sim->makespan - busy > eps ? sim->makespan - busy : 0;
     }
     out->dp_comm = dp_max;
     out->step_time = sim->makespan + dp_max;

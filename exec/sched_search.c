@@ -549,7 +549,7 @@ static int collect(search *s, const ptc_search_opts *o, ptc_search_result *r)
     qsort(m->e + fit, nr, sizeof *m->e, by_time);
     size_t kr = 0;
     while (kr < nr && kr < (size_t)PTC_MAX(o->rejected, 0) &&
-           (fit == 0 || m->e[fit + kr].cost.step_time < m->e[0].cost.step_time))
+           (fit == 0 || q(m->e[fit + kr].cost.step_time) < q(m->e[0].cost.step_time)))
         kr++;
     r->rej = ptc_malloc((kr ? kr : 1) * sizeof *r->rej);
     if (!r->rej)

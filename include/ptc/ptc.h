@@ -22,5 +22,7 @@
 #include "ptc/view.h"
 #include "ptc/mount.h"
 #include "ptc/sched.h"
+#include "ptc/search.h"
+#include "ptc/search_store.h"
 
 #endif
