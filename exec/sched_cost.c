@@ -856,9 +856,25 @@ static int sim_point(cost_ctx *x, const sim_key *k, int M, bool comm, double *mk
     if (rc)
         return rc;
     *mk = ptc_sched_sim_makespan(sim);
-    for (int r = 0; peak && r < k->P; r++)
-        peak[r] = ptc_sched_sim_peak(sim, r);
     ptc_sched_sim_destroy(sim);
+    /* Peak activations from each rank's order: a micro-batch's activations
+     * on a chunk are held from its F until its backward is complete: B, or
+     * W (the weight gradient needs the layer inputs; the simulator's own
+     * peak releases them at I). In whole-stage units, as the simulator. */
+    double unit = (double)ptc_sched_ranks(s) / ptc_sched_stages(s);
+    for (int r = 0; peak && r < k->P; r++) {
+        size_t n;
+        const ptc_sched_action *a = ptc_sched_actions(s, r, &n);
+        long cur = 0, best = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (a[i].op == PTC_SCHED_F)
+                cur++;
+            else if (a[i].op == PTC_SCHED_B || a[i].op == PTC_SCHED_W)
+                cur--;
+            best = cur > best ? cur : best;
+        }
+        peak[r] = (double)best * unit;
+    }
     return PTC_OK;
 }
 
@@ -899,8 +915,10 @@ static int sim_makespan(cost_ctx *x, const sim_key *k, bool comm, double *mk, do
      * linearly when the links cannot keep up. */
     double t = (double)(k->M - m1) / (double)(m2 - m1), busy = k->f + k->b;
     *mk = k->M * busy + extend(a - m1 * busy, b - m2 * busy, t);
+    /* GPipe holds every micro-batch (linear in M); the others level off. */
     for (int r = 0; peak && r < k->P; r++)
-        peak[r] = fmin(fmax(peak[r] + t * (p2[r] - peak[r]), 0), (double)k->M);
+        peak[r] = k->kind == PTC_SCHED_GPIPE ? peak[r] + t * (p2[r] - peak[r])
+                                             : fmax(peak[r], p2[r]);
     return PTC_OK;
 }
 
