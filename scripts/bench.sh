@@ -11,6 +11,7 @@ for b in "$build"/bench_*; do
     printf '\n== %s\n' "$name"
     case "$name" in
     bench_exec) mpirun $mpi_root --oversubscribe -np 4 "$b" ;;
+    bench_search_memory) mpirun $mpi_root --oversubscribe -np 4 "$b" ;;
     *) (cd "$build" && "./$name") ;;
     esac
 done

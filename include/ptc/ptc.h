@@ -37,7 +37,10 @@
 #include "ptc/mount.h"
 /* exec */
 #include "ptc/sched.h"
+#include "ptc/search.h"
 #include "ptc/exec.h"
 #include "ptc/exec_model.h"
+#include "ptc/train.h"
+#include "ptc/search_store.h"
 
 #endif
