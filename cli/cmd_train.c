@@ -1,5 +1,6 @@
 /* ptc train: run the pipeline runtime on the demo model (or fake compute). */
 #include <getopt.h>
+#include <signal.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@ const char ptc_cmd_train_help[] =
     "         [--model mlp:layers=L,hidden=H,vocab=V[,tokens=N]] [--seed X]\n"
     "         [--data synthetic|tokens:FILE|dataset:NAME|mount:MNT/datasets/NAME]\n"
     "         [--store DIR [--save-every N] [--resume [--version V]]]\n"
+    "         [--resize STEP:CFG[,STEP:CFG...]] [--control FILE]\n"
     "         [--device cpu|cuda] [--lr LR]\n"
     "         [--timeout SEC] [--fake-compute [--unit-ms U] [--cost-f F]\n"
     "         [--cost-b B] [--cost-w W] [--act-bytes N]] [--jitter MS]\n"
@@ -46,6 +48,15 @@ const char ptc_cmd_train_help[] =
     "               moments and the training-state record (step, configuration,\n"
     "               seed, epoch and sample position), each process writing its own\n"
     "               shards under the ptc-mlp rules (docs/checkpoint.md)\n"
+    "  --resize STEP:CFG[,STEP:CFG...]  online resizes: at the start of step STEP\n"
+    "               the job moves to CFG in memory (parameters, AdamW moments, step,\n"
+    "               data position) by the minimal plan; start it with processes for\n"
+    "               its largest configuration (the others wait); one stage per\n"
+    "               process (1f1b, gpipe, kfkb, zb-h1)\n"
+    "  --control FILE  read at every step boundary by rank 0: a line `resize CFG`\n"
+    "               resizes online at the next step, `stop` saves (with --store) and\n"
+    "               ends the job; the file is removed once read. SIGUSR1 (which\n"
+    "               mpirun forwards) does what `stop` does\n"
     "  --resume     start from the newest version of --store (--version V: that one),\n"
     "               whatever configuration saved it: parameters and moments are read\n"
     "               for this job's configuration; the step count and the data seed\n"
@@ -62,18 +73,71 @@ const char ptc_cmd_train_help[] =
     "  --json       one JSON object with per-step records and timings\n"
     "Prints `step K loss X` per step (rank 0). Single process = the reference run.\n";
 
+#define MAX_RESIZES 64
+
 typedef struct cli_train {
     ptc_train_opts o;
     const char *device;
     bool json;
-    json_t *steps;
+    json_t *steps, *resizes;
+    int64_t resize_step[MAX_RESIZES];
+    ptc_config resize_cfg[MAX_RESIZES];
 } cli_train;
+
+/* --resize STEP:CFG[,STEP:CFG...]; a CFG's own commas are inside it, so a
+ * new item starts only at ",<digits>:". */
+static int parse_resizes(cli_train *ct, const char *arg)
+{
+    const char *p = arg;
+    int n = 0;
+    while (*p) {
+        char *colon;
+        long long step = strtoll(p, &colon, 10);
+        if (colon == p || *colon != ':' || step < 1)
+            return ptc_cli_usage_error("--resize: expected STEP:CFG[,STEP:CFG...] at '%s'", p);
+        const char *cfg = colon + 1, *end = cfg;
+        for (;;) {
+            end = strchr(end, ',');
+            if (!end)
+                break;
+            const char *q = end + 1;
+            while (*q >= '0' && *q <= '9')
+                q++;
+            if (q > end + 1 && *q == ':')
+                break;
+            end++;
+        }
+        size_t len = end ? (size_t)(end - cfg) : strlen(cfg);
+        char buf[256];
+        if (n >= MAX_RESIZES || len == 0 || len >= sizeof buf)
+            return ptc_cli_usage_error("--resize: at most %d items of a sane length", MAX_RESIZES);
+        memcpy(buf, cfg, len);
+        buf[len] = 0;
+        if (ptc_config_parse(&ct->resize_cfg[n], buf) != PTC_OK)
+            return ptc_cli_usage_error("--resize: %s", ptc_last_error());
+        if (n && step <= ct->resize_step[n - 1])
+            return ptc_cli_usage_error("--resize: steps must increase");
+        ct->resize_step[n++] = step;
+        p = end ? end + 1 : cfg + len;
+    }
+    ct->o.resize_step = ct->resize_step;
+    ct->o.resize_cfg = ct->resize_cfg;
+    ct->o.nresize = n;
+    return PTC_CLI_OK;
+}
+
+static volatile int stop_requested;
+static void on_sigusr1(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
 
 enum {
     OPT_CONFIG = 256, OPT_SCHEDULE, OPT_CHUNKS, OPT_K, OPT_MBS, OPT_STEPS, OPT_MODEL, OPT_SEED,
     OPT_DATA, OPT_DEVICE, OPT_TIMEOUT, OPT_FAKE, OPT_JITTER, OPT_JSON, OPT_SAVE, OPT_UNIT,
     OPT_CF, OPT_CB, OPT_CW, OPT_ACT, OPT_PREPOST, OPT_OVERLAP, OPT_LR, OPT_DROP, OPT_STORE,
-    OPT_SAVE_EVERY, OPT_RESUME, OPT_VERSION,
+    OPT_SAVE_EVERY, OPT_RESUME, OPT_VERSION, OPT_RESIZE, OPT_CONTROL,
 };
 
 static bool parse_double(const char *s, double lo, double *out)
@@ -103,6 +167,7 @@ static int parse_args(int argc, char **argv, cli_train *ct)
         {"lr", 1, 0, OPT_LR},           {"debug-drop-send", 1, 0, OPT_DROP},
         {"store", 1, 0, OPT_STORE},     {"save-every", 1, 0, OPT_SAVE_EVERY},
         {"resume", 0, 0, OPT_RESUME},   {"version", 1, 0, OPT_VERSION},
+        {"resize", 1, 0, OPT_RESIZE},   {"control", 1, 0, OPT_CONTROL},
         {"help", 0, 0, 'h'},            {0, 0, 0, 0}};
     memset(ct, 0, sizeof *ct);
     ptc_train_opts *o = &ct->o;
@@ -164,6 +229,13 @@ static int parse_args(int argc, char **argv, cli_train *ct)
             break;
         case OPT_RESUME:
             o->resume = true;
+            break;
+        case OPT_RESIZE:
+            if (parse_resizes(ct, optarg) != PTC_CLI_OK)
+                return PTC_CLI_USAGE;
+            break;
+        case OPT_CONTROL:
+            o->control = optarg;
             break;
         case OPT_VERSION:
             if (!ptc_cli_parse_u64(optarg, &u) || u == 0)
@@ -267,6 +339,34 @@ static int on_step(const ptc_train_step *r, void *user)
     return PTC_OK;
 }
 
+static void on_resize(const ptc_train_resize *r, void *user)
+{
+    cli_train *c = user;
+    json_t *rec = json_pack("{s:I, s:s, s:s, s:s, s:f, s:f, s:f, s:I, s:I, s:I, s:I}", "step",
+                            (json_int_t)r->step, "reason", r->reason, "from", r->from, "to",
+                            r->to, "plan_s", r->plan_seconds, "move_s", r->move_seconds,
+                            "rebuild_s", r->rebuild_seconds, "bytes_moved",
+                            (json_int_t)r->bytes_moved, "max_process_bytes",
+                            (json_int_t)r->max_process_bytes, "peak_rss_bytes",
+                            (json_int_t)r->peak_rss_bytes, "version", (json_int_t)r->version);
+    if (rec)
+        json_array_append_new(c->resizes, rec);
+    if (c->json)
+        return;
+    if (!strcmp(r->reason, "stop"))
+        printf("stopped at step %lld (%s)%s", (long long)r->step, r->from,
+               r->version ? "" : ", nothing saved\n");
+    else
+        printf("resize at step %lld (%s): %s -> %s, plan %.3f ms, move %.3f ms, rebuild %.3f "
+               "ms, %llu bytes moved (busiest process %llu)\n",
+               (long long)r->step, r->reason, r->from, r->to, r->plan_seconds * 1e3,
+               r->move_seconds * 1e3, r->rebuild_seconds * 1e3,
+               (unsigned long long)r->bytes_moved, (unsigned long long)r->max_process_bytes);
+    if (!strcmp(r->reason, "stop") && r->version)
+        printf(", saved version %llu\n", (unsigned long long)r->version);
+    fflush(stdout);
+}
+
 static void print_json(const cli_train *c, const ptc_train *t, int world,
                        const ptc_train_result *res)
 {
@@ -280,6 +380,9 @@ static void print_json(const cli_train *c, const ptc_train *t, int world,
     json_object_set_new(root, "resumed_from", json_integer((json_int_t)res->resumed_from));
     json_object_set_new(root, "saved_version", json_integer((json_int_t)res->last_version));
     json_object_set_new(root, "saves", json_integer((json_int_t)res->saves));
+    json_object_set_new(root, "stopped", json_boolean(res->stopped));
+    json_object_set_new(root, "last_step", json_integer((json_int_t)res->last_step));
+    json_object_set(root, "resizes", c->resizes);
     char *txt = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(17));
     ptc_cli_print_json(txt);
     free(txt);
@@ -293,6 +396,8 @@ int ptc_cmd_train(int argc, char **argv)
     int rc = parse_args(argc, argv, &c);
     if (rc != PTC_CLI_OK)
         return rc;
+    c.o.stop = &stop_requested;
+    c.o.on_resize = on_resize;
     /* Checked before MPI starts: every process fails alike, nothing sent. */
     ptc_train *t = NULL;
     rc = ptc_train_prepare(&t, &c.o);
@@ -307,8 +412,15 @@ int ptc_cmd_train(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
     c.steps = json_array();
+    c.resizes = json_array();
+    /* SIGUSR1 (mpirun forwards it to every process): save and stop */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigusr1;
+    sigaction(SIGUSR1, &sa, NULL);
     ptc_train_result res = {.failed_step = -1};
-    rc = c.steps ? ptc_train_run(t, MPI_COMM_WORLD, on_step, &c, &res) : PTC_E_NOMEM;
+    rc = c.steps && c.resizes ? ptc_train_run(t, MPI_COMM_WORLD, on_step, &c, &res)
+                              : PTC_E_NOMEM;
     if (rc == PTC_E_TIMEOUT) {
         fprintf(stderr, "ptc: error: rank %d: %s\n", wrank, ptc_last_error());
         fflush(stderr);
@@ -328,13 +440,14 @@ int ptc_cmd_train(int argc, char **argv)
     } else if (wrank == 0) {
         if (c.o.fake && !c.json)
             printf("fake compute: %lu inputs checked\n", res.fake_checked);
-        if (res.saves && !c.json)
+        if (res.saves && !c.json && !res.stopped)
             printf("saved version %llu (step %lld)\n", (unsigned long long)res.last_version,
-                   (long long)(res.first_step + c.o.steps));
+                   (long long)res.last_step);
         if (c.json)
             print_json(&c, t, wsize, &res);
     }
     json_decref(c.steps);
+    json_decref(c.resizes);
     ptc_train_destroy(t);
     MPI_Finalize();
     return rc == PTC_OK ? PTC_CLI_OK : PTC_CLI_FAIL;

@@ -65,8 +65,8 @@ static int post(MPI_Request **req, size_t *nreq, size_t *cap, void *buf, size_t 
     return PTC_OK;
 }
 
-static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout,
-                 const void *const *src, void *const *dst)
+static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout, size_t t_lo,
+                 size_t t_hi, const void *const *src, void *const *dst)
 {
     size_t nx;
     const ptc_transfer *xf = ptc_plan_transfers(p, &nx);
@@ -82,7 +82,8 @@ static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout,
     size_t *in_len = out_len + np, *at_out = out_len + 2 * np, *at_in = out_len + 3 * np;
     for (size_t i = 0; i < nx; i++) {
         const ptc_transfer *x = &xf[i];
-        if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->src_rank == x->dst_rank)
+        if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->src_rank == x->dst_rank ||
+            x->tensor < t_lo || x->tensor >= t_hi)
             continue;
         if (x->src_rank == me && x->dst_rank < np)
             out_len[x->dst_rank] += xbytes(p, x);
@@ -103,7 +104,8 @@ static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout,
             rc = post(&req, &nreq, &capreq, buf[np + q], in_len[q], q, 0, comm, false);
     for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
         const ptc_transfer *x = &xf[i];
-        if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->src_rank != me)
+        if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->src_rank != me ||
+            x->tensor < t_lo || x->tensor >= t_hi)
             continue;
         const void *from = fanout ? dst[x->tensor] : src[x->tensor];
         if (x->dst_rank == me) {
@@ -125,7 +127,8 @@ static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout,
         rc = mpi_err("MPI_Waitall");
     for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
         const ptc_transfer *x = &xf[i];
-        if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->dst_rank != me || x->src_rank == me)
+        if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->dst_rank != me ||
+            x->src_rank == me || x->tensor < t_lo || x->tensor >= t_hi)
             continue;
         rc = ptc_reshard_unpack_one(p, x, buf[np + x->src_rank] + at_in[x->src_rank],
                                     dst[x->tensor]);
@@ -140,8 +143,8 @@ out_free:
     return rc;
 }
 
-int ptc_reshard_host(const ptc_plan *p, MPI_Comm comm, const void *const *src,
-                     void *const *dst)
+int ptc_reshard_host_range(const ptc_plan *p, MPI_Comm comm, size_t t_lo, size_t t_hi,
+                           const void *const *src, void *const *dst)
 {
     int me, np;
     if (MPI_Comm_rank(comm, &me) != MPI_SUCCESS || MPI_Comm_size(comm, &np) != MPI_SUCCESS)
@@ -154,7 +157,9 @@ int ptc_reshard_host(const ptc_plan *p, MPI_Comm comm, const void *const *src,
                              "the communicator has %d",
                              ws > wt ? ws : wt, ws, wt, np);
     /* reused shards: a plain copy unless the caller passes the same buffer */
-    for (size_t t = 0; me < wt && t < ptc_layout_count(lt); t++) {
+    if (t_hi > ptc_layout_count(lt))
+        t_hi = ptc_layout_count(lt);
+    for (size_t t = t_lo; me < wt && t < t_hi; t++) {
         if (!ptc_plan_reused(p, t, me) || src[t] == dst[t])
             continue;
         ptc_shard sh;
@@ -164,6 +169,12 @@ int ptc_reshard_host(const ptc_plan *p, MPI_Comm comm, const void *const *src,
             v *= sh.shape[d];
         memcpy(dst[t], src[t], (size_t)v * ptc_dtype_size(ptc_layout_tensor(lt, t)->dtype));
     }
-    PTC_TRY(phase(p, comm, me, np, false, src, dst));
-    return phase(p, comm, me, np, true, src, dst);
+    PTC_TRY(phase(p, comm, me, np, false, t_lo, t_hi, src, dst));
+    return phase(p, comm, me, np, true, t_lo, t_hi, src, dst);
+}
+
+int ptc_reshard_host(const ptc_plan *p, MPI_Comm comm, const void *const *src,
+                     void *const *dst)
+{
+    return ptc_reshard_host_range(p, comm, 0, SIZE_MAX, src, dst);
 }

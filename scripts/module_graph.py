@@ -34,8 +34,10 @@ ORDER = {
     "cli": {"model", "runtime", "sched", "fuse", "dataset", "reshard", "core", "kernels", "base"},
     # exec/model -> dataset: a training job reads its data by the epoch order
     # and counts it (added to DESIGN.md's order with the training job)
-    "model": {"runtime", "sched", "dataset", "core", "kernels", "base"},
-    "runtime": {"sched", "core", "kernels", "base"},
+    "model": {"runtime", "sched", "reshard", "dataset", "core", "kernels", "base"},
+    # exec/runtime -> reshard: an elastic resize moves a live job's state by
+    # the planner and the in-memory executor (added with online resize)
+    "runtime": {"sched", "reshard", "core", "kernels", "base"},
     "sched": {"base"},
     "fuse": {"dataset", "core", "kernels", "base"},
     "dataset": {"core", "kernels", "base"},

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "exec/model/train_internal.h"
@@ -534,13 +536,357 @@ static int save_state(ptc_train *t, ptc_store *store, const ptc_layout *l, const
 /* ---- the run ---------------------------------------------------------------------- */
 
 /* Every process agrees on rc (the worst code): the same return everywhere. */
-static int agree(MPI_Comm world, int rc)
+static int agree(MPI_Comm comm, int rc)
 {
     int all = rc;
-    if (MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, world) != MPI_SUCCESS)
+    if (MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
         return rc != PTC_OK ? rc : ptc_error_set(PTC_E_MPI, "MPI_Allreduce failed");
     if (all != PTC_OK && rc == PTC_OK)
         return ptc_error_set(all, "failed on another process");
+    return rc;
+}
+
+/* One configuration's running state. The first world(cfg) processes of the
+ * world run it; the others wait for process 0's word. */
+typedef struct seg {
+    ptc_config cfg;
+    ptc_sched *sched;        /* owned */
+    bool active;
+    MPI_Comm comm;           /* the active processes; MPI_COMM_NULL when idle */
+    int rank, pp_i, dp_i, tp_i, G;
+    ptc_exec *e;
+    ptc_exec_model *model;
+    ptc_exec_model_cuda *gmodel;
+    ptc_exec_fake *fake;
+    ptc_sched_sim *sim;
+    train_data ds;
+    ptc_layout *layout;      /* the layout its state is saved and moved under */
+    ptc_rules *rules;
+    int *ranks;
+    void **bufs;
+    size_t nranks;
+    double *losses, *all;
+} seg;
+
+static void seg_close(seg *g)
+{
+    ptc_free(g->losses);
+    ptc_free(g->all);
+    train_data_close(&g->ds);
+    ptc_free(g->ranks);
+    ptc_free(g->bufs);
+    ptc_layout_destroy(g->layout);
+    ptc_rules_destroy(g->rules);
+    ptc_exec_destroy(g->e);
+    ptc_exec_model_destroy(g->model);
+    ptc_exec_model_cuda_destroy(g->gmodel);
+    ptc_exec_fake_destroy(g->fake);
+    ptc_sched_sim_destroy(g->sim);
+    ptc_sched_destroy(g->sched);
+    if (g->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&g->comm);
+    memset(g, 0, sizeof *g);
+    g->comm = MPI_COMM_NULL;
+    g->ds.group = MPI_COMM_NULL;
+}
+
+/* The model, data and runtime of configuration o->cfg with schedule
+ * @p sched (taken). Collective over @p world; every process returns the
+ * same code. @p state: build the layout and buffers of the job's state. */
+static int seg_open(seg *g, const ptc_train_opts *o, ptc_sched *sched, ptc_store *store,
+                    MPI_Comm world, int wrank, bool state, int rc)
+{
+    memset(g, 0, sizeof *g);
+    g->comm = MPI_COMM_NULL;
+    g->ds.group = MPI_COMM_NULL;
+    g->cfg = o->cfg;
+    g->sched = sched;
+    g->active = wrank < ptc_config_world(&o->cfg);
+    if (MPI_Comm_split(world, g->active ? 0 : MPI_UNDEFINED, wrank, &g->comm) != MPI_SUCCESS)
+        return ptc_error_set(PTC_E_MPI, "MPI_Comm_split of the active processes failed");
+    if (g->active) {
+        g->rank = wrank;
+        ptc_config_coords(&o->cfg, wrank, &g->pp_i, &g->dp_i, &g->tp_i);
+        g->G = o->microbatches * o->cfg.dp;
+        g->losses = ptc_calloc((size_t)g->G, sizeof *g->losses);
+        g->all = ptc_calloc((size_t)g->G, sizeof *g->all);
+        if (rc == PTC_OK && (!g->losses || !g->all))
+            rc = PTC_E_NOMEM;
+        ptc_exec_stage fns;
+        memset(&fns, 0, sizeof fns);
+        if (o->fake) {
+            ptc_sched_costs costs;
+            ptc_sched_costs_init(&costs);
+            costs.f = o->cost_f;
+            costs.b = o->cost_b;
+            costs.w = o->cost_w;
+            if (rc == PTC_OK)
+                rc = ptc_exec_fake_create(&g->fake, sched, g->pp_i, &costs, o->unit_ms * 1e-3,
+                                          o->act_bytes);
+            if (rc == PTC_OK)
+                rc = ptc_sched_simulate(sched, &costs, &g->sim);
+            if (rc == PTC_OK)
+                ptc_exec_fake_stage(g->fake, &fns);
+        } else {
+            /* collective over the active processes (the replicas' data groups) */
+            int drc = train_data_open(&g->ds, o, store, g->comm, g->dp_i);
+            rc = agree(g->comm, rc == PTC_OK ? drc : rc);
+            ptc_exec_model_cfg mc = o->model;
+            mc.tp = o->cfg.tp;
+            mc.tp_rank = g->tp_i;
+            mc.zero = o->cfg.zero;
+            mc.dp = o->cfg.dp;
+            mc.dp_rank = g->dp_i;
+            mc.stage_layers = o->cfg.layers;
+            mc.nstage_layers = o->cfg.nlayers;
+            int64_t base = (int64_t)g->dp_i * o->microbatches;
+            if (rc == PTC_OK && o->cuda)
+                rc = ptc_exec_model_cuda_create(&g->gmodel, &mc, sched, g->pp_i, base, g->G,
+                                                train_data_fn, &g->ds);
+            else if (rc == PTC_OK)
+                rc = ptc_exec_model_create(&g->model, &mc, sched, g->pp_i, base, g->G,
+                                           train_data_fn, &g->ds);
+            if (rc == PTC_OK && o->cuda)
+                ptc_exec_model_cuda_stage(g->gmodel, &fns);
+            else if (rc == PTC_OK)
+                ptc_exec_model_stage(g->model, &fns);
+        }
+        rc = agree(g->comm, rc); /* ptc_exec_create is collective: all or none */
+        if (rc == PTC_OK) {
+            ptc_exec_opts eo;
+            ptc_exec_opts_init(&eo);
+            eo.act_bytes = o->fake ? o->act_bytes : ptc_exec_model_act_bytes(&o->model);
+            eo.device = o->cuda ? PTC_EXEC_DEVICE_CUDA : PTC_EXEC_DEVICE_HOST;
+            eo.timeout = o->timeout;
+            eo.jitter = o->jitter_ms * 1e-3;
+            eo.jitter_seed = o->model.seed;
+            eo.prepost = o->prepost;
+            eo.overlap_reduce = o->overlap_reduce;
+            rc = ptc_exec_create(&g->e, sched, &o->cfg, g->comm, &fns, &eo);
+            if (rc == PTC_OK && o->testing_drop_send && wrank == 0)
+                ptc_exec_testing_drop_send(g->e, o->testing_drop_send);
+            if (rc == PTC_OK && g->model)
+                rc = ptc_exec_model_set_comms(g->model, ptc_exec_tp_comm(g->e),
+                                              ptc_exec_reduce_comm(g->e));
+        }
+    }
+    if (rc == PTC_OK && state)
+        rc = train_ckpt_layout(o, sched, &g->layout, &g->rules);
+    if (rc == PTC_OK && state && g->model)
+        rc = train_ckpt_buffers(o, sched, g->model, g->layout, g->pp_i, g->dp_i, g->tp_i,
+                                &g->ranks, &g->nranks, &g->bufs);
+    return agree(world, rc);
+}
+
+/* What process 0 decides at a step boundary, sent to every process. */
+enum { ACT_GO = 0, ACT_RESIZE = 1, ACT_STOP = 2, ACT_FINISH = 3 };
+typedef struct decision {
+    int32_t rc, action;
+    int64_t step;
+    char reason[16];
+    char cfg[256];
+} decision;
+#define TAG_DECISION 7002
+
+/* Process 0: the control file's request, if any (the file is removed). */
+static int read_control(const char *path, decision *d)
+{
+    char *txt = NULL;
+    size_t len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return PTC_OK; /* no request */
+    close(fd);
+    PTC_TRY(read_small_file(path, &txt, &len));
+    unlink(path);
+    char *p = txt;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    char *end = p + strcspn(p, "\r\n");
+    *end = 0;
+    int rc = PTC_OK;
+    if (!strncmp(p, "resize ", 7)) {
+        ptc_config c;
+        rc = ptc_config_parse(&c, p + 7);
+        if (rc == PTC_OK) {
+            d->action = ACT_RESIZE;
+            snprintf(d->reason, sizeof d->reason, "control");
+            ptc_config_format(&c, PTC_CONFIG_STYLE_KEYS, d->cfg, sizeof d->cfg);
+        }
+    } else if (!strcmp(p, "stop")) {
+        d->action = ACT_STOP;
+        snprintf(d->reason, sizeof d->reason, "stop");
+    } else {
+        rc = ptc_error_set(PTC_E_INVAL, "control file %s: expected 'resize CFG' or 'stop', "
+                                        "got '%.64s'", path, p);
+    }
+    ptc_free(txt);
+    return rc;
+}
+
+/* Process 0: tell the waiting processes (those outside the active set). */
+static int tell_waiting(MPI_Comm world, int nactive, const decision *d)
+{
+    int n;
+    MPI_Comm_size(world, &n);
+    for (int r = nactive; r < n; r++)
+        if (MPI_Send(d, (int)sizeof *d, MPI_BYTE, r, TAG_DECISION, world) != MPI_SUCCESS)
+            return ptc_error_set(PTC_E_MPI, "MPI_Send of a decision to process %d failed", r);
+    return PTC_OK;
+}
+
+/* A waiting process: sleep until process 0 says what comes next (without
+ * spinning a core: test, then nap). */
+static int wait_word(MPI_Comm world, decision *d)
+{
+    MPI_Request rq;
+    if (MPI_Irecv(d, (int)sizeof *d, MPI_BYTE, 0, TAG_DECISION, world, &rq) != MPI_SUCCESS)
+        return ptc_error_set(PTC_E_MPI, "MPI_Irecv of a decision failed");
+    for (;;) {
+        int done = 0;
+        if (MPI_Test(&rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return ptc_error_set(PTC_E_MPI, "MPI_Test failed");
+        if (done)
+            return PTC_OK;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Move the job from segment @p g to configuration @p to at step @p step:
+ * the new segment's model is built, the state moves by the minimal plan
+ * between the old and the new layout (ptc_reshard_host over the world),
+ * the old segment is closed. Collective over @p world. */
+static int resize(ptc_train *t, ptc_train_opts *jo, seg *g, const ptc_config *to,
+                  ptc_store *store, MPI_Comm world, int wrank, ptc_train_resize *rep)
+{
+    double t0 = now_s();
+    ptc_train_opts no = *jo;
+    no.cfg = *to;
+    /* the data continue at the next unseen sample */
+    if (g->active && g->ds.kind >= DATA_DATASET) {
+        no.data_epoch = g->ds.pos.epoch;
+        no.data_position = g->ds.pos.start + g->ds.pos.steps * (uint64_t)g->ds.per_step;
+    }
+    uint64_t pos[2] = {no.data_epoch, no.data_position};
+    if (MPI_Bcast(pos, 2, MPI_UINT64_T, 0, world) != MPI_SUCCESS)
+        return ptc_error_set(PTC_E_MPI, "MPI_Bcast failed");
+    no.data_epoch = pos[0];
+    no.data_position = pos[1];
+    ptc_sched *ns = NULL;
+    int rc = make_schedule(&no, &ns);
+    if (rc == PTC_OK && (ptc_sched_chunks(ns, 0) != 1 || ptc_sched_chunks(g->sched, 0) != 1))
+        rc = ptc_error_set(PTC_E_UNSUPPORTED, "an online resize needs one stage per process "
+                                              "(1f1b, gpipe, kfkb, zb-h1): resize %s jobs by "
+                                              "saving and resuming", ptc_sched_kind(ns));
+    rc = agree(world, rc);
+    if (rc != PTC_OK) {
+        ptc_sched_destroy(ns);
+        return rc;
+    }
+    seg ng;
+    rc = seg_open(&ng, &no, ns, store, world, wrank, true, rc);
+    if (rc != PTC_OK) {
+        seg_close(&ng);
+        return rc;
+    }
+    /* the state moves by the minimal plan, in budgeted rounds */
+    double t1 = now_s();
+    ptc_exec_resize_stats st;
+    rc = ptc_exec_resize(g->layout, (const void *const *)g->bufs, ng.layout, ng.bufs, world,
+                         NULL, NULL, &st);
+    if (rc == PTC_OK && rep) {
+        ptc_config_format(&g->cfg, PTC_CONFIG_STYLE_KEYS, rep->from, sizeof rep->from);
+        ptc_config_format(to, PTC_CONFIG_STYLE_KEYS, rep->to, sizeof rep->to);
+        rep->bytes_moved = st.bytes_moved;
+        rep->max_process_bytes = st.max_process_bytes;
+        rep->plan_seconds = st.plan_seconds;
+        rep->move_seconds = st.move_seconds;
+        rep->rebuild_seconds = t1 - t0;
+    }
+    if (rc != PTC_OK) {
+        seg_close(&ng);
+        return rc;
+    }
+    seg_close(g);
+    *g = ng;
+    *jo = no;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    uint64_t rss = (uint64_t)ru.ru_maxrss * 1024, mx = rss;
+    MPI_Reduce(&rss, &mx, 1, MPI_UINT64_T, MPI_MAX, 0, world);
+    if (rep)
+        rep->peak_rss_bytes = mx;
+    return PTC_OK;
+}
+
+/* Run step @p k on the active processes and report it on process 0. */
+static int run_step(ptc_train *t, const ptc_train_opts *o, seg *g, int64_t k,
+                    ptc_train_step_fn on_step, void *user, bool *has_loss, double *last_loss,
+                    ptc_train_result *res)
+{
+    if (g->model)
+        ptc_exec_model_set_step(g->model, k);
+    if (g->gmodel)
+        ptc_exec_model_cuda_set_step(g->gmodel, k);
+    int rc;
+    if ((rc = train_data_next(&g->ds)) != PTC_OK || (rc = ptc_exec_step(g->e)) != PTC_OK) {
+        res->failed_step = (int)k; /* the caller aborts: others may be blocked */
+        return rc;
+    }
+    bool have_model = g->model || g->gmodel;
+    memset(g->losses, 0, (size_t)g->G * sizeof *g->losses);
+    if (have_model) {
+        int nl = 0;
+        const double *l = NULL;
+        if (g->model)
+            l = ptc_exec_model_losses(g->model, &nl);
+        else if ((rc = ptc_exec_model_cuda_losses(g->gmodel, &l, &nl)) != PTC_OK) {
+            res->failed_step = (int)k;
+            return rc;
+        }
+        for (int i = 0; g->tp_i == 0 && i < nl; i++) /* one copy per replica */
+            g->losses[g->dp_i * o->microbatches + i] = l[i];
+    }
+    train_data_done(&g->ds);
+    ptc_exec_stats st;
+    ptc_exec_get_stats(g->e, &st);
+    double mx[4] = {st.step_seconds, st.actions_seconds, st.reduce_seconds,
+                    (double)st.peak_buffers},
+           mxo[4];
+    double sm[2] = {st.compute_seconds, (double)st.messages}, smo[2];
+    int mrc = MPI_Reduce(g->losses, g->all, g->G, MPI_DOUBLE, MPI_SUM, 0, g->comm);
+    if (mrc == MPI_SUCCESS)
+        mrc = MPI_Reduce(mx, mxo, 4, MPI_DOUBLE, MPI_MAX, 0, g->comm);
+    if (mrc == MPI_SUCCESS)
+        mrc = MPI_Reduce(sm, smo, 2, MPI_DOUBLE, MPI_SUM, 0, g->comm);
+    if (mrc != MPI_SUCCESS) {
+        res->failed_step = (int)k;
+        return mpi_fail(mrc, "MPI_Reduce of the step's figures");
+    }
+    if (g->rank == 0) {
+        ptc_train_step sr = {.step = (int)k, .has_loss = have_model,
+                             .step_ms = mxo[0] * 1e3, .actions_ms = mxo[1] * 1e3,
+                             .reduce_ms = mxo[2] * 1e3, .compute_ms = smo[0] * 1e3,
+                             .messages = (long)smo[1], .peak_buffers = (long)mxo[3]};
+        for (int i = 0; i < g->G; i++)
+            sr.loss += g->all[i];
+        sr.loss /= g->G;
+        if (g->sim)
+            sr.predicted_ms = ptc_sched_sim_makespan(g->sim) * o->unit_ms;
+        *has_loss = have_model;
+        *last_loss = sr.loss;
+        if (on_step)
+            rc = on_step(&sr, user);
+    }
+    (void)t;
     return rc;
 }
 
@@ -548,250 +894,196 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
                   ptc_train_result *res)
 {
     const ptc_train_opts *o = &t->o;
-    ptc_train_opts jo = t->o; /* a resume sets the data's seed and position */
-    const ptc_sched *s = t->sched;
+    ptc_train_opts jo = t->o; /* the running configuration, data seed and position */
     int wrank = 0, wsize = 1;
     if (MPI_Comm_rank(world, &wrank) != MPI_SUCCESS ||
         MPI_Comm_size(world, &wsize) != MPI_SUCCESS)
         return ptc_error_set(PTC_E_MPI, "MPI_Comm_rank/size failed");
-    if (ptc_config_world(&o->cfg) != wsize)
-        return ptc_error_set(PTC_E_CONFIG, "--config needs %d processes, started with %d "
-                                           "(mpirun -np)", ptc_config_world(&o->cfg), wsize);
     ptc_train_result dummy;
     if (!res)
         res = &dummy;
     memset(res, 0, sizeof *res);
     res->failed_step = -1;
-    int pp_i, dp_i, tp_i;
-    ptc_config_coords(&o->cfg, wrank, &pp_i, &dp_i, &tp_i);
-    ptc_exec *e = NULL;
-    ptc_exec_model *model = NULL;
-    ptc_exec_model_cuda *gmodel = NULL;
-    ptc_exec_fake *fake = NULL;
-    ptc_sched_sim *sim = NULL;
+    /* the world holds the largest configuration; without resizes, exactly it */
+    int need = ptc_config_world(&o->cfg);
+    for (int i = 0; i < o->nresize; i++)
+        if (ptc_config_world(&o->resize_cfg[i]) > need)
+            need = ptc_config_world(&o->resize_cfg[i]);
+    bool elastic = o->nresize > 0 || o->control;
+    if (elastic ? need > wsize : need != wsize)
+        return ptc_error_set(PTC_E_CONFIG, "--config needs %d processes, started with %d "
+                                           "(mpirun -np)", need, wsize);
+    bool saving = o->save_every >= 0, state = saving || o->resume || elastic;
     ptc_store *store = NULL;
-    ptc_layout *layout = NULL;
-    ptc_rules *rules = NULL;
-    int *ranks = NULL;
-    void **bufs = NULL;
-    size_t nranks = 0;
     ptc_ckpt_record rec;
     memset(&rec, 0, sizeof rec);
     uint64_t from = 0;
     int64_t first = 0;
-    bool saving = o->save_every >= 0;
-    train_data ds;
-    memset(&ds, 0, sizeof ds);
-    ds.group = MPI_COMM_NULL;
-    int G = o->microbatches * o->cfg.dp;
-    double *losses = ptc_calloc((size_t)G, sizeof *losses);
-    double *all = ptc_calloc((size_t)G, sizeof *all);
-    ptc_exec_stage fns;
-    int rc = losses && all ? PTC_OK : PTC_E_NOMEM;
-    if (rc == PTC_OK && o->fake) {
-        ptc_sched_costs costs;
-        ptc_sched_costs_init(&costs);
-        costs.f = o->cost_f;
-        costs.b = o->cost_b;
-        costs.w = o->cost_w;
-        rc = ptc_exec_fake_create(&fake, s, pp_i, &costs, o->unit_ms * 1e-3, o->act_bytes);
-        if (rc == PTC_OK)
-            rc = ptc_sched_simulate(s, &costs, &sim);
-        if (rc == PTC_OK)
-            ptc_exec_fake_stage(fake, &fns);
-    } else {
-        if (o->store) {
-            /* a job that saves makes its store if there is none: process 0
-             * first, then the others open what it made */
-            int orc = PTC_OK;
-            if (wrank == 0 && rc == PTC_OK)
-                orc = ptc_store_open(&store, o->store, saving ? PTC_STORE_CREATE : 0);
-            int r0 = orc;
-            if (MPI_Bcast(&r0, 1, MPI_INT, 0, world) != MPI_SUCCESS)
-                r0 = PTC_E_MPI;
-            if (wrank != 0 && rc == PTC_OK && r0 == PTC_OK)
-                orc = ptc_store_open(&store, o->store, 0);
-            else if (wrank != 0 && r0 != PTC_OK)
-                orc = ptc_error_set(r0, "opening the store %s failed on process 0", o->store);
-            rc = rc == PTC_OK ? orc : rc;
-        }
-        if (o->resume) {
-            rc = resume_record(store, o, world, wrank, rc, &rec, &from);
-            if (rc == PTC_OK) {
-                jo.data_seed = rec.seed;
-                jo.data_epoch = rec.epoch;
-                jo.data_position = rec.sample;
-                first = (int64_t)rec.step;
-            }
-        }
-        /* collective (the replicas' data groups): every process calls it */
-        int drc = train_data_open(&ds, &jo, store, world, dp_i);
-        rc = agree(world, rc == PTC_OK ? drc : rc);
-        int64_t base = (int64_t)dp_i * o->microbatches;
-        ptc_exec_model_cfg mc = o->model;
-        mc.tp = o->cfg.tp;
-        mc.tp_rank = tp_i;
-        mc.zero = o->cfg.zero;
-        mc.dp = o->cfg.dp;
-        mc.dp_rank = dp_i;
-        mc.stage_layers = o->cfg.layers;
-        mc.nstage_layers = o->cfg.nlayers;
-        if (rc == PTC_OK && o->cuda)
-            rc = ptc_exec_model_cuda_create(&gmodel, &mc, s, pp_i, base, G, train_data_fn,
-                                            &ds);
-        else if (rc == PTC_OK)
-            rc = ptc_exec_model_create(&model, &mc, s, pp_i, base, G, train_data_fn, &ds);
-        if (rc == PTC_OK && o->cuda)
-            ptc_exec_model_cuda_stage(gmodel, &fns);
-        else if (rc == PTC_OK)
-            ptc_exec_model_stage(model, &fns);
+    int rc = PTC_OK;
+    if (o->store) {
+        /* a job that saves (or may be told to stop) makes its store if there is none: process 0
+         * first, then the others open what it made */
+        int orc = PTC_OK;
+        if (wrank == 0)
+            orc = ptc_store_open(&store, o->store,
+                                 saving || o->control ? PTC_STORE_CREATE : 0);
+        int r0 = orc;
+        if (MPI_Bcast(&r0, 1, MPI_INT, 0, world) != MPI_SUCCESS)
+            r0 = PTC_E_MPI;
+        if (wrank != 0 && r0 == PTC_OK)
+            orc = ptc_store_open(&store, o->store, 0);
+        else if (wrank != 0)
+            orc = ptc_error_set(r0, "opening the store %s failed on process 0", o->store);
+        rc = orc;
     }
-    bool have_model = model || gmodel;
-    rc = agree(world, rc); /* ptc_exec_create is collective: all or none */
-    if (rc == PTC_OK) {
-        ptc_exec_opts eo;
-        ptc_exec_opts_init(&eo);
-        eo.act_bytes = t->o.act_bytes;
-        eo.device = o->cuda ? PTC_EXEC_DEVICE_CUDA : PTC_EXEC_DEVICE_HOST;
-        eo.timeout = o->timeout;
-        eo.jitter = o->jitter_ms * 1e-3;
-        eo.jitter_seed = o->model.seed;
-        eo.prepost = o->prepost;
-        eo.overlap_reduce = o->overlap_reduce;
-        rc = ptc_exec_create(&e, s, &o->cfg, world, &fns, &eo);
-        if (rc == PTC_OK && o->testing_drop_send && wrank == 0)
-            ptc_exec_testing_drop_send(e, o->testing_drop_send);
-        if (rc == PTC_OK && model)
-            rc = ptc_exec_model_set_comms(model, ptc_exec_tp_comm(e), ptc_exec_reduce_comm(e));
-        if (rc == PTC_OK && (saving || o->resume))
-            rc = train_ckpt_layout(o, s, &layout, &rules);
-        if (rc == PTC_OK && (saving || o->resume))
-            rc = train_ckpt_buffers(o, s, model, layout, pp_i, dp_i, tp_i, &ranks, &nranks,
-                                    &bufs);
+    if (o->resume) {
+        rc = resume_record(store, o, world, wrank, rc, &rec, &from);
+        if (rc == PTC_OK) {
+            jo.data_seed = rec.seed;
+            jo.data_epoch = rec.epoch;
+            jo.data_position = rec.sample;
+            first = (int64_t)rec.step;
+        }
     }
-    rc = agree(world, rc);
+    ptc_sched *s0 = NULL;
+    if (rc == PTC_OK)
+        rc = ptc_sched_clone(&s0, t->sched);
+    seg g;
+    rc = seg_open(&g, &jo, s0, store, world, wrank, state, rc);
     if (rc == PTC_OK && o->resume) {
         ptc_ckpt_options co;
         ptc_ckpt_options_init(&co);
-        rc = ptc_ckpt_load(store, from, layout, ranks, nranks, bufs, &co, world, NULL, NULL);
+        if (g.active)
+            rc = ptc_ckpt_load(store, from, g.layout, g.ranks, g.nranks, g.bufs, &co, g.comm,
+                               NULL, NULL);
+        rc = agree(world, rc);
         res->resumed_from = from;
     }
     res->first_step = first;
     bool has_loss = false;
     double last_loss = 0;
-    for (int64_t k = first; rc == PTC_OK && k < first + o->steps; k++) {
-        if (model)
-            ptc_exec_model_set_step(model, k);
-        if (gmodel)
-            ptc_exec_model_cuda_set_step(gmodel, k);
-        if ((rc = train_data_next(&ds)) != PTC_OK) {
-            res->failed_step = (int)k;
-            goto out;
-        }
-        rc = ptc_exec_step(e);
-        if (rc != PTC_OK) {
-            res->failed_step = (int)k; /* the caller aborts: others may be blocked */
-            goto out;
-        }
-        memset(losses, 0, (size_t)G * sizeof *losses);
-        if (have_model) {
-            int nl = 0;
-            const double *l = NULL;
-            if (model)
-                l = ptc_exec_model_losses(model, &nl);
-            else if ((rc = ptc_exec_model_cuda_losses(gmodel, &l, &nl)) != PTC_OK) {
-                res->failed_step = (int)k;
+    int next_resize = 0;
+    while (next_resize < o->nresize && o->resize_step[next_resize] <= first)
+        next_resize++;
+    int64_t k = first;
+    while (rc == PTC_OK && k < first + o->steps) {
+        decision d = {0};
+        if (g.active) {
+            rc = run_step(t, &jo, &g, k, on_step, user, &has_loss, &last_loss, res);
+            if (res->failed_step >= 0)
+                goto out;
+            k++;
+            if (g.rank == 0) {
+                d.rc = rc;
+                d.step = k;
+                if (rc == PTC_OK && k < first + o->steps) {
+                    if (next_resize < o->nresize && o->resize_step[next_resize] == k) {
+                        d.action = ACT_RESIZE;
+                        snprintf(d.reason, sizeof d.reason, "planned");
+                        ptc_config_format(&o->resize_cfg[next_resize], PTC_CONFIG_STYLE_KEYS,
+                                          d.cfg, sizeof d.cfg);
+                    } else if (o->stop && *o->stop) {
+                        d.action = ACT_STOP;
+                        snprintf(d.reason, sizeof d.reason, "stop");
+                    } else if (o->control) {
+                        d.rc = read_control(o->control, &d);
+                    }
+                }
+            }
+            if (MPI_Bcast(&d, (int)sizeof d, MPI_BYTE, 0, g.comm) != MPI_SUCCESS) {
+                res->failed_step = (int)k - 1;
+                rc = ptc_error_set(PTC_E_MPI, "MPI_Bcast failed");
                 goto out;
             }
-            for (int i = 0; tp_i == 0 && i < nl; i++) /* one copy per replica */
-                losses[dp_i * o->microbatches + i] = l[i];
-        }
-        train_data_done(&ds);
-        ptc_exec_stats st;
-        ptc_exec_get_stats(e, &st);
-        double mx[4] = {st.step_seconds, st.actions_seconds, st.reduce_seconds,
-                        (double)st.peak_buffers},
-               mxo[4];
-        double sm[2] = {st.compute_seconds, (double)st.messages}, smo[2];
-        int mrc = MPI_Reduce(losses, all, G, MPI_DOUBLE, MPI_SUM, 0, world);
-        if (mrc == MPI_SUCCESS)
-            mrc = MPI_Reduce(mx, mxo, 4, MPI_DOUBLE, MPI_MAX, 0, world);
-        if (mrc == MPI_SUCCESS)
-            mrc = MPI_Reduce(sm, smo, 2, MPI_DOUBLE, MPI_SUM, 0, world);
-        if (mrc != MPI_SUCCESS) {
-            rc = mpi_fail(mrc, "MPI_Reduce of the step's figures");
-            res->failed_step = (int)k;
-            goto out;
-        }
-        if (wrank == 0 && on_step) {
-            ptc_train_step sr = {.step = (int)k, .has_loss = have_model,
-                                 .step_ms = mxo[0] * 1e3, .actions_ms = mxo[1] * 1e3,
-                                 .reduce_ms = mxo[2] * 1e3, .compute_ms = smo[0] * 1e3,
-                                 .messages = (long)smo[1], .peak_buffers = (long)mxo[3]};
-            for (int i = 0; i < G; i++)
-                sr.loss += all[i];
-            sr.loss /= G;
-            if (sim)
-                sr.predicted_ms = ptc_sched_sim_makespan(sim) * o->unit_ms;
-            has_loss = have_model;
-            last_loss = sr.loss;
-            rc = on_step(&sr, user);
-        }
-        if (MPI_Bcast(&rc, 1, MPI_INT, 0, world) != MPI_SUCCESS) {
-            rc = ptc_error_set(PTC_E_MPI, "MPI_Bcast failed");
-            res->failed_step = (int)k;
-            goto out;
-        }
-        int64_t done = k + 1 - first;
-        if (rc == PTC_OK && saving &&
-            (done == o->steps || (o->save_every > 0 && done % o->save_every == 0))) {
-            uint64_t v = 0;
-            rc = save_state(t, store, layout, rules, ranks, nranks, bufs, &ds, k + 1, has_loss,
-                            last_loss, world, &v);
-            if (rc == PTC_OK) {
-                res->last_version = v;
-                res->saves++;
-                /* the records served up to this version, durable with it */
-                rc = agree(world, train_data_flush(&ds));
+            rc = d.rc;
+            int64_t done = k - first;
+            bool last = k == first + o->steps, stopping = d.action == ACT_STOP;
+            /* a stop saves whenever the job has a store */
+            if (rc == PTC_OK && (stopping ? store != NULL :
+                                 saving && (last || (o->save_every > 0 &&
+                                                     done % o->save_every == 0)))) {
+                uint64_t v = 0;
+                rc = save_state(t, store, g.layout, g.rules, g.ranks, g.nranks, g.bufs, &g.ds,
+                                k, has_loss, last_loss, g.comm, &v);
+                if (rc == PTC_OK) {
+                    res->last_version = v;
+                    res->saves++;
+                    /* the records served up to this version, durable with it */
+                    rc = agree(g.comm, train_data_flush(&g.ds));
+                }
             }
+            if (rc != PTC_OK || (last && !stopping))
+                d.action = ACT_FINISH;
+            if (g.rank == 0) {
+                decision w = d;
+                w.rc = rc;
+                if (w.action != ACT_GO)
+                    tell_waiting(world, ptc_config_world(&g.cfg), &w);
+            }
+        } else {
+            rc = wait_word(world, &d);
+            if (rc == PTC_OK)
+                rc = d.rc != PTC_OK ? ptc_error_set(d.rc, "the job failed") : PTC_OK;
+            k = d.step;
+        }
+        if (rc != PTC_OK || d.action == ACT_FINISH || d.action == ACT_STOP) {
+            if (d.action == ACT_STOP) {
+                res->stopped = true;
+                if (wrank == 0 && o->on_resize) {
+                    ptc_train_resize r = {.step = k, .reason = "stop",
+                                          .version = res->last_version};
+                    ptc_config_format(&g.cfg, PTC_CONFIG_STYLE_KEYS, r.from, sizeof r.from);
+                    o->on_resize(&r, user);
+                }
+            }
+            break;
+        }
+        if (d.action == ACT_RESIZE) {
+            ptc_config to;
+            rc = ptc_config_parse(&to, d.cfg);
+            if (rc == PTC_OK && ptc_config_world(&to) > wsize)
+                rc = ptc_error_set(PTC_E_CONFIG, "resize to %s needs %d processes, the job has "
+                                                 "%d", d.cfg, ptc_config_world(&to), wsize);
+            rc = agree(world, rc);
+            ptc_train_resize r = {.step = k, .reason = d.reason};
+            if (rc == PTC_OK)
+                rc = resize(t, &jo, &g, &to, store, world, wrank, &r);
+            if (rc == PTC_OK && !strcmp(d.reason, "planned"))
+                next_resize++;
+            if (rc == PTC_OK && wrank == 0 && o->on_resize)
+                o->on_resize(&r, user);
         }
     }
-    if (rc == PTC_OK && o->save && have_model) {
+    res->last_step = k;
+    if (rc == PTC_OK && o->save && g.active && (g.model || g.gmodel)) {
         size_t np = 0;
         const ptc_exec_param *p = NULL;
-        if (model)
-            p = ptc_exec_model_params(model, &np);
+        if (g.model)
+            p = ptc_exec_model_params(g.model, &np);
         else
-            rc = ptc_exec_model_cuda_params(gmodel, &p, &np);
-        if (rc == PTC_OK)
-            rc = save_gathered(t, world, p, np, wrank, pp_i, dp_i);
-        rc = agree(world, rc);
+            rc = ptc_exec_model_cuda_params(g.gmodel, &p, &np);
+        if (rc == PTC_OK) {
+            ptc_train tt = *t;
+            tt.o.cfg = g.cfg;
+            tt.sched = g.sched;
+            rc = save_gathered(&tt, g.comm, p, np, wrank, g.pp_i, g.dp_i);
+        }
+        rc = agree(g.comm, rc);
     }
-    if (rc == PTC_OK && fake) {
+    if (rc == PTC_OK && g.fake) {
         /* res is valid on process 0 */
-        unsigned long chk = (unsigned long)ptc_exec_fake_checked(fake), tot = 0;
-        int mrc = MPI_Reduce(&chk, &tot, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, world);
+        unsigned long chk = (unsigned long)ptc_exec_fake_checked(g.fake), tot = 0;
+        int mrc = MPI_Reduce(&chk, &tot, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, g.comm);
         if (mrc != MPI_SUCCESS)
             rc = mpi_fail(mrc, "MPI_Reduce");
         else
             res->fake_checked = tot;
     }
-    if (rc == PTC_OK)
-        ptc_exec_actions(e, &res->actions_rank0);
+    if (rc == PTC_OK && g.e)
+        ptc_exec_actions(g.e, &res->actions_rank0);
 out:
-    ptc_free(losses);
-    ptc_free(all);
-    train_data_close(&ds);
-    ptc_free(ranks);
-    ptc_free(bufs);
-    ptc_layout_destroy(layout);
-    ptc_rules_destroy(rules);
+    seg_close(&g);
     ptc_ckpt_record_free(&rec);
     ptc_store_close(store);
-    ptc_exec_destroy(e);
-    ptc_exec_model_destroy(model);
-    ptc_exec_model_cuda_destroy(gmodel);
-    ptc_exec_fake_destroy(fake);
-    ptc_sched_sim_destroy(sim);
     return rc;
 }

@@ -26,6 +26,7 @@
 #include <mpi.h>
 
 #include "ptc/config.h"
+#include "ptc/layout.h"
 #include "ptc/error.h"
 #include "ptc/sched.h"
 
@@ -270,6 +271,68 @@ PTC_API size_t ptc_exec_fake_checked(const ptc_exec_fake *f);
 PTC_API int ptc_exec_nccl_comm_create(void **out, MPI_Comm comm);
 /** Destroy an NCCL communicator; NULL is a no-op. */
 PTC_API void ptc_exec_nccl_comm_destroy(void *nccl_comm);
+
+/* ---- elastic resize: a live job's state and groups under a new configuration ---- */
+
+/** The process groups of a configuration within a world (every process of
+ * the world holds one, MPI_COMM_NULL where it is not a member). */
+typedef struct ptc_exec_groups {
+    ptc_config cfg;
+    bool active;       /**< this process runs a rank of @ref cfg (world rank < its world) */
+    int rank;          /**< that rank (the world rank), -1 when not active */
+    MPI_Comm active_comm; /**< the active processes, ranked as the configuration */
+    MPI_Comm pipe, dp, tp; /**< this rank's groups (PTC_EXEC_GROUP_*) */
+} ptc_exec_groups;
+
+/** Build the groups of @p c over @p world (collective): the first
+ * world(c) processes are active. @return PTC_OK, PTC_E_CONFIG (c needs more
+ * processes than @p world has), PTC_E_MPI. */
+PTC_API int ptc_exec_groups_create(ptc_exec_groups *g, const ptc_config *c, MPI_Comm world);
+/** Free the communicators of @p g (collective as MPI_Comm_free). */
+PTC_API void ptc_exec_groups_free(ptc_exec_groups *g);
+
+/** Options of ptc_exec_resize(). Zero-initialise. */
+typedef struct ptc_exec_resize_options {
+    /** Most bytes one process sends plus receives in one round (0: 256 MiB).
+     * Tensors move in rounds of consecutive tensors within this budget (a
+     * tensor over it is a round of its own), so the extra memory of the
+     * move is one round's message buffers, not a copy of the state. */
+    uint64_t budget;
+    int hosts;         /**< ranks per host for the plan's figures (0: one host) */
+} ptc_exec_resize_options;
+
+/** What a resize did. */
+typedef struct ptc_exec_resize_stats {
+    double plan_seconds;     /**< the plan (and its rounds) */
+    double move_seconds;     /**< the exchange */
+    double groups_seconds;   /**< the new groups */
+    uint64_t bytes_total;    /**< bytes of the target layout */
+    uint64_t bytes_moved;    /**< bytes that crossed processes */
+    uint64_t max_process_bytes; /**< most bytes one process sent plus received */
+    uint64_t rounds;         /**< exchange rounds */
+    uint64_t max_round_bytes;/**< most bytes one process sent plus received in a round */
+} ptc_exec_resize_stats;
+
+/**
+ * Move a live job's state from layout @p from to layout @p to between the
+ * processes of @p world, in memory, by the minimal plan (ptc_plan_create;
+ * ptc_reshard_host_range per round), and build the groups of @p to's
+ * configuration. Process i of @p world is rank i of both layouts (a
+ * process outside a layout's world passes NULLs for it). Collective over
+ * @p world; every process returns the same code.
+ * @param src  per tensor of @p from, this process's local tensor (NULL where
+ *             it holds none, or when it is no rank of @p from)
+ * @param dst  per tensor of @p to, this process's destination (allocated by
+ *             the caller in @p to's local shapes; NULL where none)
+ * @param groups receives the new groups (may be NULL: none built)
+ * @param stats  may be NULL
+ * @return PTC_OK; PTC_E_CONFIG (a layout needs more processes than @p
+ *   world); the errors of ptc_plan_create and ptc_reshard_host; PTC_E_MPI.
+ */
+PTC_API int ptc_exec_resize(const ptc_layout *from, const void *const *src,
+                            const ptc_layout *to, void *const *dst, MPI_Comm world,
+                            const ptc_exec_resize_options *opts, ptc_exec_groups *groups,
+                            ptc_exec_resize_stats *stats);
 
 #ifdef PTC_TESTING
 /* ---- test knobs (declared only with PTC_TESTING) ------------------------------- */

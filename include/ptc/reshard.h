@@ -121,6 +121,17 @@ PTC_API int ptc_reshard_host(const ptc_plan *p, MPI_Comm comm, const void *const
                              void *const *dst);
 
 /**
+ * ptc_reshard_host() for the target tensors [@p t_lo, @p t_hi) only: their
+ * transfers, fan-outs and reused copies, nothing else. Running consecutive
+ * ranges one after another moves the whole plan with message buffers no
+ * larger than one range's bytes (the rounds of ptc_exec_resize_state()).
+ * Every process must pass the same range.
+ * @return as ptc_reshard_host().
+ */
+PTC_API int ptc_reshard_host_range(const ptc_plan *p, MPI_Comm comm, size_t t_lo, size_t t_hi,
+                                   const void *const *src, void *const *dst);
+
+/**
  * NCCL context for ptc_reshard_device(): a communicator over the processes
  * of an MPI communicator (ncclUniqueId broadcast over MPI), set up once and
  * reused for every reshard.

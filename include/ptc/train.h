@@ -23,6 +23,24 @@
 extern "C" {
 #endif
 
+/** What process 0 learns of an online resize (or of a stop). */
+typedef struct ptc_train_resize {
+    int64_t step;            /**< the first step under the new configuration */
+    char from[128], to[128]; /**< the configurations (keys form); to "" for a stop */
+    const char *reason;      /**< "planned" (resize_step), "control" (the
+                                  control file), "stop" */
+    double plan_seconds;     /**< layouts and the plan */
+    double move_seconds;     /**< the state moving between processes */
+    double rebuild_seconds;  /**< new communicators, runtime, data source */
+    uint64_t bytes_moved;    /**< bytes that crossed processes (all of them) */
+    uint64_t max_process_bytes; /**< most bytes one process sent plus received */
+    uint64_t peak_rss_bytes; /**< largest peak RSS of a process after the move */
+    uint64_t version;        /**< a stop: the version saved (0: none) */
+} ptc_train_resize;
+
+/** Called on process 0 after each online resize and at a stop. */
+typedef void (*ptc_train_resize_fn)(const ptc_train_resize *r, void *user);
+
 /** Options of a training job. Initialise with ptc_train_opts_init(). */
 typedef struct ptc_train_opts {
     ptc_config cfg;          /**< dp, tp, pp (the demo model has tp = 1) */
@@ -49,6 +67,22 @@ typedef struct ptc_train_opts {
                                   (parameters, AdamW moments, the record) every
                                   N steps and after the last; 0: after the last
                                   only; -1 (the default): never */
+    /** Online resizes: at the start of step resize_step[i] the job moves to
+     * resize_cfg[i] (its state moves between the processes in memory, by
+     * the minimal plan; ptc_reshard_host). The world must hold the largest
+     * configuration; processes outside the current one wait. Steps
+     * increasing, @ref nresize of them. Borrowed. */
+    const int64_t *resize_step;
+    const ptc_config *resize_cfg;
+    int nresize;
+    /** A file process 0 reads at every step boundary (NULL: none): a line
+     * `resize CFG` moves the job online to CFG, `stop` saves (with a store)
+     * and ends the job; the file is removed once read. */
+    const char *control;
+    /** Checked at every step boundary on process 0: non-zero saves (with a
+     * store) and ends the job, as `stop` does. A signal handler may set it
+     * (volatile sig_atomic_t). NULL: none. */
+    volatile int *stop;
     bool resume;             /**< start from @ref resume_version of @ref store,
                                   whatever configuration saved it: parameters,
                                   moments, step, data seed and position */
@@ -67,6 +101,8 @@ typedef struct ptc_train_opts {
                                   0; NULL: none */
     long testing_drop_send;  /**< tests: process 0 never sends its n-th
                                   message (0 = off) */
+    ptc_train_resize_fn on_resize; /**< process 0, after each resize or stop
+                                        (user: ptc_train_run's); may be NULL */
 } ptc_train_opts;
 
 /** Defaults: 4-layer model (hidden 16, vocab 32, tokens 8, lr 1e-3),
@@ -116,6 +152,8 @@ typedef struct ptc_train_result {
     int64_t first_step;      /**< the first step this run took */
     uint64_t last_version;   /**< the last version this run saved (0: none) */
     size_t saves;            /**< versions saved */
+    bool stopped;            /**< ended early by `stop` or @ref ptc_train_opts.stop */
+    int64_t last_step;       /**< the steps completed when the run ended */
     unsigned long fake_checked; /**< fake compute: inputs checked, all processes */
     int failed_step;         /**< the step that failed on this process (its
                                   error returned, other processes possibly
@@ -124,7 +162,8 @@ typedef struct ptc_train_result {
 
 /**
  * Run the job: collective over @p world, which must have exactly
- * dp * tp * pp processes. A bad world size or a failure before the first
+ * dp * tp * pp processes (at least those of the largest configuration when
+ * the job resizes online; the others wait). A bad world size or a failure before the first
  * step returns the same code on every process; a step that fails returns
  * its error on the process where it failed, while others may stay blocked
  * in MPI: the caller then aborts the job (MPI_Abort), as `ptc train` does.

@@ -1,0 +1,127 @@
+#!/bin/bash
+# Online resize of a running `ptc train` job (--resize, --control, SIGUSR1):
+# 1. planned resizes dp2-tp2-pp2 -> dp1-tp3-pp2 -> dp2-tp1-pp4 reading a stored
+#    dataset give the same per-step losses, bit for bit, and the same final
+#    parameters and AdamW moments as the restart path (save, exit, --resume
+#    under the next configuration); the epoch's audit: every sample once;
+#    the same with zero=1, gpipe and synthetic data;
+# 2. scale-out from a control file: 4 of 8 processes train, `resize
+#    dp=2,tp=2,pp=2` moves the job onto all 8, equal to the restart path;
+# 3. `stop` in the control file and SIGUSR1 save and end the job; a resume
+#    continues at the saved step;
+# 4. bad input: a resize the processes cannot hold, a control file that says
+#    nonsense: one `ptc: error:` line per process, exit 1, the store intact.
+. "$(dirname "$0")/lib_mpi.sh"
+here=$(dirname "$0")
+M=mlp:layers=4,hidden=8,vocab=16,tokens=4
+losses() { awk '/^step /{print $2, $4}' "$@"; }
+same_state() { # STORE_A VERSION_A STORE_B VERSION_B WHAT
+    "$PTC" export --store "$1" --version "$2" --out "$TMP/sa.safetensors"
+    "$PTC" export --store "$3" --version "$4" --out "$TMP/sb.safetensors"
+    python3 "$here/compare_st.py" "$TMP/sa.safetensors" "$TMP/sb.safetensors" --rel 0 > /dev/null ||
+        fail "$5: parameters or moments differ from the restart path"
+}
+python3 - "$TMP/tok.bin" <<'PY'
+import random, struct, sys
+r = random.Random(7)
+n = 112 * 5
+open(sys.argv[1], "wb").write(struct.pack("<%dH" % n, *[r.randrange(16) for _ in range(n)]))
+PY
+for st in on re; do
+    "$PTC" dataset ingest --store "$TMP/$st" --name toks --format tokens:u16:5 "$TMP/tok.bin" > /dev/null
+done
+
+# ---- 1. planned resizes == the restart path ----------------------------------------------
+# global batches 8, 4, 8 over 4 + 4 + 8 steps consume the 112 windows exactly
+common=(--microbatches 4 --schedule 1f1b --model $M --seed 3 --data dataset:toks --timeout 60)
+"${MPIRUN[@]}" -np 8 "$PTC" train --config dp=2,tp=2,pp=2 "${common[@]}" --store "$TMP/on" --steps 16 \
+    --resize 4:dp=1,tp=3,pp=2,8:dp=2,tp=1,pp=4 --save-every 0 > "$TMP/on.out" 2> "$TMP/on.err" ||
+    { cat "$TMP/on.err"; fail "online resizes: exit non-zero"; }
+[ "$(grep -c '^resize at step' "$TMP/on.out")" = 2 ] || { cat "$TMP/on.out"; fail "two resize lines expected"; }
+grep -q '^resize at step 4 (planned): dp=2,tp=2,pp=2 -> dp=1,tp=3,pp=2' "$TMP/on.out" || fail "resize line"
+r=(--store "$TMP/re" --save-every 0)
+"${MPIRUN[@]}" -np 8 "$PTC" train --config dp=2,tp=2,pp=2 "${common[@]}" "${r[@]}" --steps 4 > "$TMP/re1"
+"${MPIRUN[@]}" -np 6 "$PTC" train --config dp=1,tp=3,pp=2 "${common[@]}" "${r[@]}" --steps 4 --resume > "$TMP/re2"
+"${MPIRUN[@]}" -np 8 "$PTC" train --config dp=2,tp=1,pp=4 "${common[@]}" "${r[@]}" --steps 8 --resume > "$TMP/re3"
+[ "$(losses "$TMP/on.out")" = "$(losses "$TMP"/re[123])" ] ||
+    { paste <(losses "$TMP/on.out") <(losses "$TMP"/re[123]); fail "online losses differ from the restart path"; }
+[ "$(losses "$TMP/on.out" | wc -l)" = 16 ] || fail "16 steps expected"
+same_state "$TMP/on" 1 "$TMP/re" 3 "dp2-tp2-pp2 -> dp1-tp3-pp2 -> dp2-tp1-pp4"
+[ "$("$PTC" dataset audit --store "$TMP/on" --name toks --seed 3 --epoch 0 --json)" = \
+  '{"samples":112,"once":112,"repeated":0,"missing":0}' ] || fail "audit of the resized job: not exactly once"
+"$PTC" verify --store "$TMP/on" > /dev/null || fail "verify"
+echo "ok: planned resizes equal the restart path bit for bit; audit exactly once"
+
+common=(--microbatches 4 --schedule gpipe --model $M --seed 9 --timeout 60 --save-every 0)
+"${MPIRUN[@]}" -np 4 "$PTC" train --config dp=2,pp=2,zero=1 "${common[@]}" --store "$TMP/z-on" --steps 6 \
+    --resize 2:dp=4,zero=1,3:tp=2,pp=2,zero=1 > "$TMP/z-on.out" 2> "$TMP/z.err" ||
+    { cat "$TMP/z.err"; fail "zero=1 online resizes"; }
+"${MPIRUN[@]}" -np 4 "$PTC" train --config dp=2,pp=2,zero=1 "${common[@]}" --store "$TMP/z-re" --steps 2 > "$TMP/z1"
+"${MPIRUN[@]}" -np 4 "$PTC" train --config dp=4,zero=1 "${common[@]}" --store "$TMP/z-re" --steps 1 --resume > "$TMP/z2"
+"${MPIRUN[@]}" -np 4 "$PTC" train --config tp=2,pp=2,zero=1 "${common[@]}" --store "$TMP/z-re" --steps 3 --resume > "$TMP/z3"
+[ "$(losses "$TMP/z-on.out")" = "$(losses "$TMP"/z[123])" ] ||
+    { paste <(losses "$TMP/z-on.out") <(losses "$TMP"/z[123]); fail "zero=1: losses differ from the restart path"; }
+same_state "$TMP/z-on" 1 "$TMP/z-re" 3 "zero=1 dp2-pp2 -> dp4 -> tp2-pp2"
+echo "ok: zero=1 gpipe resizes equal the restart path"
+
+# ---- 2. scale-out from the control file ----------------------------------------------------
+common=(--microbatches 2 --schedule 1f1b --model $M --seed 4 --timeout 60)
+echo "resize dp=2,tp=2,pp=2" > "$TMP/ctl" # read after the first step
+"${MPIRUN[@]}" -np 8 "$PTC" train --config tp=2,pp=2 "${common[@]}" --store "$TMP/s-on" --steps 5 \
+    --control "$TMP/ctl" --save-every 0 > "$TMP/s-on.out" 2> "$TMP/s.err" || { cat "$TMP/s.err"; fail "scale-out"; }
+grep -q '^resize at step 1 (control): dp=1,tp=2,pp=2 -> dp=2,tp=2,pp=2' "$TMP/s-on.out" ||
+    { cat "$TMP/s-on.out"; fail "no control resize at step 1"; }
+[ ! -e "$TMP/ctl" ] || fail "the control file was not removed once read"
+"${MPIRUN[@]}" -np 4 "$PTC" train --config tp=2,pp=2 "${common[@]}" --store "$TMP/s-re" --steps 1 --save-every 0 > "$TMP/s1"
+"${MPIRUN[@]}" -np 8 "$PTC" train --config dp=2,tp=2,pp=2 "${common[@]}" --store "$TMP/s-re" --steps 4 --resume \
+    --save-every 0 > "$TMP/s2"
+[ "$(losses "$TMP/s-on.out")" = "$(losses "$TMP"/s[12])" ] || fail "scale-out: losses differ from the restart path"
+same_state "$TMP/s-on" 1 "$TMP/s-re" 2 "scale-out 4 -> 8"
+echo "ok: scale-out 4 -> 8 processes from the control file"
+
+# ---- 3. stop and SIGUSR1 -------------------------------------------------------------------
+echo stop > "$TMP/ctl"
+"${MPIRUN[@]}" -np 4 "$PTC" train --config tp=2,pp=2 "${common[@]}" --store "$TMP/st" --steps 100 \
+    --control "$TMP/ctl" > "$TMP/st.out" 2>&1 || { cat "$TMP/st.out"; fail "stop"; }
+grep -q '^stopped at step 1 (dp=1,tp=2,pp=2), saved version 1' "$TMP/st.out" || { cat "$TMP/st.out"; fail "stop line"; }
+[ "$(losses "$TMP/st.out" | wc -l)" = 1 ] || fail "the stopped job ran on"
+# SIGUSR1 to mpirun once steps are running (a 50 ms step)
+"${MPIRUN[@]}" -np 4 "$PTC" train --config tp=2,pp=2 "${common[@]}" --store "$TMP/st" --steps 100000 --resume \
+    --jitter 50 > "$TMP/sig.out" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q '^step 3 ' "$TMP/sig.out" 2> /dev/null && break; sleep 0.1; done
+kill -USR1 $pid
+wait $pid || { cat "$TMP/sig.out"; fail "SIGUSR1: exit non-zero"; }
+line=$(grep '^stopped at step' "$TMP/sig.out") || { cat "$TMP/sig.out"; fail "SIGUSR1 did not stop the job"; }
+at=$(echo "$line" | awk '{print $4}')
+[ "$(losses "$TMP/sig.out" | tail -n 1 | cut -d' ' -f1)" = $((at - 1)) ] || fail "stopped at $at, not after the last step"
+"${MPIRUN[@]}" -np 2 "$PTC" train --config pp=2 "${common[@]}" --store "$TMP/st" --steps 1 --resume --save-every 0 \
+    > "$TMP/st2.out"
+[ "$(losses "$TMP/st2.out" | cut -d' ' -f1)" = "$at" ] || fail "the resume does not continue at step $at"
+echo "ok: stop and SIGUSR1 save at a step boundary; a resume continues there"
+
+# ---- 4. bad input --------------------------------------------------------------------------
+expect_all_fail() { # NP WORDS -- ARGS...
+    local np=$1 words=$2; shift 3
+    local before after
+    before=$("$PTC" versions --store "$TMP/on" --json)
+    set +e
+    "${MPIRUN[@]}" -np "$np" "$PTC" train "$@" > "$TMP/bad.out" 2> "$TMP/bad.err"
+    local rc=$?
+    set -e
+    [ $rc = 1 ] || { cat "$TMP/bad.err"; fail "exit $rc (want 1): $words"; }
+    [ "$(grep -c '^ptc: error: ' "$TMP/bad.err")" = "$np" ] ||
+        { cat "$TMP/bad.err"; fail "not one error line per process: $words"; }
+    grep '^ptc: error: ' "$TMP/bad.err" | grep -qi "$words" || { cat "$TMP/bad.err"; fail "error does not say '$words'"; }
+    after=$("$PTC" versions --store "$TMP/on" --json)
+    [ "$before" = "$after" ] || fail "the store changed: $words"
+}
+bad=(--schedule 1f1b --model $M --seed 3 --store "$TMP/on" --microbatches 2 --steps 3 --save-every 0)
+expect_all_fail 4 "needs 8 processes" -- --config tp=2,pp=2 --resize 1:dp=2,tp=2,pp=2 "${bad[@]}"
+echo "resize dp=2,tp=2,pp=2" > "$TMP/ctl"
+expect_all_fail 4 "needs 8 processes" -- --config tp=2,pp=2 --control "$TMP/ctl" "${bad[@]}"
+echo "grow please" > "$TMP/ctl"
+expect_all_fail 4 "control file" -- --config tp=2,pp=2 --control "$TMP/ctl" "${bad[@]}"
+expect_all_fail 4 "one stage per process" -- --config tp=2,pp=2 --resize 1:dp=4 --chunks 2 \
+    --schedule interleaved --model $M --seed 3 --store "$TMP/on" --microbatches 2 --steps 3 --save-every 0
+echo "ok: bad input"
