@@ -103,9 +103,9 @@ static void add_tensor(model *m, const char *name, ptc_dtype dt, int ndim, int64
         m->g[t][i] = (uint8_t)mix(t * 1000003 + i + 17);
 }
 
-/* Each parameter with its two moments (F32). @p big: a head of 2.4 MB per
- * tensor, so shards span several 1 MiB blocks. */
-static void model_init(model *m, bool big)
+/* Each parameter of @p layers layers with its two moments (F32). @p big:
+ * a head of 2.4 MB per tensor, so shards span several 1 MiB blocks. */
+static void model_init_layers(model *m, int layers, bool big)
 {
     memset(m, 0, sizeof *m);
     char n[64];
@@ -113,7 +113,7 @@ static void model_init(model *m, bool big)
     for (int k = 0; k < 3; k++) {
         snprintf(n, sizeof n, "embed.weight%s", kinds[k]);
         add_tensor(m, n, PTC_DTYPE_F32, 2, 50, 12);
-        for (int L = 0; L < 4; L++) {
+        for (int L = 0; L < layers; L++) {
             snprintf(n, sizeof n, "model.layers.%d.up.weight%s", L, kinds[k]);
             add_tensor(m, n, PTC_DTYPE_F32, 2, 24, 12);
             snprintf(n, sizeof n, "model.layers.%d.down.weight%s", L, kinds[k]);
@@ -132,6 +132,11 @@ static void model_init(model *m, bool big)
             add_tensor(m, n, PTC_DTYPE_F32, 2, 10, 12);
     }
     assert_int_equal(ptc_rules_parse(&m->rules, RULES, strlen(RULES), "test rules"), PTC_OK);
+}
+
+static void model_init(model *m, bool big)
+{
+    model_init_layers(m, 4, big);
 }
 
 static void model_free(model *m)
@@ -944,10 +949,12 @@ static void fault_check(fault_env *e, int rc, long n)
 static void fault_env_init(fault_env *e)
 {
     e->dir = mktmp();
-    model_init(&e->a, false);
-    model_init(&e->b, false);
+    /* one layer: every allocation point of a save is still there, fewer
+     * times over (the loop stays short under the sanitizers) */
+    model_init_layers(&e->a, 1, false);
+    model_init_layers(&e->b, 1, false);
     /* b: two tensors changed, the rest as in a */
-    e->b.g[find(&e->b, "model.layers.1.up.weight")][0] ^= 1;
+    e->b.g[find(&e->b, "model.layers.0.up.weight")][0] ^= 1;
     e->b.g[find(&e->b, "head.weight.exp_avg")][7] ^= 1;
     e->la = layout_of(&e->a, "dp=2,tp=2,pp=1,zero=1");
     e->lb = layout_of(&e->b, "dp=2,tp=2,pp=1,zero=1");
@@ -1021,7 +1028,7 @@ static void test_fault_load_alloc(void **state)
     fault_env_init(&e);
     ptc_store *s;
     assert_int_equal(ptc_store_open(&s, e.dir, 0), PTC_OK);
-    ptc_layout *l = layout_of(&e.a, "dp=1,tp=3,pp=2,zero=1");
+    ptc_layout *l = layout_of(&e.a, "dp=1,tp=3,pp=1,zero=1");
     uint8_t **want = bufs_all(l, &e.a), **got = bufs_all(l, NULL);
     ptc_ckpt_options o;
     ptc_ckpt_options_init(&o);
