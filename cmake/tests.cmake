@@ -63,6 +63,16 @@ foreach(f ${_fuzz})
   endif()
 endforeach()
 
+# MPI test programs: tests/mpi/<name>.c, always built (MPI is required), run
+# under mpirun by the tests/mpi/test_*.sh scripts ($PTC_BUILD/<name>).
+file(GLOB _mpi_progs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/mpi/*.c)
+foreach(f ${_mpi_progs})
+  get_filename_component(n ${f} NAME_WE)
+  add_executable(${n} ${f})
+  target_link_libraries(${n} PRIVATE ptc_testing)
+  target_compile_options(${n} PRIVATE ${PTC_C_WARN})
+endforeach()
+
 # GPU test programs: tests/gpu/<name>.c built when CUDA is on, run by the
 # tests/gpu/test_*.sh scripts (label gpu; skipped where no GPU exists).
 if(PTC_WITH_CUDA)

@@ -107,12 +107,14 @@ static int pool_run(int threads, size_t n, int (*fn)(void *, size_t), void *ctx)
     if (extra > n - 1)
         extra = n - 1;
     pthread_t *th = extra ? ptc_calloc(extra, sizeof *th) : NULL;
+    if (extra && !th) {
+        pthread_mutex_destroy(&p.mu);
+        return PTC_E_NOMEM;
+    }
     size_t started = 0;
-    if (th)
-        for (; started < extra; started++)
-            if (pthread_create(&th[started], NULL, pool_worker, &p) != 0)
-                break;
-    ptc_error_clear(); /* a failed allocation of th only means fewer threads */
+    for (; started < extra; started++)
+        if (pthread_create(&th[started], NULL, pool_worker, &p) != 0)
+            break; /* fewer threads: this one does the rest */
     pool_worker(&p);
     for (size_t i = 0; i < started; i++)
         pthread_join(th[i], NULL);

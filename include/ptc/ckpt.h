@@ -124,7 +124,8 @@ typedef struct ptc_ckpt_options {
     /** load: the version may hold tensors the layout does not have (they are
      * not read); default false: such a version is an error. */
     bool ignore_extra;
-    /** save and load: threads per process (0: the online CPUs, at most 16). */
+    /** save and load: threads per process (0: the online CPUs, at most 16;
+     * with several processes per host give each its share). */
     int threads;
 } ptc_ckpt_options;
 
@@ -245,6 +246,8 @@ PTC_API int ptc_ckpt_write_local(ptc_store *s, uint64_t version, uint64_t parent
  * Call it after every process's ptc_ckpt_write_local() returned.
  * Consumes @p txn whatever the outcome: on failure nothing becomes visible
  * and the pack files of the version are removed.
+ * @param rec      the training-state record (rec->config NULL: the layout's
+ *                 configuration); NULL: the version gets no record
  * @param version  receives the committed version (may be NULL)
  * @return PTC_OK; PTC_E_FORMAT / PTC_E_INVAL (a malformed descriptor);
  *   PTC_E_INVAL ("rank R's shard of tensor 'x' is missing": no process
@@ -304,7 +307,8 @@ PTC_API int ptc_ckpt_load_local(ptc_store *s, uint64_t version, const ptc_layout
  * whose message names the failing process and carries its message; then no
  * version becomes visible and the version's pack files are removed.
  * @param rules   used on process 0 (others may pass NULL)
- * @param rec     used on process 0 (others may pass NULL)
+ * @param rec     used on process 0 (others may pass NULL); checked before
+ *                any process writes; NULL on process 0: no record
  * @param version receives the committed version on every process (may be NULL)
  * @return PTC_OK, the errors of begin / write_local / commit, PTC_E_MPI.
  */

@@ -1,0 +1,315 @@
+/* Driver of tests/mpi/test_ckpt_mpi.sh: a model with known global data
+ * (parameters and AdamW moments of 4 layers), saved and loaded with the
+ * collective checkpoint calls under mpirun.
+ *
+ *   ckpt_mpi save --store DIR --config CFG [--seed S] [--step N] [--threads N]
+ *   ckpt_mpi load --store DIR --config CFG [--seed S] [--version V] [--step N]
+ *   ckpt_mpi hold --store DIR --config CFG      (one process: hold the writer lock
+ *                                               until DIR/release exists)
+ *
+ * Ranks go to processes in contiguous blocks (rank r to process r*np/world).
+ * load compares every local buffer byte for byte with the slices of the
+ * global data of --seed and the record with what save wrote (step, seed).
+ * CKPT_FAIL_PROCESS=P makes process P's first write fail (ENOSPC) during a
+ * save, its first allocation during a load. Exit 0 on success; otherwise one line "error: ..." on stderr, exit 1. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "kernels/pack.h"
+#include "ptc/ckpt.h"
+
+static const char RULES[] = "layer model.layers.{L}.\n"
+                            "optim .exp_avg .exp_avg_sq\n"
+                            "match *.up.weight tp=split(0)\n"
+                            "match *.down.weight tp=split(1)\n"
+                            "match *.qkv.weight tp=split(0,blocks=3)\n"
+                            "match embed.weight tp=split(0) pp=first\n"
+                            "match head.weight tp=split(1) pp=last\n"
+                            "match norm.weight tp=replicate pp=last\n"
+                            "match * tp=replicate\n";
+
+#define MAXT 64
+
+typedef struct model {
+    size_t nt;
+    ptc_tensor_info ti[MAXT];
+    char names[MAXT][64];
+} model;
+
+static void add(model *m, const char *name, ptc_dtype dt, int ndim, int64_t d0, int64_t d1)
+{
+    ptc_tensor_info *ti = &m->ti[m->nt];
+    snprintf(m->names[m->nt], sizeof m->names[m->nt], "%s", name);
+    memset(ti, 0, sizeof *ti);
+    ti->name = m->names[m->nt];
+    ti->dtype = dt;
+    ti->ndim = ndim;
+    ti->shape[0] = d0;
+    ti->shape[1] = d1;
+    m->nt++;
+}
+
+static void model_init(model *m)
+{
+    memset(m, 0, sizeof *m);
+    const char *kinds[] = {"", ".exp_avg", ".exp_avg_sq"};
+    char n[64];
+    for (int k = 0; k < 3; k++) {
+        snprintf(n, sizeof n, "embed.weight%s", kinds[k]);
+        add(m, n, PTC_DTYPE_F32, 2, 500, 64);
+        for (int L = 0; L < 4; L++) {
+            snprintf(n, sizeof n, "model.layers.%d.up.weight%s", L, kinds[k]);
+            add(m, n, PTC_DTYPE_F32, 2, 256, 64);
+            snprintf(n, sizeof n, "model.layers.%d.down.weight%s", L, kinds[k]);
+            add(m, n, PTC_DTYPE_F32, 2, 64, 256);
+            snprintf(n, sizeof n, "model.layers.%d.qkv.weight%s", L, kinds[k]);
+            add(m, n, PTC_DTYPE_F32, 2, 192, 64);
+            snprintf(n, sizeof n, "model.layers.%d.bias%s", L, kinds[k]);
+            add(m, n, k ? PTC_DTYPE_F32 : PTC_DTYPE_BF16, 1, 7, 0);
+        }
+        snprintf(n, sizeof n, "norm.weight%s", kinds[k]);
+        add(m, n, PTC_DTYPE_F32, 1, 64, 0);
+        snprintf(n, sizeof n, "head.weight%s", kinds[k]);
+        add(m, n, PTC_DTYPE_F32, 2, 500, 640);
+    }
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Global tensor t of the model of @p seed. */
+static uint8_t *global_data(const ptc_tensor_info *ti, size_t t, uint64_t seed, size_t *len)
+{
+    size_t n = ptc_dtype_size(ti->dtype);
+    for (int d = 0; d < ti->ndim; d++)
+        n *= (size_t)ti->shape[d];
+    uint8_t *g = malloc(n ? n : 1);
+    if (!g)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        g[i] = (uint8_t)mix(seed * 1000000007ull + t * 1000003ull + i);
+    *len = n;
+    return g;
+}
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "error: %s: %s\n", what, ptc_last_error());
+    return 1;
+}
+
+/* The local tensors of @p ranks cut from the global data (want), or
+ * poisoned buffers to load into. */
+static int make_bufs(const ptc_layout *l, const int *ranks, size_t nranks, uint64_t seed,
+                     bool cut, uint8_t ***out)
+{
+    size_t nt = ptc_layout_count(l);
+    uint8_t **b = calloc(nranks * nt + 1, sizeof *b);
+    ptc_piece pc[64];
+    if (!b)
+        return ptc_error_set(PTC_E_NOMEM, "no memory");
+    for (size_t t = 0; t < nt; t++) {
+        const ptc_tensor_info *ti = ptc_layout_tensor(l, t);
+        size_t es = ptc_dtype_size(ti->dtype), glen = 0;
+        uint8_t *g = cut ? global_data(ti, t, seed, &glen) : NULL;
+        int64_t gs[PTC_MAX_DIMS];
+        ptc_strides_row_major(ti->ndim, ti->shape, gs);
+        for (size_t i = 0; i < nranks; i++) {
+            size_t bytes, np;
+            PTC_TRY(ptc_ckpt_local_bytes(l, t, ranks[i], &bytes));
+            if (!bytes)
+                continue;
+            uint8_t *p = malloc(bytes);
+            if (!p)
+                return ptc_error_set(PTC_E_NOMEM, "no memory");
+            memset(p, 0xAB, bytes);
+            b[i * nt + t] = p;
+            if (!cut)
+                continue;
+            PTC_TRY(ptc_layout_pieces(l, t, ranks[i], pc, 64, &np));
+            for (size_t k = 0; k < np; k++) {
+                int64_t ext[PTC_MAX_DIMS], off = 0;
+                for (int d = 0; d < ti->ndim; d++) {
+                    ext[d] = pc[k].box.hi[d] - pc[k].box.lo[d];
+                    off += pc[k].box.lo[d] * gs[d];
+                }
+                PTC_TRY(ptc_pack_copy_ref(p + (size_t)pc[k].local_offset * es,
+                                          pc[k].local_stride, g + (size_t)off * es, gs, ext,
+                                          ti->ndim, es));
+            }
+        }
+        free(g);
+    }
+    *out = b;
+    return PTC_OK;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "", *store = NULL, *cfg_text = NULL;
+    uint64_t seed = 1, step = 1, version = 0;
+    int threads = 0;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--store") == 0)
+            store = argv[i + 1];
+        else if (strcmp(argv[i], "--config") == 0)
+            cfg_text = argv[i + 1];
+        else if (strcmp(argv[i], "--seed") == 0)
+            seed = strtoull(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--step") == 0)
+            step = strtoull(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--version") == 0)
+            version = strtoull(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--threads") == 0)
+            threads = atoi(argv[i + 1]);
+    }
+    if (!store || !cfg_text ||
+        (strcmp(mode, "save") && strcmp(mode, "load") && strcmp(mode, "hold"))) {
+        fprintf(stderr, "usage: ckpt_mpi save|load|hold --store DIR --config CFG ...\n");
+        return 2;
+    }
+    MPI_Init(&argc, &argv);
+    int me, np;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+    int rc = 1;
+    model m;
+    model_init(&m);
+    ptc_rules *rules = NULL;
+    ptc_layout *l = NULL;
+    ptc_store *s = NULL;
+    ptc_config cfg;
+    uint8_t **bufs = NULL, **want = NULL;
+    int ranks[1024];
+    size_t nranks = 0;
+    if (ptc_rules_parse(&rules, RULES, strlen(RULES), "driver rules") ||
+        ptc_config_parse(&cfg, cfg_text) || ptc_layout_create(&l, m.ti, m.nt, rules, &cfg)) {
+        rc = fail("layout");
+        goto out;
+    }
+    int world = ptc_config_world(&cfg);
+    for (int r = 0; r < world; r++)
+        if ((int)((int64_t)r * np / world) == me)
+            ranks[nranks++] = r;
+    if (ptc_store_open(&s, store, PTC_STORE_CREATE)) {
+        rc = fail("open");
+        goto out;
+    }
+    ptc_ckpt_options o;
+    ptc_ckpt_options_init(&o);
+    o.threads = threads;
+    if (strcmp(mode, "hold") == 0) {
+        ptc_ckpt_txn *txn;
+        if (ptc_ckpt_begin(&txn, s, l, rules, &o)) {
+            rc = fail("hold");
+            goto out;
+        }
+        char p[4096];
+        snprintf(p, sizeof p, "%s/ready", store);
+        fclose(fopen(p, "w"));
+        snprintf(p, sizeof p, "%s/release", store);
+        struct stat st;
+        for (int i = 0; i < 6000 && stat(p, &st) != 0; i++)
+            usleep(10000);
+        ptc_ckpt_abort(txn);
+        rc = 0;
+        goto out;
+    }
+    if (strcmp(mode, "save") == 0) {
+        if (make_bufs(l, ranks, nranks, seed, true, &bufs)) {
+            rc = fail("buffers");
+            goto out;
+        }
+        char seed_text[32];
+        snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)seed);
+        ptc_ckpt_kv kv = {"data-seed", seed_text};
+        uint8_t rng[8] = {1, 2, 3, 4, 5, 6, 7, (uint8_t)me};
+        ptc_ckpt_record rec = {.step = step, .seed = seed, .epoch = 1, .sample = step * 32,
+                               .global_batch = 32, .dataset = "synthetic", .has_loss = true,
+                               .loss = 1.0 / (double)(step + 1), .rng = rng, .rng_len = 8,
+                               .extra = &kv, .nextra = 1};
+        const char *f = getenv("CKPT_FAIL_PROCESS");
+        if (f && atoi(f) == me)
+            ptc_fault_write_at(1, ENOSPC);
+        uint64_t v = 0;
+        int e = ptc_ckpt_save(s, l, rules, ranks, nranks, (const void *const *)bufs, &rec, &o,
+                              MPI_COMM_WORLD, &v);
+        ptc_fault_write_at(0, 0);
+        if (e) {
+            rc = fail("save");
+            goto out;
+        }
+        if (me == 0)
+            printf("saved version %llu\n", (unsigned long long)v);
+        rc = 0;
+    } else {
+        if (make_bufs(l, ranks, nranks, seed, true, &want) ||
+            make_bufs(l, ranks, nranks, seed, false, &bufs)) {
+            rc = fail("buffers");
+            goto out;
+        }
+        ptc_ckpt_record rec;
+        uint64_t v = 0;
+        const char *f = getenv("CKPT_FAIL_PROCESS");
+        if (f && atoi(f) == me)
+            ptc_fault_alloc_at(1);
+        int e = ptc_ckpt_load(s, version, l, ranks, nranks, (void *const *)bufs, &o,
+                              MPI_COMM_WORLD, &rec, &v);
+        ptc_fault_alloc_at(0);
+        if (e) {
+            rc = fail("load");
+            goto out;
+        }
+        size_t nt = ptc_layout_count(l);
+        rc = 0;
+        for (size_t i = 0; i < nranks && rc == 0; i++)
+            for (size_t t = 0; t < nt && rc == 0; t++) {
+                size_t bytes;
+                ptc_ckpt_local_bytes(l, t, ranks[i], &bytes);
+                if (bytes && memcmp(want[i * nt + t], bufs[i * nt + t], bytes) != 0) {
+                    fprintf(stderr, "error: rank %d tensor %s differs\n", ranks[i], m.names[t]);
+                    rc = 1;
+                }
+            }
+        if (rc == 0 && (rec.step != step || rec.seed != seed || rec.rng_len != 8 ||
+                        rec.nextra != 1 || strcmp(rec.dataset, "synthetic") != 0)) {
+            fprintf(stderr, "error: record differs (step %llu)\n", (unsigned long long)rec.step);
+            rc = 1;
+        }
+        ptc_ckpt_record_free(&rec);
+        /* every process reports; the script counts the lines */
+        if (rc == 0)
+            printf("loaded version %llu: %zu ranks equal on process %d\n",
+                   (unsigned long long)v, nranks, me);
+    }
+out:
+    if (bufs || want) {
+        size_t nt = l ? ptc_layout_count(l) : 0;
+        for (size_t i = 0; i < nranks * nt; i++) {
+            if (bufs)
+                free(bufs[i]);
+            if (want)
+                free(want[i]);
+        }
+        free(bufs);
+        free(want);
+    }
+    ptc_store_close(s);
+    ptc_layout_destroy(l);
+    ptc_rules_destroy(rules);
+    MPI_Finalize();
+    return rc;
+}
