@@ -119,7 +119,7 @@ int ptc_store_writer_begin(ptc_store_writer **out, ptc_store *s,
     w->version = issued + 1;
     /* files of this number can only be debris: no committed version has it,
      * and versions reference only older packs */
-    if ((rc = ptc_store_remove_vdir(s->dir, w->version, NULL, NULL)) < 0)
+    if ((rc = ptc_store_remove_vdir(s, w->version, NULL, NULL)) < 0)
         goto out_destroy;
     for (uint32_t r = 0; r < w->world; r++)
         w->ranks[r].mine = true;
@@ -297,15 +297,19 @@ static int open_pack(ptc_store_writer *w, uint32_t rank)
     rank_state *rs = &w->ranks[rank];
     if (rs->fd >= 0)
         return PTC_OK;
-    char vdir[4096], path[4096];
-    PTC_TRY(ptc_store_vdir_path(vdir, sizeof vdir, w->s->dir, w->version));
+    char rel[48], name[32], path[4096];
     PTC_TRY(ptc_store_pack_path(path, sizeof path, w->s->dir, w->version, rank));
-    PTC_TRY(ptc_mkdir_p(vdir, 0755));
     if (!rs->path && !(rs->path = ptc_strdup(path)))
         return PTC_E_NOMEM;
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return ptc_error_sys(PTC_E_IO, "create %s", path);
+    snprintf(rel, sizeof rel, "packs/v%llu", (unsigned long long)w->version);
+    snprintf(name, sizeof name, "rank-%u.pack", rank);
+    /* a new file in the store's own directory: no link is followed, and a
+     * file already there (no writer of this version made it) is not ours */
+    int vfd, fd;
+    PTC_TRY(ptc_store_subdir(w->s, rel, true, &vfd));
+    int rc = ptc_store_create_file(w->s, vfd, rel, name, O_WRONLY, &fd);
+    close(vfd);
+    PTC_TRY(rc);
     uint8_t h[PTC_PACK_HEADER_SIZE] = {0};
     memcpy(h, PTC_PACK_MAGIC, 8);
     h[8] = 1; /* format version, u32 LE */
@@ -520,6 +524,7 @@ int ptc_store_shard_reuse(ptc_store_writer *w, uint32_t tensor, uint32_t rank,
 static int sync_packs(ptc_store_writer *w)
 {
     bool any = false;
+    int rc;
     for (uint32_t r = 0; r < w->world; r++) {
         rank_state *rs = &w->ranks[r];
         if (rs->open)
@@ -533,11 +538,17 @@ static int sync_packs(ptc_store_writer *w)
     }
     if (!any)
         return PTC_OK;
-    char vdir[4096], packs[4096];
-    PTC_TRY(ptc_store_vdir_path(vdir, sizeof vdir, w->s->dir, w->version));
-    PTC_TRY(ptc_fsync_dir(vdir));
-    snprintf(packs, sizeof packs, "%s/packs", w->s->dir);
-    return ptc_fsync_dir(packs);
+    char rel[48];
+    snprintf(rel, sizeof rel, "packs/v%llu", (unsigned long long)w->version);
+    int fd;
+    PTC_TRY(ptc_store_subdir(w->s, rel, false, &fd));
+    rc = ptc_fsync(fd, rel);
+    close(fd);
+    PTC_TRY(rc);
+    PTC_TRY(ptc_store_subdir(w->s, "packs", false, &fd));
+    rc = ptc_fsync(fd, "packs");
+    close(fd);
+    return rc;
 }
 
 static size_t count_recs(const ptc_store_writer *w)
@@ -828,14 +839,21 @@ void ptc_store_writer_destroy(ptc_store_writer *w)
     if (!w)
         return;
     bool keep = w->committed || w->exported;
+    /* the directories by handle, no link followed; quietly (the caller
+     * may be about to report the error that brought us here) */
+    char vname[32];
+    snprintf(vname, sizeof vname, "v%llu", (unsigned long long)w->version);
+    const int dflags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    int pfd = !keep && w->version ? openat(w->s->rootfd, "packs", dflags) : -1;
+    int vfd = pfd >= 0 ? openat(pfd, vname, dflags) : -1;
     for (uint32_t r = 0; w->ranks && r < w->world; r++) {
         rank_state *rs = &w->ranks[r];
         if (rs->fd >= 0) {
             close(rs->fd);
-            if (!keep) {
-                char path[4096];
-                if (ptc_store_pack_path(path, sizeof path, w->s->dir, w->version, r) == 0)
-                    unlink(path);
+            if (vfd >= 0) {
+                char name[32];
+                snprintf(name, sizeof name, "rank-%u.pack", r);
+                unlinkat(vfd, name, 0); /* a link in its place: only the link goes */
             }
         }
         if (rs->open)
@@ -846,11 +864,12 @@ void ptc_store_writer_destroy(ptc_store_writer *w)
         ptc_blob_out_free(&rs->out);
         ptc_free(rs->path);
     }
-    if (!keep && w->version) {
-        char vdir[4096];
-        if (ptc_store_vdir_path(vdir, sizeof vdir, w->s->dir, w->version) == 0)
-            rmdir(vdir); /* only if empty: other processes' packs stay for gc */
+    if (vfd >= 0) {
+        close(vfd);
+        unlinkat(pfd, vname, AT_REMOVEDIR); /* only if empty: other processes' packs stay for gc */
     }
+    if (pfd >= 0)
+        close(pfd);
     ptc_free(w->ranks);
     for (size_t i = 0; i < w->ntensors; i++)
         ptc_tensor_rec_free(&w->tensors[i]);
