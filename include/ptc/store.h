@@ -155,7 +155,10 @@ PTC_API int ptc_store_writer_begin_pack(ptc_store_writer **out, ptc_store *s,
 /** @return the version number this writer writes. */
 PTC_API uint64_t ptc_store_writer_version(const ptc_store_writer *w);
 
-/** Add a key/value of the checkpoint's global __metadata__ (last one wins). */
+/** Add a key/value of the checkpoint's global __metadata__ (last one wins).
+ * Constant time per call (duplicates are resolved once, at commit).
+ * @return PTC_OK; PTC_E_INVAL for a NULL or non-UTF-8 key or value;
+ *   PTC_E_NOMEM. */
 PTC_API int ptc_store_writer_set_metadata(ptc_store_writer *w, const char *key,
                                           const char *value);
 
