@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "ptc/store_internal.h"
@@ -277,6 +278,44 @@ int ptc_store_remove_vdir(ptc_store *s, uint64_t v, uint64_t *files, uint64_t *b
 
 /* ---- writer lock ----------------------------------------------------------------- */
 
+/* The pid of the process holding the flock on lock file @p fd (stat @p st):
+ * the kernel's lock table first (/proc/locks names the holder even when it
+ * has not written its pid yet), else the pid the holder wrote into the file
+ * (read a few times: it writes right after taking the lock). 0: unknown. */
+static long lock_holder(int fd, const struct stat *st)
+{
+    long pid = 0;
+    FILE *f = fopen("/proc/locks", "re");
+    char line[256];
+    while (f && pid == 0 && fgets(line, sizeof line, f)) {
+        long p;
+        unsigned maj, min;
+        unsigned long long ino;
+        char type[16], mode[16];
+        /* "1: FLOCK  ADVISORY  WRITE 481 fe:00:10953123 0 EOF"; waiters
+         * ("1: -> FLOCK ...") do not hold it */
+        if (sscanf(line, "%*d: %15s %*s %15s %ld %x:%x:%llu", type, mode, &p, &maj, &min,
+                   &ino) == 6 &&
+            strcmp(type, "FLOCK") == 0 && strcmp(mode, "WRITE") == 0 &&
+            ino == (unsigned long long)st->st_ino && maj == major(st->st_dev) &&
+            min == minor(st->st_dev))
+            pid = p;
+    }
+    if (f)
+        fclose(f);
+    for (int i = 0; pid <= 0 && i < 50; i++) {
+        char txt[32] = {0};
+        ssize_t n = pread(fd, txt, sizeof txt - 1, 0);
+        char *end;
+        long p = n > 0 ? strtol(txt, &end, 10) : 0;
+        if (n > 0 && end != txt && (*end == '\n' || *end == '\0') && p > 0)
+            pid = p;
+        else
+            usleep(1000);
+    }
+    return pid;
+}
+
 int ptc_store_lock(ptc_store *s, int *out_fd)
 {
     *out_fd = -1;
@@ -299,10 +338,12 @@ int ptc_store_lock(ptc_store *s, int *out_fd)
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         if (e == EWOULDBLOCK) {
-            char txt[32] = {0};
-            ssize_t n = pread(fd, txt, sizeof txt - 1, 0);
-            long pid = n > 0 ? strtol(txt, NULL, 10) : 0;
+            long pid = lock_holder(fd, &st);
             close(fd);
+            if (pid <= 0)
+                return ptc_error_set(PTC_E_BUSY,
+                                     "store %s is locked by another process (its pid is "
+                                     "unknown)", s->dir);
             return ptc_error_set(PTC_E_BUSY, "store %s is locked by another process (pid %ld)",
                                  s->dir, pid);
         }
@@ -310,15 +351,17 @@ int ptc_store_lock(ptc_store *s, int *out_fd)
         errno = e;
         return ptc_error_sys(PTC_E_IO, "lock %s", path);
     }
+    /* the pid over the old text, then cut what is left of it: the file is
+     * never empty while locked, so a loser never reads "no pid" */
     char txt[32];
     int n = snprintf(txt, sizeof txt, "%ld\n", (long)getpid());
     int rc;
-    if (ftruncate(fd, 0) != 0) {
+    if ((rc = ptc_pwrite_all(fd, txt, (size_t)n, 0, path)) < 0)
+        goto out_close;
+    if (ftruncate(fd, n) != 0) {
         rc = ptc_error_sys(PTC_E_IO, "truncate %s", path);
         goto out_close;
     }
-    if ((rc = ptc_pwrite_all(fd, txt, (size_t)n, 0, path)) < 0)
-        goto out_close;
     *out_fd = fd;
     return PTC_OK;
 out_close:
