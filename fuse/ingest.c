@@ -118,6 +118,13 @@ bad_tokens:
     return ptc_error_set(PTC_E_INVAL, "format '%s': LEN must be a positive decimal number", fmt);
 }
 
+int ptc_ingest_format_check(const char *format)
+{
+    ptc_ingest r;
+    memset(&r, 0, sizeof r);
+    return parse_format(&r, format);
+}
+
 /* ---- `files`: the sorted file list -------------------------------------------------- */
 
 struct path_list {
