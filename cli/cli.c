@@ -6,6 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "cli/cli.h"
 #include "ptc/error.h"
 
@@ -143,6 +145,31 @@ int ptc_cli_open_store(const char *dir, bool create, ptc_store **out)
     if (rc)
         return ptc_cli_lib_error(rc);
     return PTC_CLI_OK;
+}
+
+int ptc_cli_open_store_new(const char *dir, ptc_store **out, int *created)
+{
+    *created = 0;
+    if (!dir || !*dir)
+        return ptc_cli_usage_error("--store DIR is required");
+    struct stat st;
+    bool dir_existed = stat(dir, &st) == 0;
+    int rc = ptc_store_open(out, dir, 0);
+    if (rc == PTC_E_NOTFOUND) {
+        rc = ptc_store_open(out, dir, PTC_STORE_CREATE);
+        if (rc == PTC_OK)
+            *created = dir_existed ? 1 : 2;
+    }
+    if (rc)
+        return ptc_cli_lib_error(rc);
+    return PTC_CLI_OK;
+}
+
+void ptc_cli_close_store_new(ptc_store *s, const char *dir, int created, bool failed)
+{
+    ptc_store_close(s);
+    if (failed && created)
+        ptc_store_remove_empty(dir, created == 2); /* quietly: the failure is reported */
 }
 
 bool ptc_cli_parse_version(const char *s, uint64_t *out)

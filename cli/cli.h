@@ -44,6 +44,14 @@ struct ptc_store;
 /* Open the store at @p dir (create: make it if missing). Prints the error;
  * returns PTC_CLI_OK or PTC_CLI_FAIL. */
 int ptc_cli_open_store(const char *dir, bool create, struct ptc_store **out);
+/* For commands that may write the first version or dataset of a store:
+ * open it, creating it if missing; *created records what this call made
+ * (0 nothing, 1 the store in an existing directory, 2 the directory too). */
+int ptc_cli_open_store_new(const char *dir, struct ptc_store **out, int *created);
+/* Close a store opened by ptc_cli_open_store_new; when the command @p failed
+ * and the store was made by it, remove it again if it holds nothing (a
+ * failed first import leaves no empty store behind). */
+void ptc_cli_close_store_new(struct ptc_store *s, const char *dir, int created, bool failed);
 /* Parse --version: a positive integer. */
 bool ptc_cli_parse_version(const char *s, uint64_t *out);
 /* Print a JSON text (NUL-terminated) followed by a newline. */

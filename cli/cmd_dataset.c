@@ -128,6 +128,8 @@ int ptc_cmd_dataset(int argc, char **argv)
         return ptc_cli_usage_error("--seed and --epoch are for audit");
     if (ingest && !format)
         return ptc_cli_usage_error("dataset ingest needs --format");
+    if (ingest && ptc_ingest_format_check(format) != PTC_OK)
+        return ptc_cli_usage_error("--format: %s", ptc_last_error());
     if (ingest && optind >= argc)
         return ptc_cli_usage_error("dataset ingest needs at least one INPUT");
     if (!ingest && optind < argc)
@@ -136,7 +138,9 @@ int ptc_cmd_dataset(int argc, char **argv)
         return ptc_cli_usage_error("dataset audit needs --seed and --epoch");
 
     ptc_store *s = NULL;
-    int ret = ptc_cli_open_store(store, ingest, &s);
+    int created = 0;
+    int ret = ingest ? ptc_cli_open_store_new(store, &s, &created)
+                     : ptc_cli_open_store(store, false, &s);
     if (ret)
         return ret;
     int rc = PTC_OK;
@@ -196,6 +200,6 @@ int ptc_cmd_dataset(int argc, char **argv)
     }
     if (rc)
         ret = ptc_cli_lib_error(rc);
-    ptc_store_close(s);
+    ptc_cli_close_store_new(s, store, created, ret != PTC_CLI_OK);
     return ret;
 }

@@ -69,7 +69,8 @@ int ptc_cmd_import(int argc, char **argv)
     if (rc)
         return ptc_cli_lib_error(rc);
     ptc_store *s = NULL;
-    int ret = ptc_cli_open_store(store, true, &s);
+    int created;
+    int ret = ptc_cli_open_store_new(store, &s, &created);
     if (ret) {
         ptc_rules_destroy(rules);
         return ret;
@@ -87,7 +88,7 @@ int ptc_cmd_import(int argc, char **argv)
     } else {
         printf("imported version %llu\n", (unsigned long long)version);
     }
-    ptc_store_close(s);
+    ptc_cli_close_store_new(s, store, created, ret != PTC_CLI_OK);
     ptc_rules_destroy(rules);
     return ret;
 }

@@ -1,7 +1,9 @@
 /* ptc info: a version's configuration, tensors and placements. */
 #include <getopt.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 #include "ptc/store.h"
@@ -21,6 +23,42 @@ static void print_shape(const int64_t *shape, int ndim)
     for (int d = 0; d < ndim; d++)
         printf(d ? ",%lld" : "%lld", (long long)shape[d]);
     putchar(']');
+}
+
+/* @p s (@p n bytes of UTF-8) made safe for a terminal: a name may hold any
+ * character, so C0 and C1 controls, DEL, backslash and the bidirectional
+ * overrides (which reorder what the line shows) are written as \xNN or
+ * \uNNNN escapes. Returns malloc'd text (NULL: out of memory). */
+static char *escape_text(const char *s, size_t n)
+{
+    char *out = malloc(n * 6 + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        unsigned cp = c, len = 1;
+        if (c >= 0xc2 && c < 0xe0 && i + 1 < n) {
+            cp = (c & 0x1fu) << 6 | ((unsigned char)s[i + 1] & 0x3fu);
+            len = 2;
+        } else if (c >= 0xe0 && c < 0xf0 && i + 2 < n) {
+            cp = (c & 0x0fu) << 12 | ((unsigned char)s[i + 1] & 0x3fu) << 6 |
+                 ((unsigned char)s[i + 2] & 0x3fu);
+            len = 3;
+        }
+        if (c < 0x20 || c == 0x7f || c == '\\')
+            o += sprintf(o, "\\x%02x", c);
+        else if ((cp >= 0x80 && cp <= 0x9f && len == 2) ||
+                 (len == 3 && (cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+                               (cp >= 0x2066 && cp <= 0x2069))))
+            o += sprintf(o, "\\u%04x", cp);
+        else {
+            memcpy(o, s + i, len);
+            o += len;
+        }
+        i += len;
+    }
+    *o = '\0';
+    return out;
 }
 
 int ptc_cmd_info(int argc, char **argv)
@@ -88,8 +126,12 @@ int ptc_cmd_info(int argc, char **argv)
         goto out_close_reader;
     }
     const ptc_version_info *vi = ptc_store_reader_version(r);
+    char *step = escape_text(vi->step ? vi->step : "", vi->step ? strlen(vi->step) : 0);
+    char *cfg = escape_text(vi->config, strlen(vi->config));
     printf("version %llu  step %s  config %s  parent %llu\n", (unsigned long long)vi->version,
-           vi->step && *vi->step ? vi->step : "-", vi->config, (unsigned long long)vi->parent);
+           step && *step ? step : "-", cfg ? cfg : "?", (unsigned long long)vi->parent);
+    free(step);
+    free(cfg);
     printf("%llu tensors, %llu bytes (%llu stored by this version)\n",
            (unsigned long long)vi->tensor_count, (unsigned long long)vi->bytes,
            (unsigned long long)vi->stored_bytes);
@@ -98,9 +140,19 @@ int ptc_cmd_info(int argc, char **argv)
         ptc_store_tensor ti;
         if (ptc_store_reader_tensor(r, t, &ti) != PTC_OK)
             break;
-        printf("  %-48s %-7s ", ti.name, ptc_dtype_name(ti.dtype));
+        char *name = escape_text(ti.name, ti.name_len);
+        char *place = escape_text(ti.placement, strlen(ti.placement));
+        if (!name || !place) {
+            free(name);
+            free(place);
+            ret = ptc_cli_error("out of memory");
+            break;
+        }
+        printf("  %-48s %-7s ", name, ptc_dtype_name(ti.dtype));
         print_shape(ti.shape, ti.ndim);
-        printf("  %s\n", ti.placement);
+        printf("  %s\n", place);
+        free(name);
+        free(place);
     }
 out_close_reader:
     ptc_store_reader_close(r);

@@ -9,7 +9,9 @@ const char ptc_cmd_verify_help[] =
     "\n"
     "usage: ptc verify --store DIR [--version V | --all] [--json]\n"
     "Reads every block a version references (its own and shared extents),\n"
-    "decompresses it and compares its XXH3-64. Exit 1 names the first bad block.\n";
+    "decompresses it and compares its XXH3-64. Exit 1 names the first bad block.\n"
+    "--json prints {\"ok\":true,\"version\":V}, or with --all\n"
+    "{\"ok\":true,\"versions\":[V,...]} (every version checked).\n";
 
 int ptc_cmd_verify(int argc, char **argv)
 {
@@ -38,6 +40,8 @@ int ptc_cmd_verify(int argc, char **argv)
     }
     if (optind < argc)
         return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);
+    if (all && version)
+        return ptc_cli_usage_error("--all and --version exclude each other");
     ptc_store *s = NULL;
     int ret = ptc_cli_open_store(store, false, &s);
     if (ret)
@@ -51,9 +55,22 @@ int ptc_cmd_verify(int argc, char **argv)
     ptc_cli_progress_done();
     if (rc) {
         ret = ptc_cli_lib_error(rc);
+    } else if (json && all) {
+        /* every version checked, by number (there is no single one to name) */
+        ptc_version_info *v = NULL;
+        size_t n = 0;
+        if ((rc = ptc_store_versions(s, &v, &n)) != PTC_OK) {
+            ret = ptc_cli_lib_error(rc);
+        } else {
+            printf("{\"ok\":true,\"versions\":[");
+            for (size_t i = 0; i < n; i++)
+                printf("%s%llu", i ? "," : "", (unsigned long long)v[i].version);
+            printf("]}\n");
+        }
+        ptc_store_versions_free(v, n);
     } else if (json) {
         printf("{\"ok\":true,\"version\":%llu}\n",
-               (unsigned long long)(all ? 0 : version ? version : latest));
+               (unsigned long long)(version ? version : latest));
     } else if (all) {
         printf("all versions verified\n");
     } else {

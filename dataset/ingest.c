@@ -67,6 +67,13 @@ bad_tokens:
     return ptc_error_set(PTC_E_INVAL, "format '%s': LEN must be a positive decimal number", fmt);
 }
 
+int ptc_ingest_format_check(const char *format)
+{
+    ptc_ingest r;
+    memset(&r, 0, sizeof r);
+    return parse_format(&r, format);
+}
+
 /* ---- `files`: the sorted file list -------------------------------------------------- */
 
 struct path_list {
@@ -325,6 +332,10 @@ static int next_input(ptc_ingest *r, bool *more)
     s->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (s->fd < 0)
         return ptc_error_sys(errno == ENOENT ? PTC_E_NOTFOUND : PTC_E_IO, "open %s", path);
+    struct stat st;
+    if (fstat(s->fd, &st) != 0)
+        return ptc_error_sys(PTC_E_IO, "stat %s", path);
+    s->size = (uint64_t)st.st_size;
     s->name = path;
     s->pos = s->end = 0;
     s->base = 0;
@@ -369,11 +380,48 @@ static int read_line(ptc_ingest *r, const uint8_t **data, size_t *len, bool *got
     }
 }
 
+/* jansson builds the whole tree of a line to check it: about this many
+ * bytes per value (struct, malloc overhead, object slots) */
+#define JSONL_VALUE_COST 64
+/* A line whose tree would take more than this (and more than twice the line
+ * itself: a long string costs its length) is refused rather than parsed. */
+#define JSONL_CHECK_MAX ((uint64_t)256 << 20)
+
+/* Upper bound of the values in json text @p s: every value but the first
+ * follows a '[', ',' or ':' outside a string. A scan, not a parse. */
+static uint64_t json_values_bound(const uint8_t *s, size_t n)
+{
+    uint64_t v = 1;
+    bool str = false;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = s[i];
+        if (str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                str = false;
+        } else if (c == '"') {
+            str = true;
+        } else if (c == '[' || c == ',' || c == ':') {
+            v++;
+        }
+    }
+    return v;
+}
+
 static int read_jsonl(ptc_ingest *r, const uint8_t **data, size_t *len, bool *got)
 {
     PTC_TRY(read_line(r, data, len, got));
     if (!*got)
         return PTC_OK;
+    uint64_t cost = json_values_bound(*data, *len) * JSONL_VALUE_COST + *len;
+    if (cost > JSONL_CHECK_MAX && cost > 2 * (uint64_t)*len)
+        return ptc_error_set(PTC_E_FORMAT,
+                             "%s: line %llu holds too many json values to check (about %llu "
+                             "MiB to parse; the limit is %llu MiB)",
+                             r->src.name, (unsigned long long)r->in_record + 1,
+                             (unsigned long long)(cost >> 20),
+                             (unsigned long long)(JSONL_CHECK_MAX >> 20));
     json_error_t err;
     json_t *j = json_loadb((const char *)*data, *len, JSON_DECODE_ANY, &err);
     if (!j)

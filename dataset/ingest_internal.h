@@ -22,6 +22,8 @@ struct ingest_src {
     uint8_t *own;
     size_t cap, pos, end;
     uint64_t base;
+    uint64_t size;       /* file inputs: the file's size (the window never
+                            grows past what the file holds) */
     bool eof;
     bool open;
 };
@@ -49,7 +51,10 @@ struct ptc_ingest {
 #define INGEST_WINDOW ((size_t)1 << 20)
 
 /* Make at least @p need bytes available at src->data + src->pos (fewer only
- * at end of input). PTC_OK, PTC_E_IO, PTC_E_NOMEM. */
+ * at end of input). The window grows only as far as the input's real size
+ * (+1 byte to see its end), however much @p need claims, so a length read
+ * from a hostile header costs no more memory than the file itself.
+ * PTC_OK, PTC_E_IO, PTC_E_NOMEM. */
 int ptc_ingest_src_fill(struct ingest_src *s, size_t need);
 
 /* tfrecord: next record of the current input; *got false at end of input. */

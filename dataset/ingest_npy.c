@@ -49,15 +49,33 @@ static int npy_start(ptc_ingest *r)
         return ptc_error_set(PTC_E_FORMAT,
                              "%s: npy ingest needs an array of 2 or more dimensions, not %d",
                              s->name, info.ndim);
+    /* the header's claims against the input's real size, before any row:
+     * the shape's data must be in the file, and a record costs at least one
+     * input byte even when its rows are empty (shape (n, 0)), so a small
+     * file cannot make the ingest store 2^40 empty records (trailing bytes
+     * are found after the last row) */
+    uint64_t input = r->mem ? s->end : s->size, at = s->base + s->pos;
+    uint64_t have = input > at + info.data_offset ? input - at - info.data_offset : 0;
+    uint64_t rows = (uint64_t)info.shape[0];
+    if (info.nbytes > have)
+        return ptc_error_set(PTC_E_FORMAT,
+                             "%s: truncated npy data: the shape needs %llu data bytes, the file "
+                             "has %llu",
+                             s->name, (unsigned long long)info.nbytes, (unsigned long long)have);
+    if (info.nbytes == 0 && rows > input)
+        return ptc_error_set(PTC_E_FORMAT,
+                             "%s: npy shape claims %llu rows of 0 bytes in a file of %llu bytes "
+                             "(at most one empty record per input byte)",
+                             s->name, (unsigned long long)rows, (unsigned long long)input);
     struct npy_state *st = ptc_calloc(1, sizeof *st);
     if (!st)
         return PTC_E_NOMEM;
-    st->rows = (uint64_t)info.shape[0];
+    st->rows = rows;
     st->row_bytes = st->rows ? info.nbytes / st->rows : 0;
     if (st->row_bytes > PTC_INGEST_MAX_RECORD) {
         ptc_free(st);
         return ptc_error_set(PTC_E_FORMAT, "%s: rows of %llu bytes are over %llu bytes", s->name,
-                             (unsigned long long)st->row_bytes,
+                             (unsigned long long)(info.nbytes / rows),
                              (unsigned long long)PTC_INGEST_MAX_RECORD);
     }
     s->pos += (size_t)info.data_offset;

@@ -694,7 +694,7 @@ void ptc_ckpt_abort(ptc_ckpt_txn *txn)
         return;
     /* still under the writer lock: nobody else can own version V's files */
     if (txn->w)
-        ptc_store_remove_vdir(ptc_store_dir(txn->s), txn->version, NULL, NULL);
+        ptc_store_remove_vdir(txn->s, txn->version, NULL, NULL);
     ptc_store_writer_destroy(txn->w);
     ptc_free(txn);
 }

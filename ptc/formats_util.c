@@ -18,8 +18,26 @@ int ptc_tmpfile_create(const char *path, char **tmp_path, int *fd)
     const char *slash = strrchr(path, '/');
     size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
     const char *base = path + dirlen;
-    if (*base == '\0')
+    if (*base == '\0' || !strcmp(base, ".") || !strcmp(base, ".."))
         return ptc_error_set(PTC_E_INVAL, "output path '%s' names a directory", path);
+    /* the rename that ends the write must not fail after the whole file is
+     * written: refuse now what it would refuse then */
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return ptc_error_set(PTC_E_INVAL, "output path '%s' is a directory", path);
+        char *dir = dirlen ? ptc_strndup(path, dirlen) : ptc_strdup(".");
+        if (!dir)
+            return PTC_E_NOMEM;
+        struct stat ds;
+        bool sticky = stat(dir, &ds) == 0 && (ds.st_mode & S_ISVTX);
+        ptc_free(dir);
+        uid_t me = geteuid();
+        if (sticky && me != 0 && st.st_uid != me && ds.st_uid != me)
+            return ptc_error_set(PTC_E_IO,
+                                 "cannot replace '%s': another user's file in a sticky "
+                                 "directory", path);
+    }
     size_t cap = strlen(path) + 64;
     char *tmp = ptc_malloc(cap);
     if (!tmp)

@@ -789,12 +789,38 @@ int ptc_st_index_open(ptc_st_index **out, const char *index_path)
     ptc_st_index *x = ptc_calloc(1, sizeof *x);
     if (!x)
         return PTC_E_NOMEM;
-    x->root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!x->root) {
-        rc = ptc_error_set(errno == ENOENT && jerr.line < 0 ? PTC_E_NOTFOUND : PTC_E_FORMAT,
-                           "%s: %s (line %d)", index_path, jerr.text, jerr.line);
+    /* read a regular file of bounded size, never "until EOF" (a FIFO or
+     * /dev/zero named as the index would grow memory without bound) */
+    int fd = open(index_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        rc = ptc_error_sys(errno == ENOENT ? PTC_E_NOTFOUND : PTC_E_IO, "open %s", index_path);
         goto out_index;
     }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size > PTC_ST_MAX_HEADER) {
+        close(fd);
+        rc = ptc_error_set(PTC_E_FORMAT, "%s: not a regular file of at most %llu bytes",
+                           index_path, (unsigned long long)PTC_ST_MAX_HEADER);
+        goto out_index;
+    }
+    char *text = ptc_malloc((size_t)st.st_size + 1);
+    if (!text) {
+        close(fd);
+        rc = PTC_E_NOMEM;
+        goto out_index;
+    }
+    rc = ptc_pread_all(fd, text, (size_t)st.st_size, 0, index_path);
+    close(fd);
+    if (rc == PTC_OK) {
+        x->root = json_loadb(text, (size_t)st.st_size, JSON_REJECT_DUPLICATES, &jerr);
+        if (!x->root)
+            rc = ptc_error_set(PTC_E_FORMAT, "%s: %s (line %d)", index_path, jerr.text,
+                               jerr.line);
+    }
+    ptc_free(text);
+    if (rc < 0)
+        goto out_index;
     if (!json_is_object(x->root)) {
         rc = ptc_error_set(PTC_E_FORMAT, "%s: not a json object", index_path);
         goto out_index;

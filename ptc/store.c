@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "ptc/store_internal.h"
@@ -55,14 +56,6 @@ void ptc_store_free(void *p)
     ptc_free(p);
 }
 
-int ptc_store_vdir_path(char *out, size_t cap, const char *dir, uint64_t v)
-{
-    int n = snprintf(out, cap, "%s/packs/v%llu", dir, (unsigned long long)v);
-    if (n < 0 || (size_t)n >= cap)
-        return ptc_error_set(PTC_E_INVAL, "store path too long: %s", dir);
-    return PTC_OK;
-}
-
 int ptc_store_pack_path(char *out, size_t cap, const char *dir, uint64_t v, uint32_t rank)
 {
     int n = snprintf(out, cap, "%s/packs/v%llu/rank-%u.pack", dir, (unsigned long long)v,
@@ -93,40 +86,235 @@ static bool parse_pack_name(const char *name, uint32_t *rank)
     return true;
 }
 
-int ptc_store_remove_vdir(const char *dir, uint64_t v, uint64_t *files, uint64_t *bytes)
+/* ---- the store's own entries ----------------------------------------------------- */
+
+enum { ENTRY_DIR, ENTRY_FILE, ENTRY_WRITABLE };
+
+/* What entry @p name of @p dfd is, for a message; NULL if it is what the
+ * store makes: a directory (ENTRY_DIR), a regular file (ENTRY_FILE), a
+ * regular file with no other hard link (ENTRY_WRITABLE: one the store
+ * writes to in place, so no other name may share it). */
+static const char *entry_kind(int dfd, const char *name, int want)
 {
-    char vdir[4096];
-    PTC_TRY(ptc_store_vdir_path(vdir, sizeof vdir, dir, v));
-    DIR *d = opendir(vdir);
-    if (!d)
-        return errno == ENOENT ? PTC_OK : ptc_error_sys(PTC_E_IO, "open %s", vdir);
-    int rc = PTC_OK;
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return NULL;
+    if (S_ISLNK(st.st_mode))
+        return "a symbolic link";
+    if (want == ENTRY_DIR)
+        return S_ISDIR(st.st_mode) ? NULL : "not a directory";
+    if (S_ISDIR(st.st_mode))
+        return "a directory";
+    if (!S_ISREG(st.st_mode))
+        return "not a regular file";
+    if (want == ENTRY_WRITABLE && st.st_nlink > 1)
+        return "a file with other hard links";
+    return NULL;
+}
+
+static int foreign_error(const char *dir, const char *rel, const char *name, const char *kind)
+{
+    return ptc_error_set(PTC_E_STORE,
+                         "store %s: %s%s%s is %s, not an entry the store made; refusing to "
+                         "follow or remove it (move it out of the store)",
+                         dir, rel ? rel : "", rel && *rel ? "/" : "", name, kind);
+}
+
+int ptc_store_foreign(const ptc_store *s, int dfd, const char *rel, const char *name)
+{
+    struct stat st;
+    const char *kind = "not what the store expects";
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        kind = S_ISLNK(st.st_mode)  ? "a symbolic link"
+               : S_ISDIR(st.st_mode) ? "a directory"
+               : !S_ISREG(st.st_mode) ? "a special file"
+               : st.st_nlink > 1     ? "a file with other hard links"
+                                     : "a regular file";
+    return foreign_error(s->dir, rel, name, kind);
+}
+
+/* ptc_store_subdir() from a root handle (the store handle may not exist yet). */
+static int subdir_at(int rootfd, const char *dir, const char *rel, bool create, int *out)
+{
+    *out = -1;
+    char buf[256], done[256] = "";
+    if (snprintf(buf, sizeof buf, "%s", rel) >= (int)sizeof buf)
+        return ptc_error_set(PTC_E_INVAL, "store path too long: %s", rel);
+    int fd = fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+        return ptc_error_sys(PTC_E_IO, "open %s", dir);
+    char *save = NULL;
+    for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        const char *parent = done;
+        int nfd = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (nfd < 0 && errno == ENOENT && create) {
+            if (mkdirat(fd, c, 0755) != 0 && errno != EEXIST) {
+                int rc = ptc_error_sys(PTC_E_IO, "mkdir %s/%s%s%s", dir, parent,
+                                       *parent ? "/" : "", c);
+                close(fd);
+                return rc;
+            }
+            nfd = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        if (nfd < 0) {
+            int e = errno, rc;
+            const char *kind = entry_kind(fd, c, ENTRY_DIR);
+            if (e == ENOENT)
+                rc = ptc_error_set(PTC_E_NOTFOUND, "store %s has no %s%s%s", dir, parent,
+                                   *parent ? "/" : "", c);
+            else if (kind)
+                rc = foreign_error(dir, parent, c, kind);
+            else {
+                errno = e;
+                rc = ptc_error_sys(PTC_E_IO, "open %s/%s%s%s", dir, parent, *parent ? "/" : "",
+                                   c);
+            }
+            close(fd);
+            return rc;
+        }
+        close(fd);
+        fd = nfd;
+        size_t n = strlen(done);
+        snprintf(done + n, sizeof done - n, "%s%s", n ? "/" : "", c);
+    }
+    *out = fd;
+    return PTC_OK;
+}
+
+int ptc_store_subdir(const ptc_store *s, const char *rel, bool create, int *fd)
+{
+    return subdir_at(s->rootfd, s->dir, rel, create, fd);
+}
+
+int ptc_store_create_file(const ptc_store *s, int dfd, const char *rel, const char *name,
+                          int oflags, int *out)
+{
+    *out = -1;
+    int fd = openat(dfd, name, oflags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        *out = fd;
+        return PTC_OK;
+    }
+    int e = errno;
+    const char *kind = entry_kind(dfd, name, ENTRY_FILE);
+    if (e == EEXIST && kind)
+        return foreign_error(s->dir, rel, name, kind);
+    errno = e;
+    return ptc_error_sys(e == EEXIST ? PTC_E_EXISTS : PTC_E_IO, "create %s/%s/%s", s->dir, rel,
+                         name);
+}
+
+int ptc_store_remove_file(const ptc_store *s, int dfd, const char *rel, const char *name,
+                          uint64_t *size)
+{
+    if (size)
+        *size = 0;
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? PTC_OK
+                               : ptc_error_sys(PTC_E_IO, "stat %s/%s/%s", s->dir, rel, name);
+    if (!S_ISREG(st.st_mode)) /* a hard link may go: that removes only our name */
+        return ptc_store_foreign(s, dfd, rel, name);
+    if (unlinkat(dfd, name, 0) != 0 && errno != ENOENT)
+        return ptc_error_sys(PTC_E_IO, "remove %s/%s/%s", s->dir, rel, name);
+    if (size)
+        *size = (uint64_t)st.st_size;
+    return PTC_OK;
+}
+
+int ptc_store_remove_vdir(ptc_store *s, uint64_t v, uint64_t *files, uint64_t *bytes)
+{
+    char rel[48], name[32];
+    snprintf(name, sizeof name, "v%llu", (unsigned long long)v);
+    snprintf(rel, sizeof rel, "packs/%s", name);
+    int vfd;
+    int rc = ptc_store_subdir(s, rel, false, &vfd);
+    if (rc == PTC_E_NOTFOUND)
+        return PTC_OK;
+    PTC_TRY(rc);
+    int lfd = fcntl(vfd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    if (!d) {
+        rc = ptc_error_sys(PTC_E_IO, "open %s/%s", s->dir, rel);
+        if (lfd >= 0)
+            close(lfd);
+        close(vfd);
+        return rc;
+    }
+    /* collect first: removing entries while reading a directory is unspecified */
+    char (*names)[32] = NULL;
+    size_t n = 0, cap = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         uint32_t rank;
-        if (!parse_pack_name(e->d_name, &rank))
+        if (!parse_pack_name(e->d_name, &rank) || strlen(e->d_name) >= sizeof *names)
             continue;
-        char p[4400];
-        snprintf(p, sizeof p, "%s/%s", vdir, e->d_name);
-        struct stat st;
-        uint64_t sz = stat(p, &st) == 0 ? (uint64_t)st.st_size : 0;
-        if (unlink(p) != 0 && errno != ENOENT) {
-            rc = ptc_error_sys(PTC_E_IO, "remove %s", p);
+        if ((rc = ptc_grow((void **)&names, &cap, n + 1, sizeof *names)) < 0)
             break;
-        }
+        snprintf(names[n++], sizeof *names, "%s", e->d_name);
+    }
+    closedir(d);
+    for (size_t i = 0; i < n && rc == PTC_OK; i++) {
+        uint64_t sz;
+        if ((rc = ptc_store_remove_file(s, vfd, rel, names[i], &sz)) < 0)
+            break;
         if (files)
             (*files)++;
         if (bytes)
             *bytes += sz;
     }
-    closedir(d);
-    if (rc == PTC_OK && rmdir(vdir) != 0 && errno != ENOENT && errno != ENOTEMPTY &&
+    ptc_free(names);
+    close(vfd);
+    if (rc < 0)
+        return rc;
+    int pfd;
+    PTC_TRY(ptc_store_subdir(s, "packs", false, &pfd));
+    if (unlinkat(pfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT && errno != ENOTEMPTY &&
         errno != EEXIST)
-        rc = ptc_error_sys(PTC_E_IO, "remove %s", vdir);
+        rc = ptc_error_sys(PTC_E_IO, "remove %s/%s", s->dir, rel);
+    close(pfd);
     return rc;
 }
 
 /* ---- writer lock ----------------------------------------------------------------- */
+
+/* The pid of the process holding the flock on lock file @p fd (stat @p st):
+ * the kernel's lock table first (/proc/locks names the holder even when it
+ * has not written its pid yet), else the pid the holder wrote into the file
+ * (read a few times: it writes right after taking the lock). 0: unknown. */
+static long lock_holder(int fd, const struct stat *st)
+{
+    long pid = 0;
+    FILE *f = fopen("/proc/locks", "re");
+    char line[256];
+    while (f && pid == 0 && fgets(line, sizeof line, f)) {
+        long p;
+        unsigned maj, min;
+        unsigned long long ino;
+        char type[16], mode[16];
+        /* "1: FLOCK  ADVISORY  WRITE 481 fe:00:10953123 0 EOF"; waiters
+         * ("1: -> FLOCK ...") do not hold it */
+        if (sscanf(line, "%*d: %15s %*s %15s %ld %x:%x:%llu", type, mode, &p, &maj, &min,
+                   &ino) == 6 &&
+            strcmp(type, "FLOCK") == 0 && strcmp(mode, "WRITE") == 0 &&
+            ino == (unsigned long long)st->st_ino && maj == major(st->st_dev) &&
+            min == minor(st->st_dev))
+            pid = p;
+    }
+    if (f)
+        fclose(f);
+    for (int i = 0; pid <= 0 && i < 50; i++) {
+        char txt[32] = {0};
+        ssize_t n = pread(fd, txt, sizeof txt - 1, 0);
+        char *end;
+        long p = n > 0 ? strtol(txt, &end, 10) : 0;
+        if (n > 0 && end != txt && (*end == '\n' || *end == '\0') && p > 0)
+            pid = p;
+        else
+            usleep(1000);
+    }
+    return pid;
+}
 
 int ptc_store_lock(ptc_store *s, int *out_fd)
 {
@@ -136,16 +324,26 @@ int ptc_store_lock(ptc_store *s, int *out_fd)
     char path[4096];
     if (snprintf(path, sizeof path, "%s/lock", s->dir) >= (int)sizeof path)
         return ptc_error_set(PTC_E_INVAL, "store path too long: %s", s->dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
+    int fd = openat(s->rootfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        if (errno == ELOOP)
+            return ptc_store_foreign(s, s->rootfd, "", "lock");
         return ptc_error_sys(PTC_E_IO, "open %s", path);
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1) {
+        close(fd);
+        return ptc_store_foreign(s, s->rootfd, "", "lock");
+    }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         if (e == EWOULDBLOCK) {
-            char txt[32] = {0};
-            ssize_t n = pread(fd, txt, sizeof txt - 1, 0);
-            long pid = n > 0 ? strtol(txt, NULL, 10) : 0;
+            long pid = lock_holder(fd, &st);
             close(fd);
+            if (pid <= 0)
+                return ptc_error_set(PTC_E_BUSY,
+                                     "store %s is locked by another process (its pid is "
+                                     "unknown)", s->dir);
             return ptc_error_set(PTC_E_BUSY, "store %s is locked by another process (pid %ld)",
                                  s->dir, pid);
         }
@@ -153,15 +351,17 @@ int ptc_store_lock(ptc_store *s, int *out_fd)
         errno = e;
         return ptc_error_sys(PTC_E_IO, "lock %s", path);
     }
+    /* the pid over the old text, then cut what is left of it: the file is
+     * never empty while locked, so a loser never reads "no pid" */
     char txt[32];
     int n = snprintf(txt, sizeof txt, "%ld\n", (long)getpid());
     int rc;
-    if (ftruncate(fd, 0) != 0) {
+    if ((rc = ptc_pwrite_all(fd, txt, (size_t)n, 0, path)) < 0)
+        goto out_close;
+    if (ftruncate(fd, n) != 0) {
         rc = ptc_error_sys(PTC_E_IO, "truncate %s", path);
         goto out_close;
     }
-    if ((rc = ptc_pwrite_all(fd, txt, (size_t)n, 0, path)) < 0)
-        goto out_close;
     *out_fd = fd;
     return PTC_OK;
 out_close:
@@ -283,30 +483,64 @@ int ptc_store_open_ex(ptc_store **out, const char *dir, const ptc_store_options 
     *out = NULL;
     unsigned flags = opts ? opts->flags : 0;
     bool create = (flags & PTC_STORE_CREATE) && !(flags & PTC_STORE_READONLY);
-    char meta[4096], data[4096];
+    char meta[4096];
     if (!dir || !*dir)
         return ptc_error_set(PTC_E_INVAL, "empty store path");
-    if (snprintf(meta, sizeof meta, "%s/meta", dir) >= (int)sizeof meta ||
-        snprintf(data, sizeof data, "%s/meta/data.mdb", dir) >= (int)sizeof data)
+    if (snprintf(meta, sizeof meta, "%s/meta", dir) >= (int)sizeof meta)
         return ptc_error_set(PTC_E_INVAL, "store path too long: %s", dir);
-    struct stat st;
-    if (stat(dir, &st) != 0 && !create)
-        return ptc_error_sys(PTC_E_NOTFOUND, "no ptc store at '%s'", dir);
-    if (stat(data, &st) != 0) {
-        if (!create)
-            return ptc_error_set(PTC_E_NOTFOUND,
-                                 "'%s' is not a ptc store (no meta/data.mdb)", dir);
-        PTC_TRY(check_creatable(dir));
-        PTC_TRY(ptc_mkdir_p(meta, 0755));
-        char packs[4096];
-        snprintf(packs, sizeof packs, "%s/packs", dir);
-        PTC_TRY(ptc_mkdir_p(packs, 0755));
+    /* the store's own path may be a link (the user's choice); nothing below it is followed */
+    int rootfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (rootfd < 0 && errno == ENOENT && create) {
+        PTC_TRY(ptc_mkdir_p(dir, 0755));
+        rootfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     }
+    if (rootfd < 0) {
+        if (errno == ENOENT)
+            return ptc_error_sys(PTC_E_NOTFOUND, "no ptc store at '%s'", dir);
+        if (errno == ENOTDIR)
+            return ptc_error_set(PTC_E_NOTFOUND, "'%s' is not a ptc store (not a directory)",
+                                 dir);
+        return ptc_error_sys(PTC_E_IO, "open %s", dir);
+    }
+    int metafd = -1, rc = subdir_at(rootfd, dir, "meta", false, &metafd);
+    struct stat st;
+    if (rc < 0 && rc != PTC_E_NOTFOUND)
+        goto out_close_root;
+    if (metafd < 0 || fstatat(metafd, "data.mdb", &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (!create) {
+            rc = ptc_error_set(PTC_E_NOTFOUND, "'%s' is not a ptc store (no meta/data.mdb)",
+                               dir);
+            goto out_close_root;
+        }
+        int pfd = -1;
+        if ((rc = check_creatable(dir)) < 0 ||
+            (metafd < 0 && (rc = subdir_at(rootfd, dir, "meta", true, &metafd)) < 0) ||
+            (rc = subdir_at(rootfd, dir, "packs", true, &pfd)) < 0)
+            goto out_close_root;
+        close(pfd);
+    }
+    /* LMDB opens meta/data.mdb and meta/lock.mdb by name, following links,
+     * and writes lock.mdb even when read-only: check both, and give it the
+     * meta directory through its handle so no link on the way is followed */
+    static const char *const lmdb_files[2] = {"data.mdb", "lock.mdb"};
+    for (int i = 0; i < 2; i++) {
+        bool written = i == 1 || !(flags & PTC_STORE_READONLY);
+        const char *kind = entry_kind(metafd, lmdb_files[i], written ? ENTRY_WRITABLE : ENTRY_FILE);
+        if (kind) {
+            rc = foreign_error(dir, "meta", lmdb_files[i], kind);
+            goto out_close_root;
+        }
+    }
+    char meta_fd_path[64];
+    snprintf(meta_fd_path, sizeof meta_fd_path, "/proc/self/fd/%d", metafd);
+    const char *meta_open = access(meta_fd_path, F_OK) == 0 ? meta_fd_path : meta;
 
     ptc_store *s = ptc_calloc(1, sizeof *s);
-    if (!s)
-        return PTC_E_NOMEM;
-    int rc;
+    if (!s) {
+        rc = PTC_E_NOMEM;
+        goto out_close_root;
+    }
+    s->rootfd = rootfd;
     s->readonly = (flags & PTC_STORE_READONLY) != 0;
     s->dir = ptc_strdup(dir);
     if (!s->dir) {
@@ -332,7 +566,7 @@ int ptc_store_open_ex(ptc_store **out, const char *dir, const ptc_store_options 
         goto out_env;
     }
     unsigned ef = MDB_NOTLS | (s->readonly ? MDB_RDONLY : 0);
-    mrc = mdb_env_open(s->env, meta, ef, 0644);
+    mrc = mdb_env_open(s->env, meta_open, ef, 0644);
     if (mrc) {
         rc = mrc == ENOENT ? ptc_error_set(PTC_E_NOTFOUND, "'%s' is not a ptc store (%s)", dir,
                                            mdb_strerror(mrc))
@@ -343,6 +577,7 @@ int ptc_store_open_ex(ptc_store **out, const char *dir, const ptc_store_options 
         goto out_env;
     int dead;
     mdb_reader_check(s->env, &dead); /* clear reader slots of killed processes */
+    close(metafd);
     *out = s;
     return PTC_OK;
 out_env:
@@ -352,6 +587,10 @@ out_mutex:
 out_free:
     ptc_free(s->dir);
     ptc_free(s);
+out_close_root:
+    if (metafd >= 0)
+        close(metafd);
+    close(rootfd);
     return rc;
 }
 
@@ -363,6 +602,7 @@ void ptc_store_close(ptc_store *s)
     for (int i = 0; i < s->nextra; i++)
         ptc_free(s->extra[i].name);
     pthread_mutex_destroy(&s->mu);
+    close(s->rootfd);
     ptc_free(s->dir);
     ptc_free(s);
 }
@@ -421,6 +661,79 @@ int ptc_store_write_txn(ptc_store *s, int (*fn)(MDB_txn *txn, void *user), void 
     if (mrc)
         return ptc_store_mdb_error(mrc, s->dir);
     return PTC_OK;
+}
+
+/* Remove the directories under packs/ (each empty); PTC_E_EXISTS if one
+ * holds anything or is not a directory. */
+static int remove_empty_packs(ptc_store *s, int pfd)
+{
+    int lfd = fcntl(pfd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    if (!d) {
+        if (lfd >= 0)
+            close(lfd);
+        return ptc_error_sys(PTC_E_IO, "read %s/packs", s->dir);
+    }
+    int rc = PTC_OK;
+    struct dirent *e;
+    while (rc == PTC_OK && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (entry_kind(pfd, e->d_name, ENTRY_DIR) || unlinkat(pfd, e->d_name, AT_REMOVEDIR) != 0)
+            rc = ptc_error_set(PTC_E_EXISTS, "store %s: packs/%s holds data; store kept",
+                               s->dir, e->d_name);
+    }
+    closedir(d);
+    return rc;
+}
+
+int ptc_store_remove_empty(const char *dir, bool remove_dir)
+{
+    ptc_store *s;
+    PTC_TRY(ptc_store_open(&s, dir, 0));
+    int lock_fd = -1, pfd = -1, mfd = -1, rc;
+    uint64_t issued = 0, *ids = NULL;
+    size_t nids = 0;
+    if ((rc = ptc_store_lock(s, &lock_fd)) < 0 || (rc = ptc_store_issued(s, &issued)) < 0 ||
+        (rc = ptc_store_dataset_ids(s, &ids, &nids)) < 0)
+        goto out_close;
+    ptc_free(ids);
+    if (issued || nids) {
+        rc = ptc_error_set(PTC_E_EXISTS, "store %s holds versions or datasets; store kept", dir);
+        goto out_close;
+    }
+    /* the payload side first: if it holds anything, nothing is removed */
+    rc = ptc_store_subdir(s, "packs", false, &pfd);
+    if (rc == PTC_OK) {
+        if ((rc = remove_empty_packs(s, pfd)) < 0)
+            goto out_close;
+        if (unlinkat(s->rootfd, "packs", AT_REMOVEDIR) != 0) {
+            rc = ptc_error_sys(PTC_E_IO, "remove %s/packs", dir);
+            goto out_close;
+        }
+    } else if (rc != PTC_E_NOTFOUND) {
+        goto out_close;
+    }
+    if ((rc = ptc_store_subdir(s, "meta", false, &mfd)) < 0)
+        goto out_close;
+    mdb_env_close(s->env);
+    s->env = NULL;
+    unlinkat(mfd, "data.mdb", 0);
+    unlinkat(mfd, "lock.mdb", 0);
+    rc = PTC_OK;
+    if (unlinkat(s->rootfd, "meta", AT_REMOVEDIR) != 0 ||
+        unlinkat(s->rootfd, "lock", 0) != 0) /* while still held: no one else takes it */
+        rc = ptc_error_sys(PTC_E_IO, "remove the empty store %s", dir);
+    if (rc == PTC_OK && remove_dir && rmdir(dir) != 0 && errno != ENOTEMPTY && errno != EEXIST)
+        rc = ptc_error_sys(PTC_E_IO, "remove %s", dir);
+out_close:
+    if (mfd >= 0)
+        close(mfd);
+    if (pfd >= 0)
+        close(pfd);
+    ptc_store_unlock(lock_fd);
+    ptc_store_close(s);
+    return rc;
 }
 
 /* ---- versions ------------------------------------------------------------------- */

@@ -310,8 +310,10 @@ struct ptc_store_dataset_writer {
     char name[PTC_STORE_DATASET_NAME_MAX + 1];
     bool replace, committed;
     int lock_fd, fd;
+    int dfd; /* packs/datasets */
     uint64_t id;
     char path[4096];
+    char file[32]; /* d<id>.pack */
     ptc_blob_out out;
     uint64_t *offsets; /* N + 1 */
     size_t n, cap;
@@ -338,7 +340,7 @@ int ptc_store_dataset_writer_begin(ptc_store_dataset_writer **out, ptc_store *s,
     if (!w)
         return PTC_E_NOMEM;
     w->s = s;
-    w->lock_fd = w->fd = -1;
+    w->lock_fd = w->fd = w->dfd = -1;
     w->replace = opts->replace;
     snprintf(w->name, sizeof w->name, "%s", name);
     int rc;
@@ -360,16 +362,16 @@ int ptc_store_dataset_writer_begin(ptc_store_dataset_writer **out, ptc_store *s,
     if ((rc = catalog_each(s, ids_one, &max)) < 0)
         goto out_destroy;
     w->id = max + 1; /* a file of this id can only be debris: nothing references it */
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/packs/datasets", ptc_store_dir(s));
+    snprintf(w->file, sizeof w->file, "d%llu.pack", (unsigned long long)w->id);
+    /* the file is reached by handle with no link followed; debris of an
+     * aborted ingest goes first (a foreign entry there is reported) */
+    int fd;
     if ((rc = ptc_store_dataset_pack_path(w->path, sizeof w->path, ptc_store_dir(s), w->id)) < 0 ||
-        (rc = ptc_mkdir_p(dir, 0755)) < 0)
+        (rc = ptc_store_subdir(s, "packs/datasets", true, &w->dfd)) < 0 ||
+        (rc = ptc_store_remove_file(s, w->dfd, "packs/datasets", w->file, NULL)) < 0 ||
+        (rc = ptc_store_create_file(s, w->dfd, "packs/datasets", w->file, O_RDWR, &fd)) < 0)
         goto out_destroy;
-    w->fd = open(w->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        rc = ptc_error_sys(PTC_E_IO, "create %s", w->path);
-        goto out_destroy;
-    }
+    w->fd = fd;
     uint8_t h[PTC_PACK_HEADER_SIZE] = {0};
     memcpy(h, DS_PACK_MAGIC, 8);
     h[8] = 1;
@@ -471,11 +473,14 @@ int ptc_store_dataset_writer_commit(ptc_store_dataset_writer *w, const char *for
     }
     if (rc < 0 || (rc = ptc_blob_end(&w->out, &r.index)) < 0)
         goto out_free;
-    char dir[4096], packs[4096];
-    snprintf(dir, sizeof dir, "%s/packs/datasets", ptc_store_dir(w->s));
-    snprintf(packs, sizeof packs, "%s/packs", ptc_store_dir(w->s));
-    if ((rc = ptc_fsync(w->fd, w->path)) < 0 || (rc = ptc_fsync_dir(dir)) < 0 ||
-        (rc = ptc_fsync_dir(packs)) < 0)
+    int pfd;
+    if ((rc = ptc_fsync(w->fd, w->path)) < 0 ||
+        (rc = ptc_fsync(w->dfd, "packs/datasets")) < 0 ||
+        (rc = ptc_store_subdir(w->s, "packs", false, &pfd)) < 0)
+        goto out_free;
+    rc = ptc_fsync(pfd, "packs");
+    close(pfd);
+    if (rc < 0)
         goto out_free;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -507,8 +512,10 @@ void ptc_store_dataset_writer_destroy(ptc_store_dataset_writer *w)
     if (w->fd >= 0) {
         close(w->fd);
         if (!w->committed)
-            unlink(w->path);
+            unlinkat(w->dfd, w->file, 0); /* a link in its place: only the link goes */
     }
+    if (w->dfd >= 0)
+        close(w->dfd);
     ptc_free(w->offsets);
     ptc_store_unlock(w->lock_fd);
     ptc_free(w);

@@ -35,6 +35,33 @@ int ptc_store_write_txn(ptc_store *s, int (*fn)(MDB_txn *txn, void *user), void 
 /* Map an LMDB return code to PTC_E_* with a message naming @p what. */
 int ptc_store_mdb_error(int rc, const char *what);
 
+/* ---- the store's own entries ----------------------------------------------
+ * Every entry the store creates, writes or removes is reached from a handle
+ * on the store's root directory, one component at a time with O_NOFOLLOW: a
+ * symbolic link (or a device, a hard link, a file where a directory belongs)
+ * planted inside the store is reported as foreign, never followed, so no
+ * store operation changes anything outside the store's directory. */
+
+/* Open the store directory @p rel ("packs", "packs/v7", "packs/datasets")
+ * as a handle (O_DIRECTORY | O_NOFOLLOW for each component), creating the
+ * missing components when @p create. PTC_E_NOTFOUND when a component is
+ * missing and !create; PTC_E_STORE naming the entry when one is foreign. */
+int ptc_store_subdir(const ptc_store *s, const char *rel, bool create, int *fd);
+/* Create @p name in directory handle @p dfd (store path @p rel, for
+ * messages) as a new regular file: O_CREAT | O_EXCL | O_NOFOLLOW with the
+ * access mode in @p oflags. */
+int ptc_store_create_file(const ptc_store *s, int dfd, const char *rel, const char *name,
+                          int oflags, int *fd);
+/* Remove the regular file @p name of directory handle @p dfd (store path
+ * @p rel). A symbolic link or any other kind of entry is foreign: reported
+ * (PTC_E_STORE), left alone. An absent entry is PTC_OK with *size 0.
+ * @p size (may be NULL) gets the removed file's size. */
+int ptc_store_remove_file(const ptc_store *s, int dfd, const char *rel, const char *name,
+                          uint64_t *size);
+/* The error for entry @p name of directory handle @p dfd (store path
+ * @p rel) that the store did not make: names what it is. */
+int ptc_store_foreign(const ptc_store *s, int dfd, const char *rel, const char *name);
+
 /* Writer lock (the STORE/lock file, flock LOCK_EX|LOCK_NB). */
 int ptc_store_lock(ptc_store *s, int *fd);
 void ptc_store_unlock(int fd);
@@ -265,11 +292,11 @@ int ptc_store_dataset_rec_check(const void *data, size_t len);
 
 /* Paths. */
 int ptc_store_pack_path(char *out, size_t cap, const char *dir, uint64_t v, uint32_t rank);
-int ptc_store_vdir_path(char *out, size_t cap, const char *dir, uint64_t v);
 
 /* Remove the pack directory of version @p v (its rank-*.pack files, then the
- * directory if empty). Counts into @p files / @p bytes (may be NULL). */
-int ptc_store_remove_vdir(const char *dir, uint64_t v, uint64_t *files, uint64_t *bytes);
+ * directory if empty). Counts into @p files / @p bytes (may be NULL). A
+ * foreign entry in its place (a symbolic link) is an error, never followed. */
+int ptc_store_remove_vdir(ptc_store *s, uint64_t v, uint64_t *files, uint64_t *bytes);
 
 /* The newest committed version inside @p txn (0 if none). */
 int ptc_store_latest_txn(ptc_store *s, MDB_txn *txn, uint64_t *out);
@@ -282,6 +309,7 @@ int ptc_store_issued_put(ptc_store *s, MDB_txn *txn, uint64_t version);
 /* Store internals for the store's own files. */
 struct ptc_store {
     char *dir;
+    int rootfd; /* the store directory, opened once: the base of every entry */
     MDB_env *env;
     bool readonly;
     MDB_dbi dbi_meta, dbi_versions, dbi_tensors, dbi_shards;

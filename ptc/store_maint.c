@@ -2,6 +2,7 @@
  * pack files), and the JSON description used by `ptc info --json`. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,112 +195,168 @@ static bool parse_vdir(const char *name, uint64_t *v)
     return true;
 }
 
-static int gc_vdir(ptc_store *s, uint64_t v, const key_set *ref, ptc_store_gc_stats *st)
+/* Names of the entries of directory handle @p dfd that @p keep accepts
+ * (collected first: removing entries while reading a directory is
+ * unspecified). */
+typedef struct name_list {
+    char (*v)[40];
+    size_t n, cap;
+} name_list;
+
+static int list_dir(int dfd, const char *what, bool (*keep)(const char *name), name_list *out)
 {
-    char vdir[4096];
-    PTC_TRY(ptc_store_vdir_path(vdir, sizeof vdir, s->dir, v));
-    DIR *d = opendir(vdir);
-    if (!d)
-        return errno == ENOENT || errno == ENOTDIR ? PTC_OK : ptc_error_sys(PTC_E_IO, "open %s", vdir);
+    int lfd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    if (!d) {
+        int rc = ptc_error_sys(PTC_E_IO, "read %s", what);
+        if (lfd >= 0)
+            close(lfd);
+        return rc;
+    }
     int rc = PTC_OK;
-    bool removed = false;
     struct dirent *e;
     while ((e = readdir(d))) {
-        const char *n = e->d_name;
-        if (strncmp(n, "rank-", 5) != 0)
+        if (strlen(e->d_name) >= sizeof *out->v || !keep(e->d_name))
             continue;
-        char *end;
-        errno = 0;
-        unsigned long long rank = strtoull(n + 5, &end, 10);
-        if (errno || end == n + 5 || strcmp(end, ".pack") != 0 || rank > UINT32_MAX ||
-            (n[5] == '0' && end != n + 6) || n[5] < '0' || n[5] > '9')
-            continue;
-        extent_key k = {v, (uint32_t)rank, 0};
+        if ((rc = ptc_grow((void **)&out->v, &out->cap, out->n + 1, sizeof *out->v)) < 0)
+            break;
+        snprintf(out->v[out->n++], sizeof *out->v, "%s", e->d_name);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* "rank-<R>.pack", R canonical decimal <= UINT32_MAX. */
+static bool parse_rank_file(const char *n, uint32_t *out)
+{
+    if (strncmp(n, "rank-", 5) != 0 || n[5] < '0' || n[5] > '9')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long rank = strtoull(n + 5, &end, 10);
+    if (errno || end == n + 5 || strcmp(end, ".pack") != 0 || rank > UINT32_MAX ||
+        (n[5] == '0' && end != n + 6))
+        return false;
+    *out = (uint32_t)rank;
+    return true;
+}
+
+static bool is_rank_file(const char *n)
+{
+    uint32_t r;
+    return parse_rank_file(n, &r);
+}
+
+static bool is_vdir(const char *n)
+{
+    uint64_t v;
+    return parse_vdir(n, &v);
+}
+
+/* "d<N>.pack", N canonical decimal >= 1 (the vdir rule). */
+static bool parse_dataset_file(const char *n, uint64_t *id)
+{
+    size_t len = strlen(n);
+    char vname[40];
+    if (n[0] != 'd' || len < 7 || len - 6 + 2 > sizeof vname || strcmp(n + len - 5, ".pack") != 0)
+        return false;
+    snprintf(vname, sizeof vname, "v%.*s", (int)(len - 6), n + 1);
+    return parse_vdir(vname, id);
+}
+
+static bool is_dataset_file(const char *n)
+{
+    uint64_t id;
+    return parse_dataset_file(n, &id);
+}
+
+/* Everything inside the store is reached by handle from its root and no link
+ * is followed: an entry gc would touch that is a link (or not what the store
+ * makes) stops gc with an error naming it, nothing removed through it. */
+static int gc_vdir(ptc_store *s, int pfd, const char *vname, const key_set *ref,
+                   ptc_store_gc_stats *st)
+{
+    uint64_t v;
+    parse_vdir(vname, &v);
+    char rel[64];
+    snprintf(rel, sizeof rel, "packs/%s", vname);
+    int vfd = openat(pfd, vname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (vfd < 0) {
+        if (errno == ENOENT)
+            return PTC_OK;
+        if (errno == ENOTDIR || errno == ELOOP)
+            return ptc_store_foreign(s, pfd, "packs", vname);
+        return ptc_error_sys(PTC_E_IO, "open %s/%s", s->dir, rel);
+    }
+    name_list files = {0};
+    int rc = list_dir(vfd, rel, is_rank_file, &files);
+    bool removed = false;
+    for (size_t i = 0; i < files.n && rc == PTC_OK; i++) {
+        uint32_t rank;
+        parse_rank_file(files.v[i], &rank);
+        extent_key k = {v, rank, 0};
         if (set_has(ref, &k))
             continue;
-        char p[4400];
-        snprintf(p, sizeof p, "%s/%s", vdir, n);
-        struct stat sb;
-        uint64_t sz = stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
-        if (unlink(p) != 0) {
-            rc = ptc_error_sys(PTC_E_IO, "remove %s", p);
+        uint64_t sz;
+        if ((rc = ptc_store_remove_file(s, vfd, rel, files.v[i], &sz)) < 0)
             break;
-        }
         removed = true;
         st->files_removed++;
         st->bytes_removed += sz;
     }
-    closedir(d);
-    if (rc < 0)
-        return rc;
-    if (rmdir(vdir) == 0)
-        st->dirs_removed++;
-    else if (errno != ENOTEMPTY && errno != EEXIST)
-        return ptc_error_sys(PTC_E_IO, "remove %s", vdir);
-    else if (removed)
-        return ptc_fsync_dir(vdir);
-    return PTC_OK;
+    ptc_free(files.v);
+    if (rc == PTC_OK) {
+        if (unlinkat(pfd, vname, AT_REMOVEDIR) == 0)
+            st->dirs_removed++;
+        else if (errno != ENOTEMPTY && errno != EEXIST)
+            rc = ptc_error_sys(PTC_E_IO, "remove %s/%s", s->dir, rel);
+        else if (removed)
+            rc = ptc_fsync(vfd, rel);
+    }
+    close(vfd);
+    return rc;
 }
 
 /* Dataset pack files packs/datasets/d<N>.pack that no catalog record
  * references (replaced datasets, aborted ingests). */
-static int gc_datasets(ptc_store *s, ptc_store_gc_stats *st)
+static int gc_datasets(ptc_store *s, int pfd, ptc_store_gc_stats *st)
 {
     uint64_t *ids = NULL;
     size_t nids = 0;
     PTC_TRY(ptc_store_dataset_ids(s, &ids, &nids));
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/packs/datasets", s->dir);
-    DIR *d = opendir(dir);
-    if (!d) {
+    int dfd = openat(pfd, "datasets", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) {
+        int e = errno;
         ptc_free(ids);
-        return errno == ENOENT || errno == ENOTDIR ? PTC_OK : ptc_error_sys(PTC_E_IO, "open %s", dir);
+        if (e == ENOENT)
+            return PTC_OK;
+        if (e == ENOTDIR || e == ELOOP)
+            return ptc_store_foreign(s, pfd, "packs", "datasets");
+        errno = e;
+        return ptc_error_sys(PTC_E_IO, "open %s/packs/datasets", s->dir);
     }
-    uint64_t *dead = NULL;
-    size_t ndead = 0, cap = 0;
-    int rc = PTC_OK;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        const char *n = e->d_name;
-        size_t len = strlen(n);
-        if (n[0] != 'd' || len < 7 || strcmp(n + len - 5, ".pack") != 0)
-            continue;
-        char num[32];
-        if (len - 6 >= sizeof num)
-            continue;
-        memcpy(num, n + 1, len - 6);
-        num[len - 6] = 0;
+    name_list files = {0};
+    int rc = list_dir(dfd, "packs/datasets", is_dataset_file, &files);
+    bool removed = false;
+    for (size_t f = 0; f < files.n && rc == PTC_OK; f++) {
         uint64_t id;
-        char vname[40];
-        snprintf(vname, sizeof vname, "v%s", num);
-        if (!parse_vdir(vname, &id)) /* the same canonical decimal rule */
-            continue;
+        parse_dataset_file(files.v[f], &id);
         bool used = false;
         for (size_t i = 0; i < nids && !used; i++)
             used = ids[i] == id;
         if (used)
             continue;
-        if ((rc = ptc_grow((void **)&dead, &cap, ndead + 1, sizeof *dead)) < 0)
+        uint64_t sz;
+        if ((rc = ptc_store_remove_file(s, dfd, "packs/datasets", files.v[f], &sz)) < 0)
             break;
-        dead[ndead++] = id;
-    }
-    closedir(d);
-    for (size_t i = 0; i < ndead && rc == PTC_OK; i++) {
-        char p[4096];
-        if ((rc = ptc_store_dataset_pack_path(p, sizeof p, s->dir, dead[i])) < 0)
-            break;
-        struct stat sb;
-        uint64_t sz = stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
-        if (unlink(p) != 0) {
-            rc = ptc_error_sys(PTC_E_IO, "remove %s", p);
-            break;
-        }
+        removed = true;
         st->files_removed++;
         st->bytes_removed += sz;
     }
-    if (rc == PTC_OK && ndead)
-        rc = ptc_fsync_dir(dir);
-    ptc_free(dead);
+    if (rc == PTC_OK && removed)
+        rc = ptc_fsync(dfd, "packs/datasets");
+    close(dfd);
+    ptc_free(files.v);
     ptc_free(ids);
     return rc;
 }
@@ -309,41 +366,30 @@ int ptc_store_gc(ptc_store *s, ptc_store_gc_stats *stats)
     ptc_store_gc_stats st = {0};
     if (stats)
         *stats = st;
-    int fd;
+    int fd, pfd = -1;
     PTC_TRY(ptc_store_lock(s, &fd));
     key_set ref = {0};
+    name_list vdirs = {0};
     int rc = referenced_packs(s, &ref);
     if (rc < 0)
         goto out_unlock;
-    char packs[4096];
-    snprintf(packs, sizeof packs, "%s/packs", s->dir);
-    DIR *d = opendir(packs);
-    if (!d) {
-        if (errno != ENOENT)
-            rc = ptc_error_sys(PTC_E_IO, "open %s", packs);
+    rc = ptc_store_subdir(s, "packs", false, &pfd);
+    if (rc == PTC_E_NOTFOUND) {
+        rc = PTC_OK;
         goto out_unlock;
     }
-    /* collect first: removing entries while reading a directory is unspecified */
-    uint64_t *vs = NULL;
-    size_t nv = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        uint64_t v;
-        if (!parse_vdir(e->d_name, &v))
-            continue;
-        if ((rc = ptc_grow((void **)&vs, &cap, nv + 1, sizeof *vs)) < 0)
-            break;
-        vs[nv++] = v;
-    }
-    closedir(d);
-    for (size_t i = 0; i < nv && rc == PTC_OK; i++)
-        rc = gc_vdir(s, vs[i], &ref, &st);
-    ptc_free(vs);
+    if (rc < 0 || (rc = list_dir(pfd, "packs", is_vdir, &vdirs)) < 0)
+        goto out_unlock;
+    for (size_t i = 0; i < vdirs.n && rc == PTC_OK; i++)
+        rc = gc_vdir(s, pfd, vdirs.v[i], &ref, &st);
     if (rc == PTC_OK && (st.files_removed || st.dirs_removed))
-        rc = ptc_fsync_dir(packs);
+        rc = ptc_fsync(pfd, "packs");
     if (rc == PTC_OK)
-        rc = gc_datasets(s, &st);
+        rc = gc_datasets(s, pfd, &st);
 out_unlock:
+    if (pfd >= 0)
+        close(pfd);
+    ptc_free(vdirs.v);
     ptc_free(ref.k);
     ptc_store_unlock(fd);
     if (stats)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "ptc/formats_internal.h"
 #include "ptc/store_internal.h"
 #include "base/util_internal.h"
 
@@ -48,8 +49,10 @@ struct ptc_store_writer {
     rank_state *ranks;
     ptc_tensor_rec *tensors;
     size_t ntensors, tcap;
-    char **meta_keys, **meta_vals;
-    size_t nmeta, metacap;
+    /* metadata: "key\0value\0" entries appended in call order; a later
+     * entry of a key replaces an earlier one when the commit sorts them */
+    ptc_buf meta;
+    size_t nmeta;
     ptc_shard_rec *imported;
     size_t nimported, impcap;
 };
@@ -119,7 +122,7 @@ int ptc_store_writer_begin(ptc_store_writer **out, ptc_store *s,
     w->version = issued + 1;
     /* files of this number can only be debris: no committed version has it,
      * and versions reference only older packs */
-    if ((rc = ptc_store_remove_vdir(s->dir, w->version, NULL, NULL)) < 0)
+    if ((rc = ptc_store_remove_vdir(s, w->version, NULL, NULL)) < 0)
         goto out_destroy;
     for (uint32_t r = 0; r < w->world; r++)
         w->ranks[r].mine = true;
@@ -173,32 +176,29 @@ int ptc_store_writer_set_origin(ptc_store_writer *w, const char *step, uint64_t 
     return PTC_OK;
 }
 
+static bool utf8_valid(const unsigned char *s, size_t n);
+
 int ptc_store_writer_set_metadata(ptc_store_writer *w, const char *key, const char *value)
 {
     if (!key || !value)
         return ptc_error_set(PTC_E_INVAL, "metadata key and value must not be NULL");
-    for (size_t i = 0; i < w->nmeta; i++)
-        if (strcmp(w->meta_keys[i], key) == 0) {
-            char *v = ptc_strdup(value);
-            if (!v)
-                return PTC_E_NOMEM;
-            ptc_free(w->meta_vals[i]);
-            w->meta_vals[i] = v;
-            return PTC_OK;
-        }
-    size_t cap = w->metacap;
-    PTC_TRY(ptc_grow((void **)&w->meta_keys, &cap, w->nmeta + 1, sizeof(char *)));
-    cap = w->metacap;
-    PTC_TRY(ptc_grow((void **)&w->meta_vals, &cap, w->nmeta + 1, sizeof(char *)));
-    w->metacap = cap;
-    char *k = ptc_strdup(key), *v = ptc_strdup(value);
-    if (!k || !v) {
-        ptc_free(k);
-        ptc_free(v);
-        return PTC_E_NOMEM;
+    size_t kn = strlen(key), vn = strlen(value);
+    char q[400];
+    if (!utf8_valid((const unsigned char *)key, kn) ||
+        !utf8_valid((const unsigned char *)value, vn)) {
+        ptc_quote_name(q, sizeof q, key, kn);
+        return ptc_error_set(PTC_E_INVAL, "metadata %s of key '%s': not valid UTF-8",
+                             utf8_valid((const unsigned char *)key, kn) ? "value" : "name", q);
     }
-    w->meta_keys[w->nmeta] = k;
-    w->meta_vals[w->nmeta] = v;
+    /* appended, not looked up: duplicates are resolved once, by the sort
+     * at commit, so n keys cost O(n log n) in all */
+    size_t mark = w->meta.len;
+    int rc;
+    if ((rc = ptc_buf_put(&w->meta, key, kn + 1)) < 0 ||
+        (rc = ptc_buf_put(&w->meta, value, vn + 1)) < 0) {
+        w->meta.len = mark;
+        return rc;
+    }
     w->nmeta++;
     return PTC_OK;
 }
@@ -310,15 +310,19 @@ static int open_pack(ptc_store_writer *w, uint32_t rank)
     rank_state *rs = &w->ranks[rank];
     if (rs->fd >= 0)
         return PTC_OK;
-    char vdir[4096], path[4096];
-    PTC_TRY(ptc_store_vdir_path(vdir, sizeof vdir, w->s->dir, w->version));
+    char rel[48], name[32], path[4096];
     PTC_TRY(ptc_store_pack_path(path, sizeof path, w->s->dir, w->version, rank));
-    PTC_TRY(ptc_mkdir_p(vdir, 0755));
     if (!rs->path && !(rs->path = ptc_strdup(path)))
         return PTC_E_NOMEM;
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return ptc_error_sys(PTC_E_IO, "create %s", path);
+    snprintf(rel, sizeof rel, "packs/v%llu", (unsigned long long)w->version);
+    snprintf(name, sizeof name, "rank-%u.pack", rank);
+    /* a new file in the store's own directory: no link is followed, and a
+     * file already there (no writer of this version made it) is not ours */
+    int vfd, fd;
+    PTC_TRY(ptc_store_subdir(w->s, rel, true, &vfd));
+    int rc = ptc_store_create_file(w->s, vfd, rel, name, O_WRONLY, &fd);
+    close(vfd);
+    PTC_TRY(rc);
     uint8_t h[PTC_PACK_HEADER_SIZE] = {0};
     memcpy(h, PTC_PACK_MAGIC, 8);
     h[8] = 1; /* format version, u32 LE */
@@ -533,6 +537,7 @@ int ptc_store_shard_reuse(ptc_store_writer *w, uint32_t tensor, uint32_t rank,
 static int sync_packs(ptc_store_writer *w)
 {
     bool any = false;
+    int rc;
     for (uint32_t r = 0; r < w->world; r++) {
         rank_state *rs = &w->ranks[r];
         if (rs->open)
@@ -546,11 +551,17 @@ static int sync_packs(ptc_store_writer *w)
     }
     if (!any)
         return PTC_OK;
-    char vdir[4096], packs[4096];
-    PTC_TRY(ptc_store_vdir_path(vdir, sizeof vdir, w->s->dir, w->version));
-    PTC_TRY(ptc_fsync_dir(vdir));
-    snprintf(packs, sizeof packs, "%s/packs", w->s->dir);
-    return ptc_fsync_dir(packs);
+    char rel[48];
+    snprintf(rel, sizeof rel, "packs/v%llu", (unsigned long long)w->version);
+    int fd;
+    PTC_TRY(ptc_store_subdir(w->s, rel, false, &fd));
+    rc = ptc_fsync(fd, rel);
+    close(fd);
+    PTC_TRY(rc);
+    PTC_TRY(ptc_store_subdir(w->s, "packs", false, &fd));
+    rc = ptc_fsync(fd, "packs");
+    close(fd);
+    return rc;
 }
 
 static size_t count_recs(const ptc_store_writer *w)
@@ -717,32 +728,71 @@ out_free:
     return rc;
 }
 
+/* Metadata keys in byte order; of equal keys the one set last (higher in
+ * the append buffer) comes last. */
+static int cmp_meta(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    int c = strcmp(x, y);
+    return c ? c : (x > y) - (x < y);
+}
+
+/* Append @p s as a JSON string (jansson's escaping). */
+static int put_json_string(ptc_buf *b, const char *s)
+{
+    json_t *j = json_string_nocheck(s);
+    char small[256];
+    size_t n = j ? json_dumpb(j, small, sizeof small, JSON_ENCODE_ANY | JSON_COMPACT) : 0;
+    int rc = PTC_OK;
+    if (n == 0) {
+        rc = ptc_error_set(PTC_E_NOMEM, "cannot serialise metadata json");
+    } else if (n <= sizeof small) {
+        rc = ptc_buf_put(b, small, n);
+    } else {
+        char *big = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
+        rc = big ? ptc_buf_put(b, big, n) : ptc_error_set(PTC_E_NOMEM, "cannot serialise "
+                                                                        "metadata json");
+        free(big);
+    }
+    json_decref(j);
+    return rc;
+}
+
+/* The version's metadata text: a compact JSON object, keys sorted. */
 static int metadata_json(ptc_store_writer *w, char **out)
 {
-    json_t *o = json_object();
-    if (!o)
-        return ptc_error_set(PTC_E_NOMEM, "cannot build metadata json");
-    int rc = PTC_OK;
+    *out = NULL;
+    const char **keys = ptc_malloc((w->nmeta ? w->nmeta : 1) * sizeof *keys);
+    if (!keys)
+        return PTC_E_NOMEM;
+    const char *p = (const char *)w->meta.p;
     for (size_t i = 0; i < w->nmeta; i++) {
-        json_t *v = json_string(w->meta_vals[i]);
-        if (!v || json_object_set_new(o, w->meta_keys[i], v) != 0) {
-            rc = ptc_error_set(PTC_E_INVAL, "metadata key '%s': not valid UTF-8",
-                               w->meta_keys[i]);
-            goto out_decref;
-        }
+        keys[i] = p;
+        p += strlen(p) + 1;
+        p += strlen(p) + 1;
     }
-    char *txt = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!txt) {
-        rc = ptc_error_set(PTC_E_NOMEM, "cannot serialise metadata json");
-        goto out_decref;
+    qsort(keys, w->nmeta, sizeof *keys, cmp_meta);
+    ptc_buf b = {0};
+    int rc = ptc_buf_put(&b, "{", 1);
+    bool first = true;
+    for (size_t i = 0; i < w->nmeta && rc == PTC_OK; i++) {
+        if (i + 1 < w->nmeta && strcmp(keys[i], keys[i + 1]) == 0)
+            continue; /* a later value of this key follows */
+        if ((!first && (rc = ptc_buf_put(&b, ",", 1)) < 0) ||
+            (rc = put_json_string(&b, keys[i])) < 0 || (rc = ptc_buf_put(&b, ":", 1)) < 0 ||
+            (rc = put_json_string(&b, keys[i] + strlen(keys[i]) + 1)) < 0)
+            break;
+        first = false;
     }
-    *out = ptc_strdup(txt);
-    free(txt);
-    if (!*out)
-        rc = PTC_E_NOMEM;
-out_decref:
-    json_decref(o);
-    return rc;
+    if (rc == PTC_OK)
+        rc = ptc_buf_put(&b, "}", 2); /* with the terminating NUL */
+    ptc_free(keys);
+    if (rc < 0) {
+        ptc_free(b.p);
+        return rc;
+    }
+    *out = (char *)b.p;
+    return PTC_OK;
 }
 
 int ptc_store_writer_commit(ptc_store_writer *w, uint64_t *version)
@@ -841,14 +891,21 @@ void ptc_store_writer_destroy(ptc_store_writer *w)
     if (!w)
         return;
     bool keep = w->committed || w->exported;
+    /* the directories by handle, no link followed; quietly (the caller
+     * may be about to report the error that brought us here) */
+    char vname[32];
+    snprintf(vname, sizeof vname, "v%llu", (unsigned long long)w->version);
+    const int dflags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    int pfd = !keep && w->version ? openat(w->s->rootfd, "packs", dflags) : -1;
+    int vfd = pfd >= 0 ? openat(pfd, vname, dflags) : -1;
     for (uint32_t r = 0; w->ranks && r < w->world; r++) {
         rank_state *rs = &w->ranks[r];
         if (rs->fd >= 0) {
             close(rs->fd);
-            if (!keep) {
-                char path[4096];
-                if (ptc_store_pack_path(path, sizeof path, w->s->dir, w->version, r) == 0)
-                    unlink(path);
+            if (vfd >= 0) {
+                char name[32];
+                snprintf(name, sizeof name, "rank-%u.pack", r);
+                unlinkat(vfd, name, 0); /* a link in its place: only the link goes */
             }
         }
         if (rs->open)
@@ -859,21 +916,17 @@ void ptc_store_writer_destroy(ptc_store_writer *w)
         ptc_blob_out_free(&rs->out);
         ptc_free(rs->path);
     }
-    if (!keep && w->version) {
-        char vdir[4096];
-        if (ptc_store_vdir_path(vdir, sizeof vdir, w->s->dir, w->version) == 0)
-            rmdir(vdir); /* only if empty: other processes' packs stay for gc */
+    if (vfd >= 0) {
+        close(vfd);
+        unlinkat(pfd, vname, AT_REMOVEDIR); /* only if empty: other processes' packs stay for gc */
     }
+    if (pfd >= 0)
+        close(pfd);
     ptc_free(w->ranks);
     for (size_t i = 0; i < w->ntensors; i++)
         ptc_tensor_rec_free(&w->tensors[i]);
     ptc_free(w->tensors);
-    for (size_t i = 0; i < w->nmeta; i++) {
-        ptc_free(w->meta_keys[i]);
-        ptc_free(w->meta_vals[i]);
-    }
-    ptc_free(w->meta_keys);
-    ptc_free(w->meta_vals);
+    ptc_free(w->meta.p);
     for (size_t i = 0; i < w->nimported; i++)
         ptc_shard_rec_free(&w->imported[i]);
     ptc_free(w->imported);

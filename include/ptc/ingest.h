@@ -38,6 +38,13 @@ PTC_API int ptc_ingest_open(ptc_ingest **out, const char *format,
                             const char *const *inputs, size_t ninputs);
 
 /**
+ * Check that @p format is a valid ingest format text (as ptc_ingest_open
+ * parses it), without opening anything.
+ * @return PTC_OK; PTC_E_INVAL naming the problem (see ptc_last_error()).
+ */
+PTC_API int ptc_ingest_format_check(const char *format);
+
+/**
  * Open a reader of @p format over an in-memory input of @p len bytes (as if
  * it were one input file; not valid for `files`). The buffer must outlive
  * the reader.

@@ -159,7 +159,10 @@ PTC_API int ptc_store_writer_begin_pack(ptc_store_writer **out, ptc_store *s,
 /** @return the version number this writer writes. */
 PTC_API uint64_t ptc_store_writer_version(const ptc_store_writer *w);
 
-/** Add a key/value of the checkpoint's global __metadata__ (last one wins). */
+/** Add a key/value of the checkpoint's global __metadata__ (last one wins).
+ * Constant time per call (duplicates are resolved once, at commit).
+ * @return PTC_OK; PTC_E_INVAL for a NULL or non-UTF-8 key or value;
+ *   PTC_E_NOMEM. */
 PTC_API int ptc_store_writer_set_metadata(ptc_store_writer *w, const char *key,
                                           const char *value);
 
@@ -510,6 +513,18 @@ typedef struct ptc_store_gc_stats {
  * @return PTC_OK, PTC_E_BUSY, PTC_E_INVAL (read-only), PTC_E_IO.
  */
 PTC_API int ptc_store_gc(ptc_store *s, ptc_store_gc_stats *stats);
+
+/**
+ * Remove the store in @p dir if it holds nothing — no version was ever
+ * committed and no dataset exists — as a PTC_STORE_CREATE open followed by a
+ * failed first import leaves it: its LMDB files, `meta`, `packs` (holding at
+ * most empty directories) and `lock`, then @p dir itself when @p remove_dir
+ * and it is empty then. Anything else in `packs` keeps the store whole.
+ * Takes the writer lock; the store must not be open in this process.
+ * @return PTC_OK (removed); PTC_E_EXISTS (not empty: left as it is);
+ *   PTC_E_NOTFOUND (no store there), PTC_E_BUSY, PTC_E_IO, PTC_E_STORE.
+ */
+PTC_API int ptc_store_remove_empty(const char *dir, bool remove_dir);
 
 /** Flags of ptc_store_info_json(). */
 enum { PTC_STORE_INFO_BLOCKS = 1u << 0 /**< include per-block tables */ };

@@ -496,7 +496,7 @@ static void test_npy(void **state)
     assert_non_null(strstr(ptc_last_error(), "longer"));
     ptc_ingest_destroy(r);
     assert_int_equal(ptc_ingest_open_buffer(&r, "npy", raw, n - 5), PTC_OK);
-    assert_int_equal(drain(r, NULL, 0, &rc), 2);
+    assert_int_equal(drain(r, NULL, 0, &rc), 0); /* found before the first row */
     assert_int_equal(rc, PTC_E_FORMAT);
     assert_non_null(strstr(ptc_last_error(), "truncated"));
     ptc_ingest_destroy(r);
