@@ -1,7 +1,8 @@
-/* The mounted tree as a library: path grammar, step files and reads over
- * an abstract dataset. The FUSE adapter (mount_fuse3.c) is a thin shell
- * around this file, so everything here is testable without mounting. */
-#include <errno.h>
+/* The mounted tree as a library: the stateful view over an abstract
+ * dataset — its open datasets, cached step plans, served counts and reads.
+ * Paths are parsed by view_path.c, step files computed by view_step.c. The
+ * FUSE adapter (mount_fuse3.c) is a thin shell around this file, so
+ * everything here is testable without mounting. */
 #include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -11,11 +12,9 @@
 
 #include <xxhash.h>
 
-#include "ptc/dataset.h"
 #include "base/util_internal.h"
-#include "ptc/view.h"
+#include "fuse/view_internal.h"
 
-#define VIEW_MAX_DEPTH 10
 #define VIEW_CACHE 64
 #define VIEW_LIST_MAX 1024
 
@@ -38,334 +37,6 @@ static const char view_readme[] =
     "\n"
     "Numbers are plain decimal without leading zeros. Directories whose\n"
     "children are unbounded list nothing: open the path you need.\n";
-
-/* ---- errors ------------------------------------------------------------------------ */
-
-int ptc_view_errno(int rc)
-{
-    switch (rc) {
-    case PTC_OK: return 0;
-    case PTC_E_NOTFOUND: return ENOENT;
-    case PTC_E_INVAL:
-    case PTC_E_RANGE: return EINVAL;
-    case PTC_E_NOMEM: return ENOMEM;
-    case PTC_E_UNSUPPORTED: return EOPNOTSUPP;
-    case PTC_E_BUSY: return EBUSY;
-    case PTC_E_TIMEOUT: return ETIMEDOUT;
-    default: return EIO;
-    }
-}
-
-static int not_found(const char *path)
-{
-    return ptc_error_set(PTC_E_NOTFOUND, "no such path in the view: %s", path);
-}
-
-/* ---- path grammar ------------------------------------------------------------------ */
-
-struct comp {
-    const char *s;
-    size_t len;
-};
-
-static bool comp_is(const struct comp *c, const char *lit)
-{
-    size_t n = strlen(lit);
-    return c->len == n && memcmp(c->s, lit, n) == 0;
-}
-
-/* Canonical decimal: "0" or a non-zero digit then digits. */
-static int parse_num(const char *s, size_t len, uint64_t *v, const char *path)
-{
-    if (len == 0 || (s[0] == '0' && len > 1))
-        return not_found(path);
-    uint64_t x = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return not_found(path);
-        if (x > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
-            return ptc_error_set(PTC_E_RANGE, "number out of range in %s", path);
-        x = x * 10 + (uint64_t)(s[i] - '0');
-    }
-    *v = x;
-    return PTC_OK;
-}
-
-/* "<prefix><number><suffix>" */
-static int parse_prefixed(const struct comp *c, const char *prefix, const char *suffix,
-                          uint64_t *v, const char *path)
-{
-    size_t pl = strlen(prefix), sl = strlen(suffix);
-    if (c->len < pl + sl || memcmp(c->s, prefix, pl) != 0 ||
-        memcmp(c->s + c->len - sl, suffix, sl) != 0)
-        return not_found(path);
-    return parse_num(c->s + pl, c->len - pl - sl, v, path);
-}
-
-static bool dataset_name_ok(const struct comp *c)
-{
-    if (c->len == 0 || c->len > PTC_VIEW_NAME_MAX || c->s[0] == '.')
-        return false;
-    for (size_t i = 0; i < c->len; i++) {
-        char ch = c->s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '.' || ch == '_' || ch == '-'))
-            return false;
-    }
-    return true;
-}
-
-static int parse_models(const struct comp *c, int n, ptc_view_node *node, const char *path)
-{
-    if (n == 1) {
-        node->kind = PTC_VIEW_MODELS;
-        return PTC_OK;
-    }
-    PTC_TRY(parse_num(c[1].s, c[1].len, &node->version, path));
-    if (node->version == 0)
-        return not_found(path);
-    if (n == 2) {
-        node->kind = PTC_VIEW_MODEL;
-        return PTC_OK;
-    }
-    if (n == 3 && comp_is(&c[2], "info.json")) {
-        node->kind = PTC_VIEW_MODEL_INFO;
-        return PTC_OK;
-    }
-    if (n == 3 && comp_is(&c[2], "model.safetensors")) {
-        node->kind = PTC_VIEW_MODEL_FULL;
-        return PTC_OK;
-    }
-    if (n > 4 || c[2].len > PTC_VIEW_NAME_MAX)
-        return not_found(path);
-    char cfg[PTC_VIEW_NAME_MAX + 1], canon[PTC_VIEW_NAME_MAX + 1];
-    memcpy(cfg, c[2].s, c[2].len);
-    cfg[c[2].len] = 0;
-    /* only the canonical path form names a directory: one name per layout */
-    if (ptc_config_parse(&node->config, cfg) != PTC_OK ||
-        ptc_config_format(&node->config, PTC_CONFIG_STYLE_PATH, canon, sizeof canon) != PTC_OK ||
-        strcmp(cfg, canon) != 0)
-        return not_found(path);
-    if (n == 3) {
-        node->kind = PTC_VIEW_MODEL_CFG;
-        return PTC_OK;
-    }
-    PTC_TRY(parse_prefixed(&c[3], "rank-", ".safetensors", &node->rank, path));
-    if (node->rank >= (uint64_t)ptc_config_world(&node->config))
-        return not_found(path);
-    node->kind = PTC_VIEW_MODEL_RANK;
-    return PTC_OK;
-}
-
-static int parse_datasets(const struct comp *c, int n, ptc_view_node *node, const char *path)
-{
-    if (n == 1) {
-        node->kind = PTC_VIEW_DATASETS;
-        return PTC_OK;
-    }
-    if (!dataset_name_ok(&c[1]))
-        return not_found(path);
-    memcpy(node->name, c[1].s, c[1].len);
-    node->name[c[1].len] = 0;
-    if (n == 2) {
-        node->kind = PTC_VIEW_DATASET;
-        return PTC_OK;
-    }
-    if (comp_is(&c[2], "info.json")) {
-        if (n != 3)
-            return not_found(path);
-        node->kind = PTC_VIEW_DATASET_INFO;
-        return PTC_OK;
-    }
-    if (comp_is(&c[2], "samples")) {
-        if (n == 3) {
-            node->kind = PTC_VIEW_SAMPLES;
-            return PTC_OK;
-        }
-        if (n != 4)
-            return not_found(path);
-        PTC_TRY(parse_num(c[3].s, c[3].len, &node->id, path));
-        node->kind = PTC_VIEW_SAMPLE;
-        return PTC_OK;
-    }
-    if (n > 10)
-        return not_found(path);
-    static const char *const pre[] = {"seed-", "epoch-", "batch-", "start-", "dp-", "rank-"};
-    static const ptc_view_kind kinds[] = {PTC_VIEW_SEED,  PTC_VIEW_EPOCH, PTC_VIEW_BATCH,
-                                          PTC_VIEW_START, PTC_VIEW_DP,    PTC_VIEW_RANK};
-    uint64_t *dst[] = {&node->seed, &node->epoch, &node->batch,
-                       &node->start, &node->dp,   &node->rank};
-    for (int i = 0; i < 6 && 2 + i < n; i++) {
-        PTC_TRY(parse_prefixed(&c[2 + i], pre[i], "", dst[i], path));
-        node->kind = kinds[i];
-    }
-    if (n >= 5 && node->batch == 0)
-        return not_found(path);
-    if (n >= 7 && node->dp == 0)
-        return not_found(path);
-    if (n >= 7 && node->dp > PTC_VIEW_MAX_DP)
-        return ptc_error_set(PTC_E_RANGE, "dp-%llu is over the largest supported %llu in %s",
-                             (unsigned long long)node->dp,
-                             (unsigned long long)PTC_VIEW_MAX_DP, path);
-    if (n >= 8 && node->rank >= node->dp)
-        return not_found(path);
-    if (n == 9) {
-        const struct comp *s = &c[8];
-        if (s->len > 4 && memcmp(s->s + s->len - 4, ".idx", 4) == 0) {
-            PTC_TRY(parse_prefixed(s, "step-", ".idx", &node->step, path));
-            node->kind = PTC_VIEW_STEP_IDX;
-        } else {
-            PTC_TRY(parse_prefixed(s, "step-", "", &node->step, path));
-            node->kind = PTC_VIEW_STEP;
-        }
-    } else if (n > 9) {
-        return not_found(path);
-    }
-    return PTC_OK;
-}
-
-int ptc_view_parse(const char *path, ptc_view_node *node)
-{
-    memset(node, 0, sizeof *node);
-    if (!path || path[0] != '/')
-        return ptc_error_set(PTC_E_NOTFOUND, "view paths are absolute");
-    struct comp c[VIEW_MAX_DEPTH + 1];
-    int n = 0;
-    const char *p = path + 1;
-    if (*p == 0) {
-        node->kind = PTC_VIEW_ROOT;
-        return PTC_OK;
-    }
-    for (;;) {
-        const char *slash = strchr(p, '/');
-        size_t len = slash ? (size_t)(slash - p) : strlen(p);
-        if (len == 0 || n == VIEW_MAX_DEPTH || (len == 1 && p[0] == '.') ||
-            (len == 2 && p[0] == '.' && p[1] == '.'))
-            return not_found(path);
-        c[n].s = p;
-        c[n].len = len;
-        n++;
-        if (!slash)
-            break;
-        p = slash + 1;
-    }
-    if (comp_is(&c[0], "README.txt") && n == 1) {
-        node->kind = PTC_VIEW_README;
-        return PTC_OK;
-    }
-    if (comp_is(&c[0], "models"))
-        return parse_models(c, n, node, path);
-    if (comp_is(&c[0], "datasets"))
-        return parse_datasets(c, n, node, path);
-    return not_found(path);
-}
-
-bool ptc_view_kind_is_dir(ptc_view_kind k)
-{
-    switch (k) {
-    case PTC_VIEW_README:
-    case PTC_VIEW_MODEL_INFO:
-    case PTC_VIEW_MODEL_FULL:
-    case PTC_VIEW_MODEL_RANK:
-    case PTC_VIEW_DATASET_INFO:
-    case PTC_VIEW_SAMPLE:
-    case PTC_VIEW_STEP:
-    case PTC_VIEW_STEP_IDX:
-        return false;
-    default:
-        return true;
-    }
-}
-
-/* ---- step plans ---------------------------------------------------------------------- */
-
-void ptc_view_step_destroy(ptc_view_step *s)
-{
-    if (!s)
-        return;
-    ptc_free(s->ids);
-    ptc_free(s->offsets);
-    ptc_free(s);
-}
-
-int ptc_view_step_plan(const ptc_view_dataset *ds, uint64_t seed, uint64_t epoch,
-                       uint64_t batch, uint64_t start, uint64_t dp, uint64_t rank,
-                       uint64_t step, ptc_view_step **out)
-{
-    *out = NULL;
-    uint64_t lo, hi;
-    PTC_TRY(ptc_batch_part(ds->n, batch, start, dp, rank, step, &lo, &hi));
-    uint64_t n = hi - lo;
-    if (n > PTC_VIEW_MAX_STEP_RECORDS)
-        return ptc_error_set(PTC_E_RANGE, "a step file of %llu records is over the limit of %llu",
-                             (unsigned long long)n,
-                             (unsigned long long)PTC_VIEW_MAX_STEP_RECORDS);
-    ptc_order o;
-    PTC_TRY(ptc_order_init(&o, ds->n, seed, epoch));
-    ptc_view_step *s = ptc_calloc(1, sizeof *s);
-    if (!s)
-        return PTC_E_NOMEM;
-    int rc = PTC_E_NOMEM;
-    s->n = n;
-    s->ids = ptc_malloc((size_t)(n ? n : 1) * sizeof *s->ids);
-    s->offsets = ptc_malloc((size_t)(n + 1) * sizeof *s->offsets);
-    if (!s->ids || !s->offsets)
-        goto out_free;
-    s->offsets[0] = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t size;
-        rc = ptc_order_sample(&o, lo + i, &s->ids[i]);
-        if (rc < 0)
-            goto out_free;
-        rc = ds->record_size(ds->user, s->ids[i], &size);
-        if (rc < 0)
-            goto out_free;
-        if (__builtin_add_overflow(s->offsets[i], size, &s->offsets[i + 1]) ||
-            s->offsets[i + 1] > (uint64_t)INT64_MAX) {
-            rc = ptc_error_set(PTC_E_RANGE, "step file larger than 2^63 bytes");
-            goto out_free;
-        }
-    }
-    *out = s;
-    return PTC_OK;
-out_free:
-    ptc_view_step_destroy(s);
-    return rc;
-}
-
-uint64_t ptc_view_step_find(const ptc_view_step *s, uint64_t off)
-{
-    if (off >= s->offsets[s->n])
-        return s->n;
-    /* first u with offsets[u] > off; the record is u - 1 */
-    uint64_t lo = 0, hi = s->n + 1;
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (s->offsets[mid] <= off)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo - 1;
-}
-
-void ptc_view_step_idx_read(const ptc_view_step *s, uint64_t off, void *buf, size_t len,
-                            size_t *got)
-{
-    uint64_t size = 8 * (s->n + 1);
-    uint8_t *out = buf;
-    size_t k = 0;
-    for (uint64_t b = off; b < size && k < len; b++, k++)
-        out[k] = (uint8_t)(s->offsets[b / 8] >> (8 * (b % 8)));
-    *got = k;
-}
-
-/* The byte whose reading serves record i: its last byte, or for an empty
- * record the byte before it (byte 0 at the start of the file). */
-static uint64_t trigger_byte(const ptc_view_step *s, uint64_t i)
-{
-    return s->offsets[i + 1] > 0 ? s->offsets[i + 1] - 1 : 0;
-}
 
 /* ---- the view object ------------------------------------------------------------------- */
 
@@ -606,7 +277,7 @@ static int view_resolve(ptc_view *v, const char *path, const ptc_view_node *n,
     case PTC_VIEW_MODEL_CFG:
     case PTC_VIEW_MODEL_RANK:
         if (!v->ops.model_stat)
-            return not_found(path);
+            return ptc_view_not_found(path);
         return v->ops.model_stat(v->user, n, &st->size);
     default:
         break;
@@ -628,18 +299,18 @@ static int view_resolve(ptc_view *v, const char *path, const ptc_view_node *n,
     }
     case PTC_VIEW_SAMPLE:
         if (n->id >= d->ds.n)
-            return not_found(path);
+            return ptc_view_not_found(path);
         return d->ds.record_size(d->ds.user, n->id, &st->size);
     case PTC_VIEW_START:
     case PTC_VIEW_DP:
     case PTC_VIEW_RANK:
-        return n->start <= d->ds.n ? PTC_OK : not_found(path);
+        return n->start <= d->ds.n ? PTC_OK : ptc_view_not_found(path);
     case PTC_VIEW_STEP:
     case PTC_VIEW_STEP_IDX: {
         struct plan_ref *p;
         int rc = view_plan(v, d, n, &p);
         if (rc == PTC_E_NOTFOUND)
-            return not_found(path);
+            return ptc_view_not_found(path);
         if (rc < 0)
             return rc;
         st->size = n->kind == PTC_VIEW_STEP ? p->step->offsets[p->step->n] : 8 * (p->step->n + 1);
@@ -714,16 +385,9 @@ static void count_served(ptc_view_file *f, uint64_t a, uint64_t b)
     const ptc_view_step *s = f->plan->step;
     if (!f->v->ops.served || s->n == 0)
         return;
-    /* first record whose trigger byte is >= a (triggers do not decrease) */
-    uint64_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (trigger_byte(s, mid) < a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (uint64_t i = lo; i < s->n && trigger_byte(s, i) < b; i++)
+    uint64_t first, end;
+    ptc_view_step_served(s, a, b, &first, &end);
+    for (uint64_t i = first; i < end; i++)
         f->v->ops.served(f->v->user, f->ds->name, f->ds->ds.generation, f->seed, f->epoch,
                          s->ids[i]);
 }
@@ -888,26 +552,6 @@ static void read_text(const char *text, uint64_t size, uint64_t off, void *buf, 
     *got = n;
 }
 
-/* Call @p fn for each record piece of bytes [off, end) of step file @p s,
- * in file order: bytes [in, in + n) of record @p id, at file offset @p pos
- * (empty records have no piece). Stops at the first error. */
-typedef int (*step_piece_fn)(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos);
-
-static int step_pieces(const ptc_view_step *s, uint64_t off, uint64_t end, step_piece_fn fn,
-                       void *ctx)
-{
-    uint64_t pos = off;
-    for (uint64_t i = ptc_view_step_find(s, off); pos < end && i < s->n; i++) {
-        uint64_t rlo = s->offsets[i], rhi = s->offsets[i + 1];
-        if (rhi <= pos)
-            continue; /* empty record */
-        uint64_t n = PTC_MIN(end, rhi) - pos;
-        PTC_TRY(fn(ctx, s->ids[i], pos - rlo, (size_t)n, pos));
-        pos += n;
-    }
-    return PTC_OK;
-}
-
 static int prefetch_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos)
 {
     const ptc_view_dataset *ds = ctx;
@@ -922,7 +566,7 @@ static void prefetch_step(const ptc_view_file *f, uint64_t off, uint64_t end)
 {
     const ptc_view_dataset *ds = &f->ds->ds;
     if (ds->record_prefetch)
-        step_pieces(f->plan->step, off, end, prefetch_piece, (void *)ds);
+        ptc_view_step_pieces(f->plan->step, off, end, prefetch_piece, (void *)ds);
 }
 
 struct step_copy {
@@ -941,7 +585,7 @@ static int read_step(ptc_view_file *f, uint64_t off, uint8_t *buf, uint64_t end)
 {
     struct step_copy c = {&f->ds->ds, buf, off};
     prefetch_step(f, off, end);
-    return step_pieces(f->plan->step, off, end, copy_piece, &c);
+    return ptc_view_step_pieces(f->plan->step, off, end, copy_piece, &c);
 }
 
 int ptc_view_read(ptc_view_file *f, uint64_t off, void *buf, size_t len, size_t *got)
@@ -1054,7 +698,7 @@ int ptc_view_pread_segs(ptc_view *v, const char *path, uint64_t off, size_t len,
     } else {
         struct step_segs c = {&g, &f.ds->ds, buf, off};
         prefetch_step(&f, off, end);
-        rc = step_pieces(f.plan->step, off, end, seg_piece, &c);
+        rc = ptc_view_step_pieces(f.plan->step, off, end, seg_piece, &c);
         if (rc == PTC_OK)
             count_served(&f, off, end);
     }
