@@ -71,15 +71,24 @@ struct ptc_view {
     size_t nempty, empty_cap;
 };
 
-struct ptc_view_file {
+/* A resolved node: what reads need, found once. On the heap it is a
+ * refcounted handle (ptc_view_node_resolve) or the inside of an open file;
+ * the path calls (ptc_view_pread, ...) keep one on their stack. */
+struct ptc_view_handle {
+    atomic_long refs; /* heap handles only */
     ptc_view *v;
     ptc_view_kind kind;
+    bool is_dir;
     uint64_t size;
-    const struct view_ds *ds;
-    struct plan_ref *plan;
+    const struct view_ds *ds; /* dataset nodes; valid until ptc_view_destroy */
+    struct plan_ref *plan;    /* step files and their .idx */
     uint64_t id, seed, epoch;
-    char *text;
-    void *fh;
+    char *text; /* datasets/<NAME>/info.json */
+    void *fh;   /* model files: what ops.model_open gave */
+};
+
+struct ptc_view_file {
+    ptc_view_handle h;
 };
 
 static void plan_unref(struct plan_ref *p)
@@ -380,68 +389,76 @@ int ptc_view_list(ptc_view *v, const char *path, ptc_view_emit_fn emit, void *ct
     }
 }
 
-static void count_served(ptc_view_file *f, uint64_t a, uint64_t b)
+static bool is_model_file(ptc_view_kind k)
 {
-    const ptc_view_step *s = f->plan->step;
-    if (!f->v->ops.served || s->n == 0)
-        return;
-    uint64_t first, end;
-    ptc_view_step_served(s, a, b, &first, &end);
-    for (uint64_t i = first; i < end; i++)
-        f->v->ops.served(f->v->user, f->ds->name, f->ds->ds.generation, f->seed, f->epoch,
-                         s->ids[i]);
+    return k == PTC_VIEW_MODEL_INFO || k == PTC_VIEW_MODEL_FULL || k == PTC_VIEW_MODEL_RANK;
 }
 
-/* Resolve @p path into the caller's @p f (heap or stack): what a read
- * needs, without the counting of an empty step file. */
-static int file_init(ptc_view *v, const char *path, ptc_view_file *f, ptc_view_node *n)
+/* Resolve @p path into @p h (the caller's memory): what reads need,
+ * without the counting of an empty step file. With @p file_only a
+ * directory is PTC_E_INVAL, as an open answers. */
+static int node_init(ptc_view *v, const char *path, bool file_only, ptc_view_handle *h)
 {
+    ptc_view_node n;
     ptc_view_stat st;
-    memset(f, 0, sizeof *f);
-    PTC_TRY(ptc_view_parse(path, n));
-    f->v = v;
-    f->kind = n->kind;
-    f->id = n->id;
-    f->seed = n->seed;
-    f->epoch = n->epoch;
-    int rc = view_resolve(v, path, n, &st, &f->ds, &f->plan, &f->text);
+    memset(h, 0, sizeof *h);
+    PTC_TRY(ptc_view_parse(path, &n));
+    h->v = v;
+    h->kind = n.kind;
+    h->id = n.id;
+    h->seed = n.seed;
+    h->epoch = n.epoch;
+    int rc = view_resolve(v, path, &n, &st, &h->ds, &h->plan, &h->text);
     if (rc < 0)
         goto out_release;
-    if (st.is_dir) {
+    if (st.is_dir && file_only) {
         rc = ptc_error_set(PTC_E_INVAL, "%s is a directory", path);
         goto out_release;
     }
-    f->size = st.size;
-    if (n->kind == PTC_VIEW_MODEL_INFO || n->kind == PTC_VIEW_MODEL_FULL ||
-        n->kind == PTC_VIEW_MODEL_RANK) {
-        rc = v->ops.model_open ? v->ops.model_open(v->user, n, &f->fh)
+    h->is_dir = st.is_dir;
+    h->size = st.size;
+    if (is_model_file(n.kind)) {
+        rc = v->ops.model_open ? v->ops.model_open(v->user, &n, &h->fh)
                                : ptc_error_set(PTC_E_UNSUPPORTED, "models are not served here");
         if (rc < 0)
             goto out_release;
     }
     return PTC_OK;
 out_release:
-    plan_unref(f->plan);
-    ptc_free(f->text);
-    f->plan = NULL;
-    f->text = NULL;
+    plan_unref(h->plan);
+    ptc_free(h->text);
+    h->plan = NULL;
+    h->text = NULL;
     return rc;
 }
 
-static void file_fini(ptc_view_file *f)
+static void node_fini(ptc_view_handle *h)
 {
-    if (f->fh && f->v->ops.model_close)
-        f->v->ops.model_close(f->v->user, f->fh);
-    plan_unref(f->plan);
-    ptc_free(f->text);
+    if (h->fh && h->v->ops.model_close)
+        h->v->ops.model_close(h->v->user, h->fh);
+    plan_unref(h->plan);
+    ptc_free(h->text);
+}
+
+/* ---- served counts ------------------------------------------------------------------- */
+
+/* Report the records that bytes [a, b) of step file @p h serve. */
+static void count_served(const ptc_view_handle *h, uint64_t a, uint64_t b)
+{
+    const ptc_view_step *s = h->plan->step;
+    const ptc_view *v = h->v;
+    if (!v->ops.served || s->n == 0)
+        return;
+    uint64_t first, end;
+    ptc_view_step_served(s, a, b, &first, &end);
+    for (uint64_t i = first; i < end; i++)
+        v->ops.served(v->user, h->ds->name, h->ds->ds.generation, h->seed, h->epoch, s->ids[i]);
 }
 
 static bool hash_empty_slot(XXH128_hash_t h)
 {
     return h.low64 == 0 && h.high64 == 0;
 }
-
-/* Insert into the set of counted empty step files; false if it was there. */
 static bool empty_first(ptc_view *v, XXH128_hash_t h)
 {
     if (hash_empty_slot(h))
@@ -482,146 +499,21 @@ static bool empty_first(ptc_view *v, XXH128_hash_t h)
 }
 
 /* An empty step file is never read: its (empty) records count the first
- * time the file is opened or (without opens) looked up in this view —
- * once, however often the kernel looks it up again. */
-static void count_empty(ptc_view *v, const ptc_view_file *f, const char *path)
+ * time the file is opened, resolved or (without opens) looked up in this
+ * view — once, however often the kernel looks it up again. */
+static void count_empty(const ptc_view_handle *h, const char *path)
 {
-    if (f->kind != PTC_VIEW_STEP || f->size != 0 || !v->ops.served || f->plan->step->n == 0)
+    ptc_view *v = h->v;
+    if (h->kind != PTC_VIEW_STEP || h->size != 0 || !v->ops.served || h->plan->step->n == 0)
         return;
-    if (!empty_first(v, XXH3_128bits_withSeed(path, strlen(path), f->ds->ds.generation)))
+    if (!empty_first(v, XXH3_128bits_withSeed(path, strlen(path), h->ds->ds.generation)))
         return;
-    for (uint64_t i = 0; i < f->plan->step->n; i++)
-        v->ops.served(v->user, f->ds->name, f->ds->ds.generation, f->seed, f->epoch,
-                      f->plan->step->ids[i]);
+    for (uint64_t i = 0; i < h->plan->step->n; i++)
+        v->ops.served(v->user, h->ds->name, h->ds->ds.generation, h->seed, h->epoch,
+                      h->plan->step->ids[i]);
 }
 
-int ptc_view_open(ptc_view *v, const char *path, ptc_view_file **out)
-{
-    *out = NULL;
-    ptc_view_file *f = ptc_malloc(sizeof *f);
-    if (!f)
-        return PTC_E_NOMEM;
-    ptc_view_node n;
-    int rc = file_init(v, path, f, &n);
-    if (rc < 0) {
-        ptc_free(f);
-        return rc;
-    }
-    count_empty(v, f, path);
-    *out = f;
-    return PTC_OK;
-}
-
-int ptc_view_lookup(ptc_view *v, const char *path, ptc_view_stat *st)
-{
-    ptc_view_node n;
-    PTC_TRY(ptc_view_parse(path, &n));
-    if (n.kind != PTC_VIEW_STEP)
-        return view_resolve(v, path, &n, st, NULL, NULL, NULL);
-    ptc_view_file f;
-    PTC_TRY(file_init(v, path, &f, &n));
-    st->is_dir = false;
-    st->size = f.size;
-    count_empty(v, &f, path);
-    file_fini(&f);
-    return PTC_OK;
-}
-
-int ptc_view_pread(ptc_view *v, const char *path, uint64_t off, void *buf, size_t len,
-                   size_t *got)
-{
-    *got = 0;
-    ptc_view_file f;
-    ptc_view_node n;
-    PTC_TRY(file_init(v, path, &f, &n));
-    int rc = ptc_view_read(&f, off, buf, len, got);
-    file_fini(&f);
-    return rc;
-}
-
-uint64_t ptc_view_file_size(const ptc_view_file *f)
-{
-    return f->size;
-}
-
-static void read_text(const char *text, uint64_t size, uint64_t off, void *buf, size_t len,
-                      size_t *got)
-{
-    size_t n = off >= size ? 0 : (size_t)PTC_MIN((uint64_t)len, size - off);
-    memcpy(buf, text + off, n);
-    *got = n;
-}
-
-static int prefetch_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos)
-{
-    const ptc_view_dataset *ds = ctx;
-    (void)pos;
-    ds->record_prefetch(ds->user, id, in, n);
-    return PTC_OK;
-}
-
-/* Tell the dataset which record pieces bytes [off, end) of a step file
- * are about to read, so it can load them all at once. */
-static void prefetch_step(const ptc_view_file *f, uint64_t off, uint64_t end)
-{
-    const ptc_view_dataset *ds = &f->ds->ds;
-    if (ds->record_prefetch)
-        ptc_view_step_pieces(f->plan->step, off, end, prefetch_piece, (void *)ds);
-}
-
-struct step_copy {
-    const ptc_view_dataset *ds;
-    uint8_t *buf; /* file offset off goes here */
-    uint64_t off;
-};
-
-static int copy_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos)
-{
-    struct step_copy *c = ctx;
-    return c->ds->record_read(c->ds->user, id, in, c->buf + (pos - c->off), n);
-}
-
-static int read_step(ptc_view_file *f, uint64_t off, uint8_t *buf, uint64_t end)
-{
-    struct step_copy c = {&f->ds->ds, buf, off};
-    prefetch_step(f, off, end);
-    return ptc_view_step_pieces(f->plan->step, off, end, copy_piece, &c);
-}
-
-int ptc_view_read(ptc_view_file *f, uint64_t off, void *buf, size_t len, size_t *got)
-{
-    *got = 0;
-    if (f->kind == PTC_VIEW_MODEL_INFO || f->kind == PTC_VIEW_MODEL_FULL ||
-        f->kind == PTC_VIEW_MODEL_RANK)
-        return f->v->ops.model_read
-                   ? f->v->ops.model_read(f->v->user, f->fh, off, buf, len, got)
-                   : ptc_error_set(PTC_E_UNSUPPORTED, "models are not served here");
-    if (off >= f->size || len == 0)
-        return PTC_OK;
-    uint64_t end = off + PTC_MIN((uint64_t)len, f->size - off);
-    switch (f->kind) {
-    case PTC_VIEW_README:
-        read_text(view_readme, f->size, off, buf, len, got);
-        return PTC_OK;
-    case PTC_VIEW_DATASET_INFO:
-        read_text(f->text, f->size, off, buf, len, got);
-        return PTC_OK;
-    case PTC_VIEW_SAMPLE:
-        PTC_TRY(f->ds->ds.record_read(f->ds->ds.user, f->id, off, buf, (size_t)(end - off)));
-        *got = (size_t)(end - off);
-        return PTC_OK;
-    case PTC_VIEW_STEP_IDX:
-        ptc_view_step_idx_read(f->plan->step, off, buf, len, got);
-        return PTC_OK;
-    case PTC_VIEW_STEP:
-        PTC_TRY(read_step(f, off, buf, end));
-        count_served(f, off, end);
-        *got = (size_t)(end - off);
-        return PTC_OK;
-    default:
-        return ptc_error_set(PTC_E_INVAL, "not a file");
-    }
-}
+/* ---- reads --------------------------------------------------------------------------- */
 
 /* Pieces of a read in order; adjacent ones merge. The last slot is kept
  * for the tail: once the others are used, the rest is copied into the
@@ -640,12 +532,13 @@ static void seg_add(struct seg_list *g, const uint8_t *p, size_t len)
         g->s[g->n++] = (ptc_view_seg){p, len};
 }
 
-/* Bytes [pos, pos + n) of the file, record @p id from @p in: in place when
- * the dataset holds them so and a slot is left, else copied to @p dst. */
-static int seg_record(struct seg_list *g, const ptc_view_dataset *ds, uint64_t id, uint64_t in,
-                      size_t n, uint8_t *dst)
+/* Bytes [in, in + n) of record @p id: with a piece list @p g, in place
+ * when the dataset holds them so and a slot is left; else copied to
+ * @p dst (and, with @p g, listed from there). */
+static int fetch_piece(struct seg_list *g, const ptc_view_dataset *ds, uint64_t id, uint64_t in,
+                       size_t n, uint8_t *dst)
 {
-    if (ds->record_map && g->n + 1 < g->cap) {
+    if (g && ds->record_map && g->n + 1 < g->cap) {
         const void *p;
         PTC_TRY(ds->record_map(ds->user, id, in, n, &p));
         if (p) {
@@ -654,67 +547,239 @@ static int seg_record(struct seg_list *g, const ptc_view_dataset *ds, uint64_t i
         }
     }
     PTC_TRY(ds->record_read(ds->user, id, in, dst, n));
-    seg_add(g, dst, n);
+    if (g)
+        seg_add(g, dst, n);
     return PTC_OK;
 }
 
-struct step_segs {
-    struct seg_list *g;
+static int prefetch_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos)
+{
+    const ptc_view_dataset *ds = ctx;
+    (void)pos;
+    ds->record_prefetch(ds->user, id, in, n);
+    return PTC_OK;
+}
+
+struct step_read {
+    struct seg_list *g; /* NULL: copy everything */
     const ptc_view_dataset *ds;
     uint8_t *buf; /* file offset off goes here when copied */
     uint64_t off;
 };
 
-static int seg_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos)
+static int read_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos)
 {
-    struct step_segs *c = ctx;
-    return seg_record(c->g, c->ds, id, in, n, c->buf + (pos - c->off));
+    struct step_read *c = ctx;
+    return fetch_piece(c->g, c->ds, id, in, n, c->buf + (pos - c->off));
 }
 
-int ptc_view_pread_segs(ptc_view *v, const char *path, uint64_t off, size_t len,
-                        void *scratch, ptc_view_seg *segs, size_t *nseg, size_t *got)
+/* Bytes [off, end) of step file @p h: every record piece is hinted to the
+ * dataset (so it can load them all at once) before any is fetched. */
+static int read_step(const ptc_view_handle *h, uint64_t off, uint64_t end, uint8_t *buf,
+                     struct seg_list *g)
+{
+    const ptc_view_dataset *ds = &h->ds->ds;
+    if (ds->record_prefetch)
+        ptc_view_step_pieces(h->plan->step, off, end, prefetch_piece, (void *)ds);
+    struct step_read c = {g, ds, buf, off};
+    return ptc_view_step_pieces(h->plan->step, off, end, read_piece, &c);
+}
+
+/* The one read path: bytes [off, off + len) of @p h, clipped to its size,
+ * copied into @p buf or, with a piece list @p g, listed there (in place
+ * where the dataset holds them so, else from @p buf). */
+static int node_read(const ptc_view_handle *h, uint64_t off, size_t len, uint8_t *buf,
+                     struct seg_list *g, size_t *got)
+{
+    const ptc_view *v = h->v;
+    *got = 0;
+    if (is_model_file(h->kind)) {
+        int rc = v->ops.model_read
+                     ? v->ops.model_read(v->user, h->fh, off, buf, len, got)
+                     : ptc_error_set(PTC_E_UNSUPPORTED, "models are not served here");
+        if (rc == PTC_OK && g && *got)
+            seg_add(g, buf, *got);
+        return rc;
+    }
+    if (h->is_dir)
+        return ptc_error_set(PTC_E_INVAL, "not a file");
+    if (off >= h->size || len == 0)
+        return PTC_OK;
+    uint64_t end = off + PTC_MIN((uint64_t)len, h->size - off);
+    size_t n = (size_t)(end - off), k;
+    switch (h->kind) {
+    case PTC_VIEW_README:
+        memcpy(buf, view_readme + off, n);
+        break;
+    case PTC_VIEW_DATASET_INFO:
+        memcpy(buf, h->text + off, n);
+        break;
+    case PTC_VIEW_STEP_IDX:
+        ptc_view_step_idx_read(h->plan->step, off, buf, n, &k);
+        break;
+    case PTC_VIEW_SAMPLE:
+        PTC_TRY(fetch_piece(g, &h->ds->ds, h->id, off, n, buf));
+        *got = n;
+        return PTC_OK;
+    case PTC_VIEW_STEP:
+        PTC_TRY(read_step(h, off, end, buf, g));
+        count_served(h, off, end);
+        *got = n;
+        return PTC_OK;
+    default:
+        return ptc_error_set(PTC_E_INVAL, "not a file");
+    }
+    if (g)
+        seg_add(g, buf, n);
+    *got = n;
+    return PTC_OK;
+}
+
+static int node_read_segs(const ptc_view_handle *h, uint64_t off, size_t len, void *scratch,
+                          ptc_view_seg *segs, size_t *nseg, size_t *got)
+{
+    struct seg_list g = {segs, 0, *nseg};
+    *nseg = 0;
+    PTC_TRY(node_read(h, off, len, scratch, &g, got));
+    *nseg = g.n;
+    return PTC_OK;
+}
+
+static int segs_room(size_t *nseg, size_t *got)
 {
     *got = 0;
     if (*nseg < 2)
         return ptc_error_set(PTC_E_INVAL, "a segmented read needs room for 2 pieces");
-    struct seg_list g = {segs, 0, *nseg};
-    *nseg = 0;
-    ptc_view_file f;
-    ptc_view_node n;
-    PTC_TRY(file_init(v, path, &f, &n));
-    int rc = PTC_OK;
-    uint8_t *buf = scratch;
-    if ((f.kind != PTC_VIEW_SAMPLE && f.kind != PTC_VIEW_STEP) || !f.ds->ds.record_map) {
-        rc = ptc_view_read(&f, off, scratch, len, got);
-        if (rc == PTC_OK && *got)
-            seg_add(&g, scratch, *got);
-        goto out;
+    return PTC_OK;
+}
+
+/* ---- resolved nodes ------------------------------------------------------------------ */
+
+int ptc_view_node_resolve(ptc_view *v, const char *path, ptc_view_handle **out)
+{
+    *out = NULL;
+    ptc_view_handle *h = ptc_malloc(sizeof *h);
+    if (!h)
+        return PTC_E_NOMEM;
+    int rc = node_init(v, path, false, h);
+    if (rc < 0) {
+        ptc_free(h);
+        return rc;
     }
-    if (off >= f.size || len == 0)
-        goto out;
-    uint64_t end = off + PTC_MIN((uint64_t)len, f.size - off);
-    if (f.kind == PTC_VIEW_SAMPLE) {
-        rc = seg_record(&g, &f.ds->ds, f.id, off, (size_t)(end - off), buf);
-    } else {
-        struct step_segs c = {&g, &f.ds->ds, buf, off};
-        prefetch_step(&f, off, end);
-        rc = ptc_view_step_pieces(f.plan->step, off, end, seg_piece, &c);
-        if (rc == PTC_OK)
-            count_served(&f, off, end);
+    count_empty(h, path);
+    atomic_init(&h->refs, 1);
+    *out = h;
+    return PTC_OK;
+}
+
+ptc_view_handle *ptc_view_node_retain(ptc_view_handle *h)
+{
+    atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+    return h;
+}
+
+void ptc_view_node_release(ptc_view_handle *h)
+{
+    if (h && atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1) {
+        node_fini(h);
+        ptc_free(h);
     }
-    if (rc == PTC_OK)
-        *got = (size_t)(end - off);
-out:
-    if (rc == PTC_OK)
-        *nseg = g.n;
-    file_fini(&f);
-    return rc;
+}
+
+void ptc_view_node_stat(const ptc_view_handle *h, ptc_view_stat *st)
+{
+    st->is_dir = h->is_dir;
+    st->size = h->size;
+}
+
+ptc_view_kind ptc_view_node_kind(const ptc_view_handle *h)
+{
+    return h->kind;
+}
+
+int ptc_view_node_pread(ptc_view_handle *h, uint64_t off, void *buf, size_t len, size_t *got)
+{
+    return node_read(h, off, len, buf, NULL, got);
+}
+
+int ptc_view_node_pread_segs(ptc_view_handle *h, uint64_t off, size_t len, void *scratch,
+                             ptc_view_seg *segs, size_t *nseg, size_t *got)
+{
+    PTC_TRY(segs_room(nseg, got));
+    return node_read_segs(h, off, len, scratch, segs, nseg, got);
+}
+
+/* ---- files and path reads (a resolved node each) ------------------------------------- */
+
+int ptc_view_open(ptc_view *v, const char *path, ptc_view_file **out)
+{
+    *out = NULL;
+    ptc_view_file *f = ptc_malloc(sizeof *f);
+    if (!f)
+        return PTC_E_NOMEM;
+    int rc = node_init(v, path, true, &f->h);
+    if (rc < 0) {
+        ptc_free(f);
+        return rc;
+    }
+    count_empty(&f->h, path);
+    *out = f;
+    return PTC_OK;
+}
+
+uint64_t ptc_view_file_size(const ptc_view_file *f)
+{
+    return f->h.size;
+}
+
+int ptc_view_read(ptc_view_file *f, uint64_t off, void *buf, size_t len, size_t *got)
+{
+    return node_read(&f->h, off, len, buf, NULL, got);
 }
 
 void ptc_view_close(ptc_view_file *f)
 {
     if (!f)
         return;
-    file_fini(f);
+    node_fini(&f->h);
     ptc_free(f);
+}
+
+int ptc_view_lookup(ptc_view *v, const char *path, ptc_view_stat *st)
+{
+    ptc_view_node n;
+    PTC_TRY(ptc_view_parse(path, &n));
+    if (n.kind != PTC_VIEW_STEP)
+        return view_resolve(v, path, &n, st, NULL, NULL, NULL);
+    ptc_view_handle h;
+    PTC_TRY(node_init(v, path, true, &h));
+    ptc_view_node_stat(&h, st);
+    count_empty(&h, path);
+    node_fini(&h);
+    return PTC_OK;
+}
+
+int ptc_view_pread(ptc_view *v, const char *path, uint64_t off, void *buf, size_t len,
+                   size_t *got)
+{
+    *got = 0;
+    ptc_view_handle h;
+    PTC_TRY(node_init(v, path, true, &h));
+    int rc = node_read(&h, off, len, buf, NULL, got);
+    node_fini(&h);
+    return rc;
+}
+
+int ptc_view_pread_segs(ptc_view *v, const char *path, uint64_t off, size_t len,
+                        void *scratch, ptc_view_seg *segs, size_t *nseg, size_t *got)
+{
+    PTC_TRY(segs_room(nseg, got));
+    size_t room = *nseg;
+    *nseg = 0;
+    ptc_view_handle h;
+    PTC_TRY(node_init(v, path, true, &h));
+    *nseg = room;
+    int rc = node_read_segs(&h, off, len, scratch, segs, nseg, got);
+    node_fini(&h);
+    return rc;
 }
