@@ -1,16 +1,21 @@
 /* libfuse3 adapter: a thin shell around the view library (view.c), on
  * libfuse's low-level API. The tree is defined by paths, so a node the
- * kernel holds is its path (kept while the kernel remembers it: lookups
- * minus forgets); every file is immutable and keeps the kernel page cache.
+ * kernel holds is its path and the view's node resolved from it at lookup
+ * (a ptc_view_handle), kept while the kernel remembers it (lookups minus
+ * forgets); every file is immutable and keeps the kernel page cache.
  *
  * Speed:
  *  - no file needs per-open state, so OPEN answers ENOSYS where the kernel
  *    supports that (FUSE_CAP_NO_OPEN_SUPPORT): the kernel then skips OPEN,
  *    FLUSH and RELEASE, and a random samples/<ID> costs one LOOKUP and one
  *    READ. The records of an empty step file count at lookup;
+ *  - a path is resolved once, at its first lookup (ptc_view_node_resolve:
+ *    dataset, step plan, open model file); a read goes to that handle
+ *    (ptc_view_node_pread_segs), with no parsing and none of the view's
+ *    locks, as libfuse's passthrough_ll.c reads from an inode's fd;
  *  - reads reply with the bytes where they lie: record bytes stored raw in a
  *    dataset pack go to the kernel straight from the pack file's mapping
- *    (ptc_view_pread_segs, fuse_reply_iov), so a step file's first read
+ *    (ptc_view_node_pread_segs, fuse_reply_iov), so a step file's first read
  *    copies each byte once into the page cache rather than twice;
  *  - lookups in one directory run in parallel (fuse/fuse_tune.h). */
 #define FUSE_USE_VERSION 312
@@ -45,7 +50,8 @@
 struct node {
     struct node *next; /* hash chain */
     uint64_t hash;
-    uint64_t nlookup; /* lookups the kernel has not forgotten */
+    uint64_t nlookup;  /* lookups the kernel has not forgotten */
+    ptc_view_handle *h; /* the resolved node: reads go here; released at forget */
     bool is_dir;
     uint64_t size;
     char path[];
@@ -111,38 +117,52 @@ static struct node *node_new(const char *path, size_t len, uint64_t hash)
     return n;
 }
 
-/* The node of @p path with one more kernel reference (found or added);
- * NULL when out of memory. Caller holds the lock. */
-static struct node *node_ref(struct mount_ctx *c, const char *path, size_t len,
-                             const ptc_view_stat *vs)
+/* The node of @p path (hash @p h) with one more kernel reference; NULL if
+ * there is none. Caller holds the lock. */
+static struct node *node_find(struct mount_ctx *c, const char *path, uint64_t h)
 {
-    uint64_t h = XXH3_64bits(path, len);
     for (struct node *n = c->tab[h & (c->cap - 1)]; n; n = n->next)
         if (n->hash == h && strcmp(n->path, path) == 0) {
             n->nlookup++;
             return n;
         }
+    return NULL;
+}
+
+/* The node of @p path with one more kernel reference: found, or added
+ * holding the resolved *@p vh (then *vh is set NULL: the node owns it);
+ * NULL when out of memory. Caller holds the lock. */
+static struct node *node_ref(struct mount_ctx *c, const char *path, size_t len, uint64_t h,
+                             ptc_view_handle **vh)
+{
+    struct node *n = node_find(c, path, h);
+    if (n)
+        return n; /* another lookup added it meanwhile: *vh stays the caller's */
     if (2 * (c->count + 1) > c->cap) {
         size_t ncap = 2 * c->cap;
         struct node **t = ptc_calloc(ncap, sizeof *t);
         if (t) {
             for (size_t i = 0; i < c->cap; i++)
-                for (struct node *n = c->tab[i], *next; n; n = next) {
-                    next = n->next;
-                    n->next = t[n->hash & (ncap - 1)];
-                    t[n->hash & (ncap - 1)] = n;
+                for (struct node *m = c->tab[i], *next; m; m = next) {
+                    next = m->next;
+                    m->next = t[m->hash & (ncap - 1)];
+                    t[m->hash & (ncap - 1)] = m;
                 }
             ptc_free(c->tab);
             c->tab = t;
             c->cap = ncap;
         } /* else: longer chains, still correct */
     }
-    struct node *n = node_new(path, len, h);
+    n = node_new(path, len, h);
     if (!n)
         return NULL;
+    ptc_view_stat st;
+    ptc_view_node_stat(*vh, &st);
     n->nlookup = 1;
-    n->is_dir = vs->is_dir;
-    n->size = vs->size;
+    n->h = *vh;
+    *vh = NULL;
+    n->is_dir = st.is_dir;
+    n->size = st.size;
     n->next = c->tab[h & (c->cap - 1)];
     c->tab[h & (c->cap - 1)] = n;
     c->count++;
@@ -156,15 +176,18 @@ static void node_forget(struct mount_ctx *c, fuse_ino_t ino, uint64_t nlookup)
         return;
     pthread_mutex_lock(&c->lock);
     n->nlookup = nlookup < n->nlookup ? n->nlookup - nlookup : 0;
-    if (n->nlookup == 0) {
-        struct node **pp = &c->tab[n->hash & (c->cap - 1)];
-        while (*pp != n)
-            pp = &(*pp)->next;
-        *pp = n->next;
-        c->count--;
-        ptc_free(n);
+    if (n->nlookup > 0) {
+        pthread_mutex_unlock(&c->lock);
+        return;
     }
+    struct node **pp = &c->tab[n->hash & (c->cap - 1)];
+    while (*pp != n)
+        pp = &(*pp)->next;
+    *pp = n->next;
+    c->count--;
     pthread_mutex_unlock(&c->lock);
+    ptc_view_node_release(n->h);
+    ptc_free(n);
 }
 
 /* ---- operations ----------------------------------------------------------------------- */
@@ -192,24 +215,34 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_err(req, ENAMETOOLONG);
         return;
     }
-    ptc_view_stat vs;
-    /* without opens, a lookup is where an empty step file is served */
-    int rc = ptc_view_lookup(c->view, path, &vs);
-    if (rc == PTC_E_NOTFOUND) {
-        struct fuse_entry_param e = {.ino = 0, .entry_timeout = MOUNT_NEG_TIMEOUT};
-        fuse_reply_entry(req, &e);
-        return;
-    }
-    if (rc < 0) {
-        fuse_reply_err(req, fail(rc, "lookup", path));
-        return;
-    }
+    /* a node the kernel already holds is not resolved again (nothing in
+     * the tree changes once found) */
+    uint64_t hash = XXH3_64bits(path, (size_t)len);
     pthread_mutex_lock(&c->lock);
-    struct node *n = node_ref(c, path, (size_t)len, &vs);
+    struct node *n = node_find(c, path, hash);
     pthread_mutex_unlock(&c->lock);
     if (!n) {
-        fuse_reply_err(req, ENOMEM);
-        return;
+        ptc_view_handle *vh;
+        /* without opens, the first lookup is where an empty step file is
+         * served (once per view, however often it is resolved) */
+        int rc = ptc_view_node_resolve(c->view, path, &vh);
+        if (rc == PTC_E_NOTFOUND) {
+            struct fuse_entry_param e = {.ino = 0, .entry_timeout = MOUNT_NEG_TIMEOUT};
+            fuse_reply_entry(req, &e);
+            return;
+        }
+        if (rc < 0) {
+            fuse_reply_err(req, fail(rc, "lookup", path));
+            return;
+        }
+        pthread_mutex_lock(&c->lock);
+        n = node_ref(c, path, (size_t)len, hash, &vh);
+        pthread_mutex_unlock(&c->lock);
+        ptc_view_node_release(vh); /* NULL when the node took it */
+        if (!n) {
+            fuse_reply_err(req, ENOMEM);
+            return;
+        }
     }
     struct fuse_entry_param e = {.entry_timeout = MOUNT_TIMEOUT, .attr_timeout = MOUNT_TIMEOUT};
     e.ino = ino_of(c, n);
@@ -256,7 +289,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, ENOSYS); /* once: no OPEN/FLUSH/RELEASE from now on */
         return;
     }
-    fi->keep_cache = 1; /* reads need no handle: they go by the node's path */
+    fi->keep_cache = 1; /* reads need no per-open state: they go to the node's handle */
     fuse_reply_open(req, fi);
 }
 
@@ -287,8 +320,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     ptc_view_seg segs[MOUNT_SEGS];
     size_t nseg = MOUNT_SEGS, got;
-    int rc = ptc_view_pread_segs(c->view, n->path, (uint64_t)off, size, scratch, segs, &nseg,
-                                 &got);
+    int rc = ptc_view_node_pread_segs(n->h, (uint64_t)off, size, scratch, segs, &nseg, &got);
     if (rc < 0) {
         fuse_reply_err(req, fail(rc, "read", n->path));
         return;
@@ -471,10 +503,17 @@ static int ctx_init(struct mount_ctx *c, ptc_view *view)
     c->cap = 1024;
     c->tab = ptc_calloc(c->cap, sizeof *c->tab);
     c->root = node_new("/", 1, 0);
-    if (!c->tab || !c->root || pthread_key_create(&c->scratch, free_scratch) != 0) {
+    if (!c->tab || !c->root) {
         ptc_free(c->tab);
         ptc_free(c->root);
         return ptc_error_set(PTC_E_NOMEM, "out of memory");
+    }
+    int rc = ptc_view_node_resolve(view, "/", &c->root->h);
+    if (rc < 0 || pthread_key_create(&c->scratch, free_scratch) != 0) {
+        ptc_view_node_release(c->root->h);
+        ptc_free(c->tab);
+        ptc_free(c->root);
+        return rc < 0 ? rc : ptc_error_set(PTC_E_NOMEM, "out of memory");
     }
     c->root->is_dir = true;
     pthread_mutex_init(&c->lock, NULL);
@@ -486,9 +525,11 @@ static void ctx_fini(struct mount_ctx *c)
     for (size_t i = 0; i < c->cap; i++)
         for (struct node *n = c->tab[i], *next; n; n = next) {
             next = n->next;
+            ptc_view_node_release(n->h);
             ptc_free(n);
         }
     ptc_free(c->tab);
+    ptc_view_node_release(c->root->h);
     ptc_free(c->root);
     /* the workers have ended (their scratch freed by the key's destructor) */
     pthread_key_delete(c->scratch);

@@ -1,7 +1,8 @@
-/* The mounted tree as a library: path grammar, step files and reads over
- * an abstract dataset. The FUSE adapter (mount_fuse3.c) is a thin shell
- * around this file, so everything here is testable without mounting. */
-#include <errno.h>
+/* The mounted tree as a library: the stateful view over an abstract
+ * dataset — its open datasets, cached step plans, served counts and reads.
+ * Paths are parsed by view_path.c, step files computed by view_step.c. The
+ * FUSE adapter (mount_fuse3.c) is a thin shell around this file, so
+ * everything here is testable without mounting. */
 #include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -11,11 +12,9 @@
 
 #include <xxhash.h>
 
-#include "ptc/dataset.h"
 #include "base/util_internal.h"
-#include "ptc/view.h"
+#include "fuse/view_internal.h"
 
-#define VIEW_MAX_DEPTH 10
 #define VIEW_CACHE 64
 #define VIEW_LIST_MAX 1024
 
@@ -38,334 +37,6 @@ static const char view_readme[] =
     "\n"
     "Numbers are plain decimal without leading zeros. Directories whose\n"
     "children are unbounded list nothing: open the path you need.\n";
-
-/* ---- errors ------------------------------------------------------------------------ */
-
-int ptc_view_errno(int rc)
-{
-    switch (rc) {
-    case PTC_OK: return 0;
-    case PTC_E_NOTFOUND: return ENOENT;
-    case PTC_E_INVAL:
-    case PTC_E_RANGE: return EINVAL;
-    case PTC_E_NOMEM: return ENOMEM;
-    case PTC_E_UNSUPPORTED: return EOPNOTSUPP;
-    case PTC_E_BUSY: return EBUSY;
-    case PTC_E_TIMEOUT: return ETIMEDOUT;
-    default: return EIO;
-    }
-}
-
-static int not_found(const char *path)
-{
-    return ptc_error_set(PTC_E_NOTFOUND, "no such path in the view: %s", path);
-}
-
-/* ---- path grammar ------------------------------------------------------------------ */
-
-struct comp {
-    const char *s;
-    size_t len;
-};
-
-static bool comp_is(const struct comp *c, const char *lit)
-{
-    size_t n = strlen(lit);
-    return c->len == n && memcmp(c->s, lit, n) == 0;
-}
-
-/* Canonical decimal: "0" or a non-zero digit then digits. */
-static int parse_num(const char *s, size_t len, uint64_t *v, const char *path)
-{
-    if (len == 0 || (s[0] == '0' && len > 1))
-        return not_found(path);
-    uint64_t x = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return not_found(path);
-        if (x > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
-            return ptc_error_set(PTC_E_RANGE, "number out of range in %s", path);
-        x = x * 10 + (uint64_t)(s[i] - '0');
-    }
-    *v = x;
-    return PTC_OK;
-}
-
-/* "<prefix><number><suffix>" */
-static int parse_prefixed(const struct comp *c, const char *prefix, const char *suffix,
-                          uint64_t *v, const char *path)
-{
-    size_t pl = strlen(prefix), sl = strlen(suffix);
-    if (c->len < pl + sl || memcmp(c->s, prefix, pl) != 0 ||
-        memcmp(c->s + c->len - sl, suffix, sl) != 0)
-        return not_found(path);
-    return parse_num(c->s + pl, c->len - pl - sl, v, path);
-}
-
-static bool dataset_name_ok(const struct comp *c)
-{
-    if (c->len == 0 || c->len > PTC_VIEW_NAME_MAX || c->s[0] == '.')
-        return false;
-    for (size_t i = 0; i < c->len; i++) {
-        char ch = c->s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '.' || ch == '_' || ch == '-'))
-            return false;
-    }
-    return true;
-}
-
-static int parse_models(const struct comp *c, int n, ptc_view_node *node, const char *path)
-{
-    if (n == 1) {
-        node->kind = PTC_VIEW_MODELS;
-        return PTC_OK;
-    }
-    PTC_TRY(parse_num(c[1].s, c[1].len, &node->version, path));
-    if (node->version == 0)
-        return not_found(path);
-    if (n == 2) {
-        node->kind = PTC_VIEW_MODEL;
-        return PTC_OK;
-    }
-    if (n == 3 && comp_is(&c[2], "info.json")) {
-        node->kind = PTC_VIEW_MODEL_INFO;
-        return PTC_OK;
-    }
-    if (n == 3 && comp_is(&c[2], "model.safetensors")) {
-        node->kind = PTC_VIEW_MODEL_FULL;
-        return PTC_OK;
-    }
-    if (n > 4 || c[2].len > PTC_VIEW_NAME_MAX)
-        return not_found(path);
-    char cfg[PTC_VIEW_NAME_MAX + 1], canon[PTC_VIEW_NAME_MAX + 1];
-    memcpy(cfg, c[2].s, c[2].len);
-    cfg[c[2].len] = 0;
-    /* only the canonical path form names a directory: one name per layout */
-    if (ptc_config_parse(&node->config, cfg) != PTC_OK ||
-        ptc_config_format(&node->config, PTC_CONFIG_STYLE_PATH, canon, sizeof canon) != PTC_OK ||
-        strcmp(cfg, canon) != 0)
-        return not_found(path);
-    if (n == 3) {
-        node->kind = PTC_VIEW_MODEL_CFG;
-        return PTC_OK;
-    }
-    PTC_TRY(parse_prefixed(&c[3], "rank-", ".safetensors", &node->rank, path));
-    if (node->rank >= (uint64_t)ptc_config_world(&node->config))
-        return not_found(path);
-    node->kind = PTC_VIEW_MODEL_RANK;
-    return PTC_OK;
-}
-
-static int parse_datasets(const struct comp *c, int n, ptc_view_node *node, const char *path)
-{
-    if (n == 1) {
-        node->kind = PTC_VIEW_DATASETS;
-        return PTC_OK;
-    }
-    if (!dataset_name_ok(&c[1]))
-        return not_found(path);
-    memcpy(node->name, c[1].s, c[1].len);
-    node->name[c[1].len] = 0;
-    if (n == 2) {
-        node->kind = PTC_VIEW_DATASET;
-        return PTC_OK;
-    }
-    if (comp_is(&c[2], "info.json")) {
-        if (n != 3)
-            return not_found(path);
-        node->kind = PTC_VIEW_DATASET_INFO;
-        return PTC_OK;
-    }
-    if (comp_is(&c[2], "samples")) {
-        if (n == 3) {
-            node->kind = PTC_VIEW_SAMPLES;
-            return PTC_OK;
-        }
-        if (n != 4)
-            return not_found(path);
-        PTC_TRY(parse_num(c[3].s, c[3].len, &node->id, path));
-        node->kind = PTC_VIEW_SAMPLE;
-        return PTC_OK;
-    }
-    if (n > 10)
-        return not_found(path);
-    static const char *const pre[] = {"seed-", "epoch-", "batch-", "start-", "dp-", "rank-"};
-    static const ptc_view_kind kinds[] = {PTC_VIEW_SEED,  PTC_VIEW_EPOCH, PTC_VIEW_BATCH,
-                                          PTC_VIEW_START, PTC_VIEW_DP,    PTC_VIEW_RANK};
-    uint64_t *dst[] = {&node->seed, &node->epoch, &node->batch,
-                       &node->start, &node->dp,   &node->rank};
-    for (int i = 0; i < 6 && 2 + i < n; i++) {
-        PTC_TRY(parse_prefixed(&c[2 + i], pre[i], "", dst[i], path));
-        node->kind = kinds[i];
-    }
-    if (n >= 5 && node->batch == 0)
-        return not_found(path);
-    if (n >= 7 && node->dp == 0)
-        return not_found(path);
-    if (n >= 7 && node->dp > PTC_VIEW_MAX_DP)
-        return ptc_error_set(PTC_E_RANGE, "dp-%llu is over the largest supported %llu in %s",
-                             (unsigned long long)node->dp,
-                             (unsigned long long)PTC_VIEW_MAX_DP, path);
-    if (n >= 8 && node->rank >= node->dp)
-        return not_found(path);
-    if (n == 9) {
-        const struct comp *s = &c[8];
-        if (s->len > 4 && memcmp(s->s + s->len - 4, ".idx", 4) == 0) {
-            PTC_TRY(parse_prefixed(s, "step-", ".idx", &node->step, path));
-            node->kind = PTC_VIEW_STEP_IDX;
-        } else {
-            PTC_TRY(parse_prefixed(s, "step-", "", &node->step, path));
-            node->kind = PTC_VIEW_STEP;
-        }
-    } else if (n > 9) {
-        return not_found(path);
-    }
-    return PTC_OK;
-}
-
-int ptc_view_parse(const char *path, ptc_view_node *node)
-{
-    memset(node, 0, sizeof *node);
-    if (!path || path[0] != '/')
-        return ptc_error_set(PTC_E_NOTFOUND, "view paths are absolute");
-    struct comp c[VIEW_MAX_DEPTH + 1];
-    int n = 0;
-    const char *p = path + 1;
-    if (*p == 0) {
-        node->kind = PTC_VIEW_ROOT;
-        return PTC_OK;
-    }
-    for (;;) {
-        const char *slash = strchr(p, '/');
-        size_t len = slash ? (size_t)(slash - p) : strlen(p);
-        if (len == 0 || n == VIEW_MAX_DEPTH || (len == 1 && p[0] == '.') ||
-            (len == 2 && p[0] == '.' && p[1] == '.'))
-            return not_found(path);
-        c[n].s = p;
-        c[n].len = len;
-        n++;
-        if (!slash)
-            break;
-        p = slash + 1;
-    }
-    if (comp_is(&c[0], "README.txt") && n == 1) {
-        node->kind = PTC_VIEW_README;
-        return PTC_OK;
-    }
-    if (comp_is(&c[0], "models"))
-        return parse_models(c, n, node, path);
-    if (comp_is(&c[0], "datasets"))
-        return parse_datasets(c, n, node, path);
-    return not_found(path);
-}
-
-bool ptc_view_kind_is_dir(ptc_view_kind k)
-{
-    switch (k) {
-    case PTC_VIEW_README:
-    case PTC_VIEW_MODEL_INFO:
-    case PTC_VIEW_MODEL_FULL:
-    case PTC_VIEW_MODEL_RANK:
-    case PTC_VIEW_DATASET_INFO:
-    case PTC_VIEW_SAMPLE:
-    case PTC_VIEW_STEP:
-    case PTC_VIEW_STEP_IDX:
-        return false;
-    default:
-        return true;
-    }
-}
-
-/* ---- step plans ---------------------------------------------------------------------- */
-
-void ptc_view_step_destroy(ptc_view_step *s)
-{
-    if (!s)
-        return;
-    ptc_free(s->ids);
-    ptc_free(s->offsets);
-    ptc_free(s);
-}
-
-int ptc_view_step_plan(const ptc_view_dataset *ds, uint64_t seed, uint64_t epoch,
-                       uint64_t batch, uint64_t start, uint64_t dp, uint64_t rank,
-                       uint64_t step, ptc_view_step **out)
-{
-    *out = NULL;
-    uint64_t lo, hi;
-    PTC_TRY(ptc_batch_part(ds->n, batch, start, dp, rank, step, &lo, &hi));
-    uint64_t n = hi - lo;
-    if (n > PTC_VIEW_MAX_STEP_RECORDS)
-        return ptc_error_set(PTC_E_RANGE, "a step file of %llu records is over the limit of %llu",
-                             (unsigned long long)n,
-                             (unsigned long long)PTC_VIEW_MAX_STEP_RECORDS);
-    ptc_order o;
-    PTC_TRY(ptc_order_init(&o, ds->n, seed, epoch));
-    ptc_view_step *s = ptc_calloc(1, sizeof *s);
-    if (!s)
-        return PTC_E_NOMEM;
-    int rc = PTC_E_NOMEM;
-    s->n = n;
-    s->ids = ptc_malloc((size_t)(n ? n : 1) * sizeof *s->ids);
-    s->offsets = ptc_malloc((size_t)(n + 1) * sizeof *s->offsets);
-    if (!s->ids || !s->offsets)
-        goto out_free;
-    s->offsets[0] = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t size;
-        rc = ptc_order_sample(&o, lo + i, &s->ids[i]);
-        if (rc < 0)
-            goto out_free;
-        rc = ds->record_size(ds->user, s->ids[i], &size);
-        if (rc < 0)
-            goto out_free;
-        if (__builtin_add_overflow(s->offsets[i], size, &s->offsets[i + 1]) ||
-            s->offsets[i + 1] > (uint64_t)INT64_MAX) {
-            rc = ptc_error_set(PTC_E_RANGE, "step file larger than 2^63 bytes");
-            goto out_free;
-        }
-    }
-    *out = s;
-    return PTC_OK;
-out_free:
-    ptc_view_step_destroy(s);
-    return rc;
-}
-
-uint64_t ptc_view_step_find(const ptc_view_step *s, uint64_t off)
-{
-    if (off >= s->offsets[s->n])
-        return s->n;
-    /* first u with offsets[u] > off; the record is u - 1 */
-    uint64_t lo = 0, hi = s->n + 1;
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (s->offsets[mid] <= off)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo - 1;
-}
-
-void ptc_view_step_idx_read(const ptc_view_step *s, uint64_t off, void *buf, size_t len,
-                            size_t *got)
-{
-    uint64_t size = 8 * (s->n + 1);
-    uint8_t *out = buf;
-    size_t k = 0;
-    for (uint64_t b = off; b < size && k < len; b++, k++)
-        out[k] = (uint8_t)(s->offsets[b / 8] >> (8 * (b % 8)));
-    *got = k;
-}
-
-/* The byte whose reading serves record i: its last byte, or for an empty
- * record the byte before it (byte 0 at the start of the file). */
-static uint64_t trigger_byte(const ptc_view_step *s, uint64_t i)
-{
-    return s->offsets[i + 1] > 0 ? s->offsets[i + 1] - 1 : 0;
-}
 
 /* ---- the view object ------------------------------------------------------------------- */
 
@@ -400,15 +71,24 @@ struct ptc_view {
     size_t nempty, empty_cap;
 };
 
-struct ptc_view_file {
+/* A resolved node: what reads need, found once. On the heap it is a
+ * refcounted handle (ptc_view_node_resolve) or the inside of an open file;
+ * the path calls (ptc_view_pread, ...) keep one on their stack. */
+struct ptc_view_handle {
+    atomic_long refs; /* heap handles only */
     ptc_view *v;
     ptc_view_kind kind;
+    bool is_dir;
     uint64_t size;
-    const struct view_ds *ds;
-    struct plan_ref *plan;
+    const struct view_ds *ds; /* dataset nodes; valid until ptc_view_destroy */
+    struct plan_ref *plan;    /* step files and their .idx */
     uint64_t id, seed, epoch;
-    char *text;
-    void *fh;
+    char *text; /* datasets/<NAME>/info.json */
+    void *fh;   /* model files: what ops.model_open gave */
+};
+
+struct ptc_view_file {
+    ptc_view_handle h;
 };
 
 static void plan_unref(struct plan_ref *p)
@@ -606,7 +286,7 @@ static int view_resolve(ptc_view *v, const char *path, const ptc_view_node *n,
     case PTC_VIEW_MODEL_CFG:
     case PTC_VIEW_MODEL_RANK:
         if (!v->ops.model_stat)
-            return not_found(path);
+            return ptc_view_not_found(path);
         return v->ops.model_stat(v->user, n, &st->size);
     default:
         break;
@@ -628,18 +308,18 @@ static int view_resolve(ptc_view *v, const char *path, const ptc_view_node *n,
     }
     case PTC_VIEW_SAMPLE:
         if (n->id >= d->ds.n)
-            return not_found(path);
+            return ptc_view_not_found(path);
         return d->ds.record_size(d->ds.user, n->id, &st->size);
     case PTC_VIEW_START:
     case PTC_VIEW_DP:
     case PTC_VIEW_RANK:
-        return n->start <= d->ds.n ? PTC_OK : not_found(path);
+        return n->start <= d->ds.n ? PTC_OK : ptc_view_not_found(path);
     case PTC_VIEW_STEP:
     case PTC_VIEW_STEP_IDX: {
         struct plan_ref *p;
         int rc = view_plan(v, d, n, &p);
         if (rc == PTC_E_NOTFOUND)
-            return not_found(path);
+            return ptc_view_not_found(path);
         if (rc < 0)
             return rc;
         st->size = n->kind == PTC_VIEW_STEP ? p->step->offsets[p->step->n] : 8 * (p->step->n + 1);
@@ -709,75 +389,76 @@ int ptc_view_list(ptc_view *v, const char *path, ptc_view_emit_fn emit, void *ct
     }
 }
 
-static void count_served(ptc_view_file *f, uint64_t a, uint64_t b)
+static bool is_model_file(ptc_view_kind k)
 {
-    const ptc_view_step *s = f->plan->step;
-    if (!f->v->ops.served || s->n == 0)
-        return;
-    /* first record whose trigger byte is >= a (triggers do not decrease) */
-    uint64_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (trigger_byte(s, mid) < a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (uint64_t i = lo; i < s->n && trigger_byte(s, i) < b; i++)
-        f->v->ops.served(f->v->user, f->ds->name, f->ds->ds.generation, f->seed, f->epoch,
-                         s->ids[i]);
+    return k == PTC_VIEW_MODEL_INFO || k == PTC_VIEW_MODEL_FULL || k == PTC_VIEW_MODEL_RANK;
 }
 
-/* Resolve @p path into the caller's @p f (heap or stack): what a read
- * needs, without the counting of an empty step file. */
-static int file_init(ptc_view *v, const char *path, ptc_view_file *f, ptc_view_node *n)
+/* Resolve @p path into @p h (the caller's memory): what reads need,
+ * without the counting of an empty step file. With @p file_only a
+ * directory is PTC_E_INVAL, as an open answers. */
+static int node_init(ptc_view *v, const char *path, bool file_only, ptc_view_handle *h)
 {
+    ptc_view_node n;
     ptc_view_stat st;
-    memset(f, 0, sizeof *f);
-    PTC_TRY(ptc_view_parse(path, n));
-    f->v = v;
-    f->kind = n->kind;
-    f->id = n->id;
-    f->seed = n->seed;
-    f->epoch = n->epoch;
-    int rc = view_resolve(v, path, n, &st, &f->ds, &f->plan, &f->text);
+    memset(h, 0, sizeof *h);
+    PTC_TRY(ptc_view_parse(path, &n));
+    h->v = v;
+    h->kind = n.kind;
+    h->id = n.id;
+    h->seed = n.seed;
+    h->epoch = n.epoch;
+    int rc = view_resolve(v, path, &n, &st, &h->ds, &h->plan, &h->text);
     if (rc < 0)
         goto out_release;
-    if (st.is_dir) {
+    if (st.is_dir && file_only) {
         rc = ptc_error_set(PTC_E_INVAL, "%s is a directory", path);
         goto out_release;
     }
-    f->size = st.size;
-    if (n->kind == PTC_VIEW_MODEL_INFO || n->kind == PTC_VIEW_MODEL_FULL ||
-        n->kind == PTC_VIEW_MODEL_RANK) {
-        rc = v->ops.model_open ? v->ops.model_open(v->user, n, &f->fh)
+    h->is_dir = st.is_dir;
+    h->size = st.size;
+    if (is_model_file(n.kind)) {
+        rc = v->ops.model_open ? v->ops.model_open(v->user, &n, &h->fh)
                                : ptc_error_set(PTC_E_UNSUPPORTED, "models are not served here");
         if (rc < 0)
             goto out_release;
     }
     return PTC_OK;
 out_release:
-    plan_unref(f->plan);
-    ptc_free(f->text);
-    f->plan = NULL;
-    f->text = NULL;
+    plan_unref(h->plan);
+    ptc_free(h->text);
+    h->plan = NULL;
+    h->text = NULL;
     return rc;
 }
 
-static void file_fini(ptc_view_file *f)
+static void node_fini(ptc_view_handle *h)
 {
-    if (f->fh && f->v->ops.model_close)
-        f->v->ops.model_close(f->v->user, f->fh);
-    plan_unref(f->plan);
-    ptc_free(f->text);
+    if (h->fh && h->v->ops.model_close)
+        h->v->ops.model_close(h->v->user, h->fh);
+    plan_unref(h->plan);
+    ptc_free(h->text);
+}
+
+/* ---- served counts ------------------------------------------------------------------- */
+
+/* Report the records that bytes [a, b) of step file @p h serve. */
+static void count_served(const ptc_view_handle *h, uint64_t a, uint64_t b)
+{
+    const ptc_view_step *s = h->plan->step;
+    const ptc_view *v = h->v;
+    if (!v->ops.served || s->n == 0)
+        return;
+    uint64_t first, end;
+    ptc_view_step_served(s, a, b, &first, &end);
+    for (uint64_t i = first; i < end; i++)
+        v->ops.served(v->user, h->ds->name, h->ds->ds.generation, h->seed, h->epoch, s->ids[i]);
 }
 
 static bool hash_empty_slot(XXH128_hash_t h)
 {
     return h.low64 == 0 && h.high64 == 0;
 }
-
-/* Insert into the set of counted empty step files; false if it was there. */
 static bool empty_first(ptc_view *v, XXH128_hash_t h)
 {
     if (hash_empty_slot(h))
@@ -818,166 +499,21 @@ static bool empty_first(ptc_view *v, XXH128_hash_t h)
 }
 
 /* An empty step file is never read: its (empty) records count the first
- * time the file is opened or (without opens) looked up in this view —
- * once, however often the kernel looks it up again. */
-static void count_empty(ptc_view *v, const ptc_view_file *f, const char *path)
+ * time the file is opened, resolved or (without opens) looked up in this
+ * view — once, however often the kernel looks it up again. */
+static void count_empty(const ptc_view_handle *h, const char *path)
 {
-    if (f->kind != PTC_VIEW_STEP || f->size != 0 || !v->ops.served || f->plan->step->n == 0)
+    ptc_view *v = h->v;
+    if (h->kind != PTC_VIEW_STEP || h->size != 0 || !v->ops.served || h->plan->step->n == 0)
         return;
-    if (!empty_first(v, XXH3_128bits_withSeed(path, strlen(path), f->ds->ds.generation)))
+    if (!empty_first(v, XXH3_128bits_withSeed(path, strlen(path), h->ds->ds.generation)))
         return;
-    for (uint64_t i = 0; i < f->plan->step->n; i++)
-        v->ops.served(v->user, f->ds->name, f->ds->ds.generation, f->seed, f->epoch,
-                      f->plan->step->ids[i]);
+    for (uint64_t i = 0; i < h->plan->step->n; i++)
+        v->ops.served(v->user, h->ds->name, h->ds->ds.generation, h->seed, h->epoch,
+                      h->plan->step->ids[i]);
 }
 
-int ptc_view_open(ptc_view *v, const char *path, ptc_view_file **out)
-{
-    *out = NULL;
-    ptc_view_file *f = ptc_malloc(sizeof *f);
-    if (!f)
-        return PTC_E_NOMEM;
-    ptc_view_node n;
-    int rc = file_init(v, path, f, &n);
-    if (rc < 0) {
-        ptc_free(f);
-        return rc;
-    }
-    count_empty(v, f, path);
-    *out = f;
-    return PTC_OK;
-}
-
-int ptc_view_lookup(ptc_view *v, const char *path, ptc_view_stat *st)
-{
-    ptc_view_node n;
-    PTC_TRY(ptc_view_parse(path, &n));
-    if (n.kind != PTC_VIEW_STEP)
-        return view_resolve(v, path, &n, st, NULL, NULL, NULL);
-    ptc_view_file f;
-    PTC_TRY(file_init(v, path, &f, &n));
-    st->is_dir = false;
-    st->size = f.size;
-    count_empty(v, &f, path);
-    file_fini(&f);
-    return PTC_OK;
-}
-
-int ptc_view_pread(ptc_view *v, const char *path, uint64_t off, void *buf, size_t len,
-                   size_t *got)
-{
-    *got = 0;
-    ptc_view_file f;
-    ptc_view_node n;
-    PTC_TRY(file_init(v, path, &f, &n));
-    int rc = ptc_view_read(&f, off, buf, len, got);
-    file_fini(&f);
-    return rc;
-}
-
-uint64_t ptc_view_file_size(const ptc_view_file *f)
-{
-    return f->size;
-}
-
-static void read_text(const char *text, uint64_t size, uint64_t off, void *buf, size_t len,
-                      size_t *got)
-{
-    size_t n = off >= size ? 0 : (size_t)PTC_MIN((uint64_t)len, size - off);
-    memcpy(buf, text + off, n);
-    *got = n;
-}
-
-/* Call @p fn for each record piece of bytes [off, end) of step file @p s,
- * in file order: bytes [in, in + n) of record @p id, at file offset @p pos
- * (empty records have no piece). Stops at the first error. */
-typedef int (*step_piece_fn)(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos);
-
-static int step_pieces(const ptc_view_step *s, uint64_t off, uint64_t end, step_piece_fn fn,
-                       void *ctx)
-{
-    uint64_t pos = off;
-    for (uint64_t i = ptc_view_step_find(s, off); pos < end && i < s->n; i++) {
-        uint64_t rlo = s->offsets[i], rhi = s->offsets[i + 1];
-        if (rhi <= pos)
-            continue; /* empty record */
-        uint64_t n = PTC_MIN(end, rhi) - pos;
-        PTC_TRY(fn(ctx, s->ids[i], pos - rlo, (size_t)n, pos));
-        pos += n;
-    }
-    return PTC_OK;
-}
-
-static int prefetch_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos)
-{
-    const ptc_view_dataset *ds = ctx;
-    (void)pos;
-    ds->record_prefetch(ds->user, id, in, n);
-    return PTC_OK;
-}
-
-/* Tell the dataset which record pieces bytes [off, end) of a step file
- * are about to read, so it can load them all at once. */
-static void prefetch_step(const ptc_view_file *f, uint64_t off, uint64_t end)
-{
-    const ptc_view_dataset *ds = &f->ds->ds;
-    if (ds->record_prefetch)
-        step_pieces(f->plan->step, off, end, prefetch_piece, (void *)ds);
-}
-
-struct step_copy {
-    const ptc_view_dataset *ds;
-    uint8_t *buf; /* file offset off goes here */
-    uint64_t off;
-};
-
-static int copy_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos)
-{
-    struct step_copy *c = ctx;
-    return c->ds->record_read(c->ds->user, id, in, c->buf + (pos - c->off), n);
-}
-
-static int read_step(ptc_view_file *f, uint64_t off, uint8_t *buf, uint64_t end)
-{
-    struct step_copy c = {&f->ds->ds, buf, off};
-    prefetch_step(f, off, end);
-    return step_pieces(f->plan->step, off, end, copy_piece, &c);
-}
-
-int ptc_view_read(ptc_view_file *f, uint64_t off, void *buf, size_t len, size_t *got)
-{
-    *got = 0;
-    if (f->kind == PTC_VIEW_MODEL_INFO || f->kind == PTC_VIEW_MODEL_FULL ||
-        f->kind == PTC_VIEW_MODEL_RANK)
-        return f->v->ops.model_read
-                   ? f->v->ops.model_read(f->v->user, f->fh, off, buf, len, got)
-                   : ptc_error_set(PTC_E_UNSUPPORTED, "models are not served here");
-    if (off >= f->size || len == 0)
-        return PTC_OK;
-    uint64_t end = off + PTC_MIN((uint64_t)len, f->size - off);
-    switch (f->kind) {
-    case PTC_VIEW_README:
-        read_text(view_readme, f->size, off, buf, len, got);
-        return PTC_OK;
-    case PTC_VIEW_DATASET_INFO:
-        read_text(f->text, f->size, off, buf, len, got);
-        return PTC_OK;
-    case PTC_VIEW_SAMPLE:
-        PTC_TRY(f->ds->ds.record_read(f->ds->ds.user, f->id, off, buf, (size_t)(end - off)));
-        *got = (size_t)(end - off);
-        return PTC_OK;
-    case PTC_VIEW_STEP_IDX:
-        ptc_view_step_idx_read(f->plan->step, off, buf, len, got);
-        return PTC_OK;
-    case PTC_VIEW_STEP:
-        PTC_TRY(read_step(f, off, buf, end));
-        count_served(f, off, end);
-        *got = (size_t)(end - off);
-        return PTC_OK;
-    default:
-        return ptc_error_set(PTC_E_INVAL, "not a file");
-    }
-}
+/* ---- reads --------------------------------------------------------------------------- */
 
 /* Pieces of a read in order; adjacent ones merge. The last slot is kept
  * for the tail: once the others are used, the rest is copied into the
@@ -996,12 +532,13 @@ static void seg_add(struct seg_list *g, const uint8_t *p, size_t len)
         g->s[g->n++] = (ptc_view_seg){p, len};
 }
 
-/* Bytes [pos, pos + n) of the file, record @p id from @p in: in place when
- * the dataset holds them so and a slot is left, else copied to @p dst. */
-static int seg_record(struct seg_list *g, const ptc_view_dataset *ds, uint64_t id, uint64_t in,
-                      size_t n, uint8_t *dst)
+/* Bytes [in, in + n) of record @p id: with a piece list @p g, in place
+ * when the dataset holds them so and a slot is left; else copied to
+ * @p dst (and, with @p g, listed from there). */
+static int fetch_piece(struct seg_list *g, const ptc_view_dataset *ds, uint64_t id, uint64_t in,
+                       size_t n, uint8_t *dst)
 {
-    if (ds->record_map && g->n + 1 < g->cap) {
+    if (g && ds->record_map && g->n + 1 < g->cap) {
         const void *p;
         PTC_TRY(ds->record_map(ds->user, id, in, n, &p));
         if (p) {
@@ -1010,67 +547,239 @@ static int seg_record(struct seg_list *g, const ptc_view_dataset *ds, uint64_t i
         }
     }
     PTC_TRY(ds->record_read(ds->user, id, in, dst, n));
-    seg_add(g, dst, n);
+    if (g)
+        seg_add(g, dst, n);
     return PTC_OK;
 }
 
-struct step_segs {
-    struct seg_list *g;
+static int prefetch_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos)
+{
+    const ptc_view_dataset *ds = ctx;
+    (void)pos;
+    ds->record_prefetch(ds->user, id, in, n);
+    return PTC_OK;
+}
+
+struct step_read {
+    struct seg_list *g; /* NULL: copy everything */
     const ptc_view_dataset *ds;
     uint8_t *buf; /* file offset off goes here when copied */
     uint64_t off;
 };
 
-static int seg_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos)
+static int read_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos)
 {
-    struct step_segs *c = ctx;
-    return seg_record(c->g, c->ds, id, in, n, c->buf + (pos - c->off));
+    struct step_read *c = ctx;
+    return fetch_piece(c->g, c->ds, id, in, n, c->buf + (pos - c->off));
 }
 
-int ptc_view_pread_segs(ptc_view *v, const char *path, uint64_t off, size_t len,
-                        void *scratch, ptc_view_seg *segs, size_t *nseg, size_t *got)
+/* Bytes [off, end) of step file @p h: every record piece is hinted to the
+ * dataset (so it can load them all at once) before any is fetched. */
+static int read_step(const ptc_view_handle *h, uint64_t off, uint64_t end, uint8_t *buf,
+                     struct seg_list *g)
+{
+    const ptc_view_dataset *ds = &h->ds->ds;
+    if (ds->record_prefetch)
+        ptc_view_step_pieces(h->plan->step, off, end, prefetch_piece, (void *)ds);
+    struct step_read c = {g, ds, buf, off};
+    return ptc_view_step_pieces(h->plan->step, off, end, read_piece, &c);
+}
+
+/* The one read path: bytes [off, off + len) of @p h, clipped to its size,
+ * copied into @p buf or, with a piece list @p g, listed there (in place
+ * where the dataset holds them so, else from @p buf). */
+static int node_read(const ptc_view_handle *h, uint64_t off, size_t len, uint8_t *buf,
+                     struct seg_list *g, size_t *got)
+{
+    const ptc_view *v = h->v;
+    *got = 0;
+    if (is_model_file(h->kind)) {
+        int rc = v->ops.model_read
+                     ? v->ops.model_read(v->user, h->fh, off, buf, len, got)
+                     : ptc_error_set(PTC_E_UNSUPPORTED, "models are not served here");
+        if (rc == PTC_OK && g && *got)
+            seg_add(g, buf, *got);
+        return rc;
+    }
+    if (h->is_dir)
+        return ptc_error_set(PTC_E_INVAL, "not a file");
+    if (off >= h->size || len == 0)
+        return PTC_OK;
+    uint64_t end = off + PTC_MIN((uint64_t)len, h->size - off);
+    size_t n = (size_t)(end - off), k;
+    switch (h->kind) {
+    case PTC_VIEW_README:
+        memcpy(buf, view_readme + off, n);
+        break;
+    case PTC_VIEW_DATASET_INFO:
+        memcpy(buf, h->text + off, n);
+        break;
+    case PTC_VIEW_STEP_IDX:
+        ptc_view_step_idx_read(h->plan->step, off, buf, n, &k);
+        break;
+    case PTC_VIEW_SAMPLE:
+        PTC_TRY(fetch_piece(g, &h->ds->ds, h->id, off, n, buf));
+        *got = n;
+        return PTC_OK;
+    case PTC_VIEW_STEP:
+        PTC_TRY(read_step(h, off, end, buf, g));
+        count_served(h, off, end);
+        *got = n;
+        return PTC_OK;
+    default:
+        return ptc_error_set(PTC_E_INVAL, "not a file");
+    }
+    if (g)
+        seg_add(g, buf, n);
+    *got = n;
+    return PTC_OK;
+}
+
+static int node_read_segs(const ptc_view_handle *h, uint64_t off, size_t len, void *scratch,
+                          ptc_view_seg *segs, size_t *nseg, size_t *got)
+{
+    struct seg_list g = {segs, 0, *nseg};
+    *nseg = 0;
+    PTC_TRY(node_read(h, off, len, scratch, &g, got));
+    *nseg = g.n;
+    return PTC_OK;
+}
+
+static int segs_room(size_t *nseg, size_t *got)
 {
     *got = 0;
     if (*nseg < 2)
         return ptc_error_set(PTC_E_INVAL, "a segmented read needs room for 2 pieces");
-    struct seg_list g = {segs, 0, *nseg};
-    *nseg = 0;
-    ptc_view_file f;
-    ptc_view_node n;
-    PTC_TRY(file_init(v, path, &f, &n));
-    int rc = PTC_OK;
-    uint8_t *buf = scratch;
-    if ((f.kind != PTC_VIEW_SAMPLE && f.kind != PTC_VIEW_STEP) || !f.ds->ds.record_map) {
-        rc = ptc_view_read(&f, off, scratch, len, got);
-        if (rc == PTC_OK && *got)
-            seg_add(&g, scratch, *got);
-        goto out;
+    return PTC_OK;
+}
+
+/* ---- resolved nodes ------------------------------------------------------------------ */
+
+int ptc_view_node_resolve(ptc_view *v, const char *path, ptc_view_handle **out)
+{
+    *out = NULL;
+    ptc_view_handle *h = ptc_malloc(sizeof *h);
+    if (!h)
+        return PTC_E_NOMEM;
+    int rc = node_init(v, path, false, h);
+    if (rc < 0) {
+        ptc_free(h);
+        return rc;
     }
-    if (off >= f.size || len == 0)
-        goto out;
-    uint64_t end = off + PTC_MIN((uint64_t)len, f.size - off);
-    if (f.kind == PTC_VIEW_SAMPLE) {
-        rc = seg_record(&g, &f.ds->ds, f.id, off, (size_t)(end - off), buf);
-    } else {
-        struct step_segs c = {&g, &f.ds->ds, buf, off};
-        prefetch_step(&f, off, end);
-        rc = step_pieces(f.plan->step, off, end, seg_piece, &c);
-        if (rc == PTC_OK)
-            count_served(&f, off, end);
+    count_empty(h, path);
+    atomic_init(&h->refs, 1);
+    *out = h;
+    return PTC_OK;
+}
+
+ptc_view_handle *ptc_view_node_retain(ptc_view_handle *h)
+{
+    atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+    return h;
+}
+
+void ptc_view_node_release(ptc_view_handle *h)
+{
+    if (h && atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1) {
+        node_fini(h);
+        ptc_free(h);
     }
-    if (rc == PTC_OK)
-        *got = (size_t)(end - off);
-out:
-    if (rc == PTC_OK)
-        *nseg = g.n;
-    file_fini(&f);
-    return rc;
+}
+
+void ptc_view_node_stat(const ptc_view_handle *h, ptc_view_stat *st)
+{
+    st->is_dir = h->is_dir;
+    st->size = h->size;
+}
+
+ptc_view_kind ptc_view_node_kind(const ptc_view_handle *h)
+{
+    return h->kind;
+}
+
+int ptc_view_node_pread(ptc_view_handle *h, uint64_t off, void *buf, size_t len, size_t *got)
+{
+    return node_read(h, off, len, buf, NULL, got);
+}
+
+int ptc_view_node_pread_segs(ptc_view_handle *h, uint64_t off, size_t len, void *scratch,
+                             ptc_view_seg *segs, size_t *nseg, size_t *got)
+{
+    PTC_TRY(segs_room(nseg, got));
+    return node_read_segs(h, off, len, scratch, segs, nseg, got);
+}
+
+/* ---- files and path reads (a resolved node each) ------------------------------------- */
+
+int ptc_view_open(ptc_view *v, const char *path, ptc_view_file **out)
+{
+    *out = NULL;
+    ptc_view_file *f = ptc_malloc(sizeof *f);
+    if (!f)
+        return PTC_E_NOMEM;
+    int rc = node_init(v, path, true, &f->h);
+    if (rc < 0) {
+        ptc_free(f);
+        return rc;
+    }
+    count_empty(&f->h, path);
+    *out = f;
+    return PTC_OK;
+}
+
+uint64_t ptc_view_file_size(const ptc_view_file *f)
+{
+    return f->h.size;
+}
+
+int ptc_view_read(ptc_view_file *f, uint64_t off, void *buf, size_t len, size_t *got)
+{
+    return node_read(&f->h, off, len, buf, NULL, got);
 }
 
 void ptc_view_close(ptc_view_file *f)
 {
     if (!f)
         return;
-    file_fini(f);
+    node_fini(&f->h);
     ptc_free(f);
+}
+
+int ptc_view_lookup(ptc_view *v, const char *path, ptc_view_stat *st)
+{
+    ptc_view_node n;
+    PTC_TRY(ptc_view_parse(path, &n));
+    if (n.kind != PTC_VIEW_STEP)
+        return view_resolve(v, path, &n, st, NULL, NULL, NULL);
+    ptc_view_handle h;
+    PTC_TRY(node_init(v, path, true, &h));
+    ptc_view_node_stat(&h, st);
+    count_empty(&h, path);
+    node_fini(&h);
+    return PTC_OK;
+}
+
+int ptc_view_pread(ptc_view *v, const char *path, uint64_t off, void *buf, size_t len,
+                   size_t *got)
+{
+    *got = 0;
+    ptc_view_handle h;
+    PTC_TRY(node_init(v, path, true, &h));
+    int rc = node_read(&h, off, len, buf, NULL, got);
+    node_fini(&h);
+    return rc;
+}
+
+int ptc_view_pread_segs(ptc_view *v, const char *path, uint64_t off, size_t len,
+                        void *scratch, ptc_view_seg *segs, size_t *nseg, size_t *got)
+{
+    PTC_TRY(segs_room(nseg, got));
+    size_t room = *nseg;
+    *nseg = 0;
+    ptc_view_handle h;
+    PTC_TRY(node_init(v, path, true, &h));
+    *nseg = room;
+    int rc = node_read_segs(&h, off, len, scratch, segs, nseg, got);
+    node_fini(&h);
+    return rc;
 }

@@ -43,11 +43,15 @@ typedef struct ptc_mount_options {
  * threads until unmounted (fusermount3 -u, umount) or until SIGINT,
  * SIGTERM or SIGHUP, which unmount cleanly. Immutable files keep the
  * kernel page cache between opens; reads of up to 1 MiB are asked for.
- * Where the kernel supports it (FUSE_CAP_NO_OPEN_SUPPORT) files are served
- * without opens: the records of an empty step file are served when its
- * name is looked up (ptc_view_lookup) rather than at each open. Reads go
- * by path (ptc_view_pread_segs): record bytes a dataset holds in place
- * (ptc_view_dataset.record_map) are handed to the kernel without a copy.
+ * Each path is resolved once, when the kernel first looks it up
+ * (ptc_view_node_resolve), and its handle kept until the kernel forgets
+ * the node; reads go to that handle (ptc_view_node_pread_segs): no path
+ * parsing or cache search per read, and record bytes a dataset holds in
+ * place (ptc_view_dataset.record_map) are handed to the kernel without a
+ * copy. Where the kernel supports it (FUSE_CAP_NO_OPEN_SUPPORT) files are
+ * served without opens: the records of an empty step file are served when
+ * its name is first looked up rather than at each open. @p view must
+ * outlive the call (every handle is released before it returns).
  * Lookups in one directory run in parallel. docs/dataset.md ("Speed").
  * Without @p opts->foreground the process forks once the mount is up and
  * the parent exits with status 0 (as any FUSE daemon does).

@@ -26,10 +26,14 @@
  * field (more than 2^64 - 1, dp over PTC_VIEW_MAX_DP) is PTC_E_RANGE
  * (EINVAL). docs/dataset.md has the full grammar.
  *
+ * A path may also be resolved once into a handle (ptc_view_node_resolve)
+ * and read from that handle, with no parsing or cache search per read.
+ *
  * @note Thread safety: ptc_view_parse and the step helpers are pure. A
  *       ptc_view is safe to use from any number of threads at once (the
  *       callbacks it calls must be too). A ptc_view_file may be read by
- *       several threads at once; close it once.
+ *       several threads at once; close it once. Handles: see
+ *       ptc_view_handle.
  */
 #ifndef PTC_VIEW_H
 #define PTC_VIEW_H
@@ -221,7 +225,8 @@ typedef struct ptc_view_stat {
  */
 PTC_API int ptc_view_create(ptc_view **out, const ptc_view_ops *ops, void *user);
 
-/** Destroy a view (closes its datasets). No file may be open. NULL: no-op. */
+/** Destroy a view (closes its datasets). No file may be open and no handle
+ * held. NULL: no-op. */
 PTC_API void ptc_view_destroy(ptc_view *v);
 
 /**
@@ -304,6 +309,81 @@ typedef struct ptc_view_seg {
  */
 PTC_API int ptc_view_pread_segs(ptc_view *v, const char *path, uint64_t off, size_t len,
                                 void *scratch, ptc_view_seg *segs, size_t *nseg, size_t *got);
+
+/* ---- resolved nodes ------------------------------------------------------------------- */
+
+/**
+ * A resolved node: a path of the view found once — parsed, checked against
+ * the data, and holding what its reads need (the dataset, the step plan,
+ * the open model file, the info.json text) — so that reads neither parse
+ * nor search, the way a filesystem reads from an inode rather than from a
+ * name. Refcounted; opaque.
+ *
+ * @note Lifetime: a handle holds references (a step plan, an open model
+ *       file) until its last ptc_view_node_release, and must be released
+ *       before ptc_view_destroy. Datasets stay those the view opened: a
+ *       dataset replaced in the backing after the view opened it is read
+ *       and counted as the generation the view holds, by handles and paths
+ *       alike.
+ * @note Thread safety: a handle may be read, retained and released from
+ *       any number of threads at once; reads take none of the view's locks
+ *       (the dataset callbacks and ops.served it calls must be thread-safe,
+ *       as for the view). The release of the last reference must not race
+ *       with another use of the handle (the caller's references order it).
+ */
+typedef struct ptc_view_handle ptc_view_handle;
+
+/**
+ * Resolve @p path once. Checks what ptc_view_stat_path checks; for files
+ * also opens what reads need (model files through ops.model_open). A
+ * resolve counts as an open, or as the lookup of a filesystem that skips
+ * opens: the records of an empty step file are reported to ops.served
+ * the first time it is resolved, opened or looked up in this view (once
+ * per view, as ptc_view_lookup). Directories resolve too (they are not
+ * readable).
+ * @param out  a new handle holding one reference; NULL on failure
+ * @return PTC_OK; PTC_E_NOTFOUND; PTC_E_RANGE; PTC_E_NOMEM; a backing error.
+ */
+PTC_API int ptc_view_node_resolve(ptc_view *v, const char *path, ptc_view_handle **out);
+
+/** Add a reference to @p h. @return @p h. */
+PTC_API ptc_view_handle *ptc_view_node_retain(ptc_view_handle *h);
+
+/** Drop a reference; the last one frees the handle and what it holds.
+ * NULL is a no-op. */
+PTC_API void ptc_view_node_release(ptc_view_handle *h);
+
+/** Directory or file, and the size of a file (fixed at resolve). */
+PTC_API void ptc_view_node_stat(const ptc_view_handle *h, ptc_view_stat *st);
+
+/** @return what the resolved path names. */
+PTC_API ptc_view_kind ptc_view_node_kind(const ptc_view_handle *h);
+
+/**
+ * Read bytes [off, off + len) of a resolved file, clipped to its size:
+ * the bytes, and the served counts of step-file records, are those of
+ * ptc_view_pread on its path.
+ * @param got  bytes read (short only at end of file)
+ * @return PTC_OK; PTC_E_INVAL for a directory; a backing error (nothing is
+ *         counted then).
+ */
+PTC_API int ptc_view_node_pread(ptc_view_handle *h, uint64_t off, void *buf, size_t len,
+                                size_t *got);
+
+/**
+ * ptc_view_node_pread without copying what the dataset holds in place:
+ * pieces as ptc_view_pread_segs gives them (into the dataset's memory,
+ * valid while the view lives, or into @p scratch), with the same bytes and
+ * counts.
+ * @param scratch  at least @p len bytes
+ * @param segs     room for *nseg pieces (at least 2)
+ * @param nseg     in: the room; out: the pieces used
+ * @param got      bytes read (short only at end of file)
+ * @return as ptc_view_node_pread; PTC_E_INVAL if *nseg < 2.
+ */
+PTC_API int ptc_view_node_pread_segs(ptc_view_handle *h, uint64_t off, size_t len,
+                                     void *scratch, ptc_view_seg *segs, size_t *nseg,
+                                     size_t *got);
 
 /* ---- the view of a store ------------------------------------------------------------- */
 
