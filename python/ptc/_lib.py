@@ -42,6 +42,11 @@ CODEC_ZSTD = 1
 CONFIG_STYLE_KEYS = 0
 CONFIG_STYLE_PATH = 1
 DTYPE_COUNT = 15          # PTC_DTYPE_COUNT == PTC_DTYPE_KEEP == PTC_RESHARD_DTYPE_KEEP
+# ckpt.h
+CKPT_RECORD_FORMAT = 1
+CKPT_RNG_MAX = 4 << 20
+CKPT_EXTRA_MAX = 4096
+CKPT_PARENT_LATEST = (1 << 64) - 1
 
 
 # ---- structs (include/ptc/*.h) ---------------------------------------------------------
@@ -165,6 +170,23 @@ class ViewStoreOptions(Structure):
     _fields_ = [("vfile_cache", c_size_t)]
 
 
+class CkptKv(Structure):
+    _fields_ = [("key", c_char_p), ("value", c_char_p)]
+
+
+class CkptRecord(Structure):
+    _fields_ = [("format", c_uint32), ("step", c_uint64), ("config", c_char_p),
+                ("schedule", c_char_p), ("seed", c_uint64), ("epoch", c_uint64),
+                ("sample", c_uint64), ("global_batch", c_uint64), ("dataset", c_char_p),
+                ("has_loss", c_bool), ("loss", c_double), ("rng", c_void_p),
+                ("rng_len", c_size_t), ("extra", POINTER(CkptKv)), ("nextra", c_size_t)]
+
+
+class CkptOptions(Structure):
+    _fields_ = [("parent", c_uint64), ("codec", c_uint), ("level", c_int),
+                ("no_reuse", c_bool), ("ignore_extra", c_bool), ("threads", c_int)]
+
+
 # Every struct the ABI test checks against the C headers: Python name -> C type name.
 STRUCTS = {
     "Box": "ptc_box", "Piece": "ptc_piece", "Config": "ptc_config",
@@ -177,6 +199,8 @@ STRUCTS = {
     "DatasetIngestOptions": "ptc_dataset_ingest_options",
     "AuditResult": "ptc_dataset_audit_result", "Order": "ptc_order",
     "ViewStat": "ptc_view_stat", "ViewStoreOptions": "ptc_view_store_options",
+    "CkptKv": "ptc_ckpt_kv", "CkptRecord": "ptc_ckpt_record",
+    "CkptOptions": "ptc_ckpt_options",
 }
 
 # ---- the function table ---------------------------------------------------------------
@@ -282,12 +306,35 @@ FUNCTIONS = {
     "ptc_view_store_destroy": (None, [P]),
     "ptc_view_stat_path": (c_int, [P, c_char_p, POINTER(ViewStat)]),
     "ptc_view_pread": (c_int, [P, c_char_p, c_uint64, c_void_p, c_size_t, POINTER(c_size_t)]),
+    # ckpt.h: the non-collective steps (ptc.save / ptc.load run the collective
+    # parts over torch.distributed; ptc_ckpt_save / ptc_ckpt_load take an
+    # MPI_Comm and are not bound)
+    "ptc_ckpt_options_init": (None, [POINTER(CkptOptions)]),
+    "ptc_ckpt_record_free": (None, [POINTER(CkptRecord)]),
+    "ptc_ckpt_record_to_json": (c_int, [POINTER(CkptRecord), POINTER(c_void_p)]),
+    "ptc_ckpt_record_from_json": (c_int, [c_char_p, c_size_t, POINTER(CkptRecord)]),
+    "ptc_ckpt_read_record": (c_int, [P, c_uint64, POINTER(CkptRecord)]),
+    "ptc_ckpt_local_bytes": (c_int, [P, c_size_t, c_int, POINTER(c_size_t)]),
+    "ptc_ckpt_begin": (c_int, [PP, P, P, P, POINTER(CkptOptions)]),
+    "ptc_ckpt_txn_version": (c_uint64, [P]),
+    "ptc_ckpt_txn_parent": (c_uint64, [P]),
+    "ptc_ckpt_write_local": (c_int, [P, c_uint64, c_uint64, P, POINTER(c_int), c_size_t,
+                                     POINTER(c_void_p), POINTER(CkptOptions), POINTER(c_void_p),
+                                     POINTER(c_size_t)]),
+    "ptc_ckpt_commit": (c_int, [P, POINTER(c_void_p), POINTER(c_size_t), c_size_t,
+                                POINTER(CkptRecord), u64p]),
+    "ptc_ckpt_abort": (None, [P]),
+    "ptc_ckpt_load_local": (c_int, [P, c_uint64, P, POINTER(c_int), c_size_t,
+                                    POINTER(c_void_p), POINTER(CkptOptions),
+                                    POINTER(CkptRecord), u64p]),
 }
 
 # Functions a library may lack; calling one that is absent raises UnsupportedError.
-# ckpt.h (training-state checkpoints) is bound here once it exists: add its
-# functions to FUNCTIONS and to _OPTIONAL, then ptc.save / ptc.load use them.
-_OPTIONAL = set()
+# The training-state checkpoint API (ckpt.h) is newer than the rest: a library
+# built before it still loads, and ptc.save / ptc.load then raise
+# UnsupportedError.
+CKPT_FUNCTIONS = tuple(n for n in FUNCTIONS if n.startswith("ptc_ckpt_"))
+_OPTIONAL = set(CKPT_FUNCTIONS)
 
 _lock = threading.Lock()
 _lib = None
