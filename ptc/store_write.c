@@ -97,12 +97,13 @@ static int writer_alloc(ptc_store_writer **out, ptc_store *s, const ptc_store_wr
     w->config = dup_opt(o->config, &ok);
     w->rules = dup_opt(o->rules, &ok);
     w->ranks = ptc_calloc(w->world, sizeof *w->ranks);
+    /* no pack file yet: destroy must not close descriptor 0 */
+    for (uint32_t r = 0; w->ranks && r < w->world; r++)
+        w->ranks[r].fd = -1;
     if (!ok || !w->ranks) {
         ptc_store_writer_destroy(w);
         return PTC_E_NOMEM;
     }
-    for (uint32_t r = 0; r < w->world; r++)
-        w->ranks[r].fd = -1;
     *out = w;
     return PTC_OK;
 }
