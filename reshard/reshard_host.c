@@ -1,7 +1,14 @@
 /* In-memory executor for host buffers over MPI: process i is source rank i
  * and target rank i. Two phases: every transfer from a source buffer, then
- * the fan-outs from target buffers that received over the network. Each
- * phase sends one packed message (or 1 GiB pieces of it) per peer pair. */
+ * the fan-outs from target buffers that received over the network. In each
+ * phase a transfer whose box is contiguous in both its source and its
+ * target buffer (and of at least RH_DIRECT_MIN bytes) travels as a message
+ * of its own, sent from the source buffer and received into the target
+ * buffer (no copy on either side; posted first, so the wire works while the
+ * rest is packed); the other transfers to a peer are packed into one
+ * message (or 1 GiB pieces of it) and unpacked on arrival. Both sides
+ * classify the plan's transfers alike and post in plan order, so messages
+ * match by MPI's non-overtaking order. */
 #include <mpi.h>
 #include <string.h>
 
@@ -10,6 +17,8 @@
 #include "reshard/reshard_internal.h"
 
 #define RH_MSG_MAX ((size_t)1 << 30)
+#define RH_DIRECT_MIN ((size_t)64 << 10)
+#define RH_TAG_DIRECT 4096
 
 static size_t xbytes(const ptc_plan *p, const ptc_transfer *x)
 {
@@ -41,6 +50,30 @@ int ptc_reshard_unpack_one(const ptc_plan *p, const ptc_transfer *x, const void 
     box_ext(&x->box, ext);
     return ptc_pack_copy((uint8_t *)to + (size_t)x->dst_offset * es, x->dst_stride, in, NULL, ext,
                          x->box.ndim, es);
+}
+
+/* A box of extents @p ext at element strides @p st is one run of memory. */
+static bool contiguous(const int64_t *ext, const int64_t *st, int ndim)
+{
+    int64_t run = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        if (ext[d] > 1 && st[d] != run)
+            return false;
+        run *= ext[d];
+    }
+    return true;
+}
+
+/* Transfer @p x travels as its own message, without packing. */
+static bool direct(const ptc_plan *p, const ptc_transfer *x)
+{
+    size_t n = xbytes(p, x);
+    if (n < RH_DIRECT_MIN || n > RH_MSG_MAX)
+        return false;
+    int64_t ext[PTC_MAX_DIMS] = {0};
+    box_ext(&x->box, ext);
+    return contiguous(ext, x->src_stride, x->box.ndim) &&
+           contiguous(ext, x->dst_stride, x->box.ndim);
 }
 
 static int mpi_err(const char *call)
@@ -83,7 +116,7 @@ static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout, 
     for (size_t i = 0; i < nx; i++) {
         const ptc_transfer *x = &xf[i];
         if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->src_rank == x->dst_rank ||
-            x->tensor < t_lo || x->tensor >= t_hi)
+            x->tensor < t_lo || x->tensor >= t_hi || direct(p, x))
             continue;
         if (x->src_rank == me && x->dst_rank < np)
             out_len[x->dst_rank] += xbytes(p, x);
@@ -98,14 +131,33 @@ static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout, 
             goto out_free;
         }
     }
-    /* post receives first, then pack and send, then the local copies */
+    /* receives first (packed, then direct), then the direct sends, then the
+     * local copies and the packing, then the packed sends */
     for (int q = 0; q < np && rc == PTC_OK; q++)
         if (q != me)
             rc = post(&req, &nreq, &capreq, buf[np + q], in_len[q], q, 0, comm, false);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
+            const ptc_transfer *x = &xf[i];
+            if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->src_rank == x->dst_rank ||
+                x->tensor < t_lo || x->tensor >= t_hi || !direct(p, x))
+                continue;
+            size_t es = ptc_dtype_size(ptc_layout_tensor(ptc_plan_target(p), x->tensor)->dtype);
+            if (pass == 0 && x->dst_rank == me && x->src_rank < np)
+                rc = post(&req, &nreq, &capreq,
+                          (uint8_t *)dst[x->tensor] + (size_t)x->dst_offset * es, xbytes(p, x),
+                          x->src_rank, RH_TAG_DIRECT, comm, false);
+            if (pass == 1 && x->src_rank == me && x->dst_rank < np) {
+                const uint8_t *from = fanout ? dst[x->tensor] : src[x->tensor];
+                rc = post(&req, &nreq, &capreq, (void *)(from + (size_t)x->src_offset * es),
+                          xbytes(p, x), x->dst_rank, RH_TAG_DIRECT, comm, true);
+            }
+        }
     for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
         const ptc_transfer *x = &xf[i];
         if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->src_rank != me ||
-            x->tensor < t_lo || x->tensor >= t_hi)
+            x->tensor < t_lo || x->tensor >= t_hi ||
+            (x->dst_rank != me && direct(p, x)))
             continue;
         const void *from = fanout ? dst[x->tensor] : src[x->tensor];
         if (x->dst_rank == me) {
@@ -128,7 +180,7 @@ static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout, 
     for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
         const ptc_transfer *x = &xf[i];
         if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->dst_rank != me ||
-            x->src_rank == me || x->tensor < t_lo || x->tensor >= t_hi)
+            x->src_rank == me || x->tensor < t_lo || x->tensor >= t_hi || direct(p, x))
             continue;
         rc = ptc_reshard_unpack_one(p, x, buf[np + x->src_rank] + at_in[x->src_rank],
                                     dst[x->tensor]);

@@ -2,7 +2,9 @@
  * one-rank plans; under `mpirun -np N` (tests/mpi/test_reshard_host.sh) it
  * reshards id-patterned buffers between every pair of a list of
  * configurations with world <= N, several host sizes, and checks every
- * byte of every target rank's local tensors. */
+ * byte of every target rank's local tensors. Tensors of 256 KiB take both
+ * paths of the executor: a contiguous box of 64 KiB or more as a message of
+ * its own, the rest packed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,7 +31,9 @@ static const char rules_txt[] =
     "match blk.*.rep tp=replicate\n"
     "match emb tp=split(0) pp=first+last\n"
     "match head tp=split(0) pp=last\n"
-    "match everywhere tp=split(2) pp=all\n";
+    "match everywhere tp=split(2) pp=all\n"
+    "match wide tp=split(0) pp=all\n"
+    "match tall tp=split(1) pp=all\n";
 
 #define MAXT 32
 static ptc_tensor_info tens[MAXT];
@@ -63,6 +67,10 @@ static int setup(void **st)
     add("emb", PTC_DTYPE_F16, 2, 13, 3, 0);
     add("head", PTC_DTYPE_F64, 2, 3, 2, 0);
     add("everywhere", PTC_DTYPE_F32, 3, 2, 1, 5);
+    /* boxes of 64 KiB and more, contiguous on both sides (wide, by rows),
+     * travel as messages of their own; tall's column boxes are packed */
+    add("wide", PTC_DTYPE_F32, 2, 1024, 64, 0);
+    add("tall", PTC_DTYPE_F32, 2, 64, 1024, 0);
     return ptc_rules_parse(&rules, rules_txt, strlen(rules_txt), "t") == PTC_OK ? 0 : -1;
 }
 
