@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs every benchmark in the build directory; each prints its own baseline
-# measured in the same run and the ratio. bench_exec runs under mpirun.
+# measured in the same run and the ratio; the MPI ones run under mpirun, and
+# bench/bench_train_data.sh times ptc train through a mount.
 set -eu
 build=${1:-build}
 mpi_root=""
@@ -10,8 +11,10 @@ for b in "$build"/bench_*; do
     name=$(basename "$b")
     printf '\n== %s\n' "$name"
     case "$name" in
-    bench_exec) mpirun $mpi_root --oversubscribe -np 4 "$b" ;;
-    bench_search_memory) mpirun $mpi_root --oversubscribe -np 4 "$b" ;;
+    bench_exec | bench_search_memory | bench_ckpt | bench_resize)
+        mpirun $mpi_root --oversubscribe -np 4 "$b" ;;
     *) (cd "$build" && "./$name") ;;
     esac
 done
+printf '\n== bench_train_data.sh\n'
+sh "$(dirname "$0")/../bench/bench_train_data.sh" "$build/ptc"
