@@ -17,4 +17,4 @@ for b in "$build"/bench_*; do
     esac
 done
 printf '\n== bench_train_data.sh\n'
-sh "$(dirname "$0")/../bench/bench_train_data.sh" "$build/ptc"
+bash "$(dirname "$0")/../bench/bench_train_data.sh" "$build/ptc"
