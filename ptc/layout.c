@@ -89,19 +89,31 @@ static uint64_t name_hash(const char *s)
     return XXH3_64bits(s, strlen(s));
 }
 
+/* Index + 1 of the tensor named @p name, 0 if none (no message). */
+static size_t lookup(const ptc_layout *l, const char *name)
+{
+    for (size_t h = name_hash(name) & l->hmask;; h = (h + 1) & l->hmask) {
+        size_t v = l->hash[h];
+        if (!v || strcmp(l->t[v - 1].info.name, name) == 0)
+            return v;
+    }
+}
+
 int ptc_layout_find(const ptc_layout *l, const char *name, size_t *t)
 {
     char cb[96];
-    for (size_t h = name_hash(name) & l->hmask;; h = (h + 1) & l->hmask) {
-        size_t v = l->hash[h];
-        if (!v)
-            break;
-        if (strcmp(l->t[v - 1].info.name, name) == 0) {
-            *t = v - 1;
-            return PTC_OK;
-        }
+    size_t v = lookup(l, name);
+    if (v) {
+        *t = v - 1;
+        return PTC_OK;
     }
     return ptc_error_set(PTC_E_NOTFOUND, "no tensor '%s' in the layout", clipname(name, cb));
+}
+
+/* ptc_rules_has_fn over the layout being built (its name table is complete). */
+static bool layout_has(const char *name, void *user)
+{
+    return lookup(user, name) != 0;
 }
 
 /* Size of block b of the split dim. */
@@ -719,7 +731,11 @@ int ptc_layout_create(ptc_layout **out, const ptc_tensor_info *tensors, size_t n
                 goto out_destroy;
             }
         l->hash[h] = i + 1;
-        rc = ptc_rules_resolve(rules, lt->info.name, &lt->pl);
+    }
+    /* every name is known before any is resolved (unless= asks the collection) */
+    for (size_t i = 0; i < n; i++) {
+        ltensor *lt = &l->t[i];
+        rc = ptc_rules_resolve_in(rules, lt->info.name, layout_has, l, &lt->pl);
         if (rc != PTC_OK)
             goto out_destroy;
         rc = check_tensor(lt, cfg->tp);
@@ -752,6 +768,21 @@ out_destroy:
 
 /* ---- dry run --------------------------------------------------------------------- */
 
+typedef struct tensor_list {
+    const ptc_tensor_info *t;
+    size_t n;
+} tensor_list;
+
+/* ptc_rules_has_fn over a plain tensor array (a dry run asks rarely). */
+static bool list_has(const char *name, void *user)
+{
+    const tensor_list *tl = user;
+    for (size_t i = 0; i < tl->n; i++)
+        if (tl->t[i].name && strcmp(tl->t[i].name, name) == 0)
+            return true;
+    return false;
+}
+
 static void report(ptc_layout_problem_fn fn, void *user, const ptc_tensor_info *t, int code,
                    size_t *count)
 {
@@ -765,13 +796,14 @@ int ptc_layout_check(const ptc_tensor_info *tensors, size_t n, const ptc_rules *
                      size_t *nproblems)
 {
     *nproblems = 0;
+    tensor_list tl = {tensors, n};
     for (size_t i = 0; i < n; i++) {
         ltensor lt;
         memset(&lt, 0, sizeof lt);
         int rc = check_info(&tensors[i], i);
         if (rc == PTC_OK) {
             lt.info = tensors[i];
-            rc = ptc_rules_resolve(rules, tensors[i].name, &lt.pl);
+            rc = ptc_rules_resolve_in(rules, tensors[i].name, list_has, &tl, &lt.pl);
         }
         if (rc == PTC_OK)
             rc = check_tensor(&lt, cfg->tp);

@@ -24,8 +24,9 @@ static const char preset_llama[] =
     "# Adam moments, fp32 master weights and Adam's step follow their parameter.\n"
     "optim .exp_avg .exp_avg_sq .master .step\n"
     "# VocabParallelEmbedding: vocabulary rows split over tp. Tied embeddings\n"
-    "# (no lm_head.weight): the last stage uses the embedding as output layer.\n"
-    "match model.embed_tokens.weight tp=split(0) pp=first+last if=$tie_word_embeddings\n"
+    "# (no lm_head.weight in the collection: Qwen2, Gemma, small Llamas): the\n"
+    "# last stage uses the embedding as its output layer, so it holds a replica.\n"
+    "match model.embed_tokens.weight tp=split(0) pp=first+last unless=lm_head.weight\n"
     "match model.embed_tokens.weight tp=split(0) pp=first\n"
     "# Output layer: ColumnParallelLinear over the vocabulary.\n"
     "match lm_head.weight tp=split(0) pp=last\n"
@@ -238,6 +239,7 @@ typedef struct match_rule {
     int origin;          /* index into ptc_rules.origins */
     char *need;          /* a parameter the split needs and nobody set; NULL */
     char *raw_tp;        /* with need: the tp= value as written */
+    char *unless;        /* unless=NAME: skipped when the collection holds NAME */
 } match_rule;
 
 typedef struct param {
@@ -273,6 +275,7 @@ void ptc_rules_destroy(ptc_rules *r)
         ptc_free(r->rules[i].glob);
         ptc_free(r->rules[i].need);
         ptc_free(r->rules[i].raw_tp);
+        ptc_free(r->rules[i].unless);
     }
     for (size_t i = 0; i < r->nparams; i++)
         ptc_free(r->params[i].name);
@@ -877,6 +880,8 @@ static int add_match(ptc_rules *r, const tok *t, int ntok, const parse_ctx *pc, 
         return LINE_ERR("%s:%d: glob '%s' ends with a lone backslash", origin, line,
                         clip(t[1].s, t[1].n, cb));
     bool seen_tp = false, seen_if = false, active = true;
+    const char *unless = NULL;
+    size_t nunless = 0;
     unset_ref u;
     memset(&u, 0, sizeof u);
     const char *tpv = NULL;
@@ -915,6 +920,13 @@ static int add_match(ptc_rules *r, const tok *t, int ntok, const parse_ctx *pc, 
             if (!parse_kind(v, vn, &m.pl.kind))
                 return LINE_ERR("%s:%d: bad kind= value '%s' (param or optim)", origin, line,
                                 clip(v, vn, cb));
+        } else if (kn == 6 && memcmp(s, "unless", 6) == 0) {
+            if (unless)
+                return LINE_ERR("%s:%d: unless= given twice", origin, line);
+            if (vn == 0)
+                return LINE_ERR("%s:%d: unless= needs a tensor name", origin, line);
+            unless = v;
+            nunless = vn;
         } else if (kn == 2 && memcmp(s, "if", 2) == 0) {
             if (seen_if)
                 return LINE_ERR("%s:%d: if= given twice", origin, line);
@@ -926,7 +938,7 @@ static int add_match(ptc_rules *r, const tok *t, int ntok, const parse_ctx *pc, 
                                 line, clip(v, vn, cb));
             active = got > 0 && x != 0;
         } else {
-            return LINE_ERR("%s:%d: unknown key '%s' (tp, pp, kind or if)", origin, line,
+            return LINE_ERR("%s:%d: unknown key '%s' (tp, pp, kind, if or unless)", origin, line,
                             clip(s, kn, cb));
         }
     }
@@ -938,7 +950,13 @@ static int add_match(ptc_rules *r, const tok *t, int ntok, const parse_ctx *pc, 
         return PTC_E_NOMEM;
     m.nglob = t[1].n;
     int rc = settle_unset(r, &m, &u, tpv, tpn);
+    if (rc == PTC_OK && unless) {
+        m.unless = ptc_strndup(unless, nunless);
+        if (!m.unless)
+            rc = PTC_E_NOMEM;
+    }
     if (rc != PTC_OK) {
+        ptc_free(m.unless);
         ptc_free(m.glob);
         ptc_free(m.need);
         ptc_free(m.raw_tp);
@@ -1104,6 +1122,11 @@ static int build_text(ptc_rules *r)
         }
         if (rc == PTC_OK && m->pl.kind == PTC_KIND_OPTIM)
             rc = sb_str(&b, " kind=optim");
+        if (rc == PTC_OK && m->unless) {
+            rc = sb_str(&b, " unless=");
+            if (rc == PTC_OK)
+                rc = sb_str(&b, m->unless);
+        }
         if (rc == PTC_OK)
             rc = sb_str(&b, "\n");
     }
@@ -1303,6 +1326,12 @@ static int layer_of(const ptc_rules *r, const char *s, size_t n, int64_t *idx)
 
 int ptc_rules_resolve(const ptc_rules *r, const char *name, ptc_placement *out)
 {
+    return ptc_rules_resolve_in(r, name, NULL, NULL, out);
+}
+
+int ptc_rules_resolve_in(const ptc_rules *r, const char *name, ptc_rules_has_fn has,
+                         void *user, ptc_placement *out)
+{
     char cb[96], pb[96];
     size_t n = strlen(name), pn = n;
     size_t best = 0;
@@ -1316,6 +1345,9 @@ int ptc_rules_resolve(const ptc_rules *r, const char *name, ptc_placement *out)
     size_t mi;
     for (mi = 0; mi < r->nrules; mi++)
         if (glob_match(r->rules[mi].glob, r->rules[mi].nglob, name, pn)) {
+            /* without a collection an unless= line is left out */
+            if (r->rules[mi].unless && (!has || has(r->rules[mi].unless, user)))
+                continue;
             m = &r->rules[mi];
             break;
         }

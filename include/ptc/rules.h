@@ -15,6 +15,7 @@
  * match  GLOB [tp=replicate|split(d[,blocks=N|a:b:…][,heads=h…][,kv_heads=k…]
  *                                   [,head_dim=D][,cut])]
  *             [pp=layer|first|last|first+last|all] [kind=param|optim] [if=V]
+ *             [unless=NAME]     (left out when the collection holds NAME)
  * @endcode
  * `match` globs cover the whole name: `*` matches any run of characters
  * (dots included), `?` exactly one UTF-8 character, `\x` the character x.
@@ -189,6 +190,21 @@ PTC_API const char *ptc_rules_text(const ptc_rules *r);
  */
 PTC_API int ptc_rules_resolve(const ptc_rules *r, const char *name,
                               ptc_placement *out);
+
+/** Whether the collection being placed holds a tensor named @p name. */
+typedef bool (*ptc_rules_has_fn)(const char *name, void *user);
+
+/**
+ * ptc_rules_resolve within a collection: a `match` line with `unless=NAME`
+ * is skipped when @p has says the collection holds NAME (a tied embedding
+ * gets a last-stage replica when there is no separate output layer).
+ * ptc_rules_resolve is this with @p has NULL, which skips every `unless=`
+ * line (the placement of a collection that holds every such NAME).
+ * ptc_layout_create resolves each tensor with its own collection.
+ * @return as ptc_rules_resolve.
+ */
+PTC_API int ptc_rules_resolve_in(const ptc_rules *r, const char *name, ptc_rules_has_fn has,
+                                 void *user, ptc_placement *out);
 
 /**
  * Format a placement as one line of text, e.g.
