@@ -114,6 +114,8 @@ def test_gqa_kv_heads_replicated_when_tp_exceeds_them(tmp_path):
     k0 = "model.layers.0.self_attn.k_proj.weight"
     with ptc.Store(tmp_path / "st", create=True) as st:
         assert st.import_safetensors([index], "tp=4", "llama", params="auto") == 1
+        # the shards' __metadata__ survives an index import, as a single file's does
+        assert st.versions()[0]["metadata"].get("format") == "pt"
         pl = dict((n, p) for n, _, _, p in st.tensors())
         assert pl[k0].startswith("tp=split(0,kv_heads=2,head_dim=8)"), pl[k0]
         assert pl["model.layers.0.self_attn.q_proj.weight"].startswith(
@@ -138,6 +140,9 @@ def test_gqa_kv_heads_replicated_when_tp_exceeds_them(tmp_path):
         st.export(out / "model.safetensors")
         # rank 5 of tp=8: kv head 5*2//8 = 1, query head 5
         st.export(tmp_path / "t8.safetensors", config="tp=8", rank=5)
+    from safetensors import safe_open
+    with safe_open(str(out / "model.safetensors"), "pt") as f:
+        assert f.metadata().get("format") == "pt"
     t8 = load_safetensors(tmp_path / "t8.safetensors")
     assert torch.equal(t8[k0], sd[k0][8:16])
     assert torch.equal(t8["model.layers.2.self_attn.o_proj.weight"],
