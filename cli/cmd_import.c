@@ -2,12 +2,9 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "ptc/import.h"
-
-#define MAX_PARAMS 64
 
 const char ptc_cmd_import_help[] =
     "import safetensors checkpoints into a store under a parallel configuration\n"
@@ -31,43 +28,6 @@ const char ptc_cmd_import_help[] =
     "Each distinct shard is stored once (replicas are references). Prints the new\n"
     "version number. Exit 0 on success, 1 on failure, 2 on a usage error.\n";
 
-/* The rules with their parameters: --param values, then those of config.json
- * (explicit, or beside @p first_input) that --param does not set. */
-static int load_rules(ptc_rules **rules, const char *spec, const char *hf_config,
-                      const char *first_input, const ptc_rules_param *given, size_t ngiven)
-{
-    char path[4096];
-    if (!hf_config) {
-        const char *slash = strrchr(first_input, '/');
-        int dirlen = slash ? (int)(slash - first_input) : 1;
-        snprintf(path, sizeof path, "%.*s/config.json", dirlen, slash ? first_input : ".");
-        hf_config = access(path, F_OK) == 0 ? path : "none";
-    }
-    ptc_rules_param *file = NULL, *all = NULL;
-    size_t nfile = 0;
-    if (strcmp(hf_config, "none") != 0)
-        PTC_TRY(ptc_rules_params_read(hf_config, &file, &nfile));
-    int rc = PTC_E_NOMEM;
-    all = malloc((ngiven + nfile + 1) * sizeof *all);
-    if (!all)
-        goto out_free;
-    size_t n = 0;
-    for (size_t i = 0; i < ngiven; i++)
-        all[n++] = given[i];
-    for (size_t i = 0; i < nfile; i++) {
-        bool dup = false;
-        for (size_t j = 0; j < ngiven; j++)
-            dup |= strcmp(file[i].name, given[j].name) == 0;
-        if (!dup)
-            all[n++] = file[i];
-    }
-    rc = ptc_rules_load_params(rules, spec, all, n);
-out_free:
-    free(all);
-    ptc_rules_params_free(file, nfile);
-    return rc;
-}
-
 int ptc_cmd_import(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -79,9 +39,7 @@ int ptc_cmd_import(int argc, char **argv)
     };
     const char *store = NULL, *config = NULL, *rules_spec = NULL, *step = NULL;
     const char *hf_config = NULL;
-    ptc_rules_param given[MAX_PARAMS];
-    char given_names[MAX_PARAMS][64];
-    size_t ngiven = 0;
+    ptc_cli_params given = {0};
     ptc_import_options io = {0};
     bool json = false;
     int c;
@@ -102,22 +60,10 @@ int ptc_cmd_import(int argc, char **argv)
             if (ptc_cli_parse_compress(optarg, &io.codec, &io.level))
                 return PTC_CLI_USAGE;
             break;
-        case 'p': {
-            const char *eq = strchr(optarg, '=');
-            uint64_t v;
-            if (!eq || eq == optarg || (size_t)(eq - optarg) >= sizeof given_names[0] ||
-                !ptc_cli_parse_u64(eq + 1, &v) || v > INT64_MAX)
-                return ptc_cli_usage_error("--param: expected NAME=VALUE (a non-negative "
-                                           "integer), got '%s'", optarg);
-            if (ngiven == MAX_PARAMS)
-                return ptc_cli_usage_error("--param: more than %d parameters", MAX_PARAMS);
-            memcpy(given_names[ngiven], optarg, (size_t)(eq - optarg));
-            given_names[ngiven][eq - optarg] = '\0';
-            given[ngiven].name = given_names[ngiven];
-            given[ngiven].value = (int64_t)v;
-            ngiven++;
+        case 'p':
+            if (ptc_cli_param_add(&given, optarg))
+                return PTC_CLI_USAGE;
             break;
-        }
         case 'H': hf_config = optarg; break;
         case 'j': json = true; break;
         case 'h': ptc_cli_help(ptc_cmd_import_help); return PTC_CLI_OK;
@@ -133,7 +79,7 @@ int ptc_cmd_import(int argc, char **argv)
     if (rc)
         return ptc_cli_usage_error("%s", ptc_last_error());
     ptc_rules *rules = NULL;
-    rc = load_rules(&rules, rules_spec, hf_config, argv[optind], given, ngiven);
+    rc = ptc_cli_load_rules(&rules, rules_spec, hf_config, argv[optind], &given);
     if (rc)
         return ptc_cli_lib_error(rc);
     ptc_store *s = NULL;

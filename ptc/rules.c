@@ -19,7 +19,7 @@
 static const char preset_llama[] =
     "# HF Llama / Mistral / Qwen2 / Qwen3 / Gemma naming, Megatron-LM tensor\n"
     "# parallelism. Parameters (config.json): num_attention_heads,\n"
-    "# num_key_value_heads, head_dim, tie_word_embeddings.\n"
+    "# num_key_value_heads, head_dim.\n"
     "layer model.layers.{L}.\n"
     "# Adam moments, fp32 master weights and Adam's step follow their parameter.\n"
     "optim .exp_avg .exp_avg_sq .master .step\n"
