@@ -170,3 +170,35 @@ def test_tied_embeddings_reach_the_last_stage(tmp_path):
         out.mkdir()
         st.export(out / "model.safetensors")
     logits_equal(model, out, src)
+
+
+def test_phi3_fused_qkv_by_heads(tmp_path):
+    """Phi-3's fused qkv_proj ([q; k; v] rows) through the phi3 preset: at tp=4
+    each rank holds 2 query heads and one whole (replicated) key and value head."""
+    torch.manual_seed(0)
+    cfg = transformers.Phi3Config(
+        vocab_size=131, hidden_size=64, intermediate_size=88, num_hidden_layers=2,
+        num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=64,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
+    model = transformers.Phi3ForCausalLM(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p) * 0.05)
+    model.eval()
+    src = tmp_path / "src"
+    model.save_pretrained(src, safe_serialization=True)
+    files = sorted(str(f) for f in src.glob("*.safetensors"))
+    qkv = "model.layers.1.self_attn.qkv_proj.weight"
+    w = model.state_dict()[qkv]  # rows: 8 q heads, 2 k heads, 2 v heads, 8 rows each
+    with ptc.Store(tmp_path / "st", create=True) as st:
+        st.import_safetensors(files, "tp=4", "phi3", params="auto")
+        st.export(tmp_path / "r3.safetensors", rank=3)
+        got = load_safetensors(tmp_path / "r3.safetensors")[qkv]
+        want = torch.cat([w[48:64], w[64 + 8:64 + 16], w[80 + 8:80 + 16]])
+        assert torch.equal(got, want)
+        for c in ["tp=8,pp=2", "tp=2"]:
+            st.reshard(c, threads=2)
+        out = tmp_path / "out"
+        out.mkdir()
+        st.export(out / "model.safetensors")
+    logits_equal(model, out, src)
