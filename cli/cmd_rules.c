@@ -42,8 +42,8 @@ static int cmd_list(void)
     return PTC_CLI_OK;
 }
 
-/* The tensors of the inputs (headers only), appended to *t; the open files
- * stay in *st / *ix so that the names live until they are closed. */
+/* The tensors of the inputs (headers only); the open files stay in files /
+ * indexes so that the names live until inputs_free. */
 typedef struct inputs {
     ptc_st_file **files;
     ptc_st_index **indexes;
@@ -217,8 +217,9 @@ static int cmd_check(int argc, char **argv)
         json_decref(obj);
     }
     if (nproblems) {
-        ret = ptc_cli_error("%zu problem%s: %zu tensors cannot all be placed under %s",
-                            nproblems, nproblems == 1 ? "" : "s", in.n, config);
+        ret = ptc_cli_error("%zu problem%s among %zu tensors under %s (%s)", nproblems,
+                            nproblems == 1 ? "" : "s", in.n, config,
+                            json ? "in the JSON" : "listed above");
     } else if (!json) {
         printf("ok: %zu tensors placed under %s\n", in.n, config);
     }
