@@ -1,5 +1,6 @@
 /* Placement rules: every line kind, glob semantics, first match, optimizer
  * suffixes, the presets on real checkpoint names, every error. */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -553,6 +554,59 @@ static void test_heads_params_include(void **state)
     expect_parse_error("match q if=yes\n", "bad if=");
 }
 
+
+static int64_t param_of(const ptc_rules_param *p, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(p[i].name, name) == 0)
+            return p[i].value;
+    return -1;
+}
+
+static void test_params_from_config_json(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/ptc_rules_cfg_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *js = "{\"num_attention_heads\": 4, \"hidden_size\": 32, \"tie_word_embeddings\": "
+                     "true, \"rope_theta\": 10000.0, \"model_type\": \"llama\", \"bad\": -3, "
+                     "\"head-dim\": 7, \"rope_scaling\": {\"factor\": 2}}";
+    assert_int_equal(write(fd, js, strlen(js)), (ssize_t)strlen(js));
+    close(fd);
+    ptc_rules_param *p = NULL;
+    size_t n = 0;
+    assert_int_equal(ptc_rules_params_read(path, &p, &n), PTC_OK);
+    assert_int_equal(param_of(p, n, "num_attention_heads"), 4);
+    assert_int_equal(param_of(p, n, "num_key_value_heads"), 4); /* derived: = heads */
+    assert_int_equal(param_of(p, n, "head_dim"), 8);            /* derived: 32 / 4 */
+    assert_int_equal(param_of(p, n, "tie_word_embeddings"), 1);
+    assert_int_equal(param_of(p, n, "rope_theta"), -1);  /* not an integer */
+    assert_int_equal(param_of(p, n, "bad"), -1);         /* negative */
+    assert_int_equal(param_of(p, n, "head-dim"), -1);    /* not a parameter name */
+    assert_int_equal(n, 5);
+    /* the values feed the llama preset */
+    ptc_rules *r = NULL;
+    assert_int_equal(ptc_rules_load_params(&r, "llama", p, n), PTC_OK);
+    expect_place(r, "model.layers.0.self_attn.v_proj.weight",
+                 "tp=split(0,kv_heads=4,head_dim=8) pp=layer layer=0 kind=param");
+    ptc_rules_destroy(r);
+    ptc_rules_params_free(p, n);
+    ptc_rules_params_free(NULL, 0);
+    /* not JSON, not an object, missing */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    assert_int_equal(write(fd, "[1]", 3), 3);
+    close(fd);
+    assert_int_equal(ptc_rules_params_read(path, &p, &n), PTC_E_FORMAT);
+    assert_null(p);
+    fd = open(path, O_WRONLY | O_TRUNC);
+    assert_int_equal(write(fd, "{oops", 5), 5);
+    close(fd);
+    assert_int_equal(ptc_rules_params_read(path, &p, &n), PTC_E_FORMAT);
+    unlink(path);
+    assert_int_equal(ptc_rules_params_read(path, &p, &n), PTC_E_IO);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -571,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_preset_none),
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_heads_params_include),
+        cmocka_unit_test(test_params_from_config_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
