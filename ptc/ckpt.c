@@ -636,6 +636,19 @@ static int check_rules(const ptc_layout *l, const ptc_rules *rules)
         if (rc < 0)
             return ptc_error_set(rc, "checkpoint: the rules do not place the layout's tensors: %s",
                                  ptc_last_error());
+        /* as ptc_layout_create does: optimizer state with fewer dims than its
+         * parameter's split dim (a 0-d step) is replicated over tp */
+        if (p.tp == PTC_TP_SPLIT && p.kind == PTC_KIND_OPTIM &&
+            p.dim >= ptc_layout_tensor(l, t)->ndim) {
+            p.tp = PTC_TP_REPLICATE;
+            p.dim = -1;
+            p.nblocks = 0;
+            p.blocks_equal = false;
+            p.nheads = 0;
+            p.kv = 0;
+            p.head_dim = 0;
+            p.cut = false;
+        }
         if (!ptc_placement_equal(&p, ptc_layout_placement(l, t))) {
             char a[256], b[256];
             ptc_placement_format(&p, a, sizeof a);
