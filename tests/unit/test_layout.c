@@ -1031,6 +1031,31 @@ static void test_tied_unless(void **state)
     assert_true(ptc_layout_on_stage(l, 0, 1));
     ptc_layout_destroy(l);
     ptc_rules_destroy(r);
+
+    /* Adam's 0-d step of a split parameter: replicated over tp, on its layer */
+    ptc_tensor_info st[2];
+    memset(st, 0, sizeof st);
+    st[0].name = "model.layers.0.mlp.up_proj.weight";
+    st[0].dtype = PTC_DTYPE_F32;
+    st[0].ndim = 2;
+    st[0].shape[0] = 6;
+    st[0].shape[1] = 4;
+    st[1].name = "model.layers.0.mlp.up_proj.weight.step";
+    st[1].dtype = PTC_DTYPE_F32;
+    st[1].ndim = 0;
+    assert_int_equal(ptc_rules_load(&r, "llama"), PTC_OK);
+    assert_int_equal(ptc_config_parse(&c, "tp=2"), PTC_OK);
+    assert_int_equal(ptc_layout_create(&l, st, 2, r, &c), PTC_OK);
+    const ptc_placement *sp = ptc_layout_placement(l, 1);
+    assert_int_equal(sp->tp, PTC_TP_REPLICATE);
+    assert_int_equal(sp->kind, PTC_KIND_OPTIM);
+    assert_int_equal(sp->layer, 0);
+    int own[2];
+    assert_int_equal(ptc_layout_owners(l, 1, own), PTC_OK);
+    assert_int_equal(own[0], 0);
+    assert_int_equal(own[1], 0);
+    ptc_layout_destroy(l);
+    ptc_rules_destroy(r);
 }
 
 int main(void)
