@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "ptc/error.h"
+#include "ptc/rules.h"
 
 static void log_to_stderr(int level, const char *msg, void *user)
 {
@@ -216,4 +217,59 @@ json_t *ptc_cli_dataset_json(const ptc_store_dataset_info *d)
                      "bytes", (json_int_t)d->bytes, "stored_bytes", (json_int_t)d->stored_bytes,
                      "codec", d->codec ? "zstd" : "none", "pack", pack,
                      "created_unix_ns", (json_int_t)d->created_unix_ns);
+}
+
+int ptc_cli_param_add(ptc_cli_params *p, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    uint64_t v;
+    if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof p->names[0] ||
+        !ptc_cli_parse_u64(eq + 1, &v) || v > INT64_MAX)
+        return ptc_cli_usage_error("--param: expected NAME=VALUE (a non-negative integer), "
+                                   "got '%s'", arg);
+    if (p->n == PTC_CLI_MAX_PARAMS)
+        return ptc_cli_usage_error("--param: more than %d parameters", PTC_CLI_MAX_PARAMS);
+    memcpy(p->names[p->n], arg, (size_t)(eq - arg));
+    p->names[p->n][eq - arg] = '\0';
+    p->values[p->n] = (int64_t)v;
+    p->n++;
+    return PTC_CLI_OK;
+}
+
+int ptc_cli_load_rules(ptc_rules **rules, const char *spec, const char *hf_config,
+                       const char *first_input, const ptc_cli_params *given)
+{
+    char path[4096];
+    if (!hf_config && first_input) {
+        const char *slash = strrchr(first_input, '/');
+        snprintf(path, sizeof path, "%.*s/config.json", slash ? (int)(slash - first_input) : 1,
+                 slash ? first_input : ".");
+        hf_config = access(path, F_OK) == 0 ? path : NULL;
+    }
+    ptc_rules_param *file = NULL, *all = NULL;
+    size_t nfile = 0;
+    if (hf_config && strcmp(hf_config, "none") != 0)
+        PTC_TRY(ptc_rules_params_read(hf_config, &file, &nfile));
+    size_t ngiven = given ? given->n : 0;
+    int rc = PTC_E_NOMEM;
+    all = malloc((ngiven + nfile + 1) * sizeof *all);
+    if (!all)
+        goto out_free;
+    size_t n = 0;
+    for (size_t i = 0; i < ngiven; i++) {
+        all[n].name = given->names[i];
+        all[n++].value = given->values[i];
+    }
+    for (size_t i = 0; i < nfile; i++) {
+        bool dup = false;
+        for (size_t j = 0; j < ngiven; j++)
+            dup |= strcmp(file[i].name, given->names[j]) == 0;
+        if (!dup)
+            all[n++] = file[i];
+    }
+    rc = ptc_rules_load_params(rules, spec, all, n);
+out_free:
+    free(all);
+    ptc_rules_params_free(file, nfile);
+    return rc;
 }

@@ -52,6 +52,25 @@ int ptc_cli_open_store_new(const char *dir, struct ptc_store **out, int *created
  * and the store was made by it, remove it again if it holds nothing (a
  * failed first import leaves no empty store behind). */
 void ptc_cli_close_store_new(struct ptc_store *s, const char *dir, int created, bool failed);
+/* Rules parameters given with --param NAME=VALUE (at most 64). */
+#define PTC_CLI_MAX_PARAMS 64
+struct ptc_rules;
+struct ptc_rules_param;
+typedef struct ptc_cli_params {
+    size_t n;
+    char names[PTC_CLI_MAX_PARAMS][64];
+    int64_t values[PTC_CLI_MAX_PARAMS];
+} ptc_cli_params;
+/* Add one --param NAME=VALUE; prints a usage error and returns PTC_CLI_USAGE
+ * when it is malformed. */
+int ptc_cli_param_add(ptc_cli_params *p, const char *arg);
+/* Load rules (preset or file) with their parameters: the --param values, then
+ * those of @p hf_config (a config.json path, "none", or NULL: config.json
+ * beside @p first_input if there is one, none if @p first_input is NULL) that
+ * --param does not set. Returns a library code (message set). */
+int ptc_cli_load_rules(struct ptc_rules **out, const char *spec, const char *hf_config,
+                       const char *first_input, const ptc_cli_params *given);
+
 /* Parse --version: a positive integer. */
 bool ptc_cli_parse_version(const char *s, uint64_t *out);
 /* Print a JSON text (NUL-terminated) followed by a newline. */

@@ -10,12 +10,18 @@ const char ptc_cmd_import_help[] =
     "import safetensors checkpoints into a store under a parallel configuration\n"
     "\n"
     "usage: ptc import --store DIR --config CFG --rules FILE|PRESET\n"
+    "                  [--param NAME=VALUE]... [--hf-config FILE|none]\n"
     "                  [--compress zstd[:LEVEL]] [--step N] [--json]\n"
     "                  FILE.safetensors|model.safetensors.index.json ...\n"
     "\n"
     "  --store DIR      the store (created if missing)\n"
     "  --config CFG     dp=D,tp=T,pp=P[,zero=1][,layers=a:b:...] or dpD-tpT-ppP\n"
-    "  --rules R        placement rules file, or a preset: llama gpt2 megatron-gpt ptc-mlp none\n"
+    "  --rules R        placement rules file, or a preset: llama gpt2 megatron-gpt ptc-mlp\n"
+    "                   bert phi3 none\n"
+    "  --param NAME=V   a rules parameter ($NAME: head counts, tie_word_embeddings, ...);\n"
+    "                   overrides config.json\n"
+    "  --hf-config F    read rules parameters from this Hugging Face config.json; default:\n"
+    "                   config.json beside the first input, if there is one; none: no file\n"
     "  --compress zstd[:L]  compress each 1 MiB block with zstd (level L)\n"
     "  --step N         step label recorded with the version\n"
     "  --json           print {\"version\":V,...} on success\n"
@@ -28,9 +34,12 @@ int ptc_cmd_import(int argc, char **argv)
         {"store", required_argument, NULL, 's'},  {"config", required_argument, NULL, 'c'},
         {"rules", required_argument, NULL, 'r'},  {"compress", required_argument, NULL, 'z'},
         {"step", required_argument, NULL, 't'},   {"json", no_argument, NULL, 'j'},
+        {"param", required_argument, NULL, 'p'},  {"hf-config", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     const char *store = NULL, *config = NULL, *rules_spec = NULL, *step = NULL;
+    const char *hf_config = NULL;
+    ptc_cli_params given = {0};
     ptc_import_options io = {0};
     bool json = false;
     int c;
@@ -51,6 +60,11 @@ int ptc_cmd_import(int argc, char **argv)
             if (ptc_cli_parse_compress(optarg, &io.codec, &io.level))
                 return PTC_CLI_USAGE;
             break;
+        case 'p':
+            if (ptc_cli_param_add(&given, optarg))
+                return PTC_CLI_USAGE;
+            break;
+        case 'H': hf_config = optarg; break;
         case 'j': json = true; break;
         case 'h': ptc_cli_help(ptc_cmd_import_help); return PTC_CLI_OK;
         default: return ptc_cli_bad_option(argv);
@@ -65,7 +79,7 @@ int ptc_cmd_import(int argc, char **argv)
     if (rc)
         return ptc_cli_usage_error("%s", ptc_last_error());
     ptc_rules *rules = NULL;
-    rc = ptc_rules_load(&rules, rules_spec);
+    rc = ptc_cli_load_rules(&rules, rules_spec, hf_config, argv[optind], &given);
     if (rc)
         return ptc_cli_lib_error(rc);
     ptc_store *s = NULL;

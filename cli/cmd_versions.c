@@ -1,18 +1,45 @@
-/* ptc versions: list the committed versions of a store. */
+/* ptc versions: list the committed versions of a store; delete one. */
 #include <getopt.h>
 #include <jansson.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cli/cli.h"
 #include "ptc/store.h"
 
 const char ptc_cmd_versions_help[] =
-    "list the committed versions of a store\n"
+    "list the committed versions of a store, or delete one\n"
     "\n"
     "usage: ptc versions --store DIR [--json]\n"
-    "  --json  {\"versions\":[{\"version\",\"parent\",\"step\",\"config\",\"created\",\n"
-    "          \"tensors\",\"bytes\",\"stored_bytes\"}...]}\n";
+    "       ptc versions --store DIR delete V\n"
+    "  --json    {\"versions\":[{\"version\",\"parent\",\"step\",\"config\",\"created\",\n"
+    "            \"tensors\",\"bytes\",\"stored_bytes\"}...]}\n"
+    "  delete V  remove version V's metadata in one transaction (other versions,\n"
+    "            including those made from it, stay readable); `ptc gc` then frees\n"
+    "            the pack files no committed version references\n";
+
+/* ptc versions ... delete V */
+static int delete_version(const char *store, int argc, char **argv)
+{
+    if (argc != 2)
+        return ptc_cli_usage_error("versions delete takes exactly one version number");
+    uint64_t v;
+    if (!ptc_cli_parse_version(argv[1], &v))
+        return ptc_cli_usage_error("delete: '%s' is not a version number", argv[1]);
+    ptc_store *s = NULL;
+    int ret = ptc_cli_open_store(store, false, &s);
+    if (ret)
+        return ret;
+    int rc = ptc_store_version_delete(s, v);
+    if (rc)
+        ret = ptc_cli_lib_error(rc);
+    else
+        printf("deleted version %llu (run ptc gc to free its pack files)\n",
+               (unsigned long long)v);
+    ptc_store_close(s);
+    return ret;
+}
 
 int ptc_cmd_versions(int argc, char **argv)
 {
@@ -33,6 +60,11 @@ int ptc_cmd_versions(int argc, char **argv)
         case 'h': ptc_cli_help(ptc_cmd_versions_help); return PTC_CLI_OK;
         default: return ptc_cli_bad_option(argv);
         }
+    }
+    if (optind < argc && strcmp(argv[optind], "delete") == 0) {
+        if (json)
+            return ptc_cli_usage_error("versions delete takes no --json");
+        return delete_version(store, argc - optind, argv + optind);
     }
     if (optind < argc)
         return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);

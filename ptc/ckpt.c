@@ -620,16 +620,35 @@ uint64_t ptc_ckpt_txn_parent(const ptc_ckpt_txn *txn)
     return txn->parent;
 }
 
+static bool layout_has_name(const char *name, void *user)
+{
+    size_t t;
+    return ptc_layout_find(user, name, &t) == PTC_OK;
+}
+
 /* The stored rules must reproduce the layout for every later reader. */
 static int check_rules(const ptc_layout *l, const ptc_rules *rules)
 {
     for (size_t t = 0; t < ptc_layout_count(l); t++) {
         const char *name = ptc_layout_tensor(l, t)->name;
         ptc_placement p;
-        int rc = ptc_rules_resolve(rules, name, &p);
+        int rc = ptc_rules_resolve_in(rules, name, layout_has_name, (void *)l, &p);
         if (rc < 0)
             return ptc_error_set(rc, "checkpoint: the rules do not place the layout's tensors: %s",
                                  ptc_last_error());
+        /* as ptc_layout_create does: optimizer state with fewer dims than its
+         * parameter's split dim (a 0-d step) is replicated over tp */
+        if (p.tp == PTC_TP_SPLIT && p.kind == PTC_KIND_OPTIM &&
+            p.dim >= ptc_layout_tensor(l, t)->ndim) {
+            p.tp = PTC_TP_REPLICATE;
+            p.dim = -1;
+            p.nblocks = 0;
+            p.blocks_equal = false;
+            p.nheads = 0;
+            p.kv = 0;
+            p.head_dim = 0;
+            p.cut = false;
+        }
         if (!ptc_placement_equal(&p, ptc_layout_placement(l, t))) {
             char a[256], b[256];
             ptc_placement_format(&p, a, sizeof a);

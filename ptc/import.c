@@ -203,9 +203,16 @@ int ptc_import(ptc_store *s, const char *const *paths, size_t npaths, const ptc_
     rc = ptc_store_writer_begin(&w, s, &wo);
     if (rc)
         goto out_destroy_layout;
-    for (size_t i = 0; i < npaths && rc == PTC_OK; i++)
-        if (in[i].file)
+    /* the checkpoint's __metadata__ ({"format":"pt"}, ...): a single file's, or
+     * every shard file's of an index, in input order (the last value of a key wins) */
+    for (size_t i = 0; i < npaths && rc == PTC_OK; i++) {
+        if (in[i].file) {
             rc = add_metadata(w, in[i].file);
+            continue;
+        }
+        for (size_t k = 0; k < ptc_st_index_file_count(in[i].index) && rc == PTC_OK; k++)
+            rc = add_metadata(w, ptc_st_index_file(in[i].index, k));
+    }
     uint64_t total = 0, done = 0;
     for (size_t t = 0; t < n && rc == PTC_OK; t++) {
         char place[256];

@@ -14,6 +14,8 @@ typedef struct ltensor {
     bool zero;            /* flat over dp (zero=1 and kind=optim) */
     int nb;               /* split: number of blocks (1 without blocks) */
     int64_t other_vol;    /* volume of every dim except the split dim */
+    int64_t unit;         /* heads without blocks=: rows of one head */
+    bool repl;            /* some block replicates whole heads over tp */
 } ltensor;
 
 struct ptc_layout {
@@ -87,19 +89,31 @@ static uint64_t name_hash(const char *s)
     return XXH3_64bits(s, strlen(s));
 }
 
+/* Index + 1 of the tensor named @p name, 0 if none (no message). */
+static size_t lookup(const ptc_layout *l, const char *name)
+{
+    for (size_t h = name_hash(name) & l->hmask;; h = (h + 1) & l->hmask) {
+        size_t v = l->hash[h];
+        if (!v || strcmp(l->t[v - 1].info.name, name) == 0)
+            return v;
+    }
+}
+
 int ptc_layout_find(const ptc_layout *l, const char *name, size_t *t)
 {
     char cb[96];
-    for (size_t h = name_hash(name) & l->hmask;; h = (h + 1) & l->hmask) {
-        size_t v = l->hash[h];
-        if (!v)
-            break;
-        if (strcmp(l->t[v - 1].info.name, name) == 0) {
-            *t = v - 1;
-            return PTC_OK;
-        }
+    size_t v = lookup(l, name);
+    if (v) {
+        *t = v - 1;
+        return PTC_OK;
     }
     return ptc_error_set(PTC_E_NOTFOUND, "no tensor '%s' in the layout", clipname(name, cb));
+}
+
+/* ptc_rules_has_fn over the layout being built (its name table is complete). */
+static bool layout_has(const char *name, void *user)
+{
+    return lookup(user, name) != 0;
 }
 
 /* Size of block b of the split dim. */
@@ -108,10 +122,43 @@ static int64_t block_size(const ltensor *lt, int b)
     const ptc_placement *pl = &lt->pl;
     int64_t S = lt->info.shape[pl->dim];
     if (pl->nblocks == 0)
-        return S;
+        return pl->nheads > 1 ? pl->heads[b] * lt->unit : S;
     if (pl->blocks_equal)
         return S / pl->nblocks;
     return pl->blocks[b];
+}
+
+/* Heads of block b (0: not head-aware) and whether they are kv heads. */
+static int64_t block_heads(const ltensor *lt, int b, bool *kv)
+{
+    const ptc_placement *pl = &lt->pl;
+    int e = pl->nheads == 1 ? 0 : b;
+    *kv = pl->nheads && (pl->kv >> e & 1);
+    return pl->nheads ? pl->heads[e] : 0;
+}
+
+/* Whether block b's h kv heads are replicated over T ranks: each rank holds
+ * one whole head, head floor(i*h/T) (vLLM's QKVParallelLinear). */
+static bool block_replicates(const ltensor *lt, int b, int T)
+{
+    bool kv;
+    int64_t h = block_heads(lt, b, &kv);
+    return kv && h > 0 && T > h && T % h == 0;
+}
+
+/* Part of block b (of size S) on tp rank i: the split rule, or one whole
+ * replicated head. */
+static void block_part(const ltensor *lt, int b, int64_t S, int T, int i, int64_t *lo,
+                       int64_t *hi)
+{
+    if (lt->repl && block_replicates(lt, b, T)) {
+        bool kv;
+        int64_t h = block_heads(lt, b, &kv), D = S / h, k = (int64_t)i * h / T;
+        *lo = k * D;
+        *hi = (k + 1) * D;
+        return;
+    }
+    ptc_split(S, T, i, lo, hi);
 }
 
 /* Length of tp part i along the split dim (sum over blocks). */
@@ -120,7 +167,7 @@ static int64_t part_len(const ltensor *lt, int T, int i)
     int64_t sum = 0;
     for (int b = 0; b < lt->nb; b++) {
         int64_t lo, hi;
-        ptc_split(block_size(lt, b), T, i, &lo, &hi);
+        block_part(lt, b, block_size(lt, b), T, i, &lo, &hi);
         sum += hi - lo;
     }
     return sum;
@@ -133,7 +180,7 @@ static int tp_parts(const ltensor *lt, int T, int i, part *out, int64_t *len)
     int64_t start = 0, local = 0;
     for (int b = 0; b < lt->nb; b++) {
         int64_t S = block_size(lt, b), lo, hi;
-        ptc_split(S, T, i, &lo, &hi);
+        block_part(lt, b, S, T, i, &lo, &hi);
         if (hi > lo) {
             out[np].glo = start + lo;
             out[np].llo = local;
@@ -171,14 +218,28 @@ static int first_stage(const ltensor *lt, int P)
 }
 
 /* Lowest tp index whose shard equals tp rank i's (non-flat shards). Two tp
- * shards are equal only if neither has a piece and the local extents agree;
- * part lengths do not increase with i, so equal lengths form a run. */
+ * shards are equal only if their parts are equal: split parts with elements
+ * are distinct, replicated heads are shared by the ranks holding the same
+ * head, and empty shards are equal when their local extents agree. */
 static int tp_owner(const ltensor *lt, int T, int i, int64_t Li)
 {
     if (lt->pl.tp != PTC_TP_SPLIT)
         return 0;
+    if (lt->repl && Li > 0 && lt->other_vol > 0) {
+        part mine[PTC_RULES_MAX_BLOCKS], other[PTC_RULES_MAX_BLOCKS];
+        int64_t lm, lo_;
+        int nm = tp_parts(lt, T, i, mine, &lm);
+        for (int j = 0; j < i; j++) {
+            int no = tp_parts(lt, T, j, other, &lo_);
+            if (no == nm && lo_ == lm && memcmp(mine, other, sizeof(part) * (size_t)nm) == 0)
+                return j;
+        }
+        return i;
+    }
     if (Li > 0 && lt->other_vol > 0)
         return i;
+    /* part lengths do not increase with i (split rule), so equal lengths
+     * form a run; with replicated heads every part is non-empty */
     int lo = 0, hi = i; /* first j in [0, i] with L_j == Li */
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
@@ -303,6 +364,8 @@ static void shard_compute(const ptc_layout *l, size_t t, int rank, ptc_shard *sh
     if (b > a) {
         if (d < 0)
             tpo = 0;
+        else if (lt->repl)
+            tpo = tp_owner(lt, T, tp_i, Li);
     } else {
         dpo = D;
         for (int j = 0; j < T && dpo > 0; j++) {
@@ -449,14 +512,79 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Check shapes against the placement; fill nb and other_vol. */
-static int check_tensor(ltensor *lt)
+/* Heads of a head-aware split against the shape and T: every block holds
+ * whole heads of head_dim rows, and T divides each block's heads or (kv
+ * heads) is a multiple of them, unless the rule says `cut`. */
+static int check_heads(ltensor *lt, int T)
 {
     char cb[96];
     const ptc_tensor_info *ti = &lt->info;
     const ptc_placement *pl = &lt->pl;
+    const char *name = clipname(ti->name, cb);
+    int64_t S = ti->shape[pl->dim];
+    if (pl->nblocks == 0 && pl->nheads > 1) {
+        int64_t sum = 0;
+        for (int e = 0; e < pl->nheads; e++)
+            sum += pl->heads[e]; /* each at most 2^62, at most 64 of them: no overflow */
+        if (S % sum != 0)
+            return ptc_error_set(PTC_E_RULE,
+                                 "tensor '%s': dim %d of size %lld does not hold %lld whole "
+                                 "heads", name, pl->dim, (long long)S, (long long)sum);
+        lt->unit = S / sum;
+        lt->nb = pl->nheads;
+    }
+    for (int b = 0; b < lt->nb; b++) {
+        bool kv;
+        int64_t h = block_heads(lt, b, &kv), size = block_size(lt, b);
+        if (size % h != 0)
+            return ptc_error_set(PTC_E_RULE,
+                                 "tensor '%s': block %d of dim %d has %lld rows, not %lld whole "
+                                 "heads", name, b, pl->dim, (long long)size, (long long)h);
+        if (pl->head_dim && size / h != pl->head_dim)
+            return ptc_error_set(PTC_E_RULE,
+                                 "tensor '%s': block %d of dim %d holds %lld heads of %lld, "
+                                 "not head_dim=%lld", name, b, pl->dim, (long long)h,
+                                 (long long)(size / h), (long long)pl->head_dim);
+        if (h % T == 0)
+            continue;
+        if (block_replicates(lt, b, T)) {
+            lt->repl = true;
+            continue;
+        }
+        if (pl->cut)
+            continue;
+        return ptc_error_set(PTC_E_RULE,
+                             "tensor '%s': tp=%d would cut its %lld %sheads (dim %d%s): tp "
+                             "must divide them%s, or the rule must say split(...,cut)", name, T,
+                             (long long)h, kv ? "key/value " : "", pl->dim,
+                             lt->nb > 1 ? ", a block" : "",
+                             kv ? " or be a multiple of them" : "");
+    }
+    return PTC_OK;
+}
+
+/* Check shapes against the placement and tp; fill nb, other_vol, unit and
+ * repl. Optimizer state with fewer dims than its parameter's split (Adam's
+ * 0-d step) is replicated over tp. */
+static int check_tensor(ltensor *lt, int T)
+{
+    char cb[96];
+    const ptc_tensor_info *ti = &lt->info;
+    ptc_placement *pl = &lt->pl;
+    if (pl->tp == PTC_TP_SPLIT && pl->kind == PTC_KIND_OPTIM && pl->dim >= ti->ndim) {
+        pl->tp = PTC_TP_REPLICATE;
+        pl->dim = -1;
+        pl->nblocks = 0;
+        pl->blocks_equal = false;
+        pl->nheads = 0;
+        pl->kv = 0;
+        pl->head_dim = 0;
+        pl->cut = false;
+    }
     lt->nb = 0;
     lt->other_vol = 1;
+    lt->unit = 0;
+    lt->repl = false;
     for (int e = 0; e < ti->ndim; e++)
         if (!(pl->tp == PTC_TP_SPLIT && e == pl->dim))
             lt->other_vol *= ti->shape[e];
@@ -483,6 +611,8 @@ static int check_tensor(ltensor *lt)
                                  over ? (long long)INT64_MAX : (long long)sum, pl->dim,
                                  (long long)S);
     }
+    if (pl->nheads)
+        return check_heads(lt, T);
     return PTC_OK;
 }
 
@@ -601,10 +731,14 @@ int ptc_layout_create(ptc_layout **out, const ptc_tensor_info *tensors, size_t n
                 goto out_destroy;
             }
         l->hash[h] = i + 1;
-        rc = ptc_rules_resolve(rules, lt->info.name, &lt->pl);
+    }
+    /* every name is known before any is resolved (unless= asks the collection) */
+    for (size_t i = 0; i < n; i++) {
+        ltensor *lt = &l->t[i];
+        rc = ptc_rules_resolve_in(rules, lt->info.name, layout_has, l, &lt->pl);
         if (rc != PTC_OK)
             goto out_destroy;
-        rc = check_tensor(lt);
+        rc = check_tensor(lt, cfg->tp);
         if (rc != PTC_OK)
             goto out_destroy;
         lt->zero = cfg->zero && lt->pl.kind == PTC_KIND_OPTIM;
@@ -630,4 +764,62 @@ int ptc_layout_create(ptc_layout **out, const ptc_tensor_info *tensors, size_t n
 out_destroy:
     ptc_layout_destroy(l);
     return rc;
+}
+
+/* ---- dry run --------------------------------------------------------------------- */
+
+typedef struct tensor_list {
+    const ptc_tensor_info *t;
+    size_t n;
+} tensor_list;
+
+/* ptc_rules_has_fn over a plain tensor array (a dry run asks rarely). */
+static bool list_has(const char *name, void *user)
+{
+    const tensor_list *tl = user;
+    for (size_t i = 0; i < tl->n; i++)
+        if (tl->t[i].name && strcmp(tl->t[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+static void report(ptc_layout_problem_fn fn, void *user, const ptc_tensor_info *t, int code,
+                   size_t *count)
+{
+    (*count)++;
+    if (fn)
+        fn(t, code, ptc_last_error(), user);
+}
+
+int ptc_layout_check(const ptc_tensor_info *tensors, size_t n, const ptc_rules *rules,
+                     const ptc_config *cfg, ptc_layout_problem_fn fn, void *user,
+                     size_t *nproblems)
+{
+    *nproblems = 0;
+    tensor_list tl = {tensors, n};
+    for (size_t i = 0; i < n; i++) {
+        ltensor lt;
+        memset(&lt, 0, sizeof lt);
+        int rc = check_info(&tensors[i], i);
+        if (rc == PTC_OK) {
+            lt.info = tensors[i];
+            rc = ptc_rules_resolve_in(rules, tensors[i].name, list_has, &tl, &lt.pl);
+        }
+        if (rc == PTC_OK)
+            rc = check_tensor(&lt, cfg->tp);
+        if (rc == PTC_E_NOMEM)
+            return rc;
+        if (rc != PTC_OK)
+            report(fn, user, &tensors[i], rc, nproblems);
+    }
+    if (*nproblems)
+        return PTC_OK;
+    ptc_layout *l = NULL;
+    int rc = ptc_layout_create(&l, tensors, n, rules, cfg);
+    ptc_layout_destroy(l);
+    if (rc == PTC_E_NOMEM)
+        return rc;
+    if (rc != PTC_OK)
+        report(fn, user, NULL, rc, nproblems);
+    return PTC_OK;
 }

@@ -8,7 +8,9 @@
  *  - tp: `split(d)` splits dim d with the split rule (ptc_split); with
  *    blocks, dim d is a concatenation of blocks, each split with the split
  *    rule, and tp rank i holds the concatenation of the blocks' parts i in
- *    block order: one piece per non-empty block part.
+ *    block order: one piece per non-empty block part. A block of h kv heads
+ *    with T > h (T a multiple of h) gives tp rank i the whole head
+ *    floor(i*h/T) instead (replicated on T/h ranks); docs/rules.md.
  *  - pp: `layer` puts layer L of n on the stage s with L in
  *    [floor(s*n/P), floor((s+1)*n/P)) unless layers= gives per-stage counts;
  *    n is the number of distinct layer indices of the pp=layer tensors,
@@ -70,7 +72,10 @@ typedef struct ptc_layout ptc_layout;
  * @param cfg     configuration (copied)
  * @return PTC_OK, or, with a message naming the tensor:
  *   PTC_E_RULE   no rule; split dim >= ndim; block sizes do not sum to the
- *                dim; blocks=N does not divide the dim; layer indices with a
+ *                dim; blocks=N does not divide the dim; heads that do not
+ *                fit the dim or head_dim=, or that tp would cut (tp must
+ *                divide a block's heads, or for kv_heads be a multiple of
+ *                them, unless the rule says cut); layer indices with a
  *                gap (the message names the missing index); pp= missing;
  *   PTC_E_CONFIG layers= does not match the number of layers;
  *   PTC_E_INVAL  duplicate or over-long name, bad ndim/dtype/shape;
@@ -79,6 +84,27 @@ typedef struct ptc_layout ptc_layout;
  */
 PTC_API int ptc_layout_create(ptc_layout **out, const ptc_tensor_info *tensors, size_t n,
                               const ptc_rules *rules, const ptc_config *cfg);
+
+/** Called by ptc_layout_check for each problem: the tensor (NULL for a
+ * problem of the whole collection), its error code and one-line message
+ * (both valid during the call only). */
+typedef void (*ptc_layout_problem_fn)(const ptc_tensor_info *tensor, int code,
+                                      const char *message, void *user);
+
+/**
+ * A dry run of ptc_layout_create that reports every problem, not the first:
+ * each tensor is resolved and checked against its shape and @p cfg (no
+ * rule, a split dim the tensor lacks, blocks that do not fit, a head the
+ * tp degree would cut, a parameter the rule needs, …); if every tensor
+ * passes, the collection's own checks follow (duplicate names, layer
+ * indices, layers=).
+ * @param fn        called once per problem, in tensor order (may be NULL)
+ * @param nproblems receives the number of problems
+ * @return PTC_OK when the check ran (whatever it found), or PTC_E_NOMEM.
+ */
+PTC_API int ptc_layout_check(const ptc_tensor_info *tensors, size_t n, const ptc_rules *rules,
+                             const ptc_config *cfg, ptc_layout_problem_fn fn, void *user,
+                             size_t *nproblems);
 
 /** Free a layout. NULL is a no-op. */
 PTC_API void ptc_layout_destroy(ptc_layout *l);

@@ -16,7 +16,7 @@ from ._errors import (BusyError, ChecksumError, ConfigError, CudaError, Deadlock
                       NoMemoryError, NotFoundError, RangeError, RuleError, StoreError,
                       TimeoutError, UnsupportedError)
 from ._arrays import dtype_name
-from ._lib import Rules, library_path
+from ._lib import Rules, hf_params, library_path
 from .checkpoint import load, save
 from .layout import Layout, Piece, Shard, layout
 from .store import Store
@@ -37,7 +37,7 @@ def __getattr__(name):
     raise AttributeError("module 'ptc' has no attribute %r" % name)
 
 
-__all__ = ["Store", "Layout", "Shard", "Piece", "Rules", "layout", "save", "load",
+__all__ = ["Store", "Layout", "Shard", "Piece", "Rules", "hf_params", "layout", "save", "load",
            "dtype_name", "library_path", "lib_version", "Error", "InvalidError",
            "NoMemoryError", "IOError", "FormatError", "NotFoundError", "ExistsError",
            "ChecksumError", "UnsupportedError", "RangeError", "BusyError", "RuleError",

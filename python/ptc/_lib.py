@@ -91,7 +91,13 @@ class Shard(Structure):
 class Placement(Structure):
     _fields_ = [("tp", c_int), ("dim", c_int), ("nblocks", c_int), ("blocks_equal", c_bool),
                 ("blocks", c_int64 * RULES_MAX_BLOCKS), ("pp", c_int), ("layer", c_int64),
-                ("kind", c_int), ("rule", c_int)]
+                ("kind", c_int), ("rule", c_int), ("nheads", c_int),
+                ("heads", c_int64 * RULES_MAX_BLOCKS), ("kv", c_uint64), ("head_dim", c_int64),
+                ("cut", c_bool)]
+
+
+class RulesParam(Structure):
+    _fields_ = [("name", c_char_p), ("value", c_int64)]
 
 
 PROGRESS_FN = ctypes.CFUNCTYPE(None, c_char_p, c_uint64, c_uint64, c_void_p)
@@ -192,6 +198,7 @@ STRUCTS = {
     "Box": "ptc_box", "Piece": "ptc_piece", "Config": "ptc_config",
     "VersionInfo": "ptc_version_info", "StoreTensor": "ptc_store_tensor",
     "TensorInfo": "ptc_tensor_info", "Shard": "ptc_shard", "Placement": "ptc_placement",
+    "RulesParam": "ptc_rules_param",
     "ImportOptions": "ptc_import_options", "PlanOptions": "ptc_plan_options",
     "PlanStats": "ptc_plan_stats", "PlanHostStats": "ptc_plan_host_stats",
     "ReshardOptions": "ptc_reshard_options", "ReshardResult": "ptc_reshard_result",
@@ -231,6 +238,13 @@ FUNCTIONS = {
     # rules.h
     "ptc_rules_parse": (c_int, [PP, c_char_p, c_size_t, c_char_p]),
     "ptc_rules_load": (c_int, [PP, c_char_p]),
+    "ptc_rules_parse_params": (c_int, [PP, c_char_p, c_size_t, c_char_p, POINTER(RulesParam),
+                                       c_size_t]),
+    "ptc_rules_load_params": (c_int, [PP, c_char_p, POINTER(RulesParam), c_size_t]),
+    "ptc_rules_params_read": (c_int, [c_char_p, POINTER(POINTER(RulesParam)),
+                                      POINTER(c_size_t)]),
+    "ptc_rules_params_free": (None, [POINTER(RulesParam), c_size_t]),
+    "ptc_rules_missing_params": (c_char_p, [P]),
     "ptc_rules_destroy": (None, [P]),
     "ptc_rules_text": (c_char_p, [P]),
     "ptc_placement_format": (c_int, [POINTER(Placement), c_char_p, c_size_t]),
@@ -527,19 +541,42 @@ class Handle:
             pass
 
 
-class Rules:
-    """Parsed placement rules: a preset name (llama, gpt2, megatron-gpt, ptc-mlp, none), a
-    rules file path, or rules text (anything containing a newline)."""
+def hf_params(config_json):
+    """The rules parameters of a Hugging Face config.json (ptc_rules_params_read):
+    a dict name -> int (booleans as 0/1, num_key_value_heads and head_dim derived
+    when the file leaves them out)."""
+    arr = POINTER(RulesParam)()
+    n = c_size_t()
+    call("ptc_rules_params_read", enc(config_json), ctypes.byref(arr), ctypes.byref(n))
+    try:
+        return {dec(arr[i].name): arr[i].value for i in range(n.value)}
+    finally:
+        lib().ptc_rules_params_free(arr, n)
 
-    def __init__(self, spec):
+
+class Rules:
+    """Parsed placement rules: a preset name (llama, gpt2, megatron-gpt, ptc-mlp, bert, phi3,
+    none), a rules file path, or rules text (anything containing a newline). @p params
+    (a dict name -> int, e.g. hf_params("config.json")) gives the values of `$NAME`
+    in the rules (docs/rules.md, "Parameters")."""
+
+    def __init__(self, spec, params=None):
         self._h = Handle("ptc_rules_destroy")
         if isinstance(spec, Rules):
             spec = spec.text
+        params = dict(params or {})
+        names = [enc(k) for k in params]
+        arr = (RulesParam * max(1, len(params)))()
+        for i, (k, v) in enumerate(params.items()):
+            arr[i].name = names[i]
+            arr[i].value = int(v)
         if isinstance(spec, str) and "\n" in spec:
             b = spec.encode("utf-8")
-            call("ptc_rules_parse", ctypes.byref(self._h.ptr), b, len(b), b"rules")
+            call("ptc_rules_parse_params", ctypes.byref(self._h.ptr), b, len(b), b"rules", arr,
+                 len(params))
         else:
-            call("ptc_rules_load", ctypes.byref(self._h.ptr), enc(spec))
+            call("ptc_rules_load_params", ctypes.byref(self._h.ptr), enc(spec), arr,
+                 len(params))
 
     @property
     def ptr(self):

@@ -200,17 +200,25 @@ class Store:
 
     # -- import / export ----------------------------------------------------------------
     def import_safetensors(self, paths, config, rules, compress=None, step=None,
-                           progress=None):
+                           progress=None, params=None):
         """Import safetensors files or `model.safetensors.index.json` indexes as a
         new version laid out for @p config under @p rules (a preset name, a rules
-        file or rules text); returns the version number (`ptc import`)."""
+        file or rules text); returns the version number (`ptc import`).
+
+        @p params gives the rules parameters (`$NAME`, docs/rules.md): a dict
+        name -> int, or "auto" for the Hugging Face config.json beside the first
+        input (as `ptc import` does by default); None: no parameters."""
         if isinstance(paths, (str, bytes, os.PathLike)):
             paths = [paths]
+        if params == "auto":
+            first = os.fsdecode(os.fspath(paths[0])) if paths else "."
+            cj = os.path.join(os.path.dirname(first) or ".", "config.json")
+            params = L.hf_params(cj) if os.path.exists(cj) else {}
         paths = [enc(p) for p in paths]
         if not paths:
             raise _errors.InvalidError("import needs at least one input file")
         cfg = L.parse_config(config)
-        rl = L.as_rules(rules)
+        rl = L.Rules(rules, params) if params is not None else L.as_rules(rules)
         opts = L.ImportOptions()
         opts.codec, opts.level = L.parse_compress(compress)
         step_b = enc(str(step)) if step is not None else None

@@ -105,7 +105,10 @@ def test_layout_matches_the_split_rule():
          "model.layers.0.self_attn.o_proj.weight": ("BF16", (6, 10)),
          "model.layers.0.self_attn.q_proj.weight.exp_avg": ("F32", (10, 6)),
          "model.layers.1.input_layernorm.weight": ("F32", (6,)),
-         "model.embed_tokens.weight": ("F32", (7, 6))}
+         "model.embed_tokens.weight": ("F32", (7, 6)),
+         # an untied output layer: without it the llama preset treats the
+         # embedding as tied and gives the last stage a replica
+         "lm_head.weight": ("F32", (7, 6))}
     for tp in (1, 2, 3, 4):
         for r in range(tp):
             sh = ptc.layout(t, "tp=%d" % tp, "llama", rank=r)
@@ -125,6 +128,8 @@ def test_layout_matches_the_split_rule():
     sh = ptc.layout(t, "pp=2", "llama", rank=1)
     assert not sh["model.embed_tokens.weight"].present
     assert sh["model.layers.1.input_layernorm.weight"].present
+    del t["lm_head.weight"]
+    assert ptc.layout(t, "pp=2", "llama", rank=1)["model.embed_tokens.weight"].present
     # arrays give their dtype and shape; take/place invert each other
     arrays = {"w": torch.randn(9, 4)}
     lay = ptc.Layout(arrays, "tp=2", "match * tp=split(1) pp=first\n")

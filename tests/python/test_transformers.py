@@ -76,3 +76,129 @@ def test_pretrained_through_a_reshard_chain(tmp_path, kind):
     sd, sd2 = model.state_dict(), again.state_dict()
     for k in sd:
         assert torch.equal(sd[k], sd2[k]), k
+
+
+def gqa_model(tie=False):
+    """8 query heads, 2 key/value heads of head_dim 8: tp=4 and tp=8 exceed the kv heads."""
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=131, hidden_size=64, intermediate_size=88, num_hidden_layers=3,
+        num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=64,
+        tie_word_embeddings=tie)
+    model = transformers.LlamaForCausalLM(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p) * 0.05)
+    return model.eval()
+
+
+def load_safetensors(path):
+    from safetensors.torch import load_file
+    return load_file(str(path))
+
+
+def logits_equal(model, out_dir, src):
+    shutil.copy(src / "config.json", out_dir / "config.json")
+    again = type(model).from_pretrained(out_dir).eval()
+    ids = torch.randint(0, 131, (2, 17), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, again(ids).logits)
+
+
+def test_gqa_kv_heads_replicated_when_tp_exceeds_them(tmp_path):
+    model = gqa_model()
+    src = tmp_path / "src"
+    model.save_pretrained(src, max_shard_size="40KB", safe_serialization=True)
+    index = src / "model.safetensors.index.json"
+    sd = model.state_dict()
+    k0 = "model.layers.0.self_attn.k_proj.weight"
+    with ptc.Store(tmp_path / "st", create=True) as st:
+        assert st.import_safetensors([index], "tp=4", "llama", params="auto") == 1
+        # the shards' __metadata__ survives an index import, as a single file's does
+        assert st.versions()[0]["metadata"].get("format") == "pt"
+        pl = dict((n, p) for n, _, _, p in st.tensors())
+        assert pl[k0].startswith("tp=split(0,kv_heads=2,head_dim=8)"), pl[k0]
+        assert pl["model.layers.0.self_attn.q_proj.weight"].startswith(
+            "tp=split(0,heads=8,head_dim=8)")
+        # each tp rank holds one whole kv head: ranks 0,1 head 0, ranks 2,3 head 1
+        for r in range(4):
+            st.export(tmp_path / ("r%d.safetensors" % r), rank=r)
+            got = load_safetensors(tmp_path / ("r%d.safetensors" % r))
+            h = r * 2 // 4
+            for name in (k0, "model.layers.0.self_attn.v_proj.weight"):
+                assert torch.equal(got[name], sd[name][h * 8:(h + 1) * 8]), (r, name)
+            q = got["model.layers.0.self_attn.q_proj.weight"]
+            assert torch.equal(q, sd["model.layers.0.self_attn.q_proj.weight"][r * 16:(r + 1) * 16])
+        # a degree that would cut the 8 query heads (and the 2 kv heads) is refused
+        with pytest.raises(ptc.RuleError, match="q_proj|k_proj|v_proj|o_proj"):
+            st.reshard("tp=3", threads=2)
+        for cfg in ["dp=2,tp=8", "tp=2,pp=2", "tp=8,pp=3,zero=1", "tp=1"]:
+            st.reshard(cfg, threads=2)
+        st.verify(all=True)
+        out = tmp_path / "out"
+        out.mkdir()
+        st.export(out / "model.safetensors")
+        # rank 5 of tp=8: kv head 5*2//8 = 1, query head 5
+        st.export(tmp_path / "t8.safetensors", config="tp=8", rank=5)
+    from safetensors import safe_open
+    with safe_open(str(out / "model.safetensors"), "pt") as f:
+        assert f.metadata().get("format") == "pt"
+    t8 = load_safetensors(tmp_path / "t8.safetensors")
+    assert torch.equal(t8[k0], sd[k0][8:16])
+    assert torch.equal(t8["model.layers.2.self_attn.o_proj.weight"],
+                       sd["model.layers.2.self_attn.o_proj.weight"][:, 40:48])
+    logits_equal(model, out, src)
+
+
+def test_tied_embeddings_reach_the_last_stage(tmp_path):
+    model = gqa_model(tie=True)
+    src = tmp_path / "src"
+    model.save_pretrained(src, safe_serialization=True)
+    files = sorted(src.glob("*.safetensors"))
+    assert "lm_head.weight" not in load_safetensors(files[0])
+    emb = "model.embed_tokens.weight"
+    with ptc.Store(tmp_path / "st", create=True) as st:
+        st.import_safetensors(files, "tp=2,pp=2", "llama")
+        # rank 2 is tp 0 of the last stage: it needs the output embedding
+        st.export(tmp_path / "r2.safetensors", rank=2)
+        r2 = load_safetensors(tmp_path / "r2.safetensors")
+        assert torch.equal(r2[emb], model.state_dict()[emb][:66])
+        st.reshard("tp=1,pp=3", threads=2)
+        st.export(tmp_path / "last.safetensors", rank=2)
+        assert emb in load_safetensors(tmp_path / "last.safetensors")
+        out = tmp_path / "out"
+        out.mkdir()
+        st.export(out / "model.safetensors")
+    logits_equal(model, out, src)
+
+
+def test_phi3_fused_qkv_by_heads(tmp_path):
+    """Phi-3's fused qkv_proj ([q; k; v] rows) through the phi3 preset: at tp=4
+    each rank holds 2 query heads and one whole (replicated) key and value head."""
+    torch.manual_seed(0)
+    cfg = transformers.Phi3Config(
+        vocab_size=131, hidden_size=64, intermediate_size=88, num_hidden_layers=2,
+        num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=64,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
+    model = transformers.Phi3ForCausalLM(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p) * 0.05)
+    model.eval()
+    src = tmp_path / "src"
+    model.save_pretrained(src, safe_serialization=True)
+    files = sorted(str(f) for f in src.glob("*.safetensors"))
+    qkv = "model.layers.1.self_attn.qkv_proj.weight"
+    w = model.state_dict()[qkv]  # rows: 8 q heads, 2 k heads, 2 v heads, 8 rows each
+    with ptc.Store(tmp_path / "st", create=True) as st:
+        st.import_safetensors(files, "tp=4", "phi3", params="auto")
+        st.export(tmp_path / "r3.safetensors", rank=3)
+        got = load_safetensors(tmp_path / "r3.safetensors")[qkv]
+        want = torch.cat([w[48:64], w[64 + 8:64 + 16], w[80 + 8:80 + 16]])
+        assert torch.equal(got, want)
+        for c in ["tp=8,pp=2", "tp=2"]:
+            st.reshard(c, threads=2)
+        out = tmp_path / "out"
+        out.mkdir()
+        st.export(out / "model.safetensors")
+    logits_equal(model, out, src)

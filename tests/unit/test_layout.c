@@ -814,6 +814,250 @@ static void test_speed(void **state)
     ptc_rules_destroy(r);
 }
 
+
+/* ---- head-aware splits ----------------------------------------------------------- */
+
+/* One Llama layer with 8 query heads and 2 key/value heads of head_dim 8
+ * (hidden 64), placed by the llama preset with its parameters. */
+static const char *const gqa_names[] = {
+    "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+    "model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight",
+    "model.layers.0.self_attn.k_proj.weight.exp_avg",
+};
+static const int64_t gqa_rows[] = {64, 16, 16, 64, 16};
+
+static ptc_layout *gqa_layout(const char *cfgtext, int expect_rc)
+{
+    ptc_tensor_info t[5];
+    memset(t, 0, sizeof t);
+    for (int i = 0; i < 5; i++) {
+        t[i].name = gqa_names[i];
+        t[i].dtype = PTC_DTYPE_F32;
+        t[i].ndim = 2;
+        t[i].shape[0] = gqa_rows[i];
+        t[i].shape[1] = 64;
+    }
+    const ptc_rules_param params[] = {
+        {"num_attention_heads", 8}, {"num_key_value_heads", 2}, {"head_dim", 8}};
+    ptc_rules *r = NULL;
+    assert_int_equal(ptc_rules_load_params(&r, "llama", params, 3), PTC_OK);
+    ptc_config c;
+    assert_int_equal(ptc_config_parse(&c, cfgtext), PTC_OK);
+    ptc_layout *l = NULL;
+    int rc = ptc_layout_create(&l, t, 5, r, &c);
+    ptc_rules_destroy(r);
+    assert_int_equal(rc, expect_rc);
+    return l;
+}
+
+/* Tensor t on rank: one piece covering rows [lo, hi) (dim d) of the whole tensor. */
+static void expect_rows(const ptc_layout *l, size_t t, int rank, int d, int64_t lo, int64_t hi,
+                        int owner)
+{
+    ptc_shard sh;
+    ptc_piece pc[4];
+    size_t np;
+    assert_int_equal(ptc_layout_shard(l, t, rank, &sh), PTC_OK);
+    assert_true(sh.present);
+    assert_int_equal(sh.owner, owner);
+    assert_int_equal(ptc_layout_pieces(l, t, rank, pc, 4, &np), PTC_OK);
+    assert_int_equal(np, 1);
+    for (int e = 0; e < 2; e++) {
+        int64_t full = ptc_layout_tensor(l, t)->shape[e];
+        assert_int_equal(pc[0].box.lo[e], e == d ? lo : 0);
+        assert_int_equal(pc[0].box.hi[e], e == d ? hi : full);
+        assert_int_equal(sh.shape[e], e == d ? hi - lo : full);
+    }
+    assert_int_equal(pc[0].local_offset, 0);
+}
+
+static void test_gqa_kv_heads(void **state)
+{
+    (void)state;
+    /* tp=4 > 2 kv heads: rank i holds kv head floor(i*2/4), whole, rows 8h..8h+8;
+     * ranks 0,1 hold replicas of head 0 (owner 0), ranks 2,3 of head 1 */
+    ptc_layout *l = gqa_layout("tp=4", PTC_OK);
+    static const int64_t k4[4] = {0, 0, 8, 8};
+    static const int own4[4] = {0, 0, 2, 2};
+    for (int r = 0; r < 4; r++) {
+        expect_rows(l, 0, r, 0, 16 * r, 16 * r + 16, r); /* q: 2 heads each */
+        expect_rows(l, 1, r, 0, k4[r], k4[r] + 8, own4[r]);
+        expect_rows(l, 2, r, 0, k4[r], k4[r] + 8, own4[r]);
+        expect_rows(l, 3, r, 1, 16 * r, 16 * r + 16, r); /* o: its q heads' columns */
+    }
+    ptc_shard_group *g = NULL;
+    size_t ng;
+    assert_int_equal(ptc_layout_groups(l, 1, &g, &ng), PTC_OK);
+    assert_int_equal(ng, 2);
+    assert_int_equal(g[0].owner, 0);
+    assert_int_equal(g[0].nranks, 2);
+    assert_int_equal(g[0].ranks[1], 1);
+    assert_int_equal(g[1].owner, 2);
+    assert_int_equal(g[1].nranks, 2);
+    assert_int_equal(g[1].ranks[1], 3);
+    ptc_layout_groups_free(g);
+    char buf[128];
+    assert_int_equal(ptc_placement_format(ptc_layout_placement(l, 1), buf, sizeof buf), PTC_OK);
+    assert_string_equal(buf, "tp=split(0,kv_heads=2,head_dim=8) pp=layer layer=0 kind=param");
+    ptc_layout_destroy(l);
+
+    /* tp=8: kv head floor(i*2/8): ranks 0-3 rows [0,8), ranks 4-7 rows [8,16) */
+    l = gqa_layout("tp=8", PTC_OK);
+    for (int r = 0; r < 8; r++) {
+        expect_rows(l, 0, r, 0, 8 * r, 8 * r + 8, r);
+        expect_rows(l, 1, r, 0, r < 4 ? 0 : 8, r < 4 ? 8 : 16, r < 4 ? 0 : 4);
+        expect_rows(l, 3, r, 1, 8 * r, 8 * r + 8, r);
+    }
+    ptc_layout_destroy(l);
+
+    /* tp=2 divides both: the split rule, one kv head per rank */
+    l = gqa_layout("tp=2", PTC_OK);
+    expect_rows(l, 1, 1, 0, 8, 16, 1);
+    ptc_layout_destroy(l);
+
+    /* zero=1: optimizer state of a replicated kv head is flat over dp; the
+     * tp ranks that share the head share its ranges */
+    l = gqa_layout("dp=2,tp=4,zero=1", PTC_OK);
+    int owners[8];
+    assert_int_equal(ptc_layout_owners(l, 4, owners), PTC_OK);
+    static const int zo[8] = {0, 0, 2, 2, 4, 4, 6, 6};
+    for (int r = 0; r < 8; r++) {
+        assert_int_equal(owners[r], zo[r]);
+        ptc_shard sh;
+        ptc_piece pc[4];
+        size_t np;
+        assert_int_equal(ptc_layout_shard(l, 4, r, &sh), PTC_OK);
+        assert_true(sh.flat);
+        assert_int_equal(sh.shape[0], 256); /* 8 rows x 64 over dp=2 */
+        assert_int_equal(ptc_layout_pieces(l, 4, r, pc, 4, &np), PTC_OK);
+        assert_int_equal(np, 1);
+        int64_t head = (r % 4) / 2, half = r / 4;
+        assert_int_equal(pc[0].box.lo[0], head * 8 + half * 4);
+        assert_int_equal(pc[0].box.hi[0], head * 8 + half * 4 + 4);
+    }
+    ptc_layout_destroy(l);
+
+    /* tp=3 cuts the 8 query heads: refused, naming the tensor */
+    gqa_layout("tp=3", PTC_E_RULE);
+    assert_non_null(strstr(ptc_last_error(), "q_proj.weight"));
+    assert_non_null(strstr(ptc_last_error(), "cut"));
+}
+
+static void test_heads_rules(void **state)
+{
+    (void)state;
+    ptc_tensor_info t[2];
+    memset(t, 0, sizeof t);
+    t[0].name = "q";
+    t[1].name = "kv";
+    for (int i = 0; i < 2; i++) {
+        t[i].dtype = PTC_DTYPE_F32;
+        t[i].ndim = 2;
+        t[i].shape[1] = 4;
+    }
+    t[0].shape[0] = 64; /* 8 heads of 8 */
+    t[1].shape[0] = 24; /* 3 kv heads of 8 */
+    ptc_config c3, c4, c6;
+    assert_int_equal(ptc_config_parse(&c3, "tp=3"), PTC_OK);
+    assert_int_equal(ptc_config_parse(&c4, "tp=4"), PTC_OK);
+    assert_int_equal(ptc_config_parse(&c6, "tp=6"), PTC_OK);
+    ptc_rules *r = NULL;
+    ptc_layout *l = NULL;
+    /* cut: a degree that does not fit the heads splits rows by the split rule */
+    const char *cut = "match q tp=split(0,heads=8,cut) pp=all\n"
+                      "match kv tp=split(0,kv_heads=3,head_dim=8,cut) pp=all\n";
+    assert_int_equal(ptc_rules_parse(&r, cut, strlen(cut), "cut"), PTC_OK);
+    assert_int_equal(ptc_layout_create(&l, t, 2, r, &c3), PTC_OK);
+    expect_rows(l, 0, 2, 0, 44, 64, 2); /* rows 22+22+20 */
+    ptc_layout_destroy(l);
+    /* 3 kv heads over tp=6: two ranks per head */
+    assert_int_equal(ptc_layout_create(&l, t, 2, r, &c6), PTC_OK);
+    expect_rows(l, 1, 3, 0, 8, 16, 2);
+    ptc_layout_destroy(l);
+    ptc_rules_destroy(r);
+    /* without cut: 3 kv heads over tp=4 (neither divides) is refused */
+    const char *strict = "match q tp=split(0,heads=8) pp=all\n"
+                         "match kv tp=split(0,kv_heads=3) pp=all\n";
+    assert_int_equal(ptc_rules_parse(&r, strict, strlen(strict), "strict"), PTC_OK);
+    assert_int_equal(ptc_layout_create(&l, t, 2, r, &c4), PTC_E_RULE);
+    assert_non_null(strstr(ptc_last_error(), "'kv'"));
+    assert_non_null(strstr(ptc_last_error(), "key/value"));
+    /* the dry run lists every problem at once */
+    size_t np = 99;
+    ptc_config c5;
+    assert_int_equal(ptc_config_parse(&c5, "tp=5"), PTC_OK);
+    assert_int_equal(ptc_layout_check(t, 2, r, &c5, NULL, NULL, &np), PTC_OK);
+    assert_int_equal(np, 2);
+    assert_int_equal(ptc_layout_check(t, 2, r, &c3, NULL, NULL, &np), PTC_OK);
+    assert_int_equal(np, 1); /* q only: 3 kv heads fit tp=3 */
+    assert_int_equal(ptc_layout_check(t, 2, r, &c4, NULL, NULL, &np), PTC_OK);
+    assert_int_equal(np, 1);
+    ptc_rules_destroy(r);
+    /* head_dim= is checked against the shape */
+    const char *hd = "match q tp=split(0,heads=8,head_dim=16) pp=all\nmatch kv pp=all\n";
+    assert_int_equal(ptc_rules_parse(&r, hd, strlen(hd), "hd"), PTC_OK);
+    assert_int_equal(ptc_layout_create(&l, t, 2, r, &c4), PTC_E_RULE);
+    assert_non_null(strstr(ptc_last_error(), "head_dim=16"));
+    ptc_rules_destroy(r);
+}
+
+static void test_tied_unless(void **state)
+{
+    (void)state;
+    /* llama: embed_tokens goes to the last stage too exactly when there is
+     * no lm_head.weight */
+    ptc_tensor_info t[4];
+    memset(t, 0, sizeof t);
+    const char *names[4] = {"model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight",
+                            "model.layers.1.mlp.up_proj.weight", "lm_head.weight"};
+    for (int i = 0; i < 4; i++) {
+        t[i].name = names[i];
+        t[i].dtype = PTC_DTYPE_F32;
+        t[i].ndim = 2;
+        t[i].shape[0] = 10;
+        t[i].shape[1] = 4;
+    }
+    ptc_rules *r = NULL;
+    assert_int_equal(ptc_rules_load(&r, "llama"), PTC_OK);
+    ptc_config c;
+    assert_int_equal(ptc_config_parse(&c, "pp=2"), PTC_OK);
+    ptc_layout *l = NULL;
+    assert_int_equal(ptc_layout_create(&l, t, 4, r, &c), PTC_OK); /* untied */
+    assert_int_equal(ptc_layout_placement(l, 0)->pp, PTC_PP_FIRST);
+    assert_false(ptc_layout_on_stage(l, 0, 1));
+    ptc_layout_destroy(l);
+    assert_int_equal(ptc_layout_create(&l, t, 3, r, &c), PTC_OK); /* tied */
+    assert_int_equal(ptc_layout_placement(l, 0)->pp, PTC_PP_FIRST_LAST);
+    assert_true(ptc_layout_on_stage(l, 0, 1));
+    ptc_layout_destroy(l);
+    ptc_rules_destroy(r);
+
+    /* Adam's 0-d step of a split parameter: replicated over tp, on its layer */
+    ptc_tensor_info st[2];
+    memset(st, 0, sizeof st);
+    st[0].name = "model.layers.0.mlp.up_proj.weight";
+    st[0].dtype = PTC_DTYPE_F32;
+    st[0].ndim = 2;
+    st[0].shape[0] = 6;
+    st[0].shape[1] = 4;
+    st[1].name = "model.layers.0.mlp.up_proj.weight.step";
+    st[1].dtype = PTC_DTYPE_F32;
+    st[1].ndim = 0;
+    assert_int_equal(ptc_rules_load(&r, "llama"), PTC_OK);
+    assert_int_equal(ptc_config_parse(&c, "tp=2"), PTC_OK);
+    assert_int_equal(ptc_layout_create(&l, st, 2, r, &c), PTC_OK);
+    const ptc_placement *sp = ptc_layout_placement(l, 1);
+    assert_int_equal(sp->tp, PTC_TP_REPLICATE);
+    assert_int_equal(sp->kind, PTC_KIND_OPTIM);
+    assert_int_equal(sp->layer, 0);
+    int own[2];
+    assert_int_equal(ptc_layout_owners(l, 1, own), PTC_OK);
+    assert_int_equal(own[0], 0);
+    assert_int_equal(own[1], 0);
+    ptc_layout_destroy(l);
+    ptc_rules_destroy(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -821,6 +1065,8 @@ int main(void)
         cmocka_unit_test(test_tied_first_last),   cmocka_unit_test(test_empty_parts),
         cmocka_unit_test(test_zero_pieces),       cmocka_unit_test(test_errors),
         cmocka_unit_test(test_alloc_failures),    cmocka_unit_test(test_speed),
+        cmocka_unit_test(test_gqa_kv_heads),      cmocka_unit_test(test_heads_rules),
+        cmocka_unit_test(test_tied_unless),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

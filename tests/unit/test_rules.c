@@ -1,5 +1,6 @@
 /* Placement rules: every line kind, glob semantics, first match, optimizer
  * suffixes, the presets on real checkpoint names, every error. */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -484,6 +485,128 @@ static void test_alloc_failures(void **state)
     }
 }
 
+
+static void test_heads_params_include(void **state)
+{
+    (void)state;
+    /* head-aware splits: canonical item order, placement text round trip */
+    ptc_rules *r = parse_ok("param H 8\nparam KV 2\n"
+                            "match q tp=split(0,head_dim=4,heads=$H) pp=all\n"
+                            "match k tp=split(0,kv_heads=$KV) pp=all\n"
+                            "match qkv tp=split(0,heads=$H,kv_heads=$KV:$KV,cut) pp=all\n"
+                            "match c tp=split(1,blocks=3,heads=$H) pp=all\n");
+    expect_place(r, "q", "tp=split(0,heads=8,head_dim=4) pp=all kind=param");
+    expect_place(r, "k", "tp=split(0,kv_heads=2) pp=all kind=param");
+    expect_place(r, "qkv", "tp=split(0,heads=8,kv_heads=2:2,cut) pp=all kind=param");
+    expect_place(r, "c", "tp=split(1,blocks=3,heads=8) pp=all kind=param");
+    assert_string_equal(ptc_rules_text(r),
+                        "match q tp=split(0,heads=8,head_dim=4) pp=all\n"
+                        "match k tp=split(0,kv_heads=2) pp=all\n"
+                        "match qkv tp=split(0,heads=8,kv_heads=2:2,cut) pp=all\n"
+                        "match c tp=split(1,blocks=3,heads=8) pp=all\n");
+    ptc_rules_destroy(r);
+
+    /* caller parameters; a param line of the text overrides them */
+    const char *txt = "param KV 4\nmatch k tp=split(0,kv_heads=$KV,head_dim=$D) pp=all\n"
+                      "match e tp=split(0) pp=first+last if=$tied\nmatch e tp=split(0) pp=first\n";
+    const ptc_rules_param pv[] = {{"KV", 1}, {"D", 16}, {"tied", 1}};
+    assert_int_equal(ptc_rules_parse_params(&r, txt, strlen(txt), "p", pv, 3), PTC_OK);
+    expect_place(r, "k", "tp=split(0,kv_heads=4,head_dim=16) pp=all kind=param");
+    expect_place(r, "e", "tp=split(0) pp=first+last kind=param");
+    assert_string_equal(ptc_rules_missing_params(r), "");
+    ptc_rules_destroy(r);
+    /* unset: the heads go (a plain row split), the if= line is left out */
+    assert_int_equal(ptc_rules_parse_params(&r, txt + 11, strlen(txt + 11), "p", NULL, 0), PTC_OK);
+    expect_place(r, "k", "tp=split(0) pp=all kind=param");
+    expect_place(r, "e", "tp=split(0) pp=first kind=param");
+    assert_string_equal(ptc_rules_missing_params(r), "KV");
+    ptc_rules_destroy(r);
+    /* blocks that need an unset parameter: an error when a tensor resolves */
+    r = parse_ok("match f tp=split(0,blocks=$N) pp=all\nmatch g pp=all\n");
+    expect_resolve_error(r, "f", "needs the parameter 'N'");
+    expect_place(r, "g", "tp=replicate pp=all kind=param");
+    ptc_rules_destroy(r);
+
+    /* include: the preset's lines at that place; lines above override */
+    r = parse_ok("match model.norm.weight tp=replicate pp=all\ninclude llama\n");
+    expect_place(r, "model.norm.weight", "tp=replicate pp=all kind=param");
+    expect_place(r, "model.layers.3.mlp.down_proj.weight",
+                 "tp=split(1) pp=layer layer=3 kind=param");
+    expect_place(r, "lm_head.weight", "tp=split(0) pp=last kind=param");
+    ptc_rules_destroy(r);
+
+    /* unless=: kept in the canonical text; left out by name-only resolution */
+    r = parse_ok("match e tp=split(0) pp=first+last unless=head\nmatch e tp=split(0) pp=first\n");
+    assert_string_equal(ptc_rules_text(r), "match e tp=split(0) pp=first+last unless=head\n"
+                                           "match e tp=split(0) pp=first\n");
+    expect_place(r, "e", "tp=split(0) pp=first kind=param");
+    ptc_rules_destroy(r);
+
+    expect_parse_error("match q tp=split(0,heads=0)\n", "at least 1");
+    expect_parse_error("match q tp=split(0,heads=2,heads=2)\n", "heads= given twice");
+    expect_parse_error("match q tp=split(0,cut)\n", "go with heads=");
+    expect_parse_error("match q tp=split(0,blocks=3,heads=1:2)\n", "one per block");
+    expect_parse_error("match q tp=split(0,sideways)\n", "expected blocks=");
+    expect_parse_error("param 9x 3\nmatch q\n", "bad parameter name");
+    expect_parse_error("param a 1\nparam a 2\nmatch q\n", "given twice");
+    expect_parse_error("include llamas\n", "no rules preset 'llamas'");
+    expect_parse_error("match q unless=\n", "needs a tensor name");
+    expect_parse_error("match q if=yes\n", "bad if=");
+}
+
+
+static int64_t param_of(const ptc_rules_param *p, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(p[i].name, name) == 0)
+            return p[i].value;
+    return -1;
+}
+
+static void test_params_from_config_json(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/ptc_rules_cfg_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *js = "{\"num_attention_heads\": 4, \"hidden_size\": 32, \"tie_word_embeddings\": "
+                     "true, \"rope_theta\": 10000.0, \"model_type\": \"llama\", \"bad\": -3, "
+                     "\"head-dim\": 7, \"rope_scaling\": {\"factor\": 2}}";
+    assert_int_equal(write(fd, js, strlen(js)), (ssize_t)strlen(js));
+    close(fd);
+    ptc_rules_param *p = NULL;
+    size_t n = 0;
+    assert_int_equal(ptc_rules_params_read(path, &p, &n), PTC_OK);
+    assert_int_equal(param_of(p, n, "num_attention_heads"), 4);
+    assert_int_equal(param_of(p, n, "num_key_value_heads"), 4); /* derived: = heads */
+    assert_int_equal(param_of(p, n, "head_dim"), 8);            /* derived: 32 / 4 */
+    assert_int_equal(param_of(p, n, "tie_word_embeddings"), 1);
+    assert_int_equal(param_of(p, n, "rope_theta"), -1);  /* not an integer */
+    assert_int_equal(param_of(p, n, "bad"), -1);         /* negative */
+    assert_int_equal(param_of(p, n, "head-dim"), -1);    /* not a parameter name */
+    assert_int_equal(n, 5);
+    /* the values feed the llama preset */
+    ptc_rules *r = NULL;
+    assert_int_equal(ptc_rules_load_params(&r, "llama", p, n), PTC_OK);
+    expect_place(r, "model.layers.0.self_attn.v_proj.weight",
+                 "tp=split(0,kv_heads=4,head_dim=8) pp=layer layer=0 kind=param");
+    ptc_rules_destroy(r);
+    ptc_rules_params_free(p, n);
+    ptc_rules_params_free(NULL, 0);
+    /* not JSON, not an object, missing */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    assert_int_equal(write(fd, "[1]", 3), 3);
+    close(fd);
+    assert_int_equal(ptc_rules_params_read(path, &p, &n), PTC_E_FORMAT);
+    assert_null(p);
+    fd = open(path, O_WRONLY | O_TRUNC);
+    assert_int_equal(write(fd, "{oops", 5), 5);
+    close(fd);
+    assert_int_equal(ptc_rules_params_read(path, &p, &n), PTC_E_FORMAT);
+    unlink(path);
+    assert_int_equal(ptc_rules_params_read(path, &p, &n), PTC_E_IO);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -501,6 +624,8 @@ int main(void)
         cmocka_unit_test(test_preset_megatron),
         cmocka_unit_test(test_preset_none),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_heads_params_include),
+        cmocka_unit_test(test_params_from_config_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
