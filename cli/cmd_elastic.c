@@ -958,7 +958,7 @@ int ptc_cmd_elastic(int argc, char **argv)
         }
         char from[128];
         cfg_text(&cfg, from, sizeof from);
-        if (ok && !l.stop_requested && nd >= e.total_steps) {
+        if (ok && nd >= e.total_steps) { /* also a job that finished before it saw a stop */
             version = nv;
             done = nd;
             break;
@@ -971,7 +971,7 @@ int ptc_cmd_elastic(int argc, char **argv)
         }
         pending np = {.active = true, .t_start = t_end};
         double t_plan = now();
-        if (ok && l.stop_requested && l.stopped) {
+        if (ok && l.stop_requested) {
             snprintf(np.reason, sizeof np.reason, "%s", scale_reason);
             np.detect = pend.detect;
             np.save = t_end - l.t_stop_asked;

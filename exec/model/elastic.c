@@ -38,11 +38,12 @@ int ptc_elastic_pick(ptc_config *out, int *usable, const int *slots, size_t nhos
     /* 1. tp within a host */
     int tp = w->tp;
     if (tp == 0) {
+        int pmin = w->pp > 0 ? w->pp : 1;
         for (tp = 8; tp > 1; tp /= 2) {
             bool ok = w->hidden == 0 || w->hidden % tp == 0;
             for (size_t i = 0; ok && i < nhosts; i++)
                 ok = slots[i] % tp == 0;
-            if (ok)
+            if (ok && (long)usable_slots(slots, nhosts, tp, NULL) >= (long)tp * pmin)
                 break;
         }
     }
@@ -56,10 +57,19 @@ int ptc_elastic_pick(ptc_config *out, int *usable, const int *slots, size_t nhos
         return ptc_error_set(PTC_E_CONFIG, "no configuration fits: pp=%d is more than the "
                                            "model's %d layers", pp, w->layers);
     if (pp == 0) {
-        for (pp = w->layers; pp > 1; pp--)
-            if (w->layers % pp == 0 && (w->microbatches == 0 || pp <= w->microbatches) &&
-                (long)tp * pp <= S)
-                break;
+        /* the divisor that leaves the fewest slots idle; on a tie the larger */
+        int best_used = -1;
+        pp = 1;
+        for (int p = 1; p <= w->layers; p++) {
+            if (w->layers % p || (w->microbatches > 0 && p > w->microbatches) ||
+                (long)tp * p > S)
+                continue;
+            int used = S / (tp * p) * (tp * p);
+            if (used >= best_used) {
+                best_used = used;
+                pp = p;
+            }
+        }
     }
     if ((long)tp * pp > S)
         return ptc_error_set(PTC_E_CONFIG, "no configuration fits: one replica needs tp*pp = "

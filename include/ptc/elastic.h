@@ -8,10 +8,12 @@
  *     ranks, and mpirun fills each host's slots in rank order, so each host
  *     offers floor(slots / tp) * tp slots. Fixed tp (want->tp > 0) is kept;
  *     automatic tp (0) is the largest of 8, 4, 2, 1 that divides every
- *     host's slot count and the model's hidden width (when given);
+ *     host's slot count and the model's hidden width (when given) and
+ *     leaves room for one replica (tp * fixed pp, or tp);
  *  2. pipeline parallelism divides the layers: fixed pp (want->pp > 0) is
- *     kept; automatic pp (0) is the largest p that divides the layers, is at
- *     most the micro-batches (when given) and leaves room for one replica;
+ *     kept; automatic pp (0) is, among the p that divide the layers, are at
+ *     most the micro-batches (when given) and leave room for one replica,
+ *     the one that leaves the fewest slots idle (the larger on a tie);
  *  3. the rest is data parallelism: dp = floor(usable slots / (tp * pp)).
  * Slots beyond dp * tp * pp stay idle.
  *

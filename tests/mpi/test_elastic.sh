@@ -1,8 +1,8 @@
 #!/bin/bash
 # ptc elastic, with real mpirun and real processes (no mocks):
 # 1. kill -9 of one rank at a random step (3 seeds): the job completes on
-#    fewer slots under another configuration (4 slots dp1-tp4-pp1, then 3
-#    slots dp1-tp1-pp2: the global batch stays 4), the steps after the last
+#    fewer slots under another configuration (--pp 2, tp by the rule: 4 slots
+#    dp1-tp2-pp2, then 3 slots dp1-tp1-pp2: the global batch stays 4), the steps after the last
 #    version run again, the audit's `repeated` is exactly the records of those
 #    steps and nothing is missing; ptc verify passes;
 # 2. scale-out from 4 to 8 slots by editing the slots file (--json log): the
@@ -37,7 +37,7 @@ for seed in 1 2 3; do
     # steps 2, 5, 8), so that at least one step is lost
     steps=(3 4 6 7)
     at=${steps[$((RANDOM % 4))]}
-    "$PTC" elastic --store "$st" --slots "$TMP/slots$seed" --watchdog 30 -- ptc train --schedule 1f1b \
+    "$PTC" elastic --store "$st" --slots "$TMP/slots$seed" --pp 2 --watchdog 30 -- ptc train --schedule 1f1b \
         --microbatches 4 --model $M --seed 3 --data dataset:toks --steps 10 --save-every 3 --jitter 15 \
         > "$TMP/k$seed.out" 2> "$TMP/k$seed.err" &
     epid=$!
@@ -51,7 +51,7 @@ for seed in 1 2 3; do
     out="$TMP/k$seed.out"
     line=$(grep '^elastic: failure at step ' "$out") || { cat "$out"; fail "seed $seed: no failure line"; }
     [ "$(echo "$line" | wc -l)" = 1 ] || fail "seed $seed: more than one failure"
-    echo "$line" | grep -q ': dp=1,tp=4,pp=1 -> dp=1,tp=1,pp=2 on 3 slots, resumed version ' ||
+    echo "$line" | grep -q ': dp=1,tp=2,pp=2 -> dp=1,tp=1,pp=2 on 3 slots, resumed version ' ||
         fail "seed $seed: unexpected reconfiguration: $line"
     read -r K S L <<< "$(echo "$line" | sed -E 's/^elastic: failure at step ([0-9]+):.*\(step ([0-9]+)\), ([0-9]+) steps lost.*/\1 \2 \3/')"
     [ "$L" = $((K - S)) ] && [ "$K" -gt "$at" ] || fail "seed $seed: steps lost $L, at step $K, resumed $S"
