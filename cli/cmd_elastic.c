@@ -672,7 +672,8 @@ static int parse_args(int argc, char **argv, elastic *e)
         case OPT_SLOTS:
             e->slots_arg = optarg;
             e->slots_file = !ptc_cli_parse_int(optarg, 0, PTC_CONFIG_MAX_WORLD, &e->slots_n);
-            if (e->slots_file && optarg[0] >= '0' && optarg[0] <= '9' && access(optarg, F_OK))
+            if (e->slots_file && ((optarg[0] >= '0' && optarg[0] <= '9' && access(optarg, F_OK)) ||
+                                  optarg[0] == '-' || !optarg[0]))
                 return ptc_cli_usage_error("--slots: expected a number of slots or a file");
             break;
         case OPT_HOSTFILE:
