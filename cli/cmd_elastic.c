@@ -282,6 +282,11 @@ static int newest(const elastic *e, uint64_t *version, int64_t *step)
     ptc_store *s = NULL;
     *version = 0;
     *step = 0;
+    /* an empty directory: the job's first save makes the store there */
+    char meta[PATH_MAX + 8];
+    snprintf(meta, sizeof meta, "%s/meta", e->store);
+    if (access(meta, F_OK) != 0 && errno == ENOENT)
+        return PTC_OK;
     int rc = ptc_store_open(&s, e->store, PTC_STORE_READONLY);
     if (rc == PTC_OK)
         rc = ptc_store_latest(s, version);

@@ -15,3 +15,6 @@ for b in "$build"/bench_*; do
     *) (cd "$build" && "./$name") ;;
     esac
 done
+# ptc elastic: one reconfiguration's downtime, online resize vs restart vs failure
+printf '\n== bench_elastic.sh\n'
+bash "$(dirname "$0")/../bench/bench_elastic.sh" "$build"
