@@ -125,8 +125,6 @@ typedef struct elastic {
     int nhosts;
     char inputs[16384];                  /* the watched inputs' text, to see changes */
     char dir[PATH_MAX], ctl[PATH_MAX + 16], hf[PATH_MAX + 16];
-    ptc_config cur;
-    bool have_cur;
     int failures, reconfigs;
 } elastic;
 
@@ -791,7 +789,6 @@ int ptc_cmd_elastic(int argc, char **argv)
     if (newest(&e, &version, &done) != PTC_OK)
         return ptc_cli_lib_error(PTC_E_IO);
     /* the control file and hostfile live beside the store (shared with rank 0's host) */
-    snprintf(e.dir, sizeof e.dir, "%s.elastic.XXXXXX", e.store);
     size_t sl = strlen(e.store);
     while (sl > 1 && e.store[sl - 1] == '/')
         sl--;
@@ -835,8 +832,6 @@ int ptc_cmd_elastic(int argc, char **argv)
             result = PTC_CLI_FAIL;
             break;
         }
-        e.cur = cfg;
-        e.have_cur = true;
         if (pend.active)
             pend.t_launch = l.t_launch;
         bool out_open = true, err_open = true, exited = false;
