@@ -93,6 +93,7 @@ typedef struct launch {
     bool stopped;            /* `stopped at step K (...), saved version V` */
     uint64_t stop_version;
     char dead_node[256];     /* mpirun's notice of a dead process */
+    bool host_lost;          /* ... of a lost host (its daemon) */
     char first_error[512];   /* the first `ptc: error:` line */
     bool stop_requested, killed;
     char kill_reason[128];
@@ -398,12 +399,13 @@ static void on_err_line(elastic *e, launch *l, char *line)
     /* Open MPI: "mpirun noticed that process rank R with PID P on node N exited on
      * signal S" (or "... exited"); a lost host: "... Remote daemon: [[..]] on node N" */
     const char *p = strstr(line, "noticed that process rank");
+    bool daemon = false;
     if (!p)
-        p = strstr(line, "Remote daemon:");
+        daemon = (p = strstr(line, "Remote daemon:")) != NULL;
     if (p && !l->dead_node[0]) {
         const char *n = strstr(p, " on node ");
-        if (n)
-            sscanf(n + 9, "%255[^ ,\n]", l->dead_node);
+        if (n && sscanf(n + 9, "%255[^ ,\n]", l->dead_node) == 1)
+            l->host_lost = daemon;
     }
 }
 
@@ -990,8 +992,8 @@ int ptc_cmd_elastic(int argc, char **argv)
                         h = i;
                 if (h < 0 && e.nhosts == 1)
                     h = 0; /* mpirun names the host by its own name, not "localhost" */
-                if (h >= 0)
-                    e.hosts[h].failed++;
+                if (h >= 0) /* a lost host loses all its slots, a dead process one */
+                    e.hosts[h].failed = l.host_lost ? e.hosts[h].slots : e.hosts[h].failed + 1;
             } else if (l.last_step < 0 && !l.killed) {
                 /* failed alike before any step, no process died: a bad job, not a fault */
                 result = ptc_cli_error("the job failed before its first step: %s", diag);
