@@ -80,6 +80,7 @@ typedef struct cli_train {
     const char *device;
     bool json;
     json_t *steps, *resizes;
+    const ptc_train_result *res; /* filled by ptc_train_run before the first step */
     int64_t resize_step[MAX_RESIZES];
     ptc_config resize_cfg[MAX_RESIZES];
 } cli_train;
@@ -328,6 +329,10 @@ static int on_step(const ptc_train_step *r, void *user)
     if (c->o.fake)
         json_object_set_new(rec, "predicted_ms", json_real(r->predicted_ms));
     json_array_append_new(c->steps, rec);
+    if (!c->json && c->res && c->res->resumed_from && r->step == c->res->first_step)
+        printf("resumed from version %llu at step %lld, load %.3f ms\n",
+               (unsigned long long)c->res->resumed_from, (long long)c->res->first_step,
+               c->res->load_seconds * 1e3);
     if (!c->json) {
         if (r->has_loss)
             printf("step %d loss %.9g time %.3f ms\n", r->step, r->loss, r->step_ms);
@@ -378,6 +383,7 @@ static void print_json(const cli_train *c, const ptc_train *t, int world,
                              "actions_rank0", (json_int_t)res->actions_rank0, "fake_compute",
                              c->o.fake, "steps", c->steps);
     json_object_set_new(root, "resumed_from", json_integer((json_int_t)res->resumed_from));
+    json_object_set_new(root, "load_s", json_real(res->load_seconds));
     json_object_set_new(root, "saved_version", json_integer((json_int_t)res->last_version));
     json_object_set_new(root, "saves", json_integer((json_int_t)res->saves));
     json_object_set_new(root, "stopped", json_boolean(res->stopped));
@@ -419,6 +425,7 @@ int ptc_cmd_train(int argc, char **argv)
     sa.sa_handler = on_sigusr1;
     sigaction(SIGUSR1, &sa, NULL);
     ptc_train_result res = {.failed_step = -1};
+    c.res = &res;
     rc = c.steps && c.resizes ? ptc_train_run(t, MPI_COMM_WORLD, on_step, &c, &res)
                               : PTC_E_NOMEM;
     if (rc == PTC_E_TIMEOUT) {

@@ -18,3 +18,6 @@ for b in "$build"/bench_*; do
 done
 printf '\n== bench_train_data.sh\n'
 bash "$(dirname "$0")/../bench/bench_train_data.sh" "$build/ptc"
+# ptc elastic: one reconfiguration's downtime, online resize vs restart vs failure
+printf '\n== bench_elastic.sh\n'
+bash "$(dirname "$0")/../bench/bench_elastic.sh" "$build"

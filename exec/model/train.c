@@ -856,6 +856,13 @@ static int run_step(ptc_train *t, const ptc_train_opts *o, seg *g, int64_t k,
             g->losses[g->dp_i * o->microbatches + i] = l[i];
     }
     train_data_done(&g->ds);
+    /* The records this step served are durable before process 0 learns of the
+     * step (the reduces below wait for every process): a job killed later
+     * has them counted, so the audit shows the steps a restart runs again. */
+    if ((rc = train_data_flush(&g->ds)) != PTC_OK) {
+        res->failed_step = (int)k;
+        return rc;
+    }
     ptc_exec_stats st;
     ptc_exec_get_stats(g->e, &st);
     double mx[4] = {st.step_seconds, st.actions_seconds, st.reduce_seconds,
@@ -953,11 +960,13 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
     if (rc == PTC_OK && o->resume) {
         ptc_ckpt_options co;
         ptc_ckpt_options_init(&co);
+        double t0 = MPI_Wtime();
         if (g.active)
             rc = ptc_ckpt_load(store, from, g.layout, g.ranks, g.nranks, g.bufs, &co, g.comm,
                                NULL, NULL);
         rc = agree(world, rc);
         res->resumed_from = from;
+        res->load_seconds = MPI_Wtime() - t0;
     }
     res->first_step = first;
     bool has_loss = false;

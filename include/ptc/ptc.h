@@ -41,6 +41,7 @@
 #include "ptc/exec.h"
 #include "ptc/exec_model.h"
 #include "ptc/train.h"
+#include "ptc/elastic.h"
 #include "ptc/search_store.h"
 
 #endif

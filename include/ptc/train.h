@@ -149,6 +149,9 @@ PTC_API const ptc_sched *ptc_train_schedule(const ptc_train *t);
 typedef struct ptc_train_result {
     size_t actions_rank0;    /**< actions in process 0's list per step */
     uint64_t resumed_from;   /**< the version a resume loaded (0: none) */
+    double load_seconds;     /**< a resume: seconds to load that version (all
+                                  processes, until they agree); set before the
+                                  first step, so on_step may read it */
     int64_t first_step;      /**< the first step this run took */
     uint64_t last_version;   /**< the last version this run saved (0: none) */
     size_t saves;            /**< versions saved */

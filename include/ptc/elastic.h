@@ -1,0 +1,57 @@
+/**
+ * @file elastic.h
+ * @brief The configuration rule of `ptc elastic` (exec/model/elastic.c):
+ *        which dp/tp/pp a job runs on the slots it has (docs/elastic.md).
+ *
+ * The rule, in order of preference:
+ *  1. tensor parallelism stays within a host: a tp group is tp consecutive
+ *     ranks, and mpirun fills each host's slots in rank order, so each host
+ *     offers floor(slots / tp) * tp slots. Fixed tp (want->tp > 0) is kept;
+ *     automatic tp (0) is the largest of 8, 4, 2, 1 that divides every
+ *     host's slot count and the model's hidden width (when given) and
+ *     leaves room for one replica (tp * fixed pp, or tp);
+ *  2. pipeline parallelism divides the layers: fixed pp (want->pp > 0) is
+ *     kept; automatic pp (0) is, among the p that divide the layers, are at
+ *     most the micro-batches (when given) and leave room for one replica,
+ *     the one that leaves the fewest slots idle (the larger on a tie);
+ *  3. the rest is data parallelism: dp = floor(usable slots / (tp * pp)).
+ * Slots beyond dp * tp * pp stay idle.
+ *
+ * @note Thread safety: pure functions; safe.
+ */
+#ifndef PTC_ELASTIC_H
+#define PTC_ELASTIC_H
+
+#include "ptc/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** What the job wants of a configuration (small value type). */
+typedef struct ptc_elastic_want {
+    int tp;           /**< tensor-parallel degree; 0: chosen by the rule */
+    int pp;           /**< pipeline degree; 0: chosen by the rule */
+    bool zero;        /**< zero=1 in every configuration picked */
+    int layers;       /**< the model's layers (>= 1) */
+    int hidden;       /**< the model's hidden width (automatic tp divides it; 0: any) */
+    int microbatches; /**< per replica and step (automatic pp <= it; 0: any) */
+} ptc_elastic_want;
+
+/**
+ * Pick the configuration for hosts with @p slots[i] free slots each.
+ * @param out     receives the configuration (dp, tp, pp, zero; no layers=)
+ * @param usable  may be NULL; else receives per host the slots the job may
+ *                use (a multiple of tp; the ranks fill them in host order)
+ * @return PTC_OK; PTC_E_INVAL (no hosts, a negative slot count, layers < 1,
+ *   a negative degree); PTC_E_CONFIG "no configuration fits ..." (no slot at
+ *   all, a fixed tp larger than every host, fewer usable slots than one
+ *   replica of tp * pp, a fixed pp over the layers), naming the slots.
+ */
+PTC_API int ptc_elastic_pick(ptc_config *out, int *usable, const int *slots, size_t nhosts,
+                             const ptc_elastic_want *want);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
