@@ -158,21 +158,8 @@ def _rank_states(rank, state):
 
 
 def _is_dtensor(x):
-    DTensor = _dtensor_class()
+    DTensor = _arrays.dtensor_class()
     return DTensor is not None and isinstance(x, DTensor)
-
-
-def _dtensor_class():
-    if "torch" not in sys.modules:
-        return None
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:   # older torch
-        try:
-            from torch.distributed._tensor import DTensor
-        except ImportError:
-            return None
-    return DTensor
 
 
 def _dtensor_box(x, name):
