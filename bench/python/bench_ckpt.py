@@ -7,8 +7,9 @@ Phases (each a fresh set of rank processes, so every figure is that phase's):
   load   into 2 ranks (dp=2, tp=1) and into 8 ranks (dp=2, tp=4), resharding
          on the way; cold (the checkpoint's pages dropped from the page cache
          with posix_fadvise DONTNEED first) and warm (read again at once)
-Figures: wall time (slowest rank, between barriers), peak RSS per rank
-(getrusage), bytes on disk, bytes each rank received; every loaded element
+Figures: wall time (slowest rank, between barriers), RSS per rank before
+the call and its peak (getrusage) when the call returns (before any check),
+bytes on disk, bytes each rank received; every loaded element
 is checked against the value it was saved with (a function of its global
 index), so both sides are known to load the same bytes.
 
@@ -171,6 +172,7 @@ def run_dcp(torch, dist, args, phase, rank, world, ckpt):
     res["seconds"] = time.perf_counter() - t0
     dist.barrier()
     res["wall"] = time.perf_counter() - t0
+    res["peak_rss_op"] = peak_rss()     # the peak up to the end of the call (no checks yet)
     if phase != "save":
         res["bad_tensors"] = dcp_check(torch, args, state)
         if phase == "load-cold":        # the same again with the pages cached
@@ -230,6 +232,7 @@ def run_ptc(torch, dist, args, phase, rank, world, ckpt):
     res["seconds"] = time.perf_counter() - t0
     dist.barrier()
     res["wall"] = time.perf_counter() - t0
+    res["peak_rss_op"] = peak_rss()     # the peak up to the end of the call (no checks yet)
     if phase != "save":
         bad = 0
         for tid, (name, shape, _, _) in enumerate(full_spec(args)):
@@ -318,6 +321,7 @@ def summarize(ranks, key="wall"):
         return {"error": errs[0]}
     out = {"wall_s": max(r[key] for r in ranks),
            "peak_rss_per_rank": [r["peak_rss"] for r in ranks],
+           "peak_rss_op_per_rank": [r["peak_rss_op"] for r in ranks],
            "rss_before_per_rank": [r["rss_before"] for r in ranks],
            "bytes_per_rank": [r["bytes_local"] for r in ranks]}
     if "wall_warm" in ranks[0]:
@@ -387,18 +391,20 @@ def main():
 
 
 def print_table(report):
-    print("\n%-5s %-8s %9s %9s %12s %22s" % ("impl", "phase", "wall s", "warm s",
-                                                "disk MiB", "peak RSS MiB (per rank)"))
+    print("\n%-5s %-8s %9s %9s %12s %26s %26s" % (
+        "impl", "phase", "wall s", "warm s", "disk MiB", "RSS MiB before (per rank)",
+        "peak RSS MiB of the call"))
     for impl, r in report["results"].items():
         for phase, x in r.items():
             if "error" in x:
                 print("%-5s %-8s %s" % (impl, phase, x["error"][:100]))
                 continue
-            print("%-5s %-8s %9.2f %9s %12s %22s" % (
+            print("%-5s %-8s %9.2f %9s %12s %26s %26s" % (
                 impl, phase, x["wall_s"],
                 "%.2f" % x["wall_warm_s"] if "wall_warm_s" in x else "-",
                 "%.0f" % (x["disk_bytes"] / 2 ** 20) if "disk_bytes" in x else "-",
-                ",".join("%.0f" % (v / 2 ** 20) for v in x["peak_rss_per_rank"])))
+                ",".join("%.0f" % (v / 2 ** 20) for v in x["rss_before_per_rank"]),
+                ",".join("%.0f" % (v / 2 ** 20) for v in x["peak_rss_op_per_rank"])))
     if "ratios" in report:
         print("ratios DCP/ptc:", json.dumps(report["ratios"]))
 
