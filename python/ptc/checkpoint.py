@@ -39,7 +39,7 @@ from ctypes import byref, c_int, c_size_t, c_uint64, c_void_p
 
 from . import _arrays, _errors
 from . import _lib as L
-from ._lib import call, dec, enc
+from ._lib import call, dec
 from .layout import Layout
 
 CKPT_FUNCTIONS = L.CKPT_FUNCTIONS

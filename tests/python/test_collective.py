@@ -12,9 +12,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-import torch
-
 import ptc
 from test_checkpoint import model, raw
 
