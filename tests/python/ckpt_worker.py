@@ -2,7 +2,8 @@
 cuts its rank's local tensors of test_checkpoint.model() — every dtype, a 0-d
 and an empty tensor, optimizer state — under a configuration, and either saves
 them with ptc.save or loads them with ptc.load into zeroed tensors and
-compares every byte with the slice cut in this process.
+compares every byte with the slice cut in this process, then tries to save
+while the test holds the store's writer lock.
 
     python ckpt_worker.py save|load STORE CONFIG[;CONFIG...] INIT_FILE OUT_DIR
 
@@ -58,6 +59,16 @@ def main():
                                  if raw(x) != raw(lay.shard(n, rank).take(g[n]))],
                     "tensors": len(state)}
                 lay.close()
+            # the test holds the store's writer lock meanwhile: loading needed
+            # none, saving fails on process 0's begin and every process says so
+            lay = ptc.Layout(g, "tp=2", RULES)
+            state = {n: sh.take(g[n]) for n, sh in lay.shards(rank).items() if sh.present}
+            lay.close()
+            try:
+                ptc.save(st, state, config="tp=2", rules=RULES, rank=rank,
+                         global_shapes=shapes(g))
+            except ptc.Error as e:
+                res["locked"] = [type(e).__name__, e.message]
     with open(os.path.join(out, "rank-%d.json" % rank), "w") as f:
         json.dump(res, f)
     dist.barrier()

@@ -3,9 +3,10 @@ each, dp=2 x tp=2) save every dtype (BF16, F16, F32, F64, integers, BOOL, FP8,
 a 0-d and an empty tensor, optimizer state), then two processes under other
 configurations load their ranks' tensors: every byte equals the slice cut in
 one process from the whole tensor, and the store holds the whole tensors. A
-wrong dtype on one saving process makes every process raise the same error
-and write nothing. The processes are started with subprocess and meet through
-init_method file:// (ckpt_worker.py)."""
+wrong dtype on one saving process, or the store's writer lock held by
+another process, makes every process raise the same error and write nothing;
+loading needs no lock. The processes are started with subprocess and meet
+through init_method file:// (ckpt_worker.py)."""
 
 import json
 import os
@@ -14,6 +15,7 @@ import sys
 
 import ptc
 from test_checkpoint import model, raw
+from test_errors import HOLD, store_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -54,7 +56,22 @@ def test_four_processes_save_two_load_under_other_configs(tmp_path):
             assert raw(st.read(n, like="torch")) == raw(x), n
         st.verify()
     configs = ["tp=2", "pp=2", "dp=2,zero=1"]
-    got = run(2, "load", store, ";".join(configs), tmp_path, "load")
+    before = store_files(store)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, ptc.library_path(), str(store)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        got = run(2, "load", store, ";".join(configs), tmp_path, "load")
+    finally:
+        holder.communicate("\n", timeout=30)
+    # a save under the held lock: process 0's BusyError on both, nothing written
+    assert got[0]["locked"] == got[1]["locked"]
+    assert got[0]["locked"][0] == "BusyError"
+    assert got[0]["locked"][1].startswith("checkpoint save failed on process 0: store ")
+    assert "locked by another process (pid %d)" % holder.pid in got[0]["locked"][1]
+    assert store_files(store) == before
+    with ptc.Store(store) as st:
+        assert [v["version"] for v in st.versions()] == [1]
     for cfg in configs:
         for r in got:
             assert r[cfg]["mismatch"] == [], (cfg, r)
