@@ -7,17 +7,17 @@ Phases (each a fresh set of rank processes, so every figure is that phase's):
   load   into 2 ranks (dp=2, tp=1) and into 8 ranks (dp=2, tp=4), resharding
          on the way; cold (the checkpoint's pages dropped from the page cache
          with posix_fadvise DONTNEED first) and warm (read again at once)
-Figures: wall time (slowest rank, between barriers), peak RSS per rank
-(getrusage), bytes on disk, bytes each rank received; every loaded element
+Figures: wall time (slowest rank, between barriers), RSS per rank before
+the call and its peak (getrusage) when the call returns (before any check),
+bytes on disk, bytes each rank received; every loaded element
 is checked against the value it was saved with (a function of its global
 index), so both sides are known to load the same bytes.
 
-    python bench/python/bench_ckpt.py [--impl dcp,ptc] [--layers 4] [--out DIR]
+    python bench/python/bench_ckpt.py [--impl dcp,ptc] [--layers 4] [--load-worlds 2,8] [--out DIR]
 
 Rank processes are started with subprocess (no pickle crosses a process
-boundary); results come back as JSON files. The ptc side calls ptc.save /
-ptc.load, which need libptc's training-state checkpoint API
-(include/ptc/ckpt.h); until that exists it is reported as not available.
+boundary); results come back as JSON files. The ptc side is two calls,
+ptc.save and ptc.load (libptc's include/ptc/ckpt.h underneath).
 """
 
 import argparse
@@ -172,6 +172,7 @@ def run_dcp(torch, dist, args, phase, rank, world, ckpt):
     res["seconds"] = time.perf_counter() - t0
     dist.barrier()
     res["wall"] = time.perf_counter() - t0
+    res["peak_rss_op"] = peak_rss()     # the peak up to the end of the call (no checks yet)
     if phase != "save":
         res["bad_tensors"] = dcp_check(torch, args, state)
         if phase == "load-cold":        # the same again with the pages cached
@@ -222,8 +223,7 @@ def run_ptc(torch, dist, args, phase, rank, world, ckpt):
     global_shapes = {n: s for n, s, _, _ in full_spec(args)}
     dist.barrier()
     t0 = time.perf_counter()
-    # HOOK: these two calls are the whole ptc side; they work once libptc has
-    # include/ptc/ckpt.h (ptc.save / ptc.load raise UnsupportedError before).
+    # these two calls are the whole ptc side
     if phase == "save":
         ptc.save(st, state, config=cfg, rules=PTC_RULES, rank=rank, group=None,
                  step=1, global_shapes=global_shapes)
@@ -232,6 +232,7 @@ def run_ptc(torch, dist, args, phase, rank, world, ckpt):
     res["seconds"] = time.perf_counter() - t0
     dist.barrier()
     res["wall"] = time.perf_counter() - t0
+    res["peak_rss_op"] = peak_rss()     # the peak up to the end of the call (no checks yet)
     if phase != "save":
         bad = 0
         for tid, (name, shape, _, _) in enumerate(full_spec(args)):
@@ -320,6 +321,7 @@ def summarize(ranks, key="wall"):
         return {"error": errs[0]}
     out = {"wall_s": max(r[key] for r in ranks),
            "peak_rss_per_rank": [r["peak_rss"] for r in ranks],
+           "peak_rss_op_per_rank": [r["peak_rss_op"] for r in ranks],
            "rss_before_per_rank": [r["rss_before"] for r in ranks],
            "bytes_per_rank": [r["bytes_local"] for r in ranks]}
     if "wall_warm" in ranks[0]:
@@ -338,6 +340,8 @@ def main():
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--kv-heads", type=int, default=4)
+    ap.add_argument("--load-worlds", default="2,8",
+                    help="rank counts to load into (dp=2 x tp=N/2), comma-separated")
     ap.add_argument("--out", default=None, help="folder for the checkpoints (default: a temp)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--timeout", type=int, default=1800)
@@ -363,7 +367,7 @@ def main():
         r["save_4"] = summarize(launch(args, impl, "save", 4, ckpt, args.timeout))
         if "error" not in r["save_4"]:
             r["save_4"]["disk_bytes"] = disk_bytes(ckpt)
-            for world in (2, 8):
+            for world in [int(w) for w in args.load_worlds.split(",")]:
                 drop_cache(ckpt)
                 r["load_%d" % world] = summarize(launch(args, impl, "load-cold", world, ckpt,
                                                         args.timeout))
@@ -375,13 +379,11 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
     d, p = report["results"].get("dcp"), report["results"].get("ptc")
     if d and p and all("error" not in x for x in list(d.values()) + list(p.values())):
-        report["ratios"] = {
-            "save": d["save_4"]["wall_s"] / p["save_4"]["wall_s"],
-            "load_2_cold": d["load_2"]["wall_s"] / p["load_2"]["wall_s"],
-            "load_8_cold": d["load_8"]["wall_s"] / p["load_8"]["wall_s"],
-            "load_2_warm": d["load_2"]["wall_warm_s"] / p["load_2"]["wall_warm_s"],
-            "load_8_warm": d["load_8"]["wall_warm_s"] / p["load_8"]["wall_warm_s"],
-        }
+        report["ratios"] = {"save": d["save_4"]["wall_s"] / p["save_4"]["wall_s"]}
+        for k in d:
+            if k.startswith("load_") and k in p:
+                report["ratios"][k + "_cold"] = d[k]["wall_s"] / p[k]["wall_s"]
+                report["ratios"][k + "_warm"] = d[k]["wall_warm_s"] / p[k]["wall_warm_s"]
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
@@ -389,18 +391,20 @@ def main():
 
 
 def print_table(report):
-    print("\n%-5s %-8s %9s %9s %12s %22s" % ("impl", "phase", "wall s", "warm s",
-                                                "disk MiB", "peak RSS MiB (per rank)"))
+    print("\n%-5s %-8s %9s %9s %12s %26s %26s" % (
+        "impl", "phase", "wall s", "warm s", "disk MiB", "RSS MiB before (per rank)",
+        "peak RSS MiB of the call"))
     for impl, r in report["results"].items():
         for phase, x in r.items():
             if "error" in x:
                 print("%-5s %-8s %s" % (impl, phase, x["error"][:100]))
                 continue
-            print("%-5s %-8s %9.2f %9s %12s %22s" % (
+            print("%-5s %-8s %9.2f %9s %12s %26s %26s" % (
                 impl, phase, x["wall_s"],
                 "%.2f" % x["wall_warm_s"] if "wall_warm_s" in x else "-",
                 "%.0f" % (x["disk_bytes"] / 2 ** 20) if "disk_bytes" in x else "-",
-                ",".join("%.0f" % (v / 2 ** 20) for v in x["peak_rss_per_rank"])))
+                ",".join("%.0f" % (v / 2 ** 20) for v in x["rss_before_per_rank"]),
+                ",".join("%.0f" % (v / 2 ** 20) for v in x["peak_rss_op_per_rank"])))
     if "ratios" in report:
         print("ratios DCP/ptc:", json.dumps(report["ratios"]))
 

@@ -17,7 +17,7 @@ from ._errors import (BusyError, ChecksumError, ConfigError, CudaError, Deadlock
                       TimeoutError, UnsupportedError)
 from ._arrays import dtype_name
 from ._lib import Rules, hf_params, library_path
-from .checkpoint import load, save
+from .checkpoint import load, read_record, save
 from .layout import Layout, Piece, Shard, layout
 from .store import Store
 
@@ -38,6 +38,7 @@ def __getattr__(name):
 
 
 __all__ = ["Store", "Layout", "Shard", "Piece", "Rules", "hf_params", "layout", "save", "load",
+           "read_record",
            "dtype_name", "library_path", "lib_version", "Error", "InvalidError",
            "NoMemoryError", "IOError", "FormatError", "NotFoundError", "ExistsError",
            "ChecksumError", "UnsupportedError", "RangeError", "BusyError", "RuleError",

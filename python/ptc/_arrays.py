@@ -108,19 +108,21 @@ def is_torch(x):
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+def dtensor_class():
+    """torch's DTensor class if its module is loaded (an object can only be a
+    DTensor if it is; importing it costs ~0.7 s of sympy and friends)."""
+    for mod in ("torch.distributed.tensor", "torch.distributed._tensor"):
+        cls = getattr(sys.modules.get(mod), "DTensor", None)
+        if cls is not None:
+            return cls
+    return None
+
+
 def local_tensor(x):
     """A DTensor's local shard; anything else as it is."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        try:
-            from torch.distributed.tensor import DTensor
-        except ImportError:   # older torch
-            try:
-                from torch.distributed._tensor import DTensor
-            except ImportError:
-                DTensor = None
-        if DTensor is not None and isinstance(x, DTensor):
-            return x.to_local()
+    DTensor = dtensor_class()
+    if DTensor is not None and isinstance(x, DTensor):
+        return x.to_local()
     return x
 
 

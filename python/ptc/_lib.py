@@ -41,6 +41,8 @@ CODEC_NONE = 0
 CODEC_ZSTD = 1
 CONFIG_STYLE_KEYS = 0
 CONFIG_STYLE_PATH = 1
+TP_REPLICATE = 0
+KIND_PARAM = 0
 DTYPE_COUNT = 15          # PTC_DTYPE_COUNT == PTC_DTYPE_KEEP == PTC_RESHARD_DTYPE_KEEP
 # ckpt.h
 CKPT_RECORD_FORMAT = 1
@@ -247,6 +249,7 @@ FUNCTIONS = {
     "ptc_rules_missing_params": (c_char_p, [P]),
     "ptc_rules_destroy": (None, [P]),
     "ptc_rules_text": (c_char_p, [P]),
+    "ptc_rules_resolve": (c_int, [P, c_char_p, POINTER(Placement)]),
     "ptc_placement_format": (c_int, [POINTER(Placement), c_char_p, c_size_t]),
     # layout.h
     "ptc_layout_create": (c_int, [PP, POINTER(TensorInfo), c_size_t, P, POINTER(Config)]),

@@ -151,6 +151,27 @@ class Layout:
                 arr[i].shape[d] = s
         self._h = L.Handle("ptc_layout_destroy")
         call("ptc_layout_create", byref(self._h.ptr), arr, len(specs), rl.ptr, byref(cfg))
+        self._describe(specs, cfg)
+
+    @classmethod
+    def of_version(cls, reader, config=None):
+        """The layout of a stored version (a Store.reader()) under its stored rules
+        and @p config (default: the configuration it was stored with)."""
+        self = cls.__new__(cls)
+        cfg = L.parse_config(config) if config is not None else None
+        self._h = L.Handle("ptc_layout_destroy")
+        call("ptc_layout_of_version", byref(self._h.ptr), reader.ptr,
+             byref(cfg) if cfg is not None else None)
+        lib = L.lib()
+        specs = []
+        for t in range(lib.ptc_layout_count(self._h.ptr)):
+            ti = lib.ptc_layout_tensor(self._h.ptr, t).contents
+            specs.append((ti.name.decode("utf-8"), _arrays.NAMES[ti.dtype],
+                          tuple(ti.shape[:ti.ndim])))
+        self._describe(specs, lib.ptc_layout_config(self._h.ptr).contents)
+        return self
+
+    def _describe(self, specs, cfg):
         self.specs = specs
         self._index = {name: i for i, (name, _, _) in enumerate(specs)}
         self.config = L.format_config(cfg)

@@ -32,4 +32,7 @@ def test_docs_examples_run(tmp_path, monkeypatch):
     assert "(16, 32) (16, 0) (32, 32)" in text and "(30, 45)" in text
     assert "'position': 256" in text and "256 16" in text
     assert "320\n320\n" in text
+    assert "1 dp=1,tp=2,pp=1\n1 5 dp=1,tp=2,pp=1 2.25 {'data': '{\"position\": 40}'}\n" in text
+    assert ("local shape [49, 32], but the layout of dp=1,tp=2,pp=1 gives [50, 32]\n"
+            "tensor 'lm_head.weight' on rank 0 has dtype F16; version 1 has F32\n[1]\n") in text
     ns["st"].close()
