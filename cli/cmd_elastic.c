@@ -32,8 +32,10 @@ const char ptc_cmd_elastic_help[] =
     "keep a ptc train job running on the available slots (restart, rescale)\n"
     "\n"
     "usage: ptc elastic --store DIR (--slots N|FILE | --hostfile F) [--min-slots M]\n"
-    "         [--tp T|auto] [--pp P|auto] [--zero] [--watchdog SEC] [--max-restarts N]\n"
-    "         [--mpirun PATH] [--json] -- ptc train ARGS\n"
+    "         [--tp T|auto] [--pp P|auto] [--zero] [--choose rule|search]\n"
+    "         [--tflops X] [--mem GIB] [--intra-bw GBPS] [--inter-bw GBPS]\n"
+    "         [--watchdog SEC] [--max-restarts N] [--mpirun PATH] [--json]\n"
+    "         -- ptc train ARGS\n"
     "\n"
     "  --store DIR     the job's store (it must exist: ingest the dataset first); the\n"
     "                  job saves there and every relaunch resumes from its newest\n"
@@ -49,6 +51,13 @@ const char ptc_cmd_elastic_help[] =
     "                  largest pp dividing the layers (at most the micro-batches),\n"
     "                  then dp = the rest; slots left over stay idle\n"
     "  --zero          zero=1 in every configuration\n"
+    "  --choose        rule (the default: the order above) or search: among the\n"
+    "                  configurations the rule allows, the one of highest predicted\n"
+    "                  throughput (sequences/s) by the configuration search's cost\n"
+    "                  model of the demo model (docs/search.md) on a cluster of\n"
+    "                  --tflops per GPU (default 150), --mem GiB per GPU (80), links\n"
+    "                  of --intra-bw inside a host (300) and --inter-bw between\n"
+    "                  hosts (25 GB/s)\n"
     "  --watchdog SEC  a job with no step for SEC seconds, or that does not stop within\n"
     "                  SEC seconds when asked, is killed and counted as a failure\n"
     "                  (default 120); also the job's --timeout unless it sets one\n"
@@ -116,6 +125,8 @@ typedef struct elastic {
     double watchdog;
     bool json;
     ptc_elastic_want want;
+    bool search;                         /* --choose search */
+    ptc_search_cluster cluster;
     const char *prog;                    /* the ptc binary */
     char self[PATH_MAX];
     char **targs;                        /* ARGS after `ptc train` */
@@ -613,6 +624,12 @@ static int check_train_args(elastic *e)
         return ptc_cli_usage_error("elastic: --model: %s", ptc_last_error());
     e->want.layers = m.layers;
     e->want.hidden = m.hidden;
+    e->want.vocab = m.vocab;
+    e->want.tokens = m.tokens;
+    v = targ(e, "--schedule", &present);
+    ptc_sched_kind_id kind;
+    if (present && v && ptc_sched_kind_parse(v, &kind) == PTC_OK)
+        e->want.schedule = kind;
     v = targ(e, "--microbatches", &present);
     int mb = 0;
     if (present && (!v || !ptc_cli_parse_int(v, 1, 1 << 16, &mb)))
@@ -638,7 +655,8 @@ static void drop_steps(elastic *e)
 }
 
 enum { OPT_STORE = 256, OPT_SLOTS, OPT_HOSTFILE, OPT_MIN, OPT_TP, OPT_PP, OPT_ZERO, OPT_WATCH,
-       OPT_MAXR, OPT_MPIRUN, OPT_JSON };
+       OPT_MAXR, OPT_MPIRUN, OPT_JSON, OPT_CHOOSE, OPT_TFLOPS, OPT_MEM, OPT_INTRA_BW,
+       OPT_INTER_BW };
 
 static bool parse_degree(const char *s, int *out)
 {
@@ -657,8 +675,12 @@ static int parse_args(int argc, char **argv, elastic *e)
         {"tp", 1, 0, OPT_TP},         {"pp", 1, 0, OPT_PP},
         {"zero", 0, 0, OPT_ZERO},     {"watchdog", 1, 0, OPT_WATCH},
         {"max-restarts", 1, 0, OPT_MAXR}, {"mpirun", 1, 0, OPT_MPIRUN},
-        {"json", 0, 0, OPT_JSON},     {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"json", 0, 0, OPT_JSON},     {"choose", 1, 0, OPT_CHOOSE},
+        {"tflops", 1, 0, OPT_TFLOPS}, {"mem", 1, 0, OPT_MEM},
+        {"intra-bw", 1, 0, OPT_INTRA_BW}, {"inter-bw", 1, 0, OPT_INTER_BW},
+        {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
+    ptc_search_cluster_init(&e->cluster);
+    e->want.schedule = PTC_SCHED_1F1B;
     e->min_slots = 1;
     e->max_restarts = 10;
     e->watchdog = 120;
@@ -714,6 +736,32 @@ static int parse_args(int argc, char **argv, elastic *e)
         case OPT_JSON:
             e->json = true;
             break;
+        case OPT_CHOOSE:
+            if (strcmp(optarg, "rule") && strcmp(optarg, "search"))
+                return ptc_cli_usage_error("--choose: expected rule or search, got '%s'", optarg);
+            e->search = !strcmp(optarg, "search");
+            break;
+        case OPT_TFLOPS:
+        case OPT_MEM:
+        case OPT_INTRA_BW:
+        case OPT_INTER_BW: {
+            char *end;
+            double d = strtod(optarg, &end);
+            if (end == optarg || *end || !isfinite(d) || d <= 0 || d > 1e12)
+                return ptc_cli_usage_error("--%s: expected a positive number, got '%s'",
+                                           c == OPT_TFLOPS ? "tflops" : c == OPT_MEM ? "mem"
+                                           : c == OPT_INTRA_BW ? "intra-bw" : "inter-bw",
+                                           optarg);
+            if (c == OPT_TFLOPS)
+                e->cluster.flops = d * 1e12;
+            else if (c == OPT_MEM)
+                e->cluster.mem_bytes = d * (double)(1ull << 30);
+            else if (c == OPT_INTRA_BW)
+                e->cluster.intra_bw = d * 1e9;
+            else
+                e->cluster.inter_bw = d * 1e9;
+            break;
+        }
         default:
             return ptc_cli_bad_option(argv);
         }
@@ -758,6 +806,9 @@ static int plan(elastic *e, ptc_config *cfg, int *usable, int *nslots)
     if (total < e->min_slots)
         return ptc_error_set(PTC_E_CONFIG, "%d slots available, --min-slots is %d", total,
                              e->min_slots);
+    if (e->search)
+        return ptc_elastic_search(cfg, usable, slots, (size_t)e->nhosts, &e->want, &e->cluster,
+                                  NULL);
     return ptc_elastic_pick(cfg, usable, slots, (size_t)e->nhosts, &e->want);
 }
 

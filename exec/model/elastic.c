@@ -1,6 +1,5 @@
-/* The configuration rule of ptc elastic (include/ptc/elastic.h). A rule, not
- * the configuration search: a restart wants a choice that is predictable
- * from the slots alone and keeps what the user fixed (docs/elastic.md). */
+/* The configuration rule of ptc elastic (include/ptc/elastic.h), and the same
+ * choice asked of the configuration search's cost model (docs/elastic.md). */
 #include <string.h>
 
 #include "ptc/elastic.h"
@@ -81,5 +80,80 @@ int ptc_elastic_pick(ptc_config *out, int *usable, const int *slots, size_t nhos
     out->pp = pp;
     out->dp = S / (tp * pp);
     out->zero = w->zero;
+    return PTC_OK;
+}
+
+
+int ptc_elastic_search(ptc_config *out, int *usable, const int *slots, size_t nhosts,
+                       const ptc_elastic_want *w, const ptc_search_cluster *cluster,
+                       double *predicted)
+{
+    /* the rule's checks and answer first: its errors are this call's */
+    ptc_config rule;
+    PTC_TRY(ptc_elastic_pick(&rule, NULL, slots, nhosts, w));
+    ptc_search_spec spec = {.family = PTC_SEARCH_MLP, .layers = w->layers,
+                            .hidden = w->hidden ? w->hidden : 16,
+                            .vocab = w->vocab ? w->vocab : 32, .seq = w->tokens ? w->tokens : 8};
+    ptc_cost_model *m;
+    PTC_TRY(ptc_cost_model_from_spec(&m, &spec));
+    ptc_search_cluster c;
+    if (cluster)
+        c = *cluster;
+    else
+        ptc_search_cluster_init(&c);
+    int maxhost = 0;
+    for (size_t i = 0; i < nhosts; i++)
+        maxhost = slots[i] > maxhost ? slots[i] : maxhost;
+    c.gpus_per_host = maxhost;
+    ptc_search_job job;
+    ptc_search_job_init(&job);
+    int M = w->microbatches > 0 ? w->microbatches : 1;
+    ptc_config best = {0};
+    double best_tput = 0, best_step = 0;
+    static const int tps[] = {8, 4, 2, 1};
+    for (size_t a = 0; a < 4; a++) {
+        int tp = tps[a];
+        if (w->tp > 0 && tp != w->tp)
+            continue;
+        if (w->tp == 0) {
+            bool ok = w->hidden == 0 || w->hidden % tp == 0;
+            for (size_t i = 0; ok && i < nhosts; i++)
+                ok = slots[i] % tp == 0;
+            if (!ok)
+                continue;
+        }
+        int S = usable_slots(slots, nhosts, tp, NULL);
+        for (int pp = w->layers; pp >= 1; pp--) {
+            if ((w->pp > 0 && pp != w->pp) || w->layers % pp || (long)tp * pp > S ||
+                (w->pp == 0 && w->microbatches > 0 && pp > w->microbatches))
+                continue;
+            int dp = S / (tp * pp);
+            c.gpus = dp * tp * pp;
+            job.global_batch = (int64_t)dp * M;
+            ptc_search_config sc = {.dp = dp, .tp = tp, .pp = pp, .zero = w->zero,
+                                    .schedule = pp > 1 ? w->schedule : PTC_SCHED_1F1B,
+                                    .microbatches = M, .mb_size = 1, .chunks = 1,
+                                    .k = w->schedule == PTC_SCHED_KFKB ? 1 : 0};
+            ptc_cost_result r;
+            if (ptc_cost_evaluate(m, &c, &job, &sc, &r) != PTC_OK || !r.fits || r.step_time <= 0)
+                continue;
+            double tput = (double)job.global_batch / r.step_time;
+            if (tput > best_tput * (1 + 1e-9)) {
+                best_tput = tput;
+                best_step = r.step_time;
+                best = (ptc_config){.dp = dp, .tp = tp, .pp = pp, .zero = w->zero};
+            }
+        }
+    }
+    ptc_cost_model_destroy(m);
+    if (best_tput == 0)
+        return ptc_error_set(PTC_E_CONFIG, "no configuration fits: the cost model rejects every "
+                                           "configuration of the rule on these slots "
+                                           "(memory or validity; the rule alone gives %d/%d/%d)",
+                             rule.dp, rule.tp, rule.pp);
+    usable_slots(slots, nhosts, best.tp, usable);
+    *out = best;
+    if (predicted)
+        *predicted = best_step;
     return PTC_OK;
 }

@@ -23,6 +23,7 @@
 #define PTC_ELASTIC_H
 
 #include "ptc/config.h"
+#include "ptc/search.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,6 +37,10 @@ typedef struct ptc_elastic_want {
     int layers;       /**< the model's layers (>= 1) */
     int hidden;       /**< the model's hidden width (automatic tp divides it; 0: any) */
     int microbatches; /**< per replica and step (automatic pp <= it; 0: any) */
+    /* for ptc_elastic_search only: the rest of the demo model and its schedule */
+    int vocab;        /**< vocabulary (0: the train default 32) */
+    int tokens;       /**< tokens per sequence (0: the train default 8) */
+    ptc_sched_kind_id schedule; /**< one stage per process kinds (default 1f1b) */
 } ptc_elastic_want;
 
 /**
@@ -50,6 +55,26 @@ typedef struct ptc_elastic_want {
  */
 PTC_API int ptc_elastic_pick(ptc_config *out, int *usable, const int *slots, size_t nhosts,
                              const ptc_elastic_want *want);
+
+/**
+ * The same choice asked of the configuration search's cost model
+ * (include/ptc/search.h): among the configurations the rule allows — tp of
+ * 1, 2, 4 or 8 dividing every host's slots and the hidden width (or the
+ * fixed tp), pp dividing the layers and at most the micro-batches (or the
+ * fixed pp), dp the rest — the one with the highest predicted throughput
+ * (sequences per second: dp * microbatches over the predicted step time of
+ * the demo model on @p cluster, whose gpus is set per candidate and whose
+ * gpus_per_host is the largest host's slots) that fits in its memory. On a
+ * tie the rule's order (larger tp, then larger pp) decides.
+ * @param cluster NULL: ptc_search_cluster_init's figures
+ * @param predicted may be NULL; else the chosen configuration's predicted
+ *        step time in seconds
+ * @return as ptc_elastic_pick; PTC_E_CONFIG "no configuration fits ..." also
+ *   when the cost model rejects every candidate (memory, validity).
+ */
+PTC_API int ptc_elastic_search(ptc_config *out, int *usable, const int *slots, size_t nhosts,
+                               const ptc_elastic_want *want, const ptc_search_cluster *cluster,
+                               double *predicted);
 
 #ifdef __cplusplus
 }

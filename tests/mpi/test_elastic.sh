@@ -151,3 +151,18 @@ expect 1 "" -- --store "$st" --slots 2 --watchdog 3 --max-restarts 0 -- ptc trai
 [ "$before" = "$("$PTC" versions --store "$st" --json)" ] || fail "a failed job changed the store"
 ls -d "$st".elastic.* 2> /dev/null && fail "the controller's directory was left behind"
 echo "ok: bad input"
+
+# ---- 4. --choose search: the cost model's choice (data parallelism for this tiny model) -------
+"$PTC" dataset ingest --store "$TMP/cs" --name toks --format tokens:u16:5 "$TMP/tok100.bin" > /dev/null
+"$PTC" elastic --store "$TMP/cs" --slots 4 --choose search --watchdog 30 -- ptc train --schedule 1f1b \
+    --microbatches 2 --model $M --seed 5 --data dataset:toks --steps 3 --save-every 1 \
+    > "$TMP/cs.out" 2>&1 || { cat "$TMP/cs.out"; fail "--choose search: exit non-zero"; }
+grep -q '^elastic: start: dp=4,tp=1,pp=1 on 4 slots' "$TMP/cs.out" || { cat "$TMP/cs.out"; fail "--choose search: not dp=4"; }
+"$PTC" elastic --store "$TMP/cs" --slots 4 --choose rule --watchdog 30 -- ptc train --schedule 1f1b \
+    --microbatches 2 --model $M --seed 5 --data dataset:toks --steps 5 --save-every 1 \
+    > "$TMP/cr.out" 2>&1 || { cat "$TMP/cr.out"; fail "--choose rule: exit non-zero"; }
+grep -q '^elastic: start: dp=1,tp=4,pp=1 on 4 slots, from version 3 (step 3)' "$TMP/cr.out" ||
+    { cat "$TMP/cr.out"; fail "--choose rule: not the rule's dp=1,tp=4"; }
+expect 2 "--choose: expected rule or search" -- --store "$TMP/cs" --slots 4 --choose magic "${T[@]}"
+expect 2 "--tflops: expected a positive number" -- --store "$TMP/cs" --slots 4 --choose search --tflops 0 "${T[@]}"
+echo "ok: --choose search (dp=4 for the tiny model) and rule (dp=1,tp=4), resuming each other"

@@ -1,6 +1,8 @@
 /* The configuration rule of ptc elastic (ptc_elastic_pick): tp within a
  * host, pp dividing the layers, dp the rest; fixed degrees kept; what fits
- * nothing. */
+ * nothing. The same choice asked of the cost model (ptc_elastic_search): the
+ * highest predicted throughput among the configurations the rule allows,
+ * checked against every candidate costed here. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -98,12 +100,111 @@ static void test_nothing_fits(void **state)
     assert_int_equal(ptc_elastic_pick(&c, NULL, (int[]){4}, 0, &w), PTC_E_INVAL);
 }
 
+/* the best throughput over the rule's candidates, costed independently */
+static double brute_best(const int *slots, size_t n, const ptc_elastic_want *w,
+                         const ptc_search_cluster *cl0)
+{
+    ptc_search_spec spec = {.family = PTC_SEARCH_MLP, .layers = w->layers, .hidden = w->hidden,
+                            .vocab = w->vocab, .seq = w->tokens};
+    ptc_cost_model *m;
+    assert_int_equal(ptc_cost_model_from_spec(&m, &spec), PTC_OK);
+    ptc_search_cluster cl = *cl0;
+    cl.gpus_per_host = 0;
+    for (size_t i = 0; i < n; i++)
+        cl.gpus_per_host = slots[i] > cl.gpus_per_host ? slots[i] : cl.gpus_per_host;
+    double best = 0;
+    for (int tp = 1; tp <= 8; tp *= 2) {
+        if ((w->tp && tp != w->tp) || w->hidden % tp)
+            continue;
+        int S = 0;
+        bool ok = true;
+        for (size_t i = 0; i < n; i++) {
+            ok = ok && (w->tp || slots[i] % tp == 0);
+            S += slots[i] / tp * tp;
+        }
+        for (int pp = 1; ok && pp <= w->layers; pp++) {
+            if ((w->pp && pp != w->pp) || w->layers % pp || tp * pp > S ||
+                (!w->pp && pp > w->microbatches))
+                continue;
+            int dp = S / (tp * pp);
+            cl.gpus = dp * tp * pp;
+            ptc_search_job j;
+            ptc_search_job_init(&j);
+            j.global_batch = dp * w->microbatches;
+            ptc_search_config c = {.dp = dp, .tp = tp, .pp = pp, .schedule = PTC_SCHED_1F1B,
+                                   .microbatches = w->microbatches, .mb_size = 1, .chunks = 1};
+            ptc_cost_result r;
+            if (ptc_cost_evaluate(m, &cl, &j, &c, &r) == PTC_OK && r.fits &&
+                j.global_batch / r.step_time > best)
+                best = (double)j.global_batch / r.step_time;
+        }
+    }
+    ptc_cost_model_destroy(m);
+    return best;
+}
+
+static void test_search(void **state)
+{
+    (void)state;
+    ptc_elastic_want w = {.layers = 4, .hidden = 64, .microbatches = 4, .vocab = 128,
+                          .tokens = 8, .schedule = PTC_SCHED_1F1B};
+    ptc_search_cluster fast, slow;
+    ptc_search_cluster_init(&fast);
+    slow = fast;
+    slow.intra_bw = slow.inter_bw = 1e6; /* 1 MB/s links, 1 ms latency */
+    slow.intra_lat = slow.inter_lat = 1e-3;
+    const int cases[][3] = {{4, 0, 1}, {8, 0, 1}, {3, 0, 1}, {8, 8, 2}, {6, 2, 2}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        const int slots[2] = {cases[k][0], cases[k][1]};
+        size_t n = (size_t)cases[k][2];
+        for (int q = 0; q < 2; q++) {
+            const ptc_search_cluster *cl = q ? &slow : &fast;
+            ptc_config c;
+            int usable[2];
+            double step;
+            assert_int_equal(ptc_elastic_search(&c, usable, slots, n, &w, cl, &step), PTC_OK);
+            int total = 0;
+            for (size_t i = 0; i < n; i++) {
+                assert_int_equal(usable[i] % c.tp, 0);
+                total += usable[i];
+            }
+            assert_true(c.dp * c.tp * c.pp <= total);
+            assert_int_equal(w.layers % c.pp, 0);
+            double got = c.dp * w.microbatches / step, best = brute_best(slots, n, &w, cl);
+            assert_true(got >= best * (1 - 1e-9));
+        }
+    }
+    /* the tiny demo model on fast links: data parallelism, not the rule's tp */
+    ptc_config c;
+    assert_int_equal(ptc_elastic_search(&c, NULL, (int[]){4}, 1, &w, &fast, NULL), PTC_OK);
+    assert_int_equal(c.dp, 4);
+    assert_int_equal(c.tp, 1);
+    assert_int_equal(c.pp, 1);
+    assert_int_equal(ptc_elastic_pick(&c, NULL, (int[]){4}, 1, &w), PTC_OK);
+    assert_int_equal(c.tp, 4);
+    /* fixed degrees are kept */
+    w.tp = 2;
+    w.pp = 2;
+    assert_int_equal(ptc_elastic_search(&c, NULL, (int[]){8}, 1, &w, &fast, NULL), PTC_OK);
+    assert_int_equal(c.tp, 2);
+    assert_int_equal(c.pp, 2);
+    assert_int_equal(c.dp, 2);
+    /* no memory: nothing fits, named; the rule's own errors come first */
+    ptc_search_cluster tiny = fast;
+    tiny.mem_bytes = 1024;
+    assert_int_equal(ptc_elastic_search(&c, NULL, (int[]){8}, 1, &w, &tiny, NULL), PTC_E_CONFIG);
+    assert_non_null(strstr(ptc_last_error(), "no configuration fits"));
+    w.pp = 3;
+    assert_int_equal(ptc_elastic_search(&c, NULL, (int[]){8}, 1, &w, &fast, NULL), PTC_E_CONFIG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auto),
         cmocka_unit_test(test_fixed),
         cmocka_unit_test(test_nothing_fits),
+        cmocka_unit_test(test_search),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
