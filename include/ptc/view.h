@@ -407,6 +407,11 @@ typedef struct ptc_view_store ptc_view_store;
 /** Options of ptc_view_store_create(). Zero-initialise. */
 typedef struct ptc_view_store_options {
     size_t vfile_cache; /**< model files kept (LRU); 0: 64 */
+    /** Bytes of decompressed blocks kept for the compressed datasets of
+     * the view, shared by all of them and by every reading thread
+     * (ptc_store_block_cache); 0: PTC_STORE_BLOCK_CACHE_DEFAULT (256 MiB);
+     * less than one block (1 MiB, e.g. 1) keeps none. */
+    uint64_t block_cache;
 } ptc_view_store_options;
 
 /**
