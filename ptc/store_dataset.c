@@ -799,6 +799,21 @@ void ptc_store_dataset_record_prefetch(ptc_store_dataset *d, uint64_t id, uint64
                                        size_t len)
 {
     uint64_t start = 0;
-    if (record_range(d, id, off, len, &start) == PTC_OK)
+    if (record_range(d, id, off, len, &start) != PTC_OK || len == 0)
+        return;
+    if (!d->cache) {
         ptc_blob_prefetch(&d->data, start, len);
+        return;
+    }
+    /* compressed blocks: decoded ahead on the cache's workers, in
+     * parallel with the reader that asked (they read the frame from the
+     * mapping); raw ones: asked for from the disk */
+    const uint64_t BS = PTC_STORE_BLOCK_SIZE;
+    for (uint64_t k = start / BS; k <= (start + len - 1) / BS; k++) {
+        uint64_t a = PTC_MAX(start, k * BS), b = PTC_MIN(start + len, (k + 1) * BS);
+        if (d->data.blocks[k].codec != PTC_BLOCK_RAW)
+            ptc_block_cache_prefetch(d->cache, d->serial, &d->data, k);
+        else
+            ptc_blob_prefetch(&d->data, a, (size_t)(b - a));
+    }
 }

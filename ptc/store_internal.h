@@ -298,7 +298,14 @@ int ptc_block_cache_get(ptc_store_block_cache *c, uint64_t owner, ptc_blob_scrat
 const uint8_t *ptc_block_cache_data(const ptc_block_entry *e);
 /* Unpin an entry of ptc_block_cache_get. */
 void ptc_block_cache_put(ptc_store_block_cache *c, ptc_block_entry *e);
-/* Free the unpinned blocks of @p owner (its handle is closing). */
+/* Decode block @p k of @p owner ahead of its reader, on the cache's
+ * readahead workers (started here the first time), unless it is cached or
+ * being decoded already; @p b must stay valid until drop_owner. Best
+ * effort: dropped when the queue is full. */
+void ptc_block_cache_prefetch(ptc_store_block_cache *c, uint64_t owner, const ptc_blob_ref *b,
+                              uint64_t k);
+/* Forget @p owner's queued readahead, wait for its running one, and free
+ * its unpinned blocks (its handle is closing). */
 void ptc_block_cache_drop_owner(ptc_store_block_cache *c, uint64_t owner);
 
 /* Datasets (store_dataset.c): the pack file of dataset @p id, and the ids

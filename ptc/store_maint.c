@@ -572,3 +572,82 @@ out_decref:
     json_decref(root);
     return rc;
 }
+
+/* ---- removing an empty store --------------------------------------------------------- */
+
+/* (here rather than in store.c: it asks the dataset catalog, which calls
+ * store.c, so store.c calls nothing above it) */
+/* Remove the directories under packs/ (each empty); PTC_E_EXISTS if one
+ * holds anything or is not a directory. */
+static int remove_empty_packs(ptc_store *s, int pfd)
+{
+    int lfd = fcntl(pfd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    if (!d) {
+        if (lfd >= 0)
+            close(lfd);
+        return ptc_error_sys(PTC_E_IO, "read %s/packs", s->dir);
+    }
+    int rc = PTC_OK;
+    struct dirent *e;
+    while (rc == PTC_OK && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        struct stat st; /* a directory, never followed: the store made it */
+        if (fstatat(pfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+            unlinkat(pfd, e->d_name, AT_REMOVEDIR) != 0)
+            rc = ptc_error_set(PTC_E_EXISTS, "store %s: packs/%s holds data; store kept",
+                               s->dir, e->d_name);
+    }
+    closedir(d);
+    return rc;
+}
+
+int ptc_store_remove_empty(const char *dir, bool remove_dir)
+{
+    ptc_store *s;
+    PTC_TRY(ptc_store_open(&s, dir, 0));
+    int lock_fd = -1, pfd = -1, mfd = -1, rc;
+    uint64_t issued = 0, *ids = NULL;
+    size_t nids = 0;
+    if ((rc = ptc_store_lock(s, &lock_fd)) < 0 || (rc = ptc_store_issued(s, &issued)) < 0 ||
+        (rc = ptc_store_dataset_ids(s, &ids, &nids)) < 0)
+        goto out_close;
+    ptc_free(ids);
+    if (issued || nids) {
+        rc = ptc_error_set(PTC_E_EXISTS, "store %s holds versions or datasets; store kept", dir);
+        goto out_close;
+    }
+    /* the payload side first: if it holds anything, nothing is removed */
+    rc = ptc_store_subdir(s, "packs", false, &pfd);
+    if (rc == PTC_OK) {
+        if ((rc = remove_empty_packs(s, pfd)) < 0)
+            goto out_close;
+        if (unlinkat(s->rootfd, "packs", AT_REMOVEDIR) != 0) {
+            rc = ptc_error_sys(PTC_E_IO, "remove %s/packs", dir);
+            goto out_close;
+        }
+    } else if (rc != PTC_E_NOTFOUND) {
+        goto out_close;
+    }
+    if ((rc = ptc_store_subdir(s, "meta", false, &mfd)) < 0)
+        goto out_close;
+    mdb_env_close(s->env);
+    s->env = NULL;
+    unlinkat(mfd, "data.mdb", 0);
+    unlinkat(mfd, "lock.mdb", 0);
+    rc = PTC_OK;
+    if (unlinkat(s->rootfd, "meta", AT_REMOVEDIR) != 0 ||
+        unlinkat(s->rootfd, "lock", 0) != 0) /* while still held: no one else takes it */
+        rc = ptc_error_sys(PTC_E_IO, "remove the empty store %s", dir);
+    if (rc == PTC_OK && remove_dir && rmdir(dir) != 0 && errno != ENOTEMPTY && errno != EEXIST)
+        rc = ptc_error_sys(PTC_E_IO, "remove %s", dir);
+out_close:
+    if (mfd >= 0)
+        close(mfd);
+    if (pfd >= 0)
+        close(pfd);
+    ptc_store_unlock(lock_fd);
+    ptc_store_close(s);
+    return rc;
+}

@@ -489,6 +489,7 @@ typedef struct ptc_store_block_cache_stats {
     uint64_t hits;       /**< block lookups answered from the cache */
     uint64_t decodes;    /**< blocks decompressed into the cache */
     uint64_t bypassed;   /**< blocks decompressed outside it (no room) */
+    uint64_t decoded_ahead; /**< of decodes, those done by readahead workers */
 } ptc_store_block_cache_stats;
 
 /** The default bound of the cache a store view gives its datasets. */

@@ -4,8 +4,9 @@
  * peak it reports, with a bound smaller than the dataset, so blocks are
  * evicted and readers find shards full); with room for the whole dataset
  * every block is decompressed exactly once however many threads want it;
- * a bound below one block caches nothing; closing a handle frees its
- * blocks. */
+ * (readers and readahead workers together); a bound below one block
+ * caches nothing; closing a handle frees its blocks and cancels its
+ * readahead. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -101,6 +102,12 @@ static void *read_all(void *p)
     uint64_t stride = strides[r->t] * 101;
     for (uint64_t j = 0; j < r->count && r->rc == PTC_OK; j++) {
         uint64_t i = (j * stride + r->seed) % NREC, n;
+        if (j % 16 == 0) /* as a step read does: hint the next records first */
+            for (uint64_t a = j; a < j + 16 && a < r->count; a++) {
+                uint64_t ia = (a * stride + r->seed) % NREC, na;
+                if (ptc_store_dataset_record_size(r->d, ia, &na) == PTC_OK)
+                    ptc_store_dataset_record_prefetch(r->d, ia, 0, (size_t)na);
+            }
         r->rc = ptc_store_dataset_record_size(r->d, i, &n);
         if (r->rc == PTC_OK)
             r->rc = ptc_store_dataset_record_read(r->d, i, 0, buf, (size_t)n);
@@ -159,10 +166,10 @@ static void test_bounded_under_threads(void **state)
     read_threads(d, 800); /* a miss decodes 1 MiB: keep it short */
     ptc_store_block_cache_stats st;
     ptc_store_block_cache_get_stats(c, &st);
-    printf("bound %llu: peak %llu, hits %llu, decodes %llu, bypassed %llu\n",
+    printf("bound %llu: peak %llu, hits %llu, decodes %llu (ahead %llu), bypassed %llu\n",
            (unsigned long long)st.max_bytes, (unsigned long long)st.peak_bytes,
            (unsigned long long)st.hits, (unsigned long long)st.decodes,
-           (unsigned long long)st.bypassed);
+           (unsigned long long)st.decoded_ahead, (unsigned long long)st.bypassed);
     assert_int_equal(st.max_bytes, cap);
     assert_true(st.peak_bytes <= cap);
     assert_true(st.bytes <= cap);
@@ -188,13 +195,38 @@ static void test_each_block_decoded_once(void **state)
     read_threads(d, NREC); /* again: all from the cache */
     ptc_store_block_cache_stats st;
     ptc_store_block_cache_get_stats(c, &st);
-    assert_int_equal(st.decodes, nblocks);
+    assert_int_equal(st.decodes, nblocks); /* by readers and readahead together */
+    assert_true(st.decoded_ahead <= st.decodes);
     assert_int_equal(st.bypassed, 0);
     assert_int_equal(st.bytes, st.peak_bytes);
     assert_true(st.bytes <= nblocks * PTC_STORE_BLOCK_SIZE);
     assert_true(st.hits > 2 * THREADS * (uint64_t)NREC - nblocks);
     ptc_store_dataset_close(d);
     ptc_store_close(s);
+    ptc_store_block_cache_destroy(c);
+}
+
+/* A handle closed while its readahead is queued or running: the workers
+ * never touch it afterwards (run under ASan/TSan to see it). */
+static void test_close_with_readahead(void **state)
+{
+    (void)state;
+    ptc_store_block_cache *c;
+    assert_int_equal(ptc_store_block_cache_create(&c, 64 * PTC_STORE_BLOCK_SIZE), PTC_OK);
+    for (int round = 0; round < 20; round++) {
+        ptc_store *s;
+        ptc_store_dataset *d = open_z(&s, c);
+        for (uint64_t i = 0; i < NREC; i += 97)
+            ptc_store_dataset_record_prefetch(d, i, 0, 1000);
+        ptc_store_dataset_close(d);
+        ptc_store_block_cache_stats st;
+        ptc_store_block_cache_get_stats(c, &st);
+        assert_int_equal(st.bytes, 0);
+        ptc_store_close(s);
+    }
+    ptc_store_block_cache_stats st;
+    ptc_store_block_cache_get_stats(c, &st);
+    assert_true(st.decoded_ahead <= st.decodes);
     ptc_store_block_cache_destroy(c);
 }
 
@@ -224,6 +256,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bounded_under_threads),
         cmocka_unit_test(test_each_block_decoded_once),
+        cmocka_unit_test(test_close_with_readahead),
         cmocka_unit_test(test_tiny_cache_and_no_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
