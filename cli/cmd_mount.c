@@ -16,11 +16,14 @@ const char ptc_cmd_mount_help[] =
     "mount a store read-only: models for any configuration, dataset step files\n"
     "\n"
     "usage: ptc mount --store DIR MOUNTPOINT [-f] [--allow-other] [--debug] [--flush-ms MS]\n"
+    "                 [--cache-mib N]\n"
     "\n"
     "  -f, --foreground  stay in the foreground (default: detach once mounted)\n"
     "  --allow-other     let other users read (needs user_allow_other in /etc/fuse.conf)\n"
     "  --debug           libfuse debug output (implies -f)\n"
     "  --flush-ms MS     save the served counts every MS milliseconds (default 500)\n"
+    "  --cache-mib N     memory for decompressed blocks of zstd datasets, shared by all\n"
+    "                    readers (default 256; 0: none, every read decompresses)\n"
     "Tree (see MOUNTPOINT/README.txt):\n"
     "  models/<V>/info.json, models/<V>/model.safetensors,\n"
     "  models/<V>/<CFG>/rank-<R>.safetensors   (CFG written dp2-tp4-pp1[-zero1])\n"
@@ -57,11 +60,13 @@ int ptc_cmd_mount(int argc, char **argv)
         {"store", required_argument, NULL, 's'},  {"foreground", no_argument, NULL, 'f'},
         {"allow-other", no_argument, NULL, 'a'},  {"debug", no_argument, NULL, 'd'},
         {"flush-ms", required_argument, NULL, 'F'},
+        {"cache-mib", required_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     const char *store = NULL;
     ptc_mount_options mo = {0};
     unsigned flush_ms = 500;
+    ptc_view_store_options vo = {0};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "fh", opts, NULL)) != -1) {
@@ -75,6 +80,13 @@ int ptc_cmd_mount(int argc, char **argv)
             if (!ptc_cli_parse_u64(optarg, &v) || v == 0 || v > 86400000)
                 return ptc_cli_usage_error("--flush-ms needs 1 to 86400000, not '%s'", optarg);
             flush_ms = (unsigned)v;
+            break;
+        }
+        case 'C': {
+            uint64_t v;
+            if (!ptc_cli_parse_u64(optarg, &v) || v > ((uint64_t)1 << 30))
+                return ptc_cli_usage_error("--cache-mib needs 0 to 1073741824, not '%s'", optarg);
+            vo.block_cache = v ? v << 20 : 1; /* 1 byte: less than a block, none */
             break;
         }
         case 'h': ptc_cli_help(ptc_cmd_mount_help); return PTC_CLI_OK;
@@ -104,7 +116,7 @@ int ptc_cmd_mount(int argc, char **argv)
     ptc_store_close(s);
 
     ptc_view_store *vs = NULL;
-    int rc = ptc_view_store_create(&vs, store, NULL);
+    int rc = ptc_view_store_create(&vs, store, &vo);
     if (rc)
         return ptc_cli_lib_error(rc);
     mo.ready = on_ready;
