@@ -86,6 +86,13 @@ static pid_t mount_store(const char *mnt, const char *store)
             _exit(3);
         ptc_mount_options o = {.foreground = true, .ready = ready, .user = vs};
         int rc = ptc_mount_run(ptc_view_store_view(vs), mnt, &o);
+        ptc_store_block_cache_stats st;
+        ptc_view_store_block_cache_stats(vs, &st);
+        fprintf(stderr, "  cache: peak %llu MiB, %llu hits, %llu decodes (%llu ahead), "
+                        "%llu bypassed\n",
+                (unsigned long long)(st.peak_bytes >> 20), (unsigned long long)st.hits,
+                (unsigned long long)st.decodes, (unsigned long long)st.decoded_ahead,
+                (unsigned long long)st.bypassed);
         ptc_view_store_destroy(vs);
         _exit(rc == PTC_OK ? 0 : 3);
     }

@@ -498,6 +498,12 @@ int ptc_view_store_attach(ptc_view_store *vs, ptc_store *store, bool count)
     return PTC_OK;
 }
 
+void ptc_view_store_block_cache_stats(const ptc_view_store *vs,
+                                      struct ptc_store_block_cache_stats *out)
+{
+    ptc_store_block_cache_get_stats(vs->blocks, out);
+}
+
 int ptc_view_store_flush(ptc_view_store *vs)
 {
     return vs->counter ? ptc_dataset_counter_flush(vs->counter) : PTC_OK;

@@ -442,6 +442,14 @@ PTC_API int ptc_view_store_attach(ptc_view_store *vs, ptc_store *store, bool cou
  * @return PTC_OK or a store error (the counts stay buffered). */
 PTC_API int ptc_view_store_flush(ptc_view_store *vs);
 
+struct ptc_store_block_cache_stats; /* include/ptc/store.h */
+
+/** What the view's decoded-block cache of compressed datasets holds and
+ * did (ptc_store_block_cache_get_stats; the struct is in ptc/store.h).
+ * Safe from any thread. */
+PTC_API void ptc_view_store_block_cache_stats(const ptc_view_store *vs,
+                                              struct ptc_store_block_cache_stats *out);
+
 /** Flush the counts (best effort), destroy the view, close what attach
  * opened. No view file may be open. NULL is a no-op. */
 PTC_API void ptc_view_store_destroy(ptc_view_store *vs);
