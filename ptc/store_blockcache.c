@@ -32,6 +32,7 @@ struct ptc_block_entry {
     size_t len;   /* decoded bytes */
     int refs;     /* readers copying out of it (and the loader) */
     int state;
+    bool ahead;   /* decoded ahead and not read yet */
     uint8_t *data;
 };
 
@@ -214,14 +215,17 @@ static void note_peak(ptc_store_block_cache *c, uint64_t held)
 
 /* Room for @p need more bytes in @p s, evicting unpinned entries from the
  * cold end; a victim's buffer (of @p need bytes) is handed back in *reuse
- * rather than freed. False if the pinned entries leave no room. */
-static bool make_room(ptc_store_block_cache *c, struct bc_shard *s, uint64_t need,
+ * rather than freed. For readahead (@p ahead), blocks decoded ahead and not
+ * read yet are kept: a read that hints more blocks than the cache holds
+ * must not have its readahead evict its own readahead. False if there is
+ * no room. */
+static bool make_room(ptc_store_block_cache *c, struct bc_shard *s, uint64_t need, bool ahead,
                       uint8_t **reuse)
 {
     struct ptc_block_entry *e = s->lru.prev;
     while (s->bytes + need > s->cap && e != &s->lru) {
         struct ptc_block_entry *prev = e->prev;
-        if (e->refs == 0) {
+        if (e->refs == 0 && !(ahead && e->ahead)) {
             entry_remove(c, s, e);
             if (!*reuse && e->len == need) {
                 *reuse = e->data;
@@ -239,8 +243,8 @@ static bool make_room(ptc_store_block_cache *c, struct bc_shard *s, uint64_t nee
 enum { BC_FOUND, BC_RESERVED, BC_FULL };
 
 /* Block @p k of @p owner in shard @p s (locked): BC_FOUND with the entry
- * pinned — after waiting for its decode when @p wait, else whatever its
- * state (a readahead worker skips it); BC_RESERVED with a new entry
+ * pinned — after waiting for its decode when @p wait (a reader), else
+ * whatever its state (readahead skips it); BC_RESERVED with a new entry
  * (BC_LOADING, pinned once, bytes counted) that the caller decodes; or
  * BC_FULL when the pinned entries leave no room. PTC_E_NOMEM as a
  * negative return. */
@@ -264,13 +268,14 @@ static int find_or_reserve(ptc_store_block_cache *c, struct bc_shard *s, uint64_
             continue;
         }
         e->refs++;
+        e->ahead = false;
         lru_unlink(e);
         lru_push(s, e);
         *out = e;
         return BC_FOUND;
     }
     uint8_t *buf = NULL;
-    if (!make_room(c, s, need, &buf)) {
+    if (!make_room(c, s, need, !wait, &buf)) {
         ptc_free(buf);
         return BC_FULL;
     }
@@ -280,7 +285,7 @@ static int find_or_reserve(ptc_store_block_cache *c, struct bc_shard *s, uint64_
         return PTC_E_NOMEM;
     }
     *e = (struct ptc_block_entry){.owner = owner, .k = k, .len = (size_t)need, .refs = 1,
-                                  .state = BC_LOADING, .data = buf};
+                                  .state = BC_LOADING, .ahead = !wait, .data = buf};
     struct ptc_block_entry **bk = bucket(s, owner, k);
     e->hnext = *bk;
     *bk = e;
