@@ -155,7 +155,20 @@ if [ "$a" = '{"samples":1000,"once":16,"repeated":0,"missing":984}' ]; then ok; 
 # A dataset replaced while mounted: the mount keeps serving the generation it
 # opened, and those reads never count toward the new one.
 seq 1 100 | sed 's/^/small /' >"$T/small.txt"
-mount_store "$s"
+# (this mount keeps a single decoded block of the zstd copy: eight threads
+# reading its step files at once evict each other's blocks, and still get
+# the bytes of the uncompressed copy)
+mount_store "$s" --cache-mib 1
+if python3 - "$MNT" <<'PY'; then ok; else bad "zstd step files under a one-block cache"; fi
+import concurrent.futures, sys
+base = sys.argv[1] + "/datasets/%s/seed-5/epoch-1/batch-32/start-0/dp-2/rank-%d/step-%d"
+jobs = [(r, k) for k in range(32) for r in range(2)]
+def same(job):
+    r, k = job
+    return open(base % ("textz", r, k), "rb").read() == open(base % ("text", r, k), "rb").read()
+with concurrent.futures.ThreadPoolExecutor(8) as ex:
+    assert all(ex.map(same, jobs))
+PY
 cat "$MNT/datasets/text/seed-9/epoch-0/batch-64/start-0/dp-1/rank-0/step-0" >/dev/null
 "$PTC" dataset ingest --store "$s" --name text --format lines --replace "$T/small.txt" >/dev/null
 for k in 1 2 3 4 5 6 7 8 9 10; do
