@@ -15,18 +15,23 @@
 const char ptc_cmd_mount_help[] =
     "mount a store read-only: models for any configuration, dataset step files\n"
     "\n"
-    "usage: ptc mount --store DIR MOUNTPOINT [-f] [--allow-other] [--debug]\n"
+    "usage: ptc mount --store DIR MOUNTPOINT [-f] [--allow-other] [--debug] [--flush-ms MS]\n"
+    "                 [--cache-mib N]\n"
     "\n"
     "  -f, --foreground  stay in the foreground (default: detach once mounted)\n"
     "  --allow-other     let other users read (needs user_allow_other in /etc/fuse.conf)\n"
     "  --debug           libfuse debug output (implies -f)\n"
+    "  --flush-ms MS     save the served counts every MS milliseconds (default 500)\n"
+    "  --cache-mib N     memory for decompressed blocks of zstd datasets, shared by all\n"
+    "                    readers (default 256; 0: none, every read decompresses)\n"
     "Tree (see MOUNTPOINT/README.txt):\n"
     "  models/<V>/info.json, models/<V>/model.safetensors,\n"
     "  models/<V>/<CFG>/rank-<R>.safetensors   (CFG written dp2-tp4-pp1[-zero1])\n"
     "  datasets/<NAME>/info.json, datasets/<NAME>/samples/<ID>,\n"
     "  datasets/<NAME>/seed-<S>/epoch-<E>/batch-<B>/start-<X>/dp-<D>/rank-<R>/step-<K>[.idx]\n"
     "Records served through step files are counted for `ptc dataset audit`\n"
-    "(durable at least every second and on unmount). Unmount with\n"
+    "(durable every --flush-ms, when a program fsyncs any file or directory of\n"
+    "the mount, e.g. `sync MOUNTPOINT`, and on unmount). Unmount with\n"
     "`fusermount3 -u MOUNTPOINT` (or SIGINT/SIGTERM to the foreground process).\n"
     "Exit 0 after a clean unmount (or once detached), 1 on failure (missing or busy\n"
     "mount point, no /dev/fuse, bad store), 2 on a usage error.\n";
@@ -43,15 +48,25 @@ static void on_tick(void *user)
         fprintf(stderr, "ptc: warning: cannot save served counts: %s\n", ptc_last_error());
 }
 
+/* fsync of any file or directory of the mount: the counts durable now */
+static int on_sync(void *user)
+{
+    return ptc_view_store_flush(user);
+}
+
 int ptc_cmd_mount(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"store", required_argument, NULL, 's'},  {"foreground", no_argument, NULL, 'f'},
         {"allow-other", no_argument, NULL, 'a'},  {"debug", no_argument, NULL, 'd'},
+        {"flush-ms", required_argument, NULL, 'F'},
+        {"cache-mib", required_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     const char *store = NULL;
     ptc_mount_options mo = {0};
+    unsigned flush_ms = 500;
+    ptc_view_store_options vo = {0};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "fh", opts, NULL)) != -1) {
@@ -60,6 +75,20 @@ int ptc_cmd_mount(int argc, char **argv)
         case 'f': mo.foreground = true; break;
         case 'a': mo.allow_other = true; break;
         case 'd': mo.debug = mo.foreground = true; break;
+        case 'F': {
+            uint64_t v;
+            if (!ptc_cli_parse_u64(optarg, &v) || v == 0 || v > 86400000)
+                return ptc_cli_usage_error("--flush-ms needs 1 to 86400000, not '%s'", optarg);
+            flush_ms = (unsigned)v;
+            break;
+        }
+        case 'C': {
+            uint64_t v;
+            if (!ptc_cli_parse_u64(optarg, &v) || v > ((uint64_t)1 << 30))
+                return ptc_cli_usage_error("--cache-mib needs 0 to 1073741824, not '%s'", optarg);
+            vo.block_cache = v ? v << 20 : 1; /* 1 byte: less than a block, none */
+            break;
+        }
         case 'h': ptc_cli_help(ptc_cmd_mount_help); return PTC_CLI_OK;
         default: return ptc_cli_bad_option(argv);
         }
@@ -87,12 +116,13 @@ int ptc_cmd_mount(int argc, char **argv)
     ptc_store_close(s);
 
     ptc_view_store *vs = NULL;
-    int rc = ptc_view_store_create(&vs, store, NULL);
+    int rc = ptc_view_store_create(&vs, store, &vo);
     if (rc)
         return ptc_cli_lib_error(rc);
     mo.ready = on_ready;
     mo.tick = on_tick;
-    mo.tick_ms = 500;
+    mo.tick_ms = flush_ms;
+    mo.sync = on_sync;
     mo.user = vs;
     rc = ptc_mount_run(ptc_view_store_view(vs), mnt, &mo);
     ret = rc ? ptc_cli_lib_error(rc) : PTC_CLI_OK;

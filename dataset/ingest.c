@@ -277,6 +277,7 @@ void ptc_ingest_destroy(ptc_ingest *r)
     ptc_free(r->src.own);
     free_paths(r->inputs, r->inputs ? r->ninputs : 0);
     ptc_free(r->fbuf);
+    ptc_free(r->tbuf);
     ptc_ingest_npy_reset(r);
     ptc_free(r);
 }
@@ -431,27 +432,65 @@ static int read_jsonl(ptc_ingest *r, const uint8_t **data, size_t *len, bool *go
     return PTC_OK;
 }
 
+/* The inputs are one token stream: a window that the end of an input cuts
+ * is completed from the next ones (copied into tbuf); windows that lie in
+ * one input are returned in place. */
 static int read_tokens(ptc_ingest *r, const uint8_t **data, size_t *len, bool *got)
 {
     struct ingest_src *s = &r->src;
     size_t rec = (size_t)(r->tok_len * r->tok_width);
-    PTC_TRY(ptc_ingest_src_fill(s, rec));
+    size_t need = rec - r->tfill;
+    PTC_TRY(ptc_ingest_src_fill(s, need));
     size_t avail = s->end - s->pos;
-    if (avail >= rec) {
-        *data = s->data + s->pos;
+    if (avail >= need) {
+        r->tok_total += need / r->tok_width;
         *len = rec;
-        s->pos += rec;
         *got = true;
+        if (r->tfill == 0) {
+            *data = s->data + s->pos;
+        } else {
+            PTC_TRY(ptc_grow((void **)&r->tbuf, &r->tcap, rec, 1));
+            memcpy(r->tbuf + r->tfill, s->data + s->pos, need);
+            r->tfill = 0;
+            *data = r->tbuf;
+        }
+        s->pos += need;
         return PTC_OK;
     }
-    /* end of input: a trailing partial window is dropped, a partial token is
-     * a corrupt file */
+    /* end of this input: its last tokens start (or continue) a window that
+     * the next input completes; a partial token is a corrupt file */
     if (avail % r->tok_width != 0)
         return ptc_error_set(PTC_E_FORMAT,
                              "%s: size is not a multiple of the %u-byte token size",
                              s->name, r->tok_width);
+    if (avail > 0) {
+        /* grown by what the inputs hold, not by what LEN claims */
+        PTC_TRY(ptc_grow((void **)&r->tbuf, &r->tcap, r->tfill + avail, 1));
+        memcpy(r->tbuf + r->tfill, s->data + s->pos, avail);
+        r->tfill += avail;
+        r->tok_total += avail / r->tok_width;
+    }
     s->pos = s->end;
     *got = false;
+    return PTC_OK;
+}
+
+/* At the end of a token stream: the tokens of a last partial window are
+ * dropped with a warning; a stream with tokens but not one whole window is
+ * an error (never zero records and success). */
+static int tokens_end(ptc_ingest *r)
+{
+    if (r->kind != INGEST_TOKENS || r->tfill == 0)
+        return PTC_OK;
+    uint64_t left = r->tfill / r->tok_width;
+    r->tfill = 0;
+    if (r->count == 0)
+        return ptc_error_set(PTC_E_FORMAT,
+                             "%llu tokens in all the inputs: fewer than one window of %llu",
+                             (unsigned long long)r->tok_total, (unsigned long long)r->tok_len);
+    ptc_log(PTC_LOG_WARN, "dropped the last %llu of %llu tokens: fewer than a window of %llu",
+            (unsigned long long)left, (unsigned long long)r->tok_total,
+            (unsigned long long)r->tok_len);
     return PTC_OK;
 }
 
@@ -504,6 +543,8 @@ int ptc_ingest_next(ptc_ingest *r, const uint8_t **data, size_t *len, bool *end)
             if (rc < 0)
                 break;
             if (!more) {
+                if ((rc = tokens_end(r)) < 0)
+                    break;
                 *end = true;
                 report(r, true);
                 return PTC_OK;
@@ -531,6 +572,8 @@ int ptc_ingest_next(ptc_ingest *r, const uint8_t **data, size_t *len, bool *end)
         if (rc < 0)
             break;
         if (!got) {
+            if ((rc = tokens_end(r)) < 0)
+                break;
             *end = true;
             report(r, true);
             return PTC_OK;

@@ -39,6 +39,9 @@ struct ptc_ingest {
     int err;             /* sticky failure */
     unsigned tok_width;
     uint64_t tok_len;
+    uint8_t *tbuf;       /* tokens: a window across inputs, being filled */
+    size_t tcap, tfill;
+    uint64_t tok_total;  /* tokens: tokens in the inputs so far */
     uint8_t *fbuf;       /* files: the current file's bytes */
     size_t fcap;
     void *npy;           /* npy: per-input state (ingest_npy.c) */

@@ -59,6 +59,7 @@ struct node {
 
 struct mount_ctx {
     ptc_view *view;
+    const ptc_mount_options *opts; /* its sync callback answers fsync */
     bool no_open; /* the kernel skips opens (set once in init) */
     uid_t uid;
     gid_t gid;
@@ -331,6 +332,24 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     fuse_reply_iov(req, iov, (int)nseg);
 }
 
+/* fsync and fsyncdir of any node: the data never changes, but what reads
+ * did (served counts) is made durable by the owner's sync callback. FLUSH
+ * (every close, where the kernel sends opens at all) does not: a close
+ * would cost a store transaction. */
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    (void)datasync;
+    (void)fi;
+    struct mount_ctx *c = fuse_req_userdata(req);
+    int rc = c->opts->sync ? c->opts->sync(c->opts->user) : PTC_OK;
+    if (rc < 0) {
+        ptc_log(PTC_LOG_WARN, "fsync %s: %s", node_of(c, ino)->path, ptc_last_error());
+        fuse_reply_err(req, EIO);
+        return;
+    }
+    fuse_reply_err(req, 0);
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct mount_ctx *c = fuse_req_userdata(req);
@@ -420,6 +439,8 @@ static const struct fuse_lowlevel_ops mount_ops = {
     .getattr = op_getattr,
     .open = op_open,
     .read = op_read,
+    .fsync = op_fsync,
+    .fsyncdir = op_fsync,
     .opendir = op_opendir,
     .readdir = op_readdir,
     .releasedir = op_releasedir,
@@ -493,10 +514,11 @@ static int check_mountpoint(const char *mountpoint)
     return PTC_OK;
 }
 
-static int ctx_init(struct mount_ctx *c, ptc_view *view)
+static int ctx_init(struct mount_ctx *c, ptc_view *view, const ptc_mount_options *opts)
 {
     memset(c, 0, sizeof *c);
     c->view = view;
+    c->opts = opts;
     c->uid = getuid();
     c->gid = getgid();
     clock_gettime(CLOCK_REALTIME, &c->when);
@@ -546,7 +568,7 @@ int ptc_mount_run(ptc_view *view, const char *mountpoint, const ptc_mount_option
     char abs_mp[PATH_MAX];
     const char *mp_abs = realpath(mountpoint, abs_mp) ? abs_mp : mountpoint;
     struct mount_ctx c;
-    PTC_TRY(ctx_init(&c, view));
+    PTC_TRY(ctx_init(&c, view, opts));
     char o[256];
     snprintf(o, sizeof o, "ro,fsname=ptc,subtype=ptc,default_permissions,max_read=%u%s",
              MOUNT_MAX_IO, opts->allow_other ? ",allow_other" : "");

@@ -56,6 +56,7 @@ struct ptc_view_store {
     ptc_store *store;
     bool own_store;
     ptc_dataset_counter *counter;
+    ptc_store_block_cache *blocks; /* decoded blocks of every compressed dataset */
     pthread_mutex_t lock;
     struct vs_reader *readers;
     size_t nreaders, rcap;
@@ -105,6 +106,7 @@ static int ds_open(void *user, const char *name, ptc_view_dataset *ds)
         ptc_free(w);
         return rc;
     }
+    ptc_store_dataset_set_cache(w->d, vs->blocks);
     const ptc_store_dataset_info *i = ptc_store_dataset_get_info(w->d);
     json_t *j = json_pack("{s:s, s:I, s:I, s:s, s:s, s:I}", "name", i->name, "samples",
                           (json_int_t)i->samples, "bytes", (json_int_t)i->bytes, "format",
@@ -449,6 +451,11 @@ int ptc_view_store_create(ptc_view_store **out, const char *store_dir,
     vs->fcap = opts && opts->vfile_cache ? opts->vfile_cache : VS_VFILES_DEFAULT;
     vs->files = ptc_calloc(vs->fcap, sizeof *vs->files);
     vs->dir = store_dir ? ptc_strdup(store_dir) : NULL;
+    uint64_t cache = opts && opts->block_cache ? opts->block_cache : PTC_STORE_BLOCK_CACHE_DEFAULT;
+    if (ptc_store_block_cache_create(&vs->blocks, cache) < 0) {
+        ptc_view_store_destroy(vs);
+        return PTC_E_NOMEM;
+    }
     static const ptc_view_ops ops = {
         .dataset_open = ds_open,   .dataset_close = ds_close, .dataset_list = ds_list,
         .served = ds_served,       .model_stat = model_stat,  .model_open = model_open,
@@ -491,6 +498,12 @@ int ptc_view_store_attach(ptc_view_store *vs, ptc_store *store, bool count)
     return PTC_OK;
 }
 
+void ptc_view_store_block_cache_stats(const ptc_view_store *vs,
+                                      struct ptc_store_block_cache_stats *out)
+{
+    ptc_store_block_cache_get_stats(vs->blocks, out);
+}
+
 int ptc_view_store_flush(ptc_view_store *vs)
 {
     return vs->counter ? ptc_dataset_counter_flush(vs->counter) : PTC_OK;
@@ -509,6 +522,7 @@ void ptc_view_store_destroy(ptc_view_store *vs)
     for (size_t i = 0; i < vs->nreaders; i++)
         ptc_store_reader_close(vs->readers[i].r);
     ptc_free(vs->readers);
+    ptc_store_block_cache_destroy(vs->blocks); /* after the datasets that use it */
     ptc_dataset_counter_destroy(vs->counter); /* flushes */
     if (vs->own_store)
         ptc_store_close(vs->store);

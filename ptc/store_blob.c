@@ -290,12 +290,19 @@ int ptc_blob_read_block(ptc_blob_scratch *sc, const ptc_blob_ref *b, uint64_t k,
     if (bl->codec == PTC_BLOCK_RAW) {
         PTC_TRY(ptc_pread_all(b->fd, dst, (size_t)raw, b->block_off[k], b->path));
     } else {
-        if (!sc->cbuf && !(sc->cbuf = ptc_malloc(PTC_STORE_BLOCK_SIZE)))
-            return PTC_E_NOMEM;
         if (!sc->dctx && !(sc->dctx = ZSTD_createDCtx()))
             return ptc_error_set(PTC_E_NOMEM, "cannot allocate zstd context");
-        PTC_TRY(ptc_pread_all(b->fd, sc->cbuf, bl->stored, b->block_off[k], b->path));
-        size_t z = ZSTD_decompressDCtx(sc->dctx, dst, (size_t)raw, sc->cbuf, bl->stored);
+        /* from the mapping where the pack is mapped: no copy of the frame */
+        const uint8_t *src;
+        if (b->map && b->block_off[k] <= b->map_len && bl->stored <= b->map_len - b->block_off[k]) {
+            src = b->map + b->block_off[k];
+        } else {
+            if (!sc->cbuf && !(sc->cbuf = ptc_malloc(PTC_STORE_BLOCK_SIZE)))
+                return PTC_E_NOMEM;
+            PTC_TRY(ptc_pread_all(b->fd, sc->cbuf, bl->stored, b->block_off[k], b->path));
+            src = sc->cbuf;
+        }
+        size_t z = ZSTD_decompressDCtx(sc->dctx, dst, (size_t)raw, src, bl->stored);
         if (ZSTD_isError(z) || z != raw)
             return checksum_error(b, k, "corrupt compressed block");
     }

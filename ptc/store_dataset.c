@@ -538,7 +538,11 @@ struct ptc_store_dataset {
     pthread_mutex_t lock;
     ptc_blob_scratch *pool[DS_SCRATCH_POOL];
     int npool;
+    ptc_store_block_cache *cache; /* decoded compressed blocks; may be NULL */
+    uint64_t serial;              /* this handle in the cache's keys */
 };
+
+static _Atomic uint64_t ds_serials;
 
 static ptc_blob_scratch *scratch_take(ptc_store_dataset *d)
 {
@@ -601,6 +605,7 @@ int ptc_store_dataset_open(ptc_store_dataset **out, ptc_store *s, const char *na
     if (!d)
         return PTC_E_NOMEM;
     d->fd = -1;
+    d->serial = atomic_fetch_add(&ds_serials, 1) + 1;
     pthread_mutex_init(&d->lock, NULL);
     MDB_txn *txn;
     int rc, mrc = mdb_txn_begin(ptc_store_env(s), NULL, MDB_RDONLY, &txn);
@@ -679,6 +684,8 @@ void ptc_store_dataset_close(ptc_store_dataset *d)
 {
     if (!d)
         return;
+    if (d->cache)
+        ptc_block_cache_drop_owner(d->cache, d->serial);
     for (int i = 0; i < d->npool; i++) {
         ptc_blob_scratch_free(d->pool[i]);
         ptc_free(d->pool[i]);
@@ -723,6 +730,34 @@ static int record_range(ptc_store_dataset *d, uint64_t id, uint64_t off, size_t 
     return PTC_OK;
 }
 
+/* Bytes [off, off + len) of the data blob: compressed blocks through the
+ * handle's cache (decoded once while cached, whatever the record order),
+ * raw ones as ptc_blob_read reads them. */
+static int read_cached(ptc_store_dataset *d, ptc_blob_scratch *sc, uint64_t off, uint8_t *dst,
+                       size_t len)
+{
+    const uint64_t BS = PTC_STORE_BLOCK_SIZE;
+    while (len > 0) {
+        uint64_t k = off / BS, in = off - k * BS;
+        uint64_t raw = ptc_blob_block_raw(d->data.raw_length, d->data.nblocks, k);
+        size_t n = (size_t)PTC_MIN((uint64_t)len, raw - in);
+        ptc_block_entry *e = NULL;
+        if (d->data.blocks[k].codec != PTC_BLOCK_RAW)
+            PTC_TRY(ptc_block_cache_get(d->cache, d->serial, sc, &d->data, k, &e));
+        if (e) {
+            memcpy(dst, ptc_block_cache_data(e) + in, n);
+            ptc_block_cache_put(d->cache, e);
+        } else {
+            /* raw, or no room in the cache: the scratch keeps the block */
+            PTC_TRY(ptc_blob_read(sc, &d->data, &d->data, off, dst, n));
+        }
+        dst += n;
+        off += n;
+        len -= n;
+    }
+    return PTC_OK;
+}
+
 int ptc_store_dataset_record_read(ptc_store_dataset *d, uint64_t id, uint64_t off, void *buf,
                                   size_t len)
 {
@@ -733,9 +768,17 @@ int ptc_store_dataset_record_read(ptc_store_dataset *d, uint64_t id, uint64_t of
     ptc_blob_scratch *sc = scratch_take(d);
     if (!sc)
         return PTC_E_NOMEM;
-    int rc = ptc_blob_read(sc, &d->data, &d->data, start, buf, len);
+    int rc = d->cache ? read_cached(d, sc, start, buf, len)
+                      : ptc_blob_read(sc, &d->data, &d->data, start, buf, len);
     scratch_put(d, sc);
     return rc;
+}
+
+void ptc_store_dataset_set_cache(ptc_store_dataset *d, ptc_store_block_cache *c)
+{
+    if (d->cache && d->cache != c)
+        ptc_block_cache_drop_owner(d->cache, d->serial);
+    d->cache = c;
 }
 
 int ptc_store_dataset_record_map(ptc_store_dataset *d, uint64_t id, uint64_t off, size_t len,
@@ -756,6 +799,21 @@ void ptc_store_dataset_record_prefetch(ptc_store_dataset *d, uint64_t id, uint64
                                        size_t len)
 {
     uint64_t start = 0;
-    if (record_range(d, id, off, len, &start) == PTC_OK)
+    if (record_range(d, id, off, len, &start) != PTC_OK || len == 0)
+        return;
+    if (!d->cache) {
         ptc_blob_prefetch(&d->data, start, len);
+        return;
+    }
+    /* compressed blocks: decoded ahead on the cache's workers, in
+     * parallel with the reader that asked (they read the frame from the
+     * mapping); raw ones: asked for from the disk */
+    const uint64_t BS = PTC_STORE_BLOCK_SIZE;
+    for (uint64_t k = start / BS; k <= (start + len - 1) / BS; k++) {
+        uint64_t a = PTC_MAX(start, k * BS), b = PTC_MIN(start + len, (k + 1) * BS);
+        if (d->data.blocks[k].codec != PTC_BLOCK_RAW)
+            ptc_block_cache_prefetch(d->cache, d->serial, &d->data, k);
+        else
+            ptc_blob_prefetch(&d->data, a, (size_t)(b - a));
+    }
 }

@@ -283,6 +283,31 @@ int ptc_blob_map(const ptc_blob_ref *b, uint64_t off, size_t len, const uint8_t 
  * (madvise / posix_fadvise WILLNEED), so many of them load at once. */
 void ptc_blob_prefetch(const ptc_blob_ref *b, uint64_t off, size_t len);
 
+/* The decoded-block cache (store_blockcache.c; include/ptc/store.h). An
+ * entry is one decoded, verified block, pinned while a reader copies out
+ * of it. */
+typedef struct ptc_block_entry ptc_block_entry;
+/* Block @p k of blob @p b, whose handle is @p owner (an id unique in the
+ * process): from the cache, or decoded into it with @p sc's buffers.
+ * *out is the pinned entry (release with ptc_block_cache_put), or NULL
+ * with PTC_OK when the cache has no room: the caller decodes it itself.
+ * @return PTC_OK or the errors of ptc_blob_read_block. */
+int ptc_block_cache_get(ptc_store_block_cache *c, uint64_t owner, ptc_blob_scratch *sc,
+                        const ptc_blob_ref *b, uint64_t k, ptc_block_entry **out);
+/* The decoded bytes of a pinned entry (its block's raw size). */
+const uint8_t *ptc_block_cache_data(const ptc_block_entry *e);
+/* Unpin an entry of ptc_block_cache_get. */
+void ptc_block_cache_put(ptc_store_block_cache *c, ptc_block_entry *e);
+/* Decode block @p k of @p owner ahead of its reader, on the cache's
+ * readahead workers (started here the first time), unless it is cached or
+ * being decoded already; @p b must stay valid until drop_owner. Best
+ * effort: dropped when the queue is full. */
+void ptc_block_cache_prefetch(ptc_store_block_cache *c, uint64_t owner, const ptc_blob_ref *b,
+                              uint64_t k);
+/* Forget @p owner's queued readahead, wait for its running one, and free
+ * its unpinned blocks (its handle is closing). */
+void ptc_block_cache_drop_owner(ptc_store_block_cache *c, uint64_t owner);
+
 /* Datasets (store_dataset.c): the pack file of dataset @p id, and the ids
  * every catalog record references (for gc; array freed with ptc_free). */
 int ptc_store_dataset_pack_path(char *out, size_t cap, const char *dir, uint64_t id);

@@ -573,8 +573,10 @@ out_decref:
     return rc;
 }
 
-/* ---- an empty store removed (after a failed first write) ------------------- */
+/* ---- removing an empty store --------------------------------------------------------- */
 
+/* (here rather than in store.c: it asks the dataset catalog, which calls
+ * store.c, so store.c calls nothing above it) */
 /* Remove the directories under packs/ (each empty); PTC_E_EXISTS if one
  * holds anything or is not a directory. */
 static int remove_empty_packs(ptc_store *s, int pfd)
@@ -591,7 +593,7 @@ static int remove_empty_packs(ptc_store *s, int pfd)
     while (rc == PTC_OK && (e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
-        struct stat st;
+        struct stat st; /* a directory, never followed: the store made it */
         if (fstatat(pfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
             unlinkat(pfd, e->d_name, AT_REMOVEDIR) != 0)
             rc = ptc_error_set(PTC_E_EXISTS, "store %s: packs/%s holds data; store kept",

@@ -108,6 +108,9 @@ static int check_format(train_data *d, const char *format)
     return PTC_OK;
 }
 
+/* Decoded blocks kept for a compressed dataset read by one process. */
+#define TRAIN_BLOCK_CACHE ((uint64_t)64 << 20)
+
 static int open_store_dataset(train_data *d, ptc_store *store)
 {
     if (!store)
@@ -121,6 +124,12 @@ static int open_store_dataset(train_data *d, ptc_store *store)
     if (!d->reader)
         return PTC_OK;
     PTC_TRY(ptc_store_dataset_open(&d->ds, store, d->name));
+    /* records come in epoch order, each in another block: without a cache
+     * a compressed dataset decodes a whole block per record */
+    if (info.codec != PTC_STORE_CODEC_NONE) {
+        PTC_TRY(ptc_store_block_cache_create(&d->blocks, TRAIN_BLOCK_CACHE));
+        ptc_store_dataset_set_cache(d->ds, d->blocks);
+    }
     return ptc_dataset_counter_create(&d->counter, store);
 }
 
@@ -334,6 +343,7 @@ void train_data_close(train_data *d)
 {
     ptc_dataset_counter_destroy(d->counter); /* flushes */
     ptc_store_dataset_close(d->ds);
+    ptc_store_block_cache_destroy(d->blocks); /* after the dataset that used it */
     if (d->group != MPI_COMM_NULL)
         MPI_Comm_free(&d->group);
     ptc_free(d->tok);

@@ -35,6 +35,7 @@ typedef struct train_data {
     uint64_t samples, gen;   /* N; the dataset's catalog id (counts) */
     bool bytes;              /* records are bytes (lines, jsonl, ...), not u16 tokens */
     ptc_store_dataset *ds;   /* dataset: open on the reading process */
+    ptc_store_block_cache *blocks; /* its decoded zstd blocks (compressed only) */
     struct ptc_dataset_counter *counter;
     bool reader;             /* this process reads its replica's records */
     MPI_Comm group;          /* the processes of this data-parallel replica */

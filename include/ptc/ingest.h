@@ -28,7 +28,8 @@ typedef struct ptc_ingest ptc_ingest;
  * order (for `files`, each INPUT is a directory walked recursively, or a
  * single file). Formats: `lines`, `jsonl`, `files`, `tokens:u16:LEN`,
  * `tokens:u32:LEN`, `npy`, `tfrecord` (see docs/dataset.md for the exact
- * record boundaries of each).
+ * record boundaries of each). The inputs of `tokens:*` are one token
+ * stream: windows span files.
  * @param out   the reader; NULL on failure
  * @return PTC_OK; PTC_E_INVAL for an unknown or malformed format or no
  *         inputs; PTC_E_IO / PTC_E_NOTFOUND if an input cannot be opened;
@@ -62,7 +63,10 @@ PTC_API int ptc_ingest_open_buffer(ptc_ingest **out, const char *format,
  * @return PTC_OK; PTC_E_FORMAT for malformed input (the detail names the
  *         input and the record or line); PTC_E_CHECKSUM for a tfrecord CRC
  *         mismatch (names the record index); PTC_E_IO; PTC_E_NOMEM. After
- *         an error the reader only returns that error again.
+ *         an error the reader only returns that error again. `tokens:*`:
+ *         at the end, the tokens of a last partial window are dropped with
+ *         a PTC_LOG_WARN message, and a stream with tokens but no whole
+ *         window is PTC_E_FORMAT instead of the end.
  */
 PTC_API int ptc_ingest_next(ptc_ingest *r, const uint8_t **data, size_t *len,
                             bool *end);

@@ -35,7 +35,14 @@ typedef struct ptc_mount_options {
      * counters). May be NULL. */
     void (*tick)(void *user);
     unsigned tick_ms;  /**< 0: 1000 */
-    void *user;        /**< passed to ready and tick */
+    /** Called when a program fsyncs a file or directory of the mount
+     * (fsync, fdatasync, `sync FILE`, `sync MOUNTPOINT`), from the worker
+     * thread that serves it; the fsync returns once it has returned, and
+     * fails with EIO when it returns a negative code. The store's mount
+     * flushes its served counts here, so they are durable when fsync
+     * returns. May be NULL: fsync then succeeds doing nothing. */
+    int (*sync)(void *user);
+    void *user;        /**< passed to ready, tick and sync */
 } ptc_mount_options;
 
 /**

@@ -433,7 +433,8 @@ PTC_API const ptc_store_dataset_info *ptc_store_dataset_get_info(const ptc_store
 PTC_API int ptc_store_dataset_record_size(ptc_store_dataset *d, uint64_t id, uint64_t *size);
 /** Copy bytes [off, off + len) of record @p id (inside it) to @p buf, reading,
  * decompressing and verifying only the blocks they touch (a raw block is
- * verified the first time this handle reads it).
+ * verified the first time this handle reads it; a compressed one is taken
+ * from the handle's block cache, if it has one, or decompressed into it).
  * @return PTC_OK, PTC_E_RANGE, PTC_E_CHECKSUM, PTC_E_IO. */
 PTC_API int ptc_store_dataset_record_read(ptc_store_dataset *d, uint64_t id, uint64_t off,
                                           void *buf, size_t len);
@@ -453,6 +454,60 @@ PTC_API int ptc_store_dataset_record_map(ptc_store_dataset *d, uint64_t id, uint
  * Errors are ignored (the read reports them). */
 PTC_API void ptc_store_dataset_record_prefetch(ptc_store_dataset *d, uint64_t id, uint64_t off,
                                                size_t len);
+
+/* ---- decoded blocks of compressed datasets ------------------------------ */
+
+/**
+ * A cache of decompressed, verified blocks of compressed datasets, shared
+ * by every dataset handle it is attached to (ptc_store_dataset_set_cache)
+ * and by any number of threads. A zstd block is decompressed once while it
+ * stays cached, however many records and readers touch it (without a
+ * cache, a read decompresses every block it touches, once per record).
+ * Least recently used blocks go first; two threads that want the same
+ * block decompress it once (the second waits).
+ *
+ * Memory is bounded: the decoded blocks it holds — cached, or pinned by a
+ * read that is copying out of them — never exceed @p max_bytes. The bound
+ * is split evenly over up to 16 shards (each with its own lock), each
+ * holding whole blocks (1 MiB), so the usable size is max_bytes rounded
+ * down to a whole number of blocks per shard; a cache of less than one
+ * block caches nothing. When a shard has no room (every block in it pinned
+ * by other readers), a read decompresses into its own scratch instead,
+ * as without a cache. Raw (uncompressed) blocks are never cached: they
+ * are read from the pack file's mapping.
+ *
+ * @note Thread safety: every function is safe from any number of threads;
+ *       the cache must outlive the dataset handles attached to it.
+ */
+typedef struct ptc_store_block_cache ptc_store_block_cache;
+
+/** What a block cache holds and did (ptc_store_block_cache_get_stats). */
+typedef struct ptc_store_block_cache_stats {
+    uint64_t max_bytes;  /**< the bound given to create */
+    uint64_t bytes;      /**< decoded bytes held now (cached or pinned) */
+    uint64_t peak_bytes; /**< the most ever held at once (≤ max_bytes) */
+    uint64_t hits;       /**< block lookups answered from the cache */
+    uint64_t decodes;    /**< blocks decompressed into the cache */
+    uint64_t bypassed;   /**< blocks decompressed outside it (no room) */
+    uint64_t decoded_ahead; /**< of decodes, those done by readahead workers */
+} ptc_store_block_cache_stats;
+
+/** The default bound of the cache a store view gives its datasets. */
+#define PTC_STORE_BLOCK_CACHE_DEFAULT ((uint64_t)256 << 20)
+
+/** Create a cache of at most @p max_bytes of decoded blocks.
+ * @return PTC_OK or PTC_E_NOMEM (*out NULL). */
+PTC_API int ptc_store_block_cache_create(ptc_store_block_cache **out, uint64_t max_bytes);
+/** Free the cache and its blocks; no handle may still use it. NULL is a
+ * no-op. */
+PTC_API void ptc_store_block_cache_destroy(ptc_store_block_cache *c);
+/** Counters and the bytes held (a consistent-enough snapshot). */
+PTC_API void ptc_store_block_cache_get_stats(const ptc_store_block_cache *c,
+                                             ptc_store_block_cache_stats *out);
+/** Read the compressed blocks of @p d through cache @p c (NULL: no cache,
+ * the default). Call before reading @p d from other threads; @p c must
+ * outlive @p d, whose blocks it drops when @p d is closed. */
+PTC_API void ptc_store_dataset_set_cache(ptc_store_dataset *d, ptc_store_block_cache *c);
 
 /* ---- served-record counts (the exactly-once audit) ---------------------- */
 

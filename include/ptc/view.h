@@ -407,6 +407,11 @@ typedef struct ptc_view_store ptc_view_store;
 /** Options of ptc_view_store_create(). Zero-initialise. */
 typedef struct ptc_view_store_options {
     size_t vfile_cache; /**< model files kept (LRU); 0: 64 */
+    /** Bytes of decompressed blocks kept for the compressed datasets of
+     * the view, shared by all of them and by every reading thread
+     * (ptc_store_block_cache); 0: PTC_STORE_BLOCK_CACHE_DEFAULT (256 MiB);
+     * less than one block (1 MiB, e.g. 1) keeps none. */
+    uint64_t block_cache;
 } ptc_view_store_options;
 
 /**
@@ -436,6 +441,14 @@ PTC_API int ptc_view_store_attach(ptc_view_store *vs, ptc_store *store, bool cou
 /** Make the buffered served counts durable (one LMDB transaction).
  * @return PTC_OK or a store error (the counts stay buffered). */
 PTC_API int ptc_view_store_flush(ptc_view_store *vs);
+
+struct ptc_store_block_cache_stats; /* include/ptc/store.h */
+
+/** What the view's decoded-block cache of compressed datasets holds and
+ * did (ptc_store_block_cache_get_stats; the struct is in ptc/store.h).
+ * Safe from any thread. */
+PTC_API void ptc_view_store_block_cache_stats(const ptc_view_store *vs,
+                                              struct ptc_store_block_cache_stats *out);
 
 /** Flush the counts (best effort), destroy the view, close what attach
  * opened. No view file may be open. NULL is a no-op. */

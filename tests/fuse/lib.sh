@@ -18,7 +18,8 @@ trap fuse_cleanup EXIT
 
 is_mounted() { [ "$(stat -c %d "$MNT" 2>/dev/null)" != "$(stat -c %d "$MNT/.." 2>/dev/null)" ]; }
 
-# mount_store STORE: ptc mount -f in the background; waits (at most 10 s)
+# mount_store STORE [OPTION...]: ptc mount -f in the background (with the
+# given options); waits (at most 10 s)
 # for the tree to appear. Exits 77 (skipped) only where this machine has no
 # usable /dev/fuse or no fusermount3, and never under CI (CI=true), whose
 # machines have both; a mount that fails otherwise fails the test.
@@ -30,7 +31,7 @@ mount_store() {
         echo "skipped: no usable /dev/fuse or fusermount3 here"; exit 77
     fi
     mkdir -p "$MNT"
-    "$PTC" mount --store "$1" "$MNT" -f 2>"$T/mount.err" &
+    "$PTC" mount --store "$1" "$MNT" -f "${@:2}" 2>"$T/mount.err" &
     MOUNT_PID=$!
     for _ in $(seq 100); do
         is_mounted && [ -e "$MNT/README.txt" ] && return 0

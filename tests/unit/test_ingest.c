@@ -217,10 +217,11 @@ static void test_tokens(void **state)
     assert_true(end); /* token 9 is a partial window: dropped */
     ptc_ingest_destroy(r);
 
-    /* two inputs: windows do not cross files */
+    /* two inputs are one token stream: 2 x 5 u32 tokens make 5 windows of 2,
+     * the third across the files */
     const char *in[] = {f, f};
     assert_int_equal(ptc_ingest_open(&r, "tokens:u32:2", in, 2), PTC_OK);
-    assert_int_equal(drain(r, NULL, 0, &rc), 4);
+    assert_int_equal(drain(r, NULL, 0, &rc), 5);
     assert_int_equal(rc, PTC_OK);
     ptc_ingest_destroy(r);
 
@@ -241,6 +242,68 @@ static void test_tokens(void **state)
     }
     assert_int_equal(ptc_ingest_open(&r, "tokens:u32:268435456", &f, 1), PTC_OK);
     ptc_ingest_destroy(r);
+}
+
+/* Windows span input files (issue 17): many files shorter than a window
+ * make whole windows of the concatenated stream, files of one token
+ * included; a stream shorter than one window is an error, never 0 records
+ * and success. */
+static void test_tokens_span_files(void **state)
+{
+    (void)state;
+    enum { FILES = 10, PER = 100, LEN = 205 };
+    uint16_t all[FILES * PER];
+    const char *in[FILES];
+    char name[32];
+    for (int i = 0; i < FILES * PER; i++)
+        all[i] = (uint16_t)(7 * i + 3);
+    for (int k = 0; k < FILES; k++) {
+        snprintf(name, sizeof name, "span%d.bin", k);
+        in[k] = strdup(write_file(name, all + k * PER, PER * sizeof *all));
+    }
+    char fmt[32];
+    snprintf(fmt, sizeof fmt, "tokens:u16:%d", LEN);
+    ptc_ingest *r;
+    const uint8_t *d;
+    size_t len;
+    bool end;
+    assert_int_equal(ptc_ingest_open(&r, fmt, in, FILES), PTC_OK);
+    int w = 0;
+    for (;; w++) {
+        assert_int_equal(ptc_ingest_next(r, &d, &len, &end), PTC_OK);
+        if (end)
+            break;
+        assert_int_equal(len, LEN * 2);
+        assert_memory_equal(d, all + w * LEN, LEN * 2);
+    }
+    assert_int_equal(w, FILES * PER / LEN); /* 4; the last 180 tokens are dropped */
+    ptc_ingest_destroy(r);
+
+    /* files of one token each, windows of three */
+    const char *one[7];
+    for (int k = 0; k < 7; k++) {
+        snprintf(name, sizeof name, "one%d.bin", k);
+        one[k] = strdup(write_file(name, all + k, 2));
+    }
+    assert_int_equal(ptc_ingest_open(&r, "tokens:u16:3", one, 7), PTC_OK);
+    for (w = 0; w < 2; w++) {
+        assert_int_equal(ptc_ingest_next(r, &d, &len, &end), PTC_OK);
+        assert_false(end);
+        assert_int_equal(len, 6);
+        assert_memory_equal(d, all + 3 * w, 6);
+    }
+    assert_int_equal(ptc_ingest_next(r, &d, &len, &end), PTC_OK);
+    assert_true(end);
+    ptc_ingest_destroy(r);
+
+    /* fewer tokens in all the inputs than one window: an error */
+    assert_int_equal(ptc_ingest_open(&r, "tokens:u16:2049", in, FILES), PTC_OK);
+    assert_int_equal(ptc_ingest_next(r, &d, &len, &end), PTC_E_FORMAT);
+    ptc_ingest_destroy(r);
+    for (int k = 0; k < FILES; k++)
+        free((void *)in[k]);
+    for (int k = 0; k < 7; k++)
+        free((void *)one[k]);
 }
 
 static void test_files(void **state)
@@ -511,7 +574,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c),    cmocka_unit_test(test_lines),
         cmocka_unit_test(test_lines_long), cmocka_unit_test(test_jsonl),
-        cmocka_unit_test(test_tokens),    cmocka_unit_test(test_files),
+        cmocka_unit_test(test_tokens),    cmocka_unit_test(test_tokens_span_files),    cmocka_unit_test(test_files),
         cmocka_unit_test(test_tfrecord),  cmocka_unit_test(test_progress),
         cmocka_unit_test(test_alloc_faults), cmocka_unit_test(test_npy),
     };
