@@ -181,6 +181,9 @@ int ptc_train_prepare(ptc_train **out, const ptc_train_opts *o)
     if ((o->save_every >= 0 || o->resume) && (o->fake || o->cuda))
         return ptc_error_set(PTC_E_INVAL, "--save-every and --resume need the model on the "
                                           "CPU (not --fake-compute or --device cuda)");
+    if ((o->nresize > 0 || o->control) && (o->fake || o->cuda))
+        return ptc_error_set(PTC_E_UNSUPPORTED, "--resize and --control need the model on the "
+                                                "CPU (not --fake-compute or --device cuda)");
     if (kind >= DATA_DATASET && o->fake)
         return ptc_error_set(PTC_E_INVAL, "--fake-compute reads no data: use --data synthetic");
     ptc_train *t = ptc_calloc(1, sizeof *t);

@@ -134,4 +134,6 @@ echo "grow please" > "$TMP/ctl"
 expect_all_fail 4 "control file" -- --config tp=2,pp=2 --control "$TMP/ctl" "${bad[@]}"
 expect_all_fail 4 "one stage per process" -- --config tp=2,pp=2 --resize 1:dp=4 --chunks 2 \
     --schedule interleaved --model $M --seed 3 --store "$TMP/on" --microbatches 2 --steps 3 --save-every 0
+expect_all_fail 4 "model on the CPU" -- --config tp=2,pp=2 --resize 1:dp=4 --fake-compute \
+    --schedule 1f1b --model $M --seed 3 --microbatches 2 --steps 3
 echo "ok: bad input"
