@@ -49,10 +49,10 @@ net_setup() {
         ip -n "$h" link set eth0 up
         # A lost peer ends a TCP connection in seconds, not in the default
         # ~15 minutes of retransmissions.
-        ip netns exec "$h" sysctl -qw net.ipv4.tcp_retries2=4
+        ip netns exec "$h" sysctl -qw net.ipv4.tcp_retries2=3
         echo "10.177.0.$((i + 1)) slots=1" >>"$T/hostfile"
     done
-    ip netns exec "$NET-l" sysctl -qw net.ipv4.tcp_retries2=4
+    ip netns exec "$NET-l" sysctl -qw net.ipv4.tcp_retries2=3
     NET_N=$1
     # The launch agent, in place of ssh: "agent [-opts] HOST CMD..." runs CMD
     # by a shell inside HOST's namespace (HOST = 10.177.0.<i+1> -> h<i>).
@@ -66,17 +66,19 @@ AGENT
     chmod +x "$T/agent"
 }
 
-# net_mpirun ARGS...: mpirun in the launcher namespace, one process per host
-# in host order (rank i on host i), TCP over the bridge's subnet only.
-# rtc_hwloc_vmhole=none: Open MPI 4.1.4's orted otherwise crashes (SIGSEGV in
-# hwloc_shmem_topology_write) when it starts on a "remote" node here.
-net_mpirun() {
-    ip netns exec "$NET-l" mpirun --allow-run-as-root --hostfile "$T/hostfile" \
-        --map-by node --bind-to none --mca plm_rsh_agent "$T/agent" \
-        --mca rtc_hwloc_vmhole none --mca btl tcp,self \
-        --mca btl_tcp_if_include "$NET_SUBNET" --mca oob_tcp_if_include "$NET_SUBNET" \
-        -x OPENBLAS_NUM_THREADS "$@"
-}
+# "${NET_MPIRUN[@]}" ARGS...: mpirun in the launcher namespace, one process
+# per host in host order (rank i on host i), TCP over the bridge's subnet
+# only. rtc_hwloc_vmhole=none: Open MPI 4.1.4's orted otherwise crashes
+# (SIGSEGV in hwloc_shmem_topology_write) when it starts on a "remote" node
+# here. PMIX_MCA_gds=hash: PMIx's shared-memory store prints a spurious
+# "PMIX ERROR: ERROR in file .../dstore_base.c" when run as root.
+export PMIX_MCA_gds=hash
+NET_MPIRUN=(ip netns exec "$NET-l" mpirun --allow-run-as-root --hostfile "$T/hostfile"
+    --map-by node --bind-to none --mca plm_rsh_agent "$T/agent"
+    --mca rtc_hwloc_vmhole none --mca btl tcp,self
+    --mca btl_tcp_if_include "$NET_SUBNET" --mca oob_tcp_if_include "$NET_SUBNET"
+    -x OPENBLAS_NUM_THREADS -x PMIX_MCA_gds)
+net_mpirun() { "${NET_MPIRUN[@]}" "$@"; }
 
 # net_bytes I tx|rx: the bytes host I's eth0 has sent / received so far.
 net_bytes() { ip netns exec "$NET-h$1" cat "/sys/class/net/eth0/statistics/$2_bytes"; }
