@@ -21,6 +21,13 @@ net_cleanup() {
 }
 trap net_cleanup EXIT
 
+# A lost peer ends a TCP connection in seconds, not after the default ~15
+# minutes of retransmissions (tcp_retries2=15) or ~2 minutes of connection
+# attempts (tcp_syn_retries=6). Per namespace: the machine's own are untouched.
+net_fast_tcp() {
+    ip netns exec "$1" sysctl -qw net.ipv4.tcp_retries2=3 net.ipv4.tcp_syn_retries=1
+}
+
 # net_setup N: the launcher namespace and N host namespaces, linked, with a
 # hostfile (one slot per host, in host order) and the launch agent. Exits 77
 # (skipped) only where no network namespace can be made here (not root, no
@@ -47,21 +54,24 @@ net_setup() {
         ip -n "$NET-l" link set "h$i" master br0 up
         ip -n "$h" addr add "10.177.0.$((i + 1))/24" dev eth0
         ip -n "$h" link set eth0 up
-        # A lost peer ends a TCP connection in seconds, not in the default
-        # ~15 minutes of retransmissions.
-        ip netns exec "$h" sysctl -qw net.ipv4.tcp_retries2=3
+        net_fast_tcp "$h"
         echo "10.177.0.$((i + 1)) slots=1" >>"$T/hostfile"
     done
-    ip netns exec "$NET-l" sysctl -qw net.ipv4.tcp_retries2=3
+    net_fast_tcp "$NET-l"
     NET_N=$1
     # The launch agent, in place of ssh: "agent [-opts] HOST CMD..." runs CMD
-    # by a shell inside HOST's namespace (HOST = 10.177.0.<i+1> -> h<i>).
+    # by a shell inside HOST's namespace (HOST = 10.177.0.<i+1> -> h<i>), with
+    # a hostname of its own (a UTS namespace): Open MPI names its session
+    # directories in /tmp, which the hosts share, after the hostname; with one
+    # name for all, two daemons race to make the same directory ("A call to
+    # mkdir was unable to create the desired directory ... File exists").
     cat >"$T/agent" <<AGENT
 #!/bin/sh
 while [ "\${1#-}" != "\$1" ]; do shift; done
 host=\$1
 shift
-exec ip netns exec "$NET-h\$((\${host##*.} - 1))" /bin/sh -c "\$*"
+i=\$((\${host##*.} - 1))
+exec ip netns exec "$NET-h\$i" unshare --uts /bin/sh -c "hostname $NET-h\$i && \$*"
 AGENT
     chmod +x "$T/agent"
 }
@@ -72,11 +82,18 @@ AGENT
 # (SIGSEGV in hwloc_shmem_topology_write) when it starts on a "remote" node
 # here. PMIX_MCA_gds=hash: PMIx's shared-memory store prints a spurious
 # "PMIX ERROR: ERROR in file .../dstore_base.c" when run as root.
+# oob_tcp_keepalive_*: mpirun and its daemons probe their (idle) control
+# connections every second after 2 s, so a host cut off is declared lost
+# within ~5 s ("ORTE has lost communication with a remote daemon"): mpirun
+# ends the job, and the daemon on the lost host kills its processes. Without
+# them mpirun waits forever for the lost daemon, and the lost host's
+# processes stay.
 export PMIX_MCA_gds=hash
 NET_MPIRUN=(ip netns exec "$NET-l" mpirun --allow-run-as-root --hostfile "$T/hostfile"
     --map-by node --bind-to none --mca plm_rsh_agent "$T/agent"
     --mca rtc_hwloc_vmhole none --mca btl tcp,self
     --mca btl_tcp_if_include "$NET_SUBNET" --mca oob_tcp_if_include "$NET_SUBNET"
+    --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3
     -x OPENBLAS_NUM_THREADS -x PMIX_MCA_gds)
 net_mpirun() { "${NET_MPIRUN[@]}" "$@"; }
 

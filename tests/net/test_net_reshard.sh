@@ -64,4 +64,60 @@ measure 2 dp=2,tp=2
 measure 4 tp=4
 measure 4 dp=2,tp=1,pp=2
 if "$PTC" verify --store "$s" --all >/dev/null; then ok; else bad "verify --all"; fi
+
+# A link cut mid-reshard: host 1's cable (the bridge's end of its veth) goes
+# down once host 1 has received a quarter of its planned bytes. Both links
+# are throttled to 100 Mbit/s (tbf) so the exchange lasts seconds. With
+# the keepalives of lib_net.sh mpirun declares host 1's daemon lost within
+# seconds and ends the job with that error; the watchdog (timeout) must not be
+# what ends it. Nothing may be left running in any namespace (host 1's daemon
+# kills its own processes), and the store keeps exactly its versions.
+"$PTC" versions --store "$s" --json >"$T/versions.before"
+"$PTC" plan --store "$s" --version 1 --to dp=2,tp=2 --hosts 2 --json >"$T/plan.json"
+quarter=$(($(jget "$T/plan.json" per_host 1 bytes_in) / 4))
+for i in 0 1; do
+    tc -n "$NET-h$i" qdisc add dev eth0 root tbf rate 100mbit burst 64kb latency 100ms
+    tc -n "$NET-l" qdisc add dev "h$i" root tbf rate 100mbit burst 64kb latency 100ms
+done
+WATCHDOG=30
+rx0=$(net_bytes 1 rx)
+t0=$(date +%s)
+timeout -k 5 $WATCHDOG "${NET_MPIRUN[@]}" -np 2 "$PTC" reshard --mpi --mpi-budget 4194304 \
+    --store "$s" --version 1 --to dp=2,tp=2 >"$T/cut.out" 2>"$T/cut.err" &
+job=$!
+for _ in $(seq 2000); do
+    [ $(($(net_bytes 1 rx) - rx0)) -ge "$quarter" ] && break
+    kill -0 $job 2>/dev/null || break
+    sleep 0.01
+done
+if kill -0 $job 2>/dev/null; then ok; else bad "the reshard ended before the link cut"; fi
+ip -n "$NET-l" link set h1 down
+echo "link of host 1 cut after $(($(date +%s) - t0)) s, $(($(net_bytes 1 rx) - rx0)) of $((quarter * 4)) planned bytes received"
+rc=0
+wait $job || rc=$?
+took=$(($(date +%s) - t0))
+echo "the job ended with status $rc after $took s: $(grep -m1 'lost communication' "$T/cut.err" || head -1 "$T/cut.err")"
+if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ]; then ok
+else bad "link cut: status $rc (0: completed; 124/137: hung until the $WATCHDOG s watchdog)"; fi
+if grep -q 'ORTE has lost communication with a remote daemon' "$T/cut.err" &&
+    grep -q 'Remote daemon: .* on node 10.177.0.2$' "$T/cut.err"; then ok
+else bad "link cut: no lost-host error naming 10.177.0.2: $(cat "$T/cut.err")"; fi
+left=""
+for _ in $(seq 50); do
+    left=$(for ns in "$NET-l" "$NET-h0" "$NET-h1"; do ip netns pids "$ns"; done)
+    [ -z "$left" ] && break
+    sleep 0.1
+done
+if [ -z "$left" ]; then ok; else bad "processes left after the job: $(ps -o pid,args -p "$(echo $left | tr ' ' ,)")"; fi
+"$PTC" versions --store "$s" --json >"$T/versions.after"
+if cmp -s "$T/versions.before" "$T/versions.after"; then ok; else bad "link cut: the versions changed"; fi
+if "$PTC" verify --store "$s" --all >/dev/null; then ok; else bad "verify --all after the link cut"; fi
+"$PTC" gc --store "$s" >/dev/null
+# The link back up (unthrottled): the same reshard across the hosts succeeds.
+ip -n "$NET-l" link set h1 up
+for i in 0 1; do tc -n "$NET-h$i" qdisc del dev eth0 root; tc -n "$NET-l" qdisc del dev "h$i" root; done
+for _ in $(seq 50); do ip -n "$NET-h1" link show eth0 | grep -q 'state UP' && break; sleep 0.1; done
+if net_mpirun -np 2 "$PTC" reshard --mpi --store "$s" --version 1 --to dp=2,tp=2 >/dev/null 2>"$T/again.err"; then ok
+else bad "reshard after the link came back: $(cat "$T/again.err")"; fi
+if "$PTC" verify --store "$s" --all >/dev/null; then ok; else bad "verify --all after gc and a new reshard"; fi
 finish
