@@ -5,7 +5,7 @@
 # namespace (ip netns exec) instead of ssh, and talks TCP over 10.177.0.0/24
 # only. Every namespace and the processes in it are removed in the EXIT trap,
 # whatever happens. docs/reshard.md ("Multi-host runs on one machine").
-. "$(dirname "$0")/../cli/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../cli/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 NET=ptcnet$$ # namespace names: $NET-l (launcher, bridge), $NET-h<i> (hosts)
 NET_SUBNET=10.177.0.0/24
