@@ -14,8 +14,9 @@ net_setup 4
 
 # Rank i runs on host i (the hostfile's order, one slot each).
 for np in 2 4; do
-    net_mpirun -np $np sh -c 'echo "$OMPI_COMM_WORLD_RANK $(hostname -I)"' 2>"$T/map.err" | sort >"$T/map.txt" ||
+    net_mpirun -np $np sh -c 'echo "$OMPI_COMM_WORLD_RANK $(hostname -I)"' >"$T/map.out" 2>"$T/map.err" ||
         { cat "$T/map.err" >&2; bad "mpirun -np $np across the namespaces failed"; continue; }
+    sort "$T/map.out" >"$T/map.txt"
     want=$(for i in $(seq 0 $((np - 1))); do echo "$i 10.177.0.$((i + 1)) "; done)
     if [ "$(cat "$T/map.txt")" = "$want" ]; then ok; else bad "-np $np: rank to host map $(cat "$T/map.txt")"; fi
 done
@@ -28,7 +29,8 @@ s="$T/s"
 rm -f "$T/m.safetensors"
 
 # measure NP TO: reshard version 1 to TO with NP hosts; compare every host's
-# sent / received link bytes with the plan's bytes_out / bytes_in.
+# sent / received link bytes with the plan's bytes_out / bytes_in. Every
+# configuration here has 4 ranks, so NP processes hold 4/NP ranks each.
 measure() {
     local np=$1 to=$2 i tx rx out in
     "$PTC" plan --store "$s" --version 1 --to "$to" --hosts $((4 / np)) --json >"$T/plan.json"
