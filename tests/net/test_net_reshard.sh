@@ -78,8 +78,9 @@ if "$PTC" verify --store "$s" --all >/dev/null; then ok; else bad "verify --all"
 "$PTC" plan --store "$s" --version 1 --to dp=2,tp=2 --hosts 2 --json >"$T/plan.json"
 quarter=$(($(jget "$T/plan.json" per_host 1 bytes_in) / 4))
 for i in 0 1; do
-    tc -n "$NET-h$i" qdisc add dev eth0 root tbf rate 100mbit burst 64kb latency 100ms
-    tc -n "$NET-l" qdisc add dev "h$i" root tbf rate 100mbit burst 64kb latency 100ms
+    tc -n "$NET-h$i" qdisc add dev eth0 root tbf rate 100mbit burst 64kb latency 100ms &&
+        tc -n "$NET-l" qdisc add dev "h$i" root tbf rate 100mbit burst 64kb latency 100ms ||
+        bad "tc tbf on host $i's link (the kernel's sch_tbf) failed"
 done
 WATCHDOG=30
 rx0=$(net_bytes 1 rx)
