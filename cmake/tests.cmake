@@ -3,6 +3,7 @@
 #   tests/cli/test_*.sh          label cli    (env PTC = the ptc binary)
 #   tests/fuse/test_*.sh         label fuse   (mounts for real)
 #   tests/mpi/test_*.sh          label mpi    (mpirun for real)
+#   tests/net/test_*.sh          label net    (mpirun across network namespaces, root)
 #   tests/gpu/test_*.sh          label gpu    (only where a GPU exists)
 #   tests/fuzz/fuzz_<parser>.c   libFuzzer target + corpus replay, label unit
 #   A first line "# labels: slow" in a script adds labels. Exit status 77:
@@ -20,7 +21,7 @@ foreach(f ${_unit})
     ENVIRONMENT "PTC_TEST_DATA=${CMAKE_CURRENT_SOURCE_DIR}/tests/data;PTC=$<TARGET_FILE:ptc_cli>")
 endforeach()
 
-foreach(kind cli fuse mpi gpu)
+foreach(kind cli fuse mpi net gpu)
   file(GLOB _scripts CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/${kind}/test_*.sh)
   foreach(f ${_scripts})
     get_filename_component(n ${f} NAME_WE)
@@ -35,7 +36,7 @@ foreach(kind cli fuse mpi gpu)
     set_tests_properties(${kind}.${n} PROPERTIES LABELS "${_labels}" TIMEOUT 900
       SKIP_RETURN_CODE 77
       ENVIRONMENT "PTC=$<TARGET_FILE:ptc_cli>;PTC_SRC=${CMAKE_CURRENT_SOURCE_DIR};PTC_BUILD=${CMAKE_CURRENT_BINARY_DIR}")
-    if(kind STREQUAL "mpi" OR kind STREQUAL "fuse")
+    if(kind STREQUAL "mpi" OR kind STREQUAL "fuse" OR kind STREQUAL "net")
       set_tests_properties(${kind}.${n} PROPERTIES RUN_SERIAL ON)
     endif()
   endforeach()

@@ -9,7 +9,7 @@
 set -eu
 pkgs="cmake make gcc g++ pkg-config clang libclang-rt-14-dev
       liblmdb-dev libzstd-dev libxxhash-dev libjansson-dev libcmocka-dev
-      libopenblas-dev libopenmpi-dev openmpi-bin libfuse3-dev fuse3 python3
+      libopenblas-dev libopenmpi-dev openmpi-bin libfuse3-dev fuse3 iproute2 python3
       python3-venv"
 missing=""
 for p in $pkgs; do
