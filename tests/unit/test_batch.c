@@ -111,8 +111,8 @@ static void test_ten_four_three(void **state)
     assert_int_equal(s, 2);
     assert_int_equal(ptc_batch_steps_policy(10, 4, 0, DL | EQ, &s), PTC_OK);
     assert_int_equal(s, 2);
-    /* none: 2,1,1 | 2,1,1 | 1,1,0 */
-    const uint64_t none[3][3] = {{2, 1, 1}, {2, 1, 1}, {1, 1, 0}};
+    /* none (split rule, c = ceil(4/3) = 2): 2,2,0 | 2,2,0 | 1,1,0 */
+    const uint64_t none[3][3] = {{2, 2, 0}, {2, 2, 0}, {1, 1, 0}};
     for (uint64_t k = 0; k < 3; k++)
         for (uint64_t r = 0; r < 3; r++) {
             assert_int_equal(part_len(10, 4, 0, 3, r, k, 0), none[k][r]);
