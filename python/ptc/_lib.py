@@ -162,7 +162,7 @@ class DatasetIngestOptions(Structure):
 
 class AuditResult(Structure):
     _fields_ = [("samples", c_uint64), ("once", c_uint64), ("repeated", c_uint64),
-                ("missing", c_uint64)]
+                ("missing", c_uint64), ("dropped", c_uint64)]
 
 
 class Order(Structure):
