@@ -179,7 +179,7 @@ class ViewStat(Structure):
 
 
 class ViewStoreOptions(Structure):
-    _fields_ = [("vfile_cache", c_size_t)]
+    _fields_ = [("vfile_cache", c_size_t), ("block_cache", c_uint64)]
 
 
 class CkptKv(Structure):
