@@ -18,6 +18,7 @@ const char ptc_cmd_dataset_help[] =
     "       ptc dataset ls     --store DIR [--json]\n"
     "       ptc dataset info   --store DIR --name NAME [--json]\n"
     "       ptc dataset audit  --store DIR --name NAME --seed S --epoch E [--json]\n"
+    "                          [--policy P --batch B --dp D [--start X]]\n"
     "\n"
     "  --format FMT   lines | jsonl | files | tokens:u16:LEN | tokens:u32:LEN | npy | tfrecord\n"
     "  --compress zstd[:L]  compress each 1 MiB block with zstd (level L)\n"
@@ -27,10 +28,15 @@ const char ptc_cmd_dataset_help[] =
     "and prints the number of records. audit prints\n"
     "{\"samples\":N,\"once\":..,\"repeated\":..,\"missing\":..} for (seed, epoch): how many\n"
     "records step files of the mounted store served once, more than once, never.\n"
+    "  --policy P     the epoch was read under batch policy P (drop-last, equal,\n"
+    "                 drop-last+equal or none) from batch-B/start-X/dp-D/policy-P:\n"
+    "                 the records it drops count as \"dropped\" (a JSON key\n"
+    "                 added with --policy), not as missing; --start defaults to 0\n"
     "Exit 0 on success, 1 on failure, 2 on a usage error.\n";
 
 enum { OPT_STORE = 's', OPT_NAME = 'n', OPT_FORMAT = 'f', OPT_COMPRESS = 'z', OPT_REPLACE = 'r',
-       OPT_JSON = 'j', OPT_SEED = 'S', OPT_EPOCH = 'E', OPT_HELP = 'h' };
+       OPT_JSON = 'j', OPT_SEED = 'S', OPT_EPOCH = 'E', OPT_HELP = 'h', OPT_POLICY = 'P',
+       OPT_BATCH = 'B', OPT_DP = 'D', OPT_START = 'X' };
 
 
 static int print_json(json_t *j)
@@ -67,6 +73,10 @@ int ptc_cmd_dataset(int argc, char **argv)
         {"json", no_argument, NULL, OPT_JSON},
         {"seed", required_argument, NULL, OPT_SEED},
         {"epoch", required_argument, NULL, OPT_EPOCH},
+        {"policy", required_argument, NULL, OPT_POLICY},
+        {"batch", required_argument, NULL, OPT_BATCH},
+        {"dp", required_argument, NULL, OPT_DP},
+        {"start", required_argument, NULL, OPT_START},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -86,6 +96,9 @@ int ptc_cmd_dataset(int argc, char **argv)
     const char *store = NULL, *name = NULL, *format = NULL;
     bool json = false, have_seed = false, have_epoch = false;
     uint64_t seed = 0, epoch = 0;
+    const char *policy_text = NULL;
+    bool have_batch = false, have_dp = false, have_start = false;
+    ptc_dataset_batch_policy pol = {0};
     ptc_dataset_ingest_options io = {0};
     int c;
     optind = 2;
@@ -110,6 +123,28 @@ int ptc_cmd_dataset(int argc, char **argv)
                 return ptc_cli_usage_error("--epoch: '%s' is not a non-negative integer", optarg);
             have_epoch = true;
             break;
+        case OPT_POLICY:
+            if (ptc_batch_policy_parse(optarg, &pol.policy) != PTC_OK)
+                return ptc_cli_usage_error("--policy: '%s' is not a batch policy (drop-last, "
+                                           "equal, drop-last+equal, none)",
+                                           optarg);
+            policy_text = optarg;
+            break;
+        case OPT_BATCH:
+            if (!ptc_cli_parse_u64(optarg, &pol.batch) || pol.batch == 0)
+                return ptc_cli_usage_error("--batch: '%s' is not a positive integer", optarg);
+            have_batch = true;
+            break;
+        case OPT_DP:
+            if (!ptc_cli_parse_u64(optarg, &pol.dp) || pol.dp == 0)
+                return ptc_cli_usage_error("--dp: '%s' is not a positive integer", optarg);
+            have_dp = true;
+            break;
+        case OPT_START:
+            if (!ptc_cli_parse_u64(optarg, &pol.start))
+                return ptc_cli_usage_error("--start: '%s' is not a non-negative integer", optarg);
+            have_start = true;
+            break;
         case OPT_HELP: ptc_cli_help(ptc_cmd_dataset_help); return PTC_CLI_OK;
         default: return ptc_cli_bad_option(argv);
         }
@@ -126,6 +161,12 @@ int ptc_cmd_dataset(int argc, char **argv)
         return ptc_cli_usage_error("--format, --compress and --replace are for ingest");
     if (!audit && (have_seed || have_epoch))
         return ptc_cli_usage_error("--seed and --epoch are for audit");
+    if (!audit && (policy_text || have_batch || have_dp || have_start))
+        return ptc_cli_usage_error("--policy, --batch, --dp and --start are for audit");
+    if (!policy_text && (have_batch || have_dp || have_start))
+        return ptc_cli_usage_error("--batch, --dp and --start need --policy");
+    if (policy_text && (!have_batch || !have_dp))
+        return ptc_cli_usage_error("--policy needs --batch and --dp");
     if (ingest && !format)
         return ptc_cli_usage_error("dataset ingest needs --format");
     if (ingest && ptc_ingest_format_check(format) != PTC_OK)
@@ -185,12 +226,24 @@ int ptc_cmd_dataset(int argc, char **argv)
         }
     } else {
         ptc_dataset_audit_result a;
-        rc = ptc_dataset_audit(s, name, seed, epoch, &a);
-        if (rc == PTC_OK && json)
+        rc = ptc_dataset_audit_policy(s, name, seed, epoch, policy_text ? &pol : NULL, &a);
+        if (rc == PTC_OK && json && policy_text)
+            ret = print_json(json_pack("{s:I, s:I, s:I, s:I, s:I}", "samples",
+                                       (json_int_t)a.samples, "once", (json_int_t)a.once,
+                                       "repeated", (json_int_t)a.repeated, "missing",
+                                       (json_int_t)a.missing, "dropped", (json_int_t)a.dropped));
+        else if (rc == PTC_OK && json)
             ret = print_json(json_pack("{s:I, s:I, s:I, s:I}", "samples", (json_int_t)a.samples,
                                        "once", (json_int_t)a.once, "repeated",
                                        (json_int_t)a.repeated, "missing",
                                        (json_int_t)a.missing));
+        else if (rc == PTC_OK && policy_text)
+            printf("dataset %s seed %llu epoch %llu policy %s: %llu samples, %llu served once, "
+                   "%llu repeated, %llu missing, %llu dropped\n",
+                   name, (unsigned long long)seed, (unsigned long long)epoch, policy_text,
+                   (unsigned long long)a.samples, (unsigned long long)a.once,
+                   (unsigned long long)a.repeated, (unsigned long long)a.missing,
+                   (unsigned long long)a.dropped);
         else if (rc == PTC_OK)
             printf("dataset %s seed %llu epoch %llu: %llu samples, %llu served once, %llu "
                    "repeated, %llu missing\n",

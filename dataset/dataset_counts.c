@@ -168,6 +168,9 @@ void ptc_dataset_counter_destroy(ptc_dataset_counter *c)
 struct audit_job {
     const char *name;
     ptc_dataset_audit_result *out;
+    const ptc_dataset_batch_policy *policy; /* NULL: none */
+    ptc_order order;
+    uint64_t served_dropped; /* served records the policy drops */
 };
 
 static int audit_one(uint64_t id, uint64_t count, void *user)
@@ -182,19 +185,44 @@ static int audit_one(uint64_t id, uint64_t count, void *user)
         j->out->once++;
     else if (count > 1)
         j->out->repeated++;
+    if (count > 0 && j->policy) {
+        const ptc_dataset_batch_policy *p = j->policy;
+        uint64_t pos;
+        bool dropped;
+        PTC_TRY(ptc_order_position(&j->order, id, &pos));
+        PTC_TRY(ptc_batch_is_dropped(j->out->samples, p->batch, p->start, p->dp, p->policy,
+                                     pos, &dropped));
+        j->served_dropped += dropped;
+    }
     return PTC_OK;
 }
 
-int ptc_dataset_audit_counts(ptc_store *store, const char *name, uint64_t gen, uint64_t seed,
-                             uint64_t epoch, uint64_t samples, ptc_dataset_audit_result *out)
+int ptc_dataset_audit_counts_policy(ptc_store *store, const char *name, uint64_t gen,
+                                    uint64_t seed, uint64_t epoch, uint64_t samples,
+                                    const ptc_dataset_batch_policy *policy,
+                                    ptc_dataset_audit_result *out)
 {
     size_t nlen = 0;
     PTC_TRY(check_name(name, &nlen));
     memset(out, 0, sizeof *out);
     out->samples = samples;
-    struct audit_job j = {name, out};
+    struct audit_job j = {.name = name, .out = out, .policy = policy};
+    uint64_t dropped = 0;
+    if (policy) {
+        PTC_TRY(ptc_batch_dropped(samples, policy->batch, policy->start, policy->dp,
+                                  policy->policy, &dropped));
+        PTC_TRY(ptc_order_init(&j.order, samples, seed, epoch));
+    }
     int rc = ptc_store_dataset_counts_each(store, name, gen, seed, epoch, audit_one, &j);
-    if (rc == PTC_OK)
-        out->missing = samples - out->once - out->repeated;
+    if (rc == PTC_OK) {
+        out->dropped = dropped - j.served_dropped;
+        out->missing = samples - out->once - out->repeated - out->dropped;
+    }
     return rc;
+}
+
+int ptc_dataset_audit_counts(ptc_store *store, const char *name, uint64_t gen, uint64_t seed,
+                             uint64_t epoch, uint64_t samples, ptc_dataset_audit_result *out)
+{
+    return ptc_dataset_audit_counts_policy(store, name, gen, seed, epoch, samples, NULL, out);
 }

@@ -52,3 +52,13 @@ int ptc_dataset_audit(ptc_store *store, const char *name, uint64_t seed, uint64_
     PTC_TRY(ptc_store_dataset_stat(store, name, &info));
     return ptc_dataset_audit_counts(store, name, info.id, seed, epoch, info.samples, out);
 }
+
+int ptc_dataset_audit_policy(ptc_store *store, const char *name, uint64_t seed, uint64_t epoch,
+                             const ptc_dataset_batch_policy *policy,
+                             ptc_dataset_audit_result *out)
+{
+    ptc_store_dataset_info info;
+    PTC_TRY(ptc_store_dataset_stat(store, name, &info));
+    return ptc_dataset_audit_counts_policy(store, name, info.id, seed, epoch, info.samples,
+                                           policy, out);
+}

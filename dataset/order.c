@@ -147,3 +147,116 @@ int ptc_batch_part(uint64_t n, uint64_t batch, uint64_t start, uint64_t dp,
     *hi = glo + (uint64_t)b;
     return PTC_OK;
 }
+
+/* ---- batch policies ----------------------------------------------------------------- */
+
+static const char *const policy_names[] = {"none", "drop-last", "equal", "drop-last+equal"};
+
+int ptc_batch_policy_parse(const char *text, unsigned *policy)
+{
+    for (unsigned p = 0; text && p <= PTC_BATCH_POLICY_ALL; p++) {
+        if (strcmp(text, policy_names[p]) == 0) {
+            *policy = p;
+            return PTC_OK;
+        }
+    }
+    return ptc_error_set(PTC_E_INVAL,
+                         "unknown batch policy '%s' (none, drop-last, equal, drop-last+equal)",
+                         text ? text : "(null)");
+}
+
+const char *ptc_batch_policy_name(unsigned policy)
+{
+    return policy <= PTC_BATCH_POLICY_ALL ? policy_names[policy] : NULL;
+}
+
+static int check_policy(unsigned policy)
+{
+    if (policy & ~(unsigned)PTC_BATCH_POLICY_ALL)
+        return ptc_error_set(PTC_E_INVAL, "unknown batch policy flags 0x%x", policy);
+    return PTC_OK;
+}
+
+int ptc_batch_steps_policy(uint64_t n, uint64_t batch, uint64_t start, unsigned policy,
+                           uint64_t *steps)
+{
+    PTC_TRY(check_policy(policy));
+    PTC_TRY(ptc_batch_steps(n, batch, start, steps));
+    if ((policy & PTC_BATCH_POLICY_DROP_LAST) && start < n && (n - start) % batch != 0)
+        (*steps)--;
+    return PTC_OK;
+}
+
+int ptc_batch_part_policy(uint64_t n, uint64_t batch, uint64_t start, uint64_t dp,
+                          uint64_t rank, uint64_t step, unsigned policy, uint64_t *lo,
+                          uint64_t *hi)
+{
+    PTC_TRY(check_policy(policy));
+    uint64_t a, b;
+    PTC_TRY(ptc_batch_part(n, batch, start, dp, rank, step, &a, &b));
+    /* the step exists, so start + step*batch < n does not overflow */
+    uint64_t glo = start + step * batch;
+    uint64_t size = (n - glo > batch) ? batch : n - glo;
+    if ((policy & PTC_BATCH_POLICY_DROP_LAST) && size < batch)
+        return ptc_error_set(PTC_E_NOTFOUND,
+                             "step %llu is the partial last batch, dropped by drop-last",
+                             (unsigned long long)step);
+    if (policy & PTC_BATCH_POLICY_EQUAL) {
+        uint64_t q = size / dp; /* q * (rank + 1) <= size: no overflow */
+        a = glo + q * rank;
+        b = a + q;
+    }
+    *lo = a;
+    *hi = b;
+    return PTC_OK;
+}
+
+static int policy_args(uint64_t n, uint64_t batch, uint64_t dp, unsigned policy)
+{
+    PTC_TRY(check_policy(policy));
+    if (batch == 0)
+        return ptc_error_set(PTC_E_INVAL, "batch size must be at least 1");
+    if (dp == 0)
+        return ptc_error_set(PTC_E_INVAL, "dp must be at least 1");
+    if (n > PTC_DATASET_MAX_SAMPLES)
+        return ptc_error_set(PTC_E_RANGE, "dataset of %llu samples is too large",
+                             (unsigned long long)n);
+    return PTC_OK;
+}
+
+int ptc_batch_dropped(uint64_t n, uint64_t batch, uint64_t start, uint64_t dp,
+                      unsigned policy, uint64_t *count)
+{
+    PTC_TRY(policy_args(n, batch, dp, policy));
+    *count = 0;
+    if (start >= n)
+        return PTC_OK;
+    uint64_t rest = n - start, full = rest / batch, tail = rest % batch;
+    uint64_t c = 0;
+    if (policy & PTC_BATCH_POLICY_EQUAL)
+        c = full * (batch % dp) + tail % dp; /* <= rest: no overflow */
+    if (policy & PTC_BATCH_POLICY_DROP_LAST)
+        c = c - ((policy & PTC_BATCH_POLICY_EQUAL) ? tail % dp : 0) + tail;
+    *count = c;
+    return PTC_OK;
+}
+
+int ptc_batch_is_dropped(uint64_t n, uint64_t batch, uint64_t start, uint64_t dp,
+                         unsigned policy, uint64_t pos, bool *dropped)
+{
+    PTC_TRY(policy_args(n, batch, dp, policy));
+    if (pos >= n)
+        return ptc_error_set(PTC_E_RANGE, "position %llu is outside an epoch of %llu samples",
+                             (unsigned long long)pos, (unsigned long long)n);
+    *dropped = false;
+    if (pos < start)
+        return PTC_OK;
+    uint64_t off = pos - start, k = off / batch, i = off % batch;
+    uint64_t glo = start + k * batch;
+    uint64_t size = (n - glo > batch) ? batch : n - glo;
+    if ((policy & PTC_BATCH_POLICY_DROP_LAST) && size < batch)
+        *dropped = true;
+    else if ((policy & PTC_BATCH_POLICY_EQUAL) && i >= size - size % dp)
+        *dropped = true;
+    return PTC_OK;
+}

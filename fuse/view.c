@@ -53,6 +53,7 @@ struct plan_ref {
 struct cache_entry {
     const struct view_ds *ds;
     uint64_t seed, epoch, batch, start, dp, rank, step;
+    unsigned policy;
     struct plan_ref *plan;
     uint64_t used;
 };
@@ -189,7 +190,7 @@ static bool cache_match(const struct cache_entry *e, const struct view_ds *ds,
 {
     return e->plan && e->ds == ds && e->seed == n->seed && e->epoch == n->epoch &&
            e->batch == n->batch && e->start == n->start && e->dp == n->dp &&
-           e->rank == n->rank && e->step == n->step;
+           e->rank == n->rank && e->step == n->step && e->policy == n->policy;
 }
 
 /* The plan of a step node, shared through a small LRU cache (getattr,
@@ -211,8 +212,8 @@ static int view_plan(ptc_view *v, const struct view_ds *ds, const ptc_view_node 
     struct plan_ref *p = ptc_calloc(1, sizeof *p);
     if (!p)
         return PTC_E_NOMEM;
-    int rc = ptc_view_step_plan(&ds->ds, n->seed, n->epoch, n->batch, n->start, n->dp,
-                                n->rank, n->step, &p->step);
+    int rc = ptc_view_step_plan_policy(&ds->ds, n->seed, n->epoch, n->batch, n->start, n->dp,
+                                       n->rank, n->step, n->policy, &p->step);
     if (rc < 0) {
         ptc_free(p);
         return rc;
@@ -233,6 +234,7 @@ static int view_plan(ptc_view *v, const struct view_ds *ds, const ptc_view_node 
     e->dp = n->dp;
     e->rank = n->rank;
     e->step = n->step;
+    e->policy = n->policy;
     e->plan = p;
     e->used = ++v->tick;
     pthread_mutex_unlock(&v->lock);
@@ -312,6 +314,7 @@ static int view_resolve(ptc_view *v, const char *path, const ptc_view_node *n,
         return d->ds.record_size(d->ds.user, n->id, &st->size);
     case PTC_VIEW_START:
     case PTC_VIEW_DP:
+    case PTC_VIEW_POLICY:
     case PTC_VIEW_RANK:
         return n->start <= d->ds.n ? PTC_OK : ptc_view_not_found(path);
     case PTC_VIEW_STEP:
@@ -377,7 +380,8 @@ int ptc_view_list(ptc_view *v, const char *path, ptc_view_emit_fn emit, void *ct
         if (!emit(ctx, "info.json", false))
             emit(ctx, "samples", true);
         return PTC_OK;
-    case PTC_VIEW_DP:
+    case PTC_VIEW_DP:     /* policy-<P> children are not listed: the default tree */
+    case PTC_VIEW_POLICY:
         for (uint64_t r = 0; r < n.dp && r < VIEW_LIST_MAX; r++) {
             snprintf(name, sizeof name, "rank-%llu", (unsigned long long)r);
             if (emit(ctx, name, true))

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fuse/view_internal.h"
+#include "ptc/batch.h"
 
 #define VIEW_MAX_DEPTH 10
 
@@ -127,6 +128,8 @@ static int parse_models(const struct comp *c, int n, ptc_view_node *node, const 
     return PTC_OK;
 }
 
+static int parse_steps(const struct comp *c, int n, ptc_view_node *node, const char *path);
+
 static int parse_datasets(const struct comp *c, int n, ptc_view_node *node, const char *path)
 {
     if (n == 1) {
@@ -159,6 +162,36 @@ static int parse_datasets(const struct comp *c, int n, ptc_view_node *node, cons
         return PTC_OK;
     }
     if (n > 10)
+        return ptc_view_not_found(path);
+    /* An optional policy-<P> component after dp-<D>: parse it, then the
+     * rest of the path as if it were not there. */
+    if (n >= 8 && c[7].len > 7 && memcmp(c[7].s, "policy-", 7) == 0) {
+        char pol[PTC_BATCH_POLICY_NAME_MAX];
+        size_t pl = c[7].len - 7;
+        if (pl >= sizeof pol)
+            return ptc_view_not_found(path);
+        memcpy(pol, c[7].s + 7, pl);
+        pol[pl] = 0;
+        unsigned policy;
+        /* "policy-none" is not a name: the default tree has no component */
+        if (ptc_batch_policy_parse(pol, &policy) != PTC_OK || policy == 0)
+            return ptc_view_not_found(path);
+        struct comp rest[VIEW_MAX_DEPTH];
+        memcpy(rest, c, 7 * sizeof *c);
+        memcpy(rest + 7, c + 8, (size_t)(n - 8) * sizeof *c);
+        PTC_TRY(parse_steps(rest, n - 1, node, path));
+        node->policy = policy;
+        if (node->kind == PTC_VIEW_DP)
+            node->kind = PTC_VIEW_POLICY;
+        return PTC_OK;
+    }
+    return parse_steps(c, n, node, path);
+}
+
+/* The seed-<S>/.../step-<K> levels under a dataset (c[0], c[1] parsed). */
+static int parse_steps(const struct comp *c, int n, ptc_view_node *node, const char *path)
+{
+    if (n > 9)
         return ptc_view_not_found(path);
     static const char *const pre[] = {"seed-", "epoch-", "batch-", "start-", "dp-", "rank-"};
     static const ptc_view_kind kinds[] = {PTC_VIEW_SEED,  PTC_VIEW_EPOCH, PTC_VIEW_BATCH,

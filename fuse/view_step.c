@@ -22,9 +22,17 @@ int ptc_view_step_plan(const ptc_view_dataset *ds, uint64_t seed, uint64_t epoch
                        uint64_t batch, uint64_t start, uint64_t dp, uint64_t rank,
                        uint64_t step, ptc_view_step **out)
 {
+    return ptc_view_step_plan_policy(ds, seed, epoch, batch, start, dp, rank, step,
+                                     PTC_BATCH_POLICY_NONE, out);
+}
+
+int ptc_view_step_plan_policy(const ptc_view_dataset *ds, uint64_t seed, uint64_t epoch,
+                              uint64_t batch, uint64_t start, uint64_t dp, uint64_t rank,
+                              uint64_t step, unsigned policy, ptc_view_step **out)
+{
     *out = NULL;
     uint64_t lo, hi;
-    PTC_TRY(ptc_batch_part(ds->n, batch, start, dp, rank, step, &lo, &hi));
+    PTC_TRY(ptc_batch_part_policy(ds->n, batch, start, dp, rank, step, policy, &lo, &hi));
     uint64_t n = hi - lo;
     if (n > PTC_VIEW_MAX_STEP_RECORDS)
         return ptc_error_set(PTC_E_RANGE, "a step file of %llu records is over the limit of %llu",

@@ -60,8 +60,22 @@ typedef struct ptc_dataset_audit_result {
     uint64_t samples;  /**< N */
     uint64_t once;     /**< records served exactly once */
     uint64_t repeated; /**< records served more than once */
-    uint64_t missing;  /**< records never served */
+    uint64_t missing;  /**< records never served (dropped ones excluded) */
+    uint64_t dropped;  /**< records never served that the batch policy drops
+                            (0 without a policy) */
 } ptc_dataset_audit_result;
+
+/**
+ * The batch policy an epoch was read under, for the audit: the policy
+ * (ptc_batch_policy flags) with the global batch, start position and dp
+ * degree of the step files (policy-<P> under batch-<B>/start-<X>/dp-<D>).
+ */
+typedef struct ptc_dataset_batch_policy {
+    unsigned policy; /**< ptc_batch_policy flags */
+    uint64_t batch;  /**< global batch B (>= 1) */
+    uint64_t start;  /**< start position X */
+    uint64_t dp;     /**< data-parallel degree D (>= 1) */
+} ptc_dataset_batch_policy;
 
 /**
  * Audit the count map of (@p name, @p generation, @p seed, @p epoch) for a
@@ -73,6 +87,23 @@ PTC_API int ptc_dataset_audit_counts(ptc_store *store, const char *name,
                                      uint64_t generation, uint64_t seed,
                                      uint64_t epoch, uint64_t samples,
                                      ptc_dataset_audit_result *out);
+
+/**
+ * ptc_dataset_audit_counts for an epoch read under batch policy @p policy
+ * (NULL: no policy, as ptc_dataset_audit_counts). A record that was never
+ * served and whose epoch position the policy drops (ptc_batch_is_dropped)
+ * counts as dropped, not missing; so an epoch read completely under the
+ * policy audits as once = samples - dropped, missing = 0 and dropped =
+ * ptc_batch_dropped(). Served records count as once/repeated whatever the
+ * policy, so samples = once + repeated + missing + dropped.
+ * @return as ptc_dataset_audit_counts; PTC_E_INVAL for a bad policy (unknown
+ *         flags, batch or dp 0).
+ */
+PTC_API int ptc_dataset_audit_counts_policy(ptc_store *store, const char *name,
+                                            uint64_t generation, uint64_t seed,
+                                            uint64_t epoch, uint64_t samples,
+                                            const ptc_dataset_batch_policy *policy,
+                                            ptc_dataset_audit_result *out);
 
 /* ---- stored datasets -------------------------------------------------------------- */
 
@@ -106,6 +137,15 @@ PTC_API int ptc_dataset_ingest(ptc_store *store, const char *name, const char *f
  */
 PTC_API int ptc_dataset_audit(ptc_store *store, const char *name, uint64_t seed,
                               uint64_t epoch, ptc_dataset_audit_result *out);
+
+/**
+ * ptc_dataset_audit under batch policy @p policy (NULL: no policy), as
+ * ptc_dataset_audit_counts_policy with N taken from the catalog.
+ * @return PTC_OK, PTC_E_NOTFOUND (no such dataset), the audit's errors.
+ */
+PTC_API int ptc_dataset_audit_policy(ptc_store *store, const char *name, uint64_t seed,
+                                     uint64_t epoch, const ptc_dataset_batch_policy *policy,
+                                     ptc_dataset_audit_result *out);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,11 @@
  *     /datasets/<NAME>/samples/<ID>
  *     /datasets/<NAME>/seed-<S>/epoch-<E>/batch-<B>/start-<X>/dp-<D>/rank-<R>/step-<K>
  *     /datasets/<NAME>/seed-<S>/epoch-<E>/batch-<B>/start-<X>/dp-<D>/rank-<R>/step-<K>.idx
+ *     /datasets/<NAME>/seed-<S>/epoch-<E>/batch-<B>/start-<X>/dp-<D>/policy-<P>/rank-<R>/step-<K>[.idx]
+ *
+ * policy-<P> (P: drop-last, equal, drop-last+equal) serves the same epoch
+ * order under a batch policy (ptc/batch.h); without it the rule is the
+ * default one.
  *
  * Datasets come from an abstract interface (ptc_view_dataset: N, record
  * length, record bytes) so any backing store plugs in; model files are only
@@ -75,6 +80,7 @@ typedef enum ptc_view_kind {
     PTC_VIEW_RANK,          /**< .../rank-<R> */
     PTC_VIEW_STEP,          /**< .../step-<K> */
     PTC_VIEW_STEP_IDX,      /**< .../step-<K>.idx */
+    PTC_VIEW_POLICY,        /**< .../dp-<D>/policy-<P> (then rank-, step- as under dp-<D>) */
 } ptc_view_kind;
 
 /** A parsed path. Fields not used by the kind are zero. */
@@ -85,6 +91,8 @@ typedef struct ptc_view_node {
     ptc_config config;                /**< model <CFG> */
     uint64_t id;                      /**< sample id */
     uint64_t seed, epoch, batch, start, dp, rank, step; /**< rank: also model rank */
+    unsigned policy;                  /**< batch policy (ptc_batch_policy flags);
+                                           0 without a policy-<P> component */
 } ptc_view_node;
 
 /**
@@ -189,6 +197,18 @@ PTC_API int ptc_view_step_plan(const ptc_view_dataset *ds, uint64_t seed,
                                uint64_t epoch, uint64_t batch, uint64_t start,
                                uint64_t dp, uint64_t rank, uint64_t step,
                                ptc_view_step **out);
+
+/**
+ * ptc_view_step_plan under batch policy @p policy (ptc_batch_policy flags;
+ * 0 is ptc_view_step_plan): the records are those of
+ * ptc_batch_part_policy.
+ * @return as ptc_view_step_plan; PTC_E_NOTFOUND also for the partial last
+ *         step under drop-last; PTC_E_INVAL for an unknown policy flag.
+ */
+PTC_API int ptc_view_step_plan_policy(const ptc_view_dataset *ds, uint64_t seed,
+                                      uint64_t epoch, uint64_t batch, uint64_t start,
+                                      uint64_t dp, uint64_t rank, uint64_t step,
+                                      unsigned policy, ptc_view_step **out);
 
 /** Free a plan; NULL is a no-op. */
 PTC_API void ptc_view_step_destroy(ptc_view_step *s);

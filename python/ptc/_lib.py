@@ -160,9 +160,13 @@ class DatasetIngestOptions(Structure):
                 ("progress", PROGRESS_FN), ("progress_user", c_void_p)]
 
 
+class DatasetBatchPolicy(Structure):
+    _fields_ = [("policy", c_uint), ("batch", c_uint64), ("start", c_uint64), ("dp", c_uint64)]
+
+
 class AuditResult(Structure):
     _fields_ = [("samples", c_uint64), ("once", c_uint64), ("repeated", c_uint64),
-                ("missing", c_uint64)]
+                ("missing", c_uint64), ("dropped", c_uint64)]
 
 
 class Order(Structure):
@@ -175,7 +179,7 @@ class ViewStat(Structure):
 
 
 class ViewStoreOptions(Structure):
-    _fields_ = [("vfile_cache", c_size_t)]
+    _fields_ = [("vfile_cache", c_size_t), ("block_cache", c_uint64)]
 
 
 class CkptKv(Structure):
@@ -207,6 +211,7 @@ STRUCTS = {
     "GcStats": "ptc_store_gc_stats", "DatasetInfo": "ptc_store_dataset_info",
     "DatasetIngestOptions": "ptc_dataset_ingest_options",
     "AuditResult": "ptc_dataset_audit_result", "Order": "ptc_order",
+    "DatasetBatchPolicy": "ptc_dataset_batch_policy",
     "ViewStat": "ptc_view_stat", "ViewStoreOptions": "ptc_view_store_options",
     "CkptKv": "ptc_ckpt_kv", "CkptRecord": "ptc_ckpt_record",
     "CkptOptions": "ptc_ckpt_options",
@@ -308,9 +313,15 @@ FUNCTIONS = {
     "ptc_batch_steps": (c_int, [c_uint64, c_uint64, c_uint64, u64p]),
     "ptc_batch_part": (c_int, [c_uint64, c_uint64, c_uint64, c_uint64, c_uint64, c_uint64,
                                u64p, u64p]),
+    "ptc_batch_policy_parse": (c_int, [c_char_p, POINTER(c_uint)]),
+    "ptc_batch_steps_policy": (c_int, [c_uint64, c_uint64, c_uint64, c_uint, u64p]),
+    "ptc_batch_part_policy": (c_int, [c_uint64, c_uint64, c_uint64, c_uint64, c_uint64,
+                                      c_uint64, c_uint, u64p, u64p]),
     "ptc_dataset_ingest": (c_int, [P, c_char_p, c_char_p, POINTER(c_char_p), c_size_t,
                                    POINTER(DatasetIngestOptions), u64p]),
     "ptc_dataset_audit": (c_int, [P, c_char_p, c_uint64, c_uint64, POINTER(AuditResult)]),
+    "ptc_dataset_audit_policy": (c_int, [P, c_char_p, c_uint64, c_uint64,
+                                         POINTER(DatasetBatchPolicy), POINTER(AuditResult)]),
     "ptc_dataset_counter_create": (c_int, [PP, P]),
     "ptc_dataset_counter_add": (c_int, [P, c_char_p, c_uint64, c_uint64, c_uint64, c_uint64]),
     "ptc_dataset_counter_flush": (c_int, [P]),

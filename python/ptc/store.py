@@ -425,10 +425,24 @@ class Store:
              byref(o), byref(n))
         return self.dataset(name)
 
-    def audit(self, name, seed, epoch):
+    def audit(self, name, seed, epoch, policy=None, batch=None, dp=None, start=0):
         """The exactly-once audit of (dataset, seed, epoch) (`ptc dataset audit`):
-        {"samples", "once", "repeated", "missing"}."""
+        {"samples", "once", "repeated", "missing"}. With a batch @p policy
+        ("drop-last", "equal", "drop-last+equal", "none") and the @p batch, @p dp
+        and @p start the epoch was read with, also "dropped": records never
+        served that the policy drops, which then are not missing."""
         a = L.AuditResult()
-        call("ptc_dataset_audit", self._ptr(), enc(name), int(seed), int(epoch), byref(a))
+        if policy is None:
+            call("ptc_dataset_audit", self._ptr(), enc(name), int(seed), int(epoch), byref(a))
+            return {"samples": a.samples, "once": a.once, "repeated": a.repeated,
+                    "missing": a.missing}
+        if batch is None or dp is None:
+            raise _errors.InvalidError("an audit under a policy needs batch and dp")
+        p = L.DatasetBatchPolicy(batch=int(batch), dp=int(dp), start=int(start))
+        pol = ctypes.c_uint()
+        call("ptc_batch_policy_parse", enc(policy), byref(pol))
+        p.policy = pol.value
+        call("ptc_dataset_audit_policy", self._ptr(), enc(name), int(seed), int(epoch),
+             byref(p), byref(a))
         return {"samples": a.samples, "once": a.once, "repeated": a.repeated,
-                "missing": a.missing}
+                "missing": a.missing, "dropped": a.dropped}

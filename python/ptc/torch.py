@@ -34,7 +34,7 @@ workers have read.
 
 import json
 import os
-from ctypes import byref, c_size_t, c_uint64
+from ctypes import byref, c_size_t, c_uint, c_uint64
 
 import numpy as np
 import torch
@@ -133,6 +133,10 @@ class StepDataset(torch.utils.data.IterableDataset):
     @p seed, @p epoch: the epoch order; @p batch: the global batch B;
     @p start: the sample position X of step 0; @p dp, @p rank: this rank's
     part of every global batch (the split rule).
+    @p policy: None (the default rule: the split rule, last batch partial) or a
+    batch policy, "drop-last", "equal" or "drop-last+equal" (docs/dataset.md,
+    "Batch policies"): the step files of ``dp-D/policy-P``, so "equal" gives
+    every rank floor(B_k / dp) records and "drop-last" has no partial last step.
     @p decode: called on each record (a uint8 numpy array viewing the step's
     buffer, no copy) in the process that reads it; None keeps those arrays.
     @p count: "commit" (default for a store), "read" (the only choice through
@@ -142,7 +146,7 @@ class StepDataset(torch.utils.data.IterableDataset):
     """
 
     def __init__(self, source, name, *, seed, epoch, batch, start=0, dp=1, rank=0,
-                 decode=None, count=None):
+                 decode=None, count=None, policy=None):
         super().__init__()
         self.name = str(name)
         self.seed = _u64(seed, "seed")
@@ -157,6 +161,11 @@ class StepDataset(torch.utils.data.IterableDataset):
             raise _errors.InvalidError("rank %d outside dp=%d" % (self.rank, self.dp))
         if not L.lib().ptc_store_dataset_name_ok(enc(self.name)):
             raise _errors.InvalidError("'%s' is not a dataset name" % self.name)
+        self.policy = None if policy in (None, "none") else str(policy)
+        pol = c_uint()
+        call("ptc_batch_policy_parse", enc("none" if self.policy is None else self.policy),
+             byref(pol))
+        self._policy = pol.value
         self.decode = decode
         self._store = None            # the main process's Store for counting
         if isinstance(source, Store):
@@ -197,20 +206,22 @@ class StepDataset(torch.utils.data.IterableDataset):
 
     # -- positions --------------------------------------------------------------------
     def _prefix(self):
-        return "/datasets/%s/seed-%d/epoch-%d/batch-%d/start-%d/dp-%d/rank-%d" % (
-            self.name, self.seed, self.epoch, self.batch, self.start, self.dp, self.rank)
+        pol = "/policy-%s" % self.policy if self.policy else ""
+        return "/datasets/%s/seed-%d/epoch-%d/batch-%d/start-%d/dp-%d%s/rank-%d" % (
+            self.name, self.seed, self.epoch, self.batch, self.start, self.dp, pol, self.rank)
 
     def steps(self):
-        """Number of steps from `start` to the end of the epoch."""
+        """Number of steps from `start` to the end of the epoch (under the policy)."""
         n = c_uint64()
-        call("ptc_batch_steps", self.samples, self.batch, self.start, byref(n))
+        call("ptc_batch_steps_policy", self.samples, self.batch, self.start, self._policy,
+             byref(n))
         return n.value
 
     def part(self, step):
         """Positions [lo, hi) of the epoch order that this rank reads at @p step."""
         lo, hi = c_uint64(), c_uint64()
-        call("ptc_batch_part", self.samples, self.batch, self.start, self.dp, self.rank,
-             step, byref(lo), byref(hi))
+        call("ptc_batch_part_policy", self.samples, self.batch, self.start, self.dp,
+             self.rank, step, self._policy, byref(lo), byref(hi))
         return lo.value, hi.value
 
     def ids(self, step):

@@ -6,7 +6,8 @@
  * dataset name of [A-Za-z0-9._-] not starting with '.') and the fields its
  * kind does not use zero. Only canonical spellings exist, so the path built
  * back from the parsed fields is the input itself and parses to an equal
- * node; a leading zero put before any of its numbers, a trailing '/', and a
+ * node (an optional policy-<P> level after dp-<D> included); a leading
+ * zero put before any of its numbers, a trailing '/', and a
  * "." or ".." child are all rejected. */
 #include <errno.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptc/batch.h"
 #include "ptc/view.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -39,7 +41,8 @@ static int step_level(ptc_view_kind k)
     case PTC_VIEW_EPOCH: return 2;
     case PTC_VIEW_BATCH: return 3;
     case PTC_VIEW_START: return 4;
-    case PTC_VIEW_DP: return 5;
+    case PTC_VIEW_DP:
+    case PTC_VIEW_POLICY: return 5;
     case PTC_VIEW_RANK: return 6;
     case PTC_VIEW_STEP:
     case PTC_VIEW_STEP_IDX: return 7;
@@ -100,6 +103,11 @@ static void check_fields(const ptc_view_node *n)
     else if (k != PTC_VIEW_MODEL_RANK)
         check(n->rank == 0);
     check(lvl >= 7 || n->step == 0);
+    /* a policy-<P> level (after dp-<D>) names a policy, never "none" */
+    check(n->policy <= PTC_BATCH_POLICY_ALL);
+    check(lvl >= 5 || n->policy == 0);
+    check(k != PTC_VIEW_POLICY || n->policy != 0);
+    check(k != PTC_VIEW_DP || n->policy == 0);
 }
 
 /* The canonical path of a node, built from its fields alone. */
@@ -148,8 +156,11 @@ static void format_node(const ptc_view_node *n, char *buf, size_t cap)
         int lvl = step_level(k);
         const char *pre[] = {"seed", "epoch", "batch", "start", "dp", "rank", "step"};
         const uint64_t val[] = {n->seed, n->epoch, n->batch, n->start, n->dp, n->rank, n->step};
-        for (int i = 0; i < lvl; i++)
+        for (int i = 0; i < lvl; i++) {
             PUT("/%s-%llu", pre[i], (ull)val[i]);
+            if (i == 4 && n->policy)
+                PUT("/policy-%s", ptc_batch_policy_name(n->policy));
+        }
         if (k == PTC_VIEW_STEP_IDX)
             PUT(".idx");
     }
@@ -164,7 +175,8 @@ static bool node_equal(const ptc_view_node *a, const ptc_view_node *b)
            a->config.nlayers == b->config.nlayers &&
            (a->config.dp == 0 || ptc_config_equal(&a->config, &b->config)) && a->id == b->id &&
            a->seed == b->seed && a->epoch == b->epoch && a->batch == b->batch &&
-           a->start == b->start && a->dp == b->dp && a->rank == b->rank && a->step == b->step;
+           a->start == b->start && a->dp == b->dp && a->rank == b->rank && a->step == b->step &&
+           a->policy == b->policy;
 }
 
 static int parse(const char *path, ptc_view_node *n)

@@ -213,3 +213,48 @@ def test_through_a_mount(store, tmp_path):
     assert sorted(seen) == list(range(N))
     assert store.audit("corpus", 11, 0) == {"samples": N, "once": N, "repeated": 0,
                                             "missing": 0}
+
+
+@pytest.mark.parametrize("policy,per_rank,dropped", [
+    ("equal", lambda k: 3 if k < 20 else 1, 20),        # 203 = 20*10 + 3; 10 = 3*3 + 1
+    ("drop-last", None, 3),
+    ("drop-last+equal", lambda k: 3, 23),
+])
+def test_policy(store, policy, per_rank, dropped):
+    """policy= reads the step files of dp-D/policy-P: equal parts per rank,
+    no partial last step under drop-last, and the audit under the policy
+    reports the records it left out as dropped, none missing."""
+    parts = ranks(store, 3, 10, policy=policy)
+    assert parts[0]._prefix().endswith("/dp-3/policy-%s/rank-0" % policy)
+    steps = parts[0].steps()
+    assert steps == (20 if "drop-last" in policy else 21)
+    for k in range(steps):
+        lens = [len(p.read_step(k)) for p in parts]
+        if per_rank is not None:
+            assert lens == [per_rank(k)] * 3, (k, lens)
+        else:
+            assert lens == [4, 4, 2], (k, lens)
+    # read through the iterator (counted at commit), one epoch per policy
+    seed = {"equal": 21, "drop-last": 22, "drop-last+equal": 23}[policy]
+    parts = [ptc.torch.StepDataset(store, "corpus", seed=seed, epoch=0, batch=10, dp=3, rank=r,
+                                   decode=decode, policy=policy) for r in range(3)]
+    seen = run_steps([iter(p) for p in parts])
+    assert len(seen) == len(set(seen)) == N - dropped
+    assert store.audit("corpus", seed, 0, policy=policy, batch=10, dp=3) == {
+        "samples": N, "once": N - dropped, "repeated": 0, "missing": 0, "dropped": dropped}
+    assert store.audit("corpus", seed, 0) == {
+        "samples": N, "once": N - dropped, "repeated": 0, "missing": dropped}
+
+
+def test_policy_errors(store):
+    for bad in ("sometimes", "equal+drop-last", ""):
+        with pytest.raises(ptc.InvalidError):
+            ptc.torch.StepDataset(store, "corpus", seed=1, epoch=0, batch=10, policy=bad)
+    with pytest.raises(ptc.InvalidError):
+        store.audit("corpus", 1, 0, policy="equal", batch=10)
+    with pytest.raises(ptc.InvalidError):
+        store.audit("corpus", 1, 0, policy="bogus", batch=10, dp=3)
+    # policy "none" is the default rule
+    a = ptc.torch.StepDataset(store, "corpus", seed=1, epoch=0, batch=10, dp=3, policy="none")
+    b = ptc.torch.StepDataset(store, "corpus", seed=1, epoch=0, batch=10, dp=3)
+    assert a._prefix() == b._prefix() and a.steps() == b.steps() == 21

@@ -130,11 +130,83 @@ static void test_threads(void **state)
     ptc_store_close(s);
 }
 
+/* The audit under a batch policy: N = 10, batch 4, dp 3, policy equal
+ * drops positions 3, 7, 8, 9. Serving every step file's records audits as
+ * 6 once, 4 dropped, 0 missing; without the policy those 4 are missing. */
+static void serve_epoch(ptc_dataset_counter *c, uint64_t epoch, unsigned pol, uint64_t skip_pos)
+{
+    ptc_order o;
+    assert_int_equal(ptc_order_init(&o, 10, 1, epoch), PTC_OK);
+    uint64_t steps;
+    assert_int_equal(ptc_batch_steps_policy(10, 4, 0, pol, &steps), PTC_OK);
+    for (uint64_t k = 0; k < steps; k++)
+        for (uint64_t r = 0; r < 3; r++) {
+            uint64_t lo, hi, id;
+            assert_int_equal(ptc_batch_part_policy(10, 4, 0, 3, r, k, pol, &lo, &hi), PTC_OK);
+            for (uint64_t p = lo; p < hi; p++) {
+                assert_int_equal(ptc_order_sample(&o, p, &id), PTC_OK);
+                if (p != skip_pos)
+                    assert_int_equal(ptc_dataset_counter_add(c, "pol", 5, 1, epoch, id), PTC_OK);
+            }
+        }
+}
+
+static void audit_pol(ptc_store *s, uint64_t epoch, const ptc_dataset_batch_policy *p,
+                      uint64_t once, uint64_t rep, uint64_t miss, uint64_t dropped)
+{
+    ptc_dataset_audit_result a;
+    assert_int_equal(ptc_dataset_audit_counts_policy(s, "pol", 5, 1, epoch, 10, p, &a), PTC_OK);
+    assert_int_equal(a.samples, 10);
+    assert_int_equal(a.once, once);
+    assert_int_equal(a.repeated, rep);
+    assert_int_equal(a.missing, miss);
+    assert_int_equal(a.dropped, dropped);
+}
+
+static void test_policy(void **state)
+{
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/s3", dir);
+    ptc_store *s;
+    assert_int_equal(ptc_store_open(&s, path, PTC_STORE_CREATE), PTC_OK);
+    ptc_dataset_counter *c;
+    assert_int_equal(ptc_dataset_counter_create(&c, s), PTC_OK);
+    const ptc_dataset_batch_policy eq = {PTC_BATCH_POLICY_EQUAL, 4, 0, 3};
+    const ptc_dataset_batch_policy dl = {PTC_BATCH_POLICY_DROP_LAST, 4, 0, 3};
+    const ptc_dataset_batch_policy both = {PTC_BATCH_POLICY_DROP_LAST | PTC_BATCH_POLICY_EQUAL,
+                                           4, 0, 3};
+    const ptc_dataset_batch_policy none = {0, 4, 0, 3};
+    serve_epoch(c, 0, PTC_BATCH_POLICY_EQUAL, UINT64_MAX);
+    serve_epoch(c, 1, PTC_BATCH_POLICY_DROP_LAST, UINT64_MAX);
+    serve_epoch(c, 2, PTC_BATCH_POLICY_EQUAL, 5); /* position 5 never read */
+    serve_epoch(c, 3, 0, UINT64_MAX);             /* the whole epoch, no policy */
+    assert_int_equal(ptc_dataset_counter_flush(c), PTC_OK);
+    audit_pol(s, 0, &eq, 6, 0, 0, 4);
+    audit_pol(s, 0, &both, 6, 0, 0, 4);
+    audit_pol(s, 0, NULL, 6, 0, 4, 0);
+    audit_pol(s, 0, &none, 6, 0, 4, 0);
+    audit_pol(s, 0, &dl, 6, 0, 2, 2); /* 3 and 7 are not dropped by drop-last */
+    audit_pol(s, 1, &dl, 8, 0, 0, 2);
+    audit_pol(s, 2, &eq, 5, 0, 1, 4);
+    /* records served although the policy drops them count as served */
+    audit_pol(s, 3, &eq, 10, 0, 0, 0);
+    audit_pol(s, 3, &dl, 10, 0, 0, 0);
+    ptc_dataset_audit_result a;
+    const ptc_dataset_batch_policy bad[] = {{4, 4, 0, 3}, {1, 0, 0, 3}, {1, 4, 0, 0}};
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(ptc_dataset_audit_counts_policy(s, "pol", 5, 1, 0, 10, &bad[i], &a),
+                         PTC_E_INVAL);
+    ptc_dataset_counter_destroy(c);
+    ptc_store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_policy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -356,6 +356,123 @@ static size_t read_all(ptc_view *v, const char *path, uint8_t *buf, size_t cap, 
     return total;
 }
 
+/* Batch policies in the path: policy-<P> after dp-<D>. Grammar, listing,
+ * the records of every step file (those of ptc_batch_part_policy in epoch
+ * order), and the served counts of a whole epoch: every record served
+ * once except the dropped ones, never served. */
+static void test_policy_tree(void **state)
+{
+    (void)state;
+    ptc_view_node n;
+    assert_int_equal(ptc_view_parse("/datasets/toy/seed-1/epoch-2/batch-3/start-4/dp-5/policy-equal", &n), PTC_OK);
+    assert_int_equal(n.kind, PTC_VIEW_POLICY);
+    assert_int_equal(n.policy, PTC_BATCH_POLICY_EQUAL);
+    assert_int_equal(n.dp, 5);
+    assert_true(ptc_view_kind_is_dir(n.kind));
+    assert_int_equal(ptc_view_parse("/datasets/toy/seed-1/epoch-2/batch-3/start-4/dp-5/policy-drop-last+equal/rank-4/step-7.idx", &n), PTC_OK);
+    assert_int_equal(n.kind, PTC_VIEW_STEP_IDX);
+    assert_int_equal(n.policy, PTC_BATCH_POLICY_DROP_LAST | PTC_BATCH_POLICY_EQUAL);
+    assert_int_equal(n.rank, 4);
+    assert_int_equal(n.step, 7);
+    assert_int_equal(ptc_view_parse("/datasets/toy/seed-1/epoch-2/batch-3/start-4/dp-5/policy-drop-last/rank-0", &n), PTC_OK);
+    assert_int_equal(n.kind, PTC_VIEW_RANK);
+    assert_int_equal(n.policy, PTC_BATCH_POLICY_DROP_LAST);
+    /* without the component: policy 0, the default tree */
+    assert_int_equal(ptc_view_parse("/datasets/toy/seed-1/epoch-2/batch-3/start-4/dp-5/rank-0/step-1", &n), PTC_OK);
+    assert_int_equal(n.policy, 0);
+    const char *bad[] = {
+        "/datasets/toy/seed-1/epoch-2/batch-3/start-4/dp-5/policy-none",
+        "/datasets/toy/seed-1/epoch-2/batch-3/start-4/dp-5/policy-",
+        "/datasets/toy/seed-1/epoch-2/batch-3/start-4/dp-5/policy-equal+drop-last",
+        "/datasets/toy/seed-1/epoch-2/batch-3/start-4/dp-5/policy-Equal",
+        "/datasets/toy/seed-1/epoch-2/batch-3/start-4/dp-5/policy-equal/policy-equal",
+        "/datasets/toy/seed-1/epoch-2/batch-3/start-4/dp-5/policy-equal/rank-5",
+        "/datasets/toy/seed-1/epoch-2/batch-3/start-4/policy-equal/dp-5",
+        "/datasets/toy/seed-1/epoch-2/batch-3/start-4/dp-5/rank-0/policy-equal",
+        "/datasets/toy/seed-1/epoch-2/batch-3/start-4/dp-5/policy-equal/rank-0/step-1/x",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        if (ptc_view_parse(bad[i], &n) != PTC_E_NOTFOUND)
+            fail_msg("parsed: %s", bad[i]);
+    }
+
+    struct mem *m = mem_new();
+    ptc_view *v;
+    assert_int_equal(ptc_view_create(&v, &mem_ops, m), PTC_OK);
+    ptc_view_stat st;
+    struct names l = {0};
+    const char *dp = "/datasets/toy/seed-3/epoch-1/batch-64/start-0/dp-3";
+    char path[256];
+    /* dp-<D> lists only the ranks (the default tree); policy-<P> lists ranks */
+    assert_int_equal(ptc_view_list(v, dp, collect, &l), PTC_OK);
+    assert_int_equal(l.n, 3);
+    assert_string_equal(l.v[0], "rank-0");
+    l.n = 0;
+    snprintf(path, sizeof path, "%s/policy-equal", dp);
+    assert_int_equal(ptc_view_stat_path(v, path, &st), PTC_OK);
+    assert_true(st.is_dir);
+    assert_int_equal(ptc_view_list(v, path, collect, &l), PTC_OK);
+    assert_int_equal(l.n, 3);
+    assert_string_equal(l.v[2], "rank-2");
+    snprintf(path, sizeof path, "/datasets/toy/seed-3/epoch-1/batch-64/start-1001/dp-3/policy-equal");
+    assert_int_equal(ptc_view_stat_path(v, path, &st), PTC_E_NOTFOUND);
+
+    /* 1000 records, batch 64, dp 3: 15 full batches and one of 40 */
+    static const char *const pols[] = {"drop-last", "equal", "drop-last+equal"};
+    static const uint64_t want_drop[] = {40, 16, 55};
+    ptc_order o;
+    assert_int_equal(ptc_order_init(&o, MEM_N, 3, 1), PTC_OK);
+    static uint8_t buf[64 * 11];
+    for (unsigned pi = 0; pi < 3; pi++) {
+        unsigned pol = pi + 1;
+        memset(m->served, 0, sizeof m->served);
+        uint64_t steps;
+        assert_int_equal(ptc_batch_steps_policy(MEM_N, 64, 0, pol, &steps), PTC_OK);
+        assert_int_equal(steps, (pol & PTC_BATCH_POLICY_DROP_LAST) ? 15 : 16);
+        for (uint64_t k = 0; k <= steps; k++) {
+            for (uint64_t r = 0; r < 3; r++) {
+                snprintf(path, sizeof path, "%s/policy-%s/rank-%llu/step-%llu", dp, pols[pi],
+                         (unsigned long long)r, (unsigned long long)k);
+                if (k == steps) {
+                    assert_int_equal(ptc_view_stat_path(v, path, &st), PTC_E_NOTFOUND);
+                    continue;
+                }
+                uint64_t lo, hi, want = 0;
+                assert_int_equal(ptc_batch_part_policy(MEM_N, 64, 0, 3, r, k, pol, &lo, &hi),
+                                 PTC_OK);
+                if (pol & PTC_BATCH_POLICY_EQUAL)
+                    assert_int_equal(hi - lo, k < 15 ? 21 : 13);
+                size_t got = read_all(v, path, buf, sizeof buf, 100);
+                for (uint64_t p = lo; p < hi; p++) {
+                    uint64_t id;
+                    assert_int_equal(ptc_order_sample(&o, p, &id), PTC_OK);
+                    for (uint64_t j = 0; j < rec_len(id); j++)
+                        assert_int_equal(buf[want + j], (uint8_t)(id * 31 + j));
+                    want += rec_len(id);
+                }
+                assert_int_equal(got, want);
+            }
+        }
+        uint64_t once = 0, never = 0, dropped = 0;
+        for (uint64_t id = 0; id < MEM_N; id++) {
+            uint64_t p;
+            bool d;
+            assert_int_equal(ptc_order_position(&o, id, &p), PTC_OK);
+            assert_int_equal(ptc_batch_is_dropped(MEM_N, 64, 0, 3, pol, p, &d), PTC_OK);
+            assert_int_equal(m->served[id], d ? 0 : 1);
+            once += m->served[id] == 1;
+            never += m->served[id] == 0;
+            dropped += d;
+        }
+        assert_int_equal(dropped, want_drop[pi]);
+        assert_int_equal(never, want_drop[pi]);
+        assert_int_equal(once, MEM_N - want_drop[pi]);
+    }
+    ptc_view_destroy(v);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
 static void test_view_tree(void **state)
 {
     (void)state;
@@ -896,7 +1013,7 @@ int main(void)
         cmocka_unit_test(test_step_plan),   cmocka_unit_test(test_step_find),
         cmocka_unit_test(test_view_tree),   cmocka_unit_test(test_exactly_once),
         cmocka_unit_test(test_threads),     cmocka_unit_test(test_no_open),
-        cmocka_unit_test(test_segs),
+        cmocka_unit_test(test_segs),        cmocka_unit_test(test_policy_tree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
