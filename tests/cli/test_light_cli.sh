@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # ptc maps no MPI, CUDA, cuBLAS, NCCL or OpenBLAS (issue 17, item 3): its
 # commands are linked from libptc.a with --as-needed, and the commands that
-# need those libraries (elastic, reshard, train) run as ptc-full, which ptc
-# execs (docs/architecture.md, "What a command loads").
+# need those libraries (reshard, train) run as ptc-full, which ptc execs (docs/architecture.md, "What a command loads").
 . "$(dirname "$0")/lib.sh"
 heavy='libmpi|libcudart|libcublas|libnccl|libopenblas|libptc\.so'
 full=$(cd "$(dirname "$PTC")" && pwd)/ptc-full
@@ -18,7 +17,7 @@ if grep -q 'calling init' "$T/libs" && ! grep -E "calling init: .*($heavy)" "$T/
 
 # ptc-full: beside ptc, every command, over libptc.so (unless a sanitizer build)
 if [ -x "$full" ]; then ok; else bad "no ptc-full beside $PTC"; fi
-for c in elastic reshard train; do
+for c in reshard train; do
     # ptc lists it, with the first line of ptc-full's help
     want=$("$full" "$c" --help | head -n1)
     if "$PTC" --help | grep -qF -- "$want"; then ok; else bad "ptc --help lacks '$c: $want'"; fi
@@ -35,6 +34,8 @@ mkdir -p "$T/alone/bin"
 cp "$PTC" "$T/alone/bin/ptc"
 expect_fail 1 "ptc-full" -- "$T/alone/bin/ptc" train --help
 if "$T/alone/bin/ptc" versions --store "$T/st" > /dev/null; then ok; else bad "ptc versions without ptc-full"; fi
+# the elastic controller is one of ptc's own (its ranks run ptc train, as ptc-full)
+if "$T/alone/bin/ptc" elastic --help | grep -q usage; then ok; else bad "ptc elastic without ptc-full"; fi
 # installed layout: PREFIX/libexec/ptc/ptc-full
 mkdir -p "$T/alone/libexec/ptc"
 ln -s "$full" "$T/alone/libexec/ptc/ptc-full"
