@@ -10,10 +10,13 @@
 #     the dynamic loader's count of objects and relocations.
 # Each figure is printed against the goal (20 ms, 15 MB; daemon 30 MB).
 # Usage: bench/bench_startup.sh [BUILD_DIR] [N]   (default build, 20)
+# PTC_BENCH_BIN=NAME measures BUILD_DIR/NAME instead of BUILD_DIR/ptc: with
+# ptc-full (every command over libptc.so, which is what ptc was before the
+# split of docs/architecture.md) it gives the "before" figures.
 set -eu
 B=${1:-build}
 N=${2:-20}
-PTC=$(cd "$B" && pwd)/ptc
+PTC=$(cd "$B" && pwd)/${PTC_BENCH_BIN:-ptc}
 T=$(mktemp -d "${TMPDIR:-/tmp}/ptc-bench-startup.XXXXXX")
 MNT=$T/mnt
 cleanup() {
