@@ -2,7 +2,8 @@
 # cmake --install puts libptc.so, libptc.a, the headers, ptc.pc and the CMake
 # package into a prefix; a small C program builds against that copy with
 # pkg-config (and another with find_package) and runs, using the installed
-# library, not the build tree's.
+# library, not the build tree's. The installed bin/ptc maps no MPI, CUDA,
+# NCCL or OpenBLAS and runs train/reshard/elastic as libexec/ptc/ptc-full.
 set -eu
 : "${PTC_SRC:?}" "${PTC_BUILD:?}"
 T=$(mktemp -d "${TMPDIR:-/tmp}/ptc-install.XXXXXX")
@@ -12,7 +13,7 @@ P=$T/prefix
 cmake --install "$PTC_BUILD" --prefix "$P" > "$T/install.log" || { cat "$T/install.log"; fail "cmake --install"; }
 libdir=$(cd "$P" && ls -d lib*/libptc.so | head -n1 | xargs dirname)
 for f in "$libdir/libptc.so" "$libdir/libptc.a" "$libdir/pkgconfig/ptc.pc" \
-         "$libdir/cmake/ptc/ptcConfig.cmake" include/ptc/ptc.h include/ptc/train.h bin/ptc; do
+         "$libdir/cmake/ptc/ptcConfig.cmake" include/ptc/ptc.h include/ptc/train.h bin/ptc libexec/ptc/ptc-full; do
     [ -e "$P/$f" ] || fail "not installed: $f"
 done
 # no private header, no generated build configuration
@@ -21,6 +22,19 @@ done
 grep -o '"ptc/[a-z_0-9]*\.h"' "$PTC_SRC/include/ptc/ptc.h" | tr -d '"' | while read -r h; do
     [ -e "$P/include/$h" ] || fail "ptc.h includes $h, which is not installed"
 done
+
+# the installed commands: ptc is light, ptc-full (over the installed libptc.so)
+# runs the full commands; neither uses the build tree
+! ldd "$P/bin/ptc" | grep -E 'libmpi|libcudart|libcublas|libnccl|libopenblas|libptc' ||
+    fail "the installed ptc loads a GPU, MPI or BLAS library"
+full_lib=$(ldd "$P/libexec/ptc/ptc-full" | awk '$1 ~ /^libptc\.so/ {print $3}')
+[ -n "$full_lib" ] && [ "$(readlink -f "$full_lib")" = "$(readlink -f "$P/$libdir/libptc.so")" ] ||
+    fail "the installed ptc-full does not load the installed libptc.so"
+"$P/bin/ptc" train --help > "$T/train.help" && grep -q usage "$T/train.help" ||
+    fail "the installed ptc train --help"
+"$P/bin/ptc" synth --preset gpt2-tiny --seed 1 --out "$T/m.safetensors" > /dev/null ||
+    fail "the installed ptc synth"
+echo "ok: installed ptc (light) and libexec/ptc/ptc-full"
 
 cat > "$T/hello.c" <<'C'
 #include <stdio.h>

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# ptc maps no MPI, CUDA, cuBLAS, NCCL or OpenBLAS (issue 17, item 3): its
+# commands are linked from libptc.a with --as-needed, and the commands that
+# need those libraries (reshard, train) run as ptc-full, which ptc execs (docs/architecture.md, "What a command loads").
+. "$(dirname "$0")/lib.sh"
+heavy='libmpi|libcudart|libcublas|libnccl|libopenblas|libptc\.so'
+full=$(cd "$(dirname "$PTC")" && pwd)/ptc-full
+
+# ptc: none of them, directly or through another library
+if ldd "$PTC" | grep -E "$heavy" > "$T/ldd"; then bad "ptc loads: $(tr '\n' ' ' < "$T/ldd")"; else ok; fi
+# ... and none is mapped while a light command runs (a store, then dataset ls)
+"$PTC" synth --preset gpt2-tiny --seed 1 --out "$T/m.safetensors" > /dev/null
+"$PTC" import --store "$T/st" --config tp=1 --rules none "$T/m.safetensors" > /dev/null
+LD_DEBUG=libs "$PTC" dataset ls --store "$T/st" > /dev/null 2> "$T/libs"
+if grep -q 'calling init' "$T/libs" && ! grep -E "calling init: .*($heavy)" "$T/libs" > "$T/init"; then ok; else
+    bad "ptc dataset ls initialised: $(tr '\n' ' ' < "$T/init")"; fi
+
+# ptc-full: beside ptc, every command, over libptc.so (unless a sanitizer build)
+if [ -x "$full" ]; then ok; else bad "no ptc-full beside $PTC"; fi
+for c in reshard train; do
+    # ptc lists it, with the first line of ptc-full's help
+    want=$("$full" "$c" --help | head -n1)
+    if "$PTC" --help | grep -qF -- "$want"; then ok; else bad "ptc --help lacks '$c: $want'"; fi
+    # ptc runs it as ptc-full: the same full help, exit 0
+    if "$PTC" "$c" --help > "$T/h" && cmp -s "$T/h" <("$full" "$c" --help); then ok; else
+        bad "ptc $c --help is not ptc-full's"; fi
+done
+# the exec keeps the arguments and the exit status (a usage error: 2)
+expect_fail 2 "to" -- "$PTC" reshard --store "$T/st"
+
+# without ptc-full (nor ../libexec/ptc/ptc-full) a full command fails cleanly,
+# and a light one still works
+mkdir -p "$T/alone/bin"
+cp "$PTC" "$T/alone/bin/ptc"
+expect_fail 1 "ptc-full" -- "$T/alone/bin/ptc" train --help
+if "$T/alone/bin/ptc" versions --store "$T/st" > /dev/null; then ok; else bad "ptc versions without ptc-full"; fi
+# the elastic controller is one of ptc's own (its ranks run ptc train, as ptc-full)
+if "$T/alone/bin/ptc" elastic --help | grep -q usage; then ok; else bad "ptc elastic without ptc-full"; fi
+# installed layout: PREFIX/libexec/ptc/ptc-full
+mkdir -p "$T/alone/libexec/ptc"
+ln -s "$full" "$T/alone/libexec/ptc/ptc-full"
+if "$T/alone/bin/ptc" train --help | grep -q usage; then ok; else bad "ptc did not find ../libexec/ptc/ptc-full"; fi
+finish
