@@ -256,7 +256,7 @@ int ptc_store_remove_vdir(ptc_store *s, uint64_t v, uint64_t *files, uint64_t *b
             continue;
         if ((rc = ptc_grow((void **)&names, &cap, n + 1, sizeof *names)) < 0)
             break;
-        snprintf(names[n++], sizeof *names, "%s", e->d_name);
+        memcpy(names[n++], e->d_name, strlen(e->d_name) + 1); /* fits: checked above */
     }
     closedir(d);
     for (size_t i = 0; i < n && rc == PTC_OK; i++) {
