@@ -220,7 +220,7 @@ static int list_dir(int dfd, const char *what, bool (*keep)(const char *name), n
             continue;
         if ((rc = ptc_grow((void **)&out->v, &out->cap, out->n + 1, sizeof *out->v)) < 0)
             break;
-        snprintf(out->v[out->n++], sizeof *out->v, "%s", e->d_name);
+        memcpy(out->v[out->n++], e->d_name, strlen(e->d_name) + 1); /* fits: checked above */
     }
     closedir(d);
     return rc;
