@@ -100,9 +100,10 @@ def stable_reader(i):
         if got != want:
             errors.append(f"stable reader {i}: rank {r} differs")
         n += 1
-        # a new file each time: the page cache must not answer
-        os.posix_fadvise(os.open(f"{mnt}/models/{stable}/dp1-tp2-pp2/rank-{r}.safetensors",
-                                 os.O_RDONLY), 0, 0, os.POSIX_FADV_DONTNEED)
+        # its pages dropped: the next pass reads through the daemon again
+        fd = os.open(f"{mnt}/models/{stable}/dp1-tp2-pp2/rank-{r}.safetensors", os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
 ts = [threading.Thread(target=stable_reader, args=(i,)) for i in range(2)]
 for th in ts: th.start()
 open(f"{t}/ready", "w").close()
