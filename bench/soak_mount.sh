@@ -11,6 +11,11 @@
 # plus the steps part B began.
 #
 # usage: PTC=build/ptc bench/soak_mount.sh [SECONDS]      exit 0: no error
+#
+# One 600 s run (2 shared cores): 0 errors in ~1.76 M operations; VmRSS
+# 7.2 MB at start, 81 MB at 60 s, 86 MB at 180 s, 88.2 MB at 300 s, 88.4 MB
+# at 600 s; 23 fds from 10 s to the end. The kill landed after 364 of part
+# B's 850 step files; the audit held part A's 12800 records once, none twice.
 set -eu
 : "${PTC:?PTC must name the ptc binary}"
 DUR=${1:-600}
