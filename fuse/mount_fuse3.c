@@ -350,6 +350,11 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
     fuse_reply_err(req, 0);
 }
 
+static bool lists_store(const char *path)
+{
+    return strcmp(path, "/models") == 0 || strcmp(path, "/datasets") == 0;
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct mount_ctx *c = fuse_req_userdata(req);
@@ -357,8 +362,12 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, ENOTDIR);
         return;
     }
-    fi->cache_readdir = 1;
-    fi->keep_cache = 1;
+    /* models/ and datasets/ list what the store holds at each opendir
+     * (versions and datasets come and go while mounted): the kernel drops
+     * their cached listing at every open; every other listing is fixed */
+    bool fixed = !lists_store(node_of(c, ino)->path);
+    fi->cache_readdir = fixed;
+    fi->keep_cache = fixed;
     fuse_reply_open(req, fi);
 }
 

@@ -190,6 +190,39 @@ out_close:
     return PTC_OK;
 }
 
+static int get_fd(ptc_store_reader *r, uint64_t v, uint32_t rank, int *fd);
+
+/* Open every pack file the version's records point to, now: a reader holds
+ * the whole version it saw, so ptc gc (another process) may delete the
+ * version's files while it is open and its reads still get the right bytes
+ * (the files live on while open). A file missing here belongs to a version
+ * deleted (and collected) since the metadata was read: the version is gone,
+ * never half there. */
+static int open_packs(ptc_store_reader *r)
+{
+    for (size_t i = 0; i < r->nrecs; i++) {
+        const ptc_shard_rec *rec = &r->recs[i];
+        if (rec->kind != PTC_SHARD_DATA || rec->length == 0)
+            continue;
+        int fd, rc = get_fd(r, rec->pack_version, rec->pack_rank, &fd);
+        if (rc == PTC_OK)
+            continue;
+        MDB_txn *txn;
+        if (mdb_txn_begin(r->s->env, NULL, MDB_RDONLY, &txn) != 0)
+            return rc;
+        uint8_t key[8];
+        ptc_key_version(key, r->version);
+        MDB_val k = {8, key}, v;
+        int mrc = mdb_get(txn, r->s->dbi_versions, &k, &v);
+        mdb_txn_abort(txn);
+        if (mrc == MDB_NOTFOUND)
+            return ptc_error_set(PTC_E_NOTFOUND, "version %llu not found in store %s (deleted)",
+                                 (unsigned long long)r->version, r->s->dir);
+        return rc;
+    }
+    return PTC_OK;
+}
+
 int ptc_store_reader_open(ptc_store_reader **out, ptc_store *s, uint64_t version)
 {
     *out = NULL;
@@ -237,6 +270,8 @@ int ptc_store_reader_open(ptc_store_reader **out, ptc_store *s, uint64_t version
     if ((rc = load_tensors(r, txn)) < 0 || (rc = load_shards(r, txn)) < 0)
         goto out_abort;
     mdb_txn_abort(txn);
+    if ((rc = open_packs(r)) < 0)
+        goto out_close;
     r->meta = json_loads(r->vrec.metadata_json, 0, NULL);
     if (!json_is_object(r->meta)) {
         rc = ptc_error_set(PTC_E_STORE, "store %s version %llu: metadata is not a JSON object",

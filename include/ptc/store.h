@@ -287,9 +287,14 @@ typedef struct ptc_shard_info {
 } ptc_shard_info;
 
 /**
- * Open version @p version (0 = newest) as a snapshot (metadata copied).
+ * Open version @p version (0 = newest) as a snapshot (metadata copied, and
+ * every pack file its data records point to opened now and held until
+ * close: a version deleted and collected by ptc gc meanwhile stays readable
+ * through this reader).
  * @return PTC_OK; PTC_E_NOTFOUND "version V not found in store DIR" (or the
- *   store is empty); PTC_E_STORE (corrupt metadata); PTC_E_NOMEM.
+ *   store is empty, or the version was deleted before its files were open);
+ *   PTC_E_STORE (corrupt metadata); PTC_E_IO (a pack file cannot be opened);
+ *   PTC_E_NOMEM.
  */
 PTC_API int ptc_store_reader_open(ptc_store_reader **out, ptc_store *s, uint64_t version);
 /** Close a reader. NULL is a no-op. */
