@@ -106,4 +106,27 @@ json.dump({"metadata": {"total_size": 1}, "weight_map": wm}, open(f"{d}/model.sa
 PY
 expect_fail 1 model-00002-of-00002.safetensors -- "$PTC" import --store "$T/e5" --config tp=1 --rules llama "$T/idx/model.safetensors.index.json"
 
+# ptc export --max-shard-size / --params-only: usage errors and the shard files
+expect_fail 2 max-shard-size -- "$PTC" export --store "$s" --max-shard-size 5XB --out-dir "$T/hf"
+expect_fail 2 max-shard-size -- "$PTC" export --store "$s" --max-shard-size 5GB --out "$T/hf.safetensors"
+expect_fail 2 params-only -- "$PTC" export --store "$s" --params-only --rank 0 --out "$T/hf.safetensors"
+"$PTC" export --store "$s" --max-shard-size 100KiB --out-dir "$T/hf"
+if python3 - "$T/hf" "$T/orig.safetensors" <<'PY'; then ok; else bad "sharded export"; fi
+import json, os, struct, sys
+d, orig = sys.argv[1:]
+def read(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
+    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
+idx = json.load(open(f"{d}/model.safetensors.index.json"))
+want = read(orig)
+got = {}
+for f in sorted(set(idx["weight_map"].values())):
+    part = read(f"{d}/{f}")
+    assert len(part) == 1 or sum(map(len, part.values())) <= 100 * 1024, f
+    for k in part: assert idx["weight_map"][k] == f
+    got.update(part)
+assert got == want and idx["metadata"]["total_size"] == sum(map(len, want.values()))
+PY
+
 finish
