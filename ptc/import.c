@@ -281,7 +281,8 @@ static int assign_ranks(struct rank_in *ri, const struct input *in, const char *
 /* The global shape of tensor @p t (first seen in rank @p r's file). */
 static int global_shape(ptc_tensor_info *info, const ptc_st_tensor *t, int r,
                         struct rank_in *ri, const ptc_config *cfg, const ptc_rules *rules,
-                        struct has_ctx *has)
+                        struct has_ctx *has, const ptc_st_tensor *const *list,
+                        const int *first, size_t n)
 {
     info->name = t->name;
     info->dtype = t->dtype;
@@ -307,10 +308,31 @@ static int global_shape(ptc_tensor_info *info, const ptc_st_tensor *t, int r,
     }
     ptc_placement p;
     PTC_TRY(ptc_rules_resolve_in(rules, t->name, in_any_file, has, &p));
-    if (p.kind == PTC_KIND_OPTIM && cfg->zero)
-        return ptc_error_set(PTC_E_UNSUPPORTED,
-                             "%s: tensor '%s' is zero-sharded optimizer state; its global shape "
-                             "needs the ptc.layout metadata of a ptc export", ri[r].path, t->name);
+    if (p.kind == PTC_KIND_OPTIM && cfg->zero) {
+        /* a flat range: the shape is its parameter's (the longest name that
+         * prefixes it and is a parameter: `<param><suffix>` of an optim line) */
+        size_t best = n, blen = 0, tlen = strlen(t->name);
+        for (size_t k = 0; k < n; k++) {
+            size_t len = strlen(list[k]->name);
+            ptc_placement q;
+            if (len < tlen && len > blen && strncmp(t->name, list[k]->name, len) == 0 &&
+                ptc_rules_resolve_in(rules, list[k]->name, in_any_file, has, &q) == PTC_OK &&
+                q.kind == PTC_KIND_PARAM) {
+                best = k;
+                blen = len;
+            }
+        }
+        if (best == n)
+            return ptc_error_set(PTC_E_UNSUPPORTED,
+                                 "%s: tensor '%s' is zero-sharded optimizer state without its "
+                                 "parameter; its global shape needs the ptc.layout metadata of a "
+                                 "ptc export", ri[r].path, t->name);
+        ptc_tensor_info pi;
+        PTC_TRY(global_shape(&pi, list[best], first[best], ri, cfg, rules, has, list, first, n));
+        info->ndim = pi.ndim;
+        memcpy(info->shape, pi.shape, sizeof info->shape);
+        return PTC_OK;
+    }
     if (p.tp != PTC_TP_SPLIT || p.dim >= t->ndim)
         return PTC_OK;
     int pp_i, dp_i, tp_i;
@@ -475,7 +497,7 @@ static int import_ranks(ptc_store *s, const struct input *in, const char *const 
         goto out_free_list;
     }
     for (size_t t = 0; t < n && rc == PTC_OK; t++)
-        rc = global_shape(&infos[t], list[t], first[t], ri, cfg, rules, &has);
+        rc = global_shape(&infos[t], list[t], first[t], ri, cfg, rules, &has, list, first, n);
     if (rc == PTC_OK)
         rc = ptc_layout_create(&l, infos, n, rules, cfg);
     if (rc == PTC_OK)
