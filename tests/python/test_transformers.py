@@ -254,3 +254,32 @@ def test_sharded_export_loads_in_transformers(tmp_path, ptc_bin):
     run_ptc("export", "--store", st, "--max-shard-size", "5GB", "--out-dir", tmp_path / "one")
     assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["model.safetensors"]
     assert set(load_file(tmp_path / "one" / "model.safetensors")) == set(full)
+
+
+def test_rank_files_of_a_gqa_model_import_back(tmp_path, ptc_bin):
+    """tp=4 over 2 kv heads (replicated kv heads): the rank files of ptc
+    export --config import back under the same config (their ptc.layout gives
+    the global shapes) and the whole model loads with identical logits."""
+    from conftest import run_ptc
+
+    model = build("llama")
+    src = tmp_path / "src"
+    model.save_pretrained(src, safe_serialization=True)
+    st, st2, ranks = tmp_path / "st", tmp_path / "st2", tmp_path / "ranks"
+    run_ptc("import", "--store", st, "--config", "tp=4,pp=2", "--rules", "llama",
+            src / "model.safetensors")
+    run_ptc("export", "--store", st, "--config", "tp=4,pp=2", "--out-dir", ranks)
+    files = sorted(ranks.glob("rank-*.safetensors"))
+    assert len(files) == 8
+    run_ptc("import", "--store", st2, "--config", "tp=4,pp=2", "--rules", "llama",
+            "--hf-config", src / "config.json", *files)
+    out = tmp_path / "out"
+    out.mkdir()
+    run_ptc("export", "--store", st2, "--out", out / "model.safetensors")
+    run_ptc("export", "--store", st, "--out", tmp_path / "first.safetensors")
+    assert (out / "model.safetensors").read_bytes() == (tmp_path / "first.safetensors").read_bytes()
+    shutil.copy(src / "config.json", out / "config.json")
+    again = transformers.LlamaForCausalLM.from_pretrained(out).eval()
+    ids = torch.randint(0, 131, (2, 17), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, again(ids).logits)
