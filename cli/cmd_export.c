@@ -4,9 +4,11 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "ptc/safetensors.h"
 #include "ptc/vfile.h"
 
 const char ptc_cmd_export_help[] =
@@ -15,8 +17,16 @@ const char ptc_cmd_export_help[] =
     "usage: ptc export --store DIR [--version V] [--dtype F32|BF16|F16] --out FILE.safetensors\n"
     "       ptc export --store DIR [--version V] [--dtype T] --rank R --out FILE.safetensors\n"
     "       ptc export --store DIR [--version V] [--dtype T] --config CFG --out-dir DIR\n"
+    "       ptc export --store DIR [--version V] [--dtype T] --max-shard-size SIZE --out-dir DIR\n"
     "\n"
     "  (no --rank/--config)  the whole model: global tensors and the checkpoint's metadata\n"
+    "  --max-shard-size SIZE  the whole model as Hugging Face shards in --out-dir:\n"
+    "                 model-0000k-of-0000n.safetensors of at most SIZE bytes each (a larger\n"
+    "                 tensor gets a file of its own) and model.safetensors.index.json;\n"
+    "                 one shard is written as model.safetensors, no index. SIZE: bytes, or\n"
+    "                 with KB MB GB TB (powers of 1000) or KiB MiB GiB TiB, e.g. 5GB\n"
+    "  --params-only  leave optimizer state (placement kind=optim) out of a whole-model\n"
+    "                 export (--out or --max-shard-size)\n"
     "  --rank R       rank R's shards under the stored configuration\n"
     "  --config CFG   rank-<R>.safetensors for every rank of CFG, into --out-dir\n"
     "  --dtype T      convert floating-point tensors to F32, BF16 or F16 on the way\n"
@@ -34,6 +44,168 @@ static int parse_dtype(const char *s, ptc_dtype *out)
     else
         return ptc_cli_usage_error("--dtype must be F32, BF16 or F16, not '%s'", s);
     return PTC_CLI_OK;
+}
+
+/* "5GB", "500MB", "2GiB", "123": transformers' max_shard_size spellings. */
+static bool parse_size(const char *s, uint64_t *out)
+{
+    static const struct { const char *suffix; uint64_t mult; } units[] = {
+        {"", 1},
+        {"B", 1},
+        {"KB", 1000ULL},
+        {"MB", 1000000ULL},
+        {"GB", 1000000000ULL},
+        {"TB", 1000000000000ULL},
+        {"KIB", 1ULL << 10},
+        {"MIB", 1ULL << 20},
+        {"GIB", 1ULL << 30},
+        {"TIB", 1ULL << 40},
+    };
+    if (*s < '0' || *s > '9')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || v == 0)
+        return false;
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
+        if (strcasecmp(end, units[i].suffix) != 0)
+            continue;
+        if (v > UINT64_MAX / units[i].mult)
+            return false;
+        *out = v * units[i].mult;
+        return true;
+    }
+    return false;
+}
+
+static bool is_optim(const ptc_store_reader *r, size_t t)
+{
+    ptc_store_tensor ti;
+    return ptc_store_reader_tensor(r, t, &ti) == PTC_OK && strstr(ti.placement, "kind=optim");
+}
+
+/* The tensors of a whole-model export, in stored order. */
+static int select_tensors(const ptc_store_reader *r, bool params_only, size_t **out, size_t *n)
+{
+    size_t total = ptc_store_reader_tensor_count(r);
+    *out = calloc(total ? total : 1, sizeof **out);
+    if (!*out)
+        return ptc_cli_error("out of memory");
+    *n = 0;
+    for (size_t t = 0; t < total; t++)
+        if (!params_only || !is_optim(r, t))
+            (*out)[(*n)++] = t;
+    return PTC_CLI_OK;
+}
+
+static uint64_t tensor_bytes(const ptc_store_reader *r, size_t t, ptc_dtype dt)
+{
+    ptc_store_tensor ti;
+    if (ptc_store_reader_tensor(r, t, &ti) != PTC_OK)
+        return 0;
+    ptc_dtype served = (dt == PTC_DTYPE_KEEP || !ptc_dtype_is_float(ti.dtype)) ? ti.dtype : dt;
+    uint64_t b = ptc_dtype_size(served);
+    for (int d = 0; d < ti.ndim; d++)
+        b *= (uint64_t)ti.shape[d];
+    return b;
+}
+
+static int write_subset(const ptc_store_reader *r, const size_t *idx, size_t n, ptc_dtype dt,
+                        const char *path)
+{
+    ptc_vfile *f = NULL;
+    int rc = ptc_vfile_subset(&f, r, idx, n, dt);
+    if (rc == PTC_OK)
+        rc = ptc_vfile_write(f, path, ptc_cli_progress, NULL);
+    ptc_vfile_destroy(f);
+    ptc_cli_progress_done();
+    return rc ? ptc_cli_lib_error(rc) : PTC_CLI_OK;
+}
+
+/* Hugging Face sharding (save_pretrained): tensors in order; a new shard
+ * starts when the next tensor would take the current one past the limit. */
+static int write_sharded(const ptc_store_reader *r, const size_t *idx, size_t n, ptc_dtype dt,
+                         uint64_t max, const char *dir)
+{
+    size_t *shard_of = calloc(n ? n : 1, sizeof *shard_of);
+    const char **names = calloc(n ? n : 1, sizeof *names);
+    char **files = NULL;
+    if (!shard_of || !names) {
+        free(shard_of);
+        free(names);
+        return ptc_cli_error("out of memory");
+    }
+    size_t nshards = 0;
+    uint64_t cur = 0, total = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t b = tensor_bytes(r, idx[i], dt);
+        if (nshards == 0 || (cur > 0 && cur + b > max)) {
+            nshards++;
+            cur = 0;
+        }
+        cur += b;
+        total += b;
+        shard_of[i] = nshards - 1;
+    }
+    if (nshards == 0)
+        nshards = 1;
+    int ret = PTC_CLI_OK;
+    files = calloc(nshards, sizeof *files);
+    if (!files) {
+        ret = ptc_cli_error("out of memory");
+        goto out_free;
+    }
+    for (size_t k = 0; k < nshards && ret == PTC_CLI_OK; k++) {
+        char name[64], path[4096];
+        if (nshards == 1)
+            snprintf(name, sizeof name, "model.safetensors");
+        else
+            snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, nshards);
+        files[k] = strdup(name);
+        if (!files[k]) {
+            ret = ptc_cli_error("out of memory");
+            break;
+        }
+        if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+            ret = ptc_cli_error("--out-dir path too long");
+            break;
+        }
+        size_t a = 0;
+        while (a < n && shard_of[a] != k)
+            a++;
+        size_t b = a;
+        while (b < n && shard_of[b] == k)
+            b++;
+        ret = write_subset(r, idx + a, b - a, dt, path);
+    }
+    if (ret == PTC_CLI_OK && nshards > 1) {
+        char path[4096];
+        for (size_t i = 0; i < n; i++) {
+            ptc_store_tensor ti;
+            ptc_store_reader_tensor(r, idx[i], &ti);
+            names[i] = ti.name;
+        }
+        const char **fl = calloc(n ? n : 1, sizeof *fl);
+        if (!fl) {
+            ret = ptc_cli_error("out of memory");
+            goto out_free;
+        }
+        for (size_t i = 0; i < n; i++)
+            fl[i] = files[shard_of[i]];
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+        int rc = ptc_st_index_write(path, names, fl, n, total);
+        free(fl);
+        if (rc)
+            ret = ptc_cli_lib_error(rc);
+    }
+out_free:
+    for (size_t k = 0; files && k < nshards; k++)
+        free(files[k]);
+    free(files);
+    free(names);
+    free(shard_of);
+    return ret;
 }
 
 static int write_rank(const ptc_store_reader *r, const ptc_layout *l, int rank, ptc_dtype dt,
@@ -55,12 +227,15 @@ int ptc_cmd_export(int argc, char **argv)
         {"out", required_argument, NULL, 'o'},     {"out-dir", required_argument, NULL, 'd'},
         {"rank", required_argument, NULL, 'r'},    {"config", required_argument, NULL, 'c'},
         {"dtype", required_argument, NULL, 't'},   {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"max-shard-size", required_argument, NULL, 'm'},
+        {"params-only", no_argument, NULL, 'p'},   {NULL, 0, NULL, 0},
     };
     const char *store = NULL, *out = NULL, *out_dir = NULL, *config = NULL;
     uint64_t version = 0;
     int rank = -1;
     ptc_dtype dt = PTC_DTYPE_KEEP;
+    uint64_t max_shard = 0;
+    bool params_only = false;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -81,6 +256,12 @@ int ptc_cmd_export(int argc, char **argv)
             if (parse_dtype(optarg, &dt))
                 return PTC_CLI_USAGE;
             break;
+        case 'm':
+            if (!parse_size(optarg, &max_shard))
+                return ptc_cli_usage_error("--max-shard-size: '%s' is not a size (5GB, 500MB, "
+                                           "2GiB or bytes)", optarg);
+            break;
+        case 'p': params_only = true; break;
         case 'h': ptc_cli_help(ptc_cmd_export_help); return PTC_CLI_OK;
         default: return ptc_cli_bad_option(argv);
         }
@@ -91,7 +272,13 @@ int ptc_cmd_export(int argc, char **argv)
         return ptc_cli_usage_error("export needs --store");
     if (config && rank >= 0)
         return ptc_cli_usage_error("--rank and --config exclude each other");
-    if (config ? (!out_dir || out) : (!out || out_dir))
+    if (max_shard && (config || rank >= 0 || out || !out_dir))
+        return ptc_cli_usage_error("--max-shard-size needs --out-dir, and no --out, --rank or "
+                                   "--config");
+    if (params_only && (config || rank >= 0))
+        return ptc_cli_usage_error("--params-only applies to whole-model exports (--out or "
+                                   "--max-shard-size), not --rank or --config");
+    if (!max_shard && (config ? (!out_dir || out) : (!out || out_dir)))
         return ptc_cli_usage_error(config ? "--config needs --out-dir (not --out)"
                                           : "export needs --out FILE (or --config with --out-dir)");
     ptc_config cfg;
@@ -110,14 +297,17 @@ int ptc_cmd_export(int argc, char **argv)
         goto out_close_store;
     }
     if (!config && rank < 0) {
-        ptc_vfile *f = NULL;
-        rc = ptc_vfile_whole(&f, r, dt);
-        if (rc == PTC_OK)
-            rc = ptc_vfile_write(f, out, ptc_cli_progress, NULL);
-        ptc_vfile_destroy(f);
-        ptc_cli_progress_done();
-        if (rc)
-            ret = ptc_cli_lib_error(rc);
+        size_t *idx = NULL, n = 0;
+        ret = select_tensors(r, params_only, &idx, &n);
+        if (ret == PTC_CLI_OK && max_shard) {
+            if (mkdir(out_dir, 0777) != 0 && errno != EEXIST)
+                ret = ptc_cli_error("cannot create %s: %s", out_dir, strerror(errno));
+            else
+                ret = write_sharded(r, idx, n, dt, max_shard, out_dir);
+        } else if (ret == PTC_CLI_OK) {
+            ret = write_subset(r, idx, n, dt, out);
+        }
+        free(idx);
         goto out_close_reader;
     }
     rc = ptc_layout_of_version(&l, r, config ? &cfg : NULL);

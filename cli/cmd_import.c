@@ -25,6 +25,12 @@ const char ptc_cmd_import_help[] =
     "  --compress zstd[:L]  compress each 1 MiB block with zstd (level L)\n"
     "  --step N         step label recorded with the version\n"
     "  --json           print {\"version\":V,...} on success\n"
+    "Per-rank files (one per rank of CFG, local shapes: every input has ptc.rank\n"
+    "metadata, or tensor names repeat across inputs) are imported as the shards of\n"
+    "CFG: a file's rank is its ptc.rank, else R of a rank-<R>.safetensors name (when\n"
+    "every input has one), else its position; ptc.config must equal CFG; global\n"
+    "shapes come from ptc.layout, else from the rules (a split dim sums the tp ranks'\n"
+    "extents); every local shape must match CFG's layout; replicas must be equal.\n"
     "Each distinct shard is stored once (replicas are references). Prints the new\n"
     "version number. Exit 0 on success, 1 on failure, 2 on a usage error.\n";
 

@@ -25,6 +25,7 @@ static const char view_readme[] =
     "models/<V>/model.safetensors               the whole model, assembled on read\n"
     "models/<V>/<CFG>/rank-<R>.safetensors      rank R's shards for any CFG,\n"
     "                                           written dp2-tp4-pp1[-zero1]\n"
+    "                                           (tp4-dp2, dp=2,tp=4 open it too)\n"
     "datasets/<NAME>/info.json                  the dataset: samples, format\n"
     "datasets/<NAME>/samples/<ID>               one record (not counted)\n"
     "datasets/<NAME>/seed-<S>/epoch-<E>/batch-<B>/start-<X>/dp-<D>/rank-<R>/step-<K>\n"

@@ -112,10 +112,15 @@ static int parse_models(const struct comp *c, int n, ptc_view_node *node, const 
     char cfg[PTC_VIEW_NAME_MAX + 1], canon[PTC_VIEW_NAME_MAX + 1];
     memcpy(cfg, c[2].s, c[2].len);
     cfg[c[2].len] = 0;
-    /* only the canonical path form names a directory: one name per layout */
+    /* The listing shows the canonical path form (dp1-tp2-pp1); a lookup takes
+     * every spelling the CLI takes (tp2, dp=1,tp=2,pp=1, ...), as `ptc export
+     * --config` does, except numbers with leading zeros. */
+    for (size_t i = 0; cfg[i]; i++)
+        if (cfg[i] == '0' && cfg[i + 1] >= '0' && cfg[i + 1] <= '9' &&
+            (i == 0 || cfg[i - 1] < '0' || cfg[i - 1] > '9'))
+            return ptc_view_not_found(path);
     if (ptc_config_parse(&node->config, cfg) != PTC_OK ||
-        ptc_config_format(&node->config, PTC_CONFIG_STYLE_PATH, canon, sizeof canon) != PTC_OK ||
-        strcmp(cfg, canon) != 0)
+        ptc_config_format(&node->config, PTC_CONFIG_STYLE_PATH, canon, sizeof canon) != PTC_OK)
         return ptc_view_not_found(path);
     if (n == 3) {
         node->kind = PTC_VIEW_MODEL_CFG;

@@ -146,20 +146,29 @@ static int entry_init(struct ventry *e, const ptc_store_reader *r, size_t t, ptc
 
 int ptc_vfile_whole(ptc_vfile **out, const ptc_store_reader *r, ptc_dtype dtype)
 {
+    return ptc_vfile_subset(out, r, NULL, ptc_store_reader_tensor_count(r), dtype);
+}
+
+int ptc_vfile_subset(ptc_vfile **out, const ptc_store_reader *r, const size_t *tensors,
+                     size_t n, ptc_dtype dtype)
+{
     *out = NULL;
+    for (size_t i = 0; tensors && i < n; i++)
+        if (tensors[i] >= ptc_store_reader_tensor_count(r))
+            return ptc_error_set(PTC_E_RANGE, "tensor index %zu out of range", tensors[i]);
     ptc_vfile *f = ptc_calloc(1, sizeof *f);
     if (!f)
         return PTC_E_NOMEM;
     f->r = r;
     int rc = PTC_OK;
-    size_t n = ptc_store_reader_tensor_count(r);
     f->e = ptc_calloc(n ? n : 1, sizeof *f->e);
     if (!f->e) {
         rc = PTC_E_NOMEM;
         goto out_destroy;
     }
-    for (size_t t = 0; t < n; t++, f->n++) {
-        struct ventry *e = &f->e[t];
+    for (size_t i = 0; i < n; i++, f->n++) {
+        struct ventry *e = &f->e[i];
+        size_t t = tensors ? tensors[i] : i;
         ptc_store_tensor ti;
         rc = entry_init(e, r, t, dtype);
         if (rc == PTC_OK)

@@ -40,6 +40,16 @@ typedef struct ptc_vfile ptc_vfile;
 PTC_API int ptc_vfile_whole(ptc_vfile **out, const ptc_store_reader *r, ptc_dtype dtype);
 
 /**
+ * Part of the whole model: the tensors @p tensors (indices in the reader's
+ * order; NULL means 0..n-1), in that order, with global shapes and the
+ * checkpoint's own `__metadata__` (a shard of a sharded export).
+ * @param dtype  as ptc_vfile_whole
+ * @return PTC_OK; PTC_E_RANGE (an index out of range); PTC_E_NOMEM.
+ */
+PTC_API int ptc_vfile_subset(ptc_vfile **out, const ptc_store_reader *r, const size_t *tensors,
+                             size_t n, ptc_dtype dtype);
+
+/**
  * Rank @p rank's file under layout @p l (made with ptc_layout_of_version from
  * the same reader): every tensor the rank's pipeline stage holds, in stored
  * order, with local shapes (empty split parts included, zero-sharded

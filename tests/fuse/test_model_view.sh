@@ -65,6 +65,19 @@ if errors:
     sys.exit(1)
 PY
 
+# the CLI's short and key spellings of a configuration are accepted on lookup
+# and serve the canonical directory's bytes; the listing stays canonical
+for pair in tp3:dp1-tp3-pp1 dp2-tp1-pp3:dp2-tp1-pp3 pp3-dp2:dp2-tp1-pp3 \
+    dp=2,tp=2,pp=2,zero=1:dp2-tp2-pp2-zero1 tp2-dp2-pp2-zero1:dp2-tp2-pp2-zero1; do
+    alias=${pair%%:*} canon=${pair#*:}
+    n=$(ls "$T/exp/$canon" | wc -l)
+    if [ "$(ls "$MNT/models/1/$alias" | wc -l)" = "$n" ]; then ok; else bad "$alias: listing"; fi
+    for f in "$T/exp/$canon"/rank-*.safetensors; do
+        if cmp -s "$f" "$MNT/models/1/$alias/$(basename "$f")"; then ok; else bad "$alias/$(basename "$f") differs from $canon"; fi
+    done
+done
+if ls "$MNT/models/1" | grep -qx -e tp3 -e pp3-dp2 -e 'dp=2,tp=2,pp=2,zero=1'; then bad "models/1 lists a non-canonical name: $(ls "$MNT/models/1" | tr '\n' ' ')"; else ok; fi
+
 # bad paths: ENOENT or EINVAL, never a crash
 if python3 - "$MNT" <<'PY'; then ok; else bad "bad paths"; fi
 import errno, os, sys
@@ -85,7 +98,9 @@ cases = {
     mnt + "/datasets/small/seed-1/epoch-0/batch-0": errno.ENOENT,
     mnt + "/models/1/dp4-tp1-pp1/rank-9.safetensors": errno.ENOENT,
     mnt + "/models/1/notacfg/rank-0.safetensors": errno.ENOENT,
-    mnt + "/models/1/tp2-dp1-pp1/rank-0.safetensors": errno.ENOENT,
+    mnt + "/models/1/dp01-tp2-pp1/rank-0.safetensors": errno.ENOENT,
+    mnt + "/models/1/tp=02/rank-0.safetensors": errno.ENOENT,
+    mnt + "/models/1/tp2/rank-2.safetensors": errno.ENOENT,
     mnt + "/models/1/dp1-tp1-pp2-layers5:5/rank-0.safetensors": errno.ENOENT,
     mnt + "/models/2/info.json": errno.ENOENT,
     mnt + "/models/0/info.json": errno.ENOENT,

@@ -202,3 +202,84 @@ def test_phi3_fused_qkv_by_heads(tmp_path):
         out.mkdir()
         st.export(out / "model.safetensors")
     logits_equal(model, out, src)
+
+
+def test_sharded_export_loads_in_transformers(tmp_path, ptc_bin):
+    """ptc export --max-shard-size --params-only writes what save_pretrained
+    writes: shards plus an index that from_pretrained and safetensors load;
+    the optimizer state of the store is left out; logits are identical."""
+    from safetensors.torch import load_file, save_file
+
+    from conftest import run_ptc
+
+    model = build("llama")
+    src = tmp_path / "src"
+    model.save_pretrained(src, safe_serialization=True)
+    # a training checkpoint: parameters plus AdamW moments (kind=optim)
+    sd = load_file(src / "model.safetensors")
+    full = dict(sd)
+    for k, v in sd.items():
+        full[k + ".exp_avg"] = torch.randn_like(v)
+        full[k + ".exp_avg_sq"] = torch.rand_like(v)
+    save_file(full, tmp_path / "train.safetensors", metadata={"format": "pt"})
+    st = tmp_path / "st"
+    run_ptc("import", "--store", st, "--config", "tp=2,pp=2", "--rules", "llama",
+            "--hf-config", src / "config.json", tmp_path / "train.safetensors")
+    out = tmp_path / "out"
+    run_ptc("export", "--store", st, "--max-shard-size", "40KB", "--params-only",
+            "--out-dir", out)
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    files = sorted(set(index["weight_map"].values()))
+    assert len(files) >= 3
+    assert files == sorted(p.name for p in out.glob("model-*.safetensors"))
+    n = len(files)
+    assert files == ["model-%05d-of-%05d.safetensors" % (k + 1, n) for k in range(n)]
+    assert set(index["weight_map"]) == set(sd)  # no .exp_avg*
+    total = 0
+    for f in files:
+        part = load_file(out / f)
+        for k, v in part.items():
+            assert index["weight_map"][k] == f
+            assert torch.equal(v, sd[k]), k
+            total += v.numel() * v.element_size()
+        sizes = [v.numel() * v.element_size() for v in part.values()]
+        assert len(sizes) == 1 or sum(sizes) <= 40_000
+    assert index["metadata"]["total_size"] == total
+    shutil.copy(src / "config.json", out / "config.json")
+    again = transformers.LlamaForCausalLM.from_pretrained(out).eval()
+    ids = torch.randint(0, 131, (2, 17), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, again(ids).logits)
+    # without --params-only the optimizer state stays; one shard: no index
+    run_ptc("export", "--store", st, "--max-shard-size", "5GB", "--out-dir", tmp_path / "one")
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["model.safetensors"]
+    assert set(load_file(tmp_path / "one" / "model.safetensors")) == set(full)
+
+
+def test_rank_files_of_a_gqa_model_import_back(tmp_path, ptc_bin):
+    """tp=4 over 2 kv heads (replicated kv heads): the rank files of ptc
+    export --config import back under the same config (their ptc.layout gives
+    the global shapes) and the whole model loads with identical logits."""
+    from conftest import run_ptc
+
+    model = build("llama")
+    src = tmp_path / "src"
+    model.save_pretrained(src, safe_serialization=True)
+    st, st2, ranks = tmp_path / "st", tmp_path / "st2", tmp_path / "ranks"
+    run_ptc("import", "--store", st, "--config", "tp=4,pp=2", "--rules", "llama",
+            src / "model.safetensors")
+    run_ptc("export", "--store", st, "--config", "tp=4,pp=2", "--out-dir", ranks)
+    files = sorted(ranks.glob("rank-*.safetensors"))
+    assert len(files) == 8
+    run_ptc("import", "--store", st2, "--config", "tp=4,pp=2", "--rules", "llama",
+            "--hf-config", src / "config.json", *files)
+    out = tmp_path / "out"
+    out.mkdir()
+    run_ptc("export", "--store", st2, "--out", out / "model.safetensors")
+    run_ptc("export", "--store", st, "--out", tmp_path / "first.safetensors")
+    assert (out / "model.safetensors").read_bytes() == (tmp_path / "first.safetensors").read_bytes()
+    shutil.copy(src / "config.json", out / "config.json")
+    again = transformers.LlamaForCausalLM.from_pretrained(out).eval()
+    ids = torch.randint(0, 131, (2, 17), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, again(ids).logits)
