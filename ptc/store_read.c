@@ -472,16 +472,29 @@ static int get_fd(ptc_store_reader *r, uint64_t v, uint32_t rank, int *fd)
             *fd = r->fds[i].fd;
             goto out_unlock;
         }
-    char path[4096];
-    if ((rc = ptc_store_pack_path(path, sizeof path, r->s->dir, v, rank)) < 0)
-        goto out_unlock;
     if ((rc = ptc_grow((void **)&r->fds, &r->fcap, r->nfds + 1, sizeof *r->fds)) < 0)
         goto out_unlock;
-    int f = open(path, O_RDONLY | O_CLOEXEC);
+    /* by the store's directory handles, no link followed: a pack read never
+     * leaves the store (a link in its place is named, not read through) */
+    char rel[48], name[32];
+    snprintf(rel, sizeof rel, "packs/v%llu", (unsigned long long)v);
+    snprintf(name, sizeof name, "rank-%u.pack", rank);
+    int dfd;
+    if ((rc = ptc_store_subdir(r->s, rel, false, &dfd)) < 0)
+        goto out_unlock;
+    int f = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (f < 0) {
-        rc = ptc_error_sys(PTC_E_IO, "open %s", path);
+        int e = errno;
+        if (e == ELOOP)
+            rc = ptc_store_foreign(r->s, dfd, rel, name);
+        else {
+            errno = e;
+            rc = ptc_error_sys(PTC_E_IO, "open %s/%s/%s", r->s->dir, rel, name);
+        }
+        close(dfd);
         goto out_unlock;
     }
+    close(dfd);
     r->fds[r->nfds++] = (pack_fd){v, rank, f};
     *fd = f;
 out_unlock:

@@ -47,6 +47,7 @@ reshard() { "$PTC" reshard --store st --to tp=1; }
 gc() { "$PTC" gc --store st; }
 ingest() { "$PTC" dataset ingest --store st --name e --format lines lines.txt; }
 info() { "$PTC" info --store st; }
+export() { "$PTC" export --store st --out "$T/whole.safetensors"; }
 
 # expect_foreign WHAT WORDS -- CMD: CMD fails naming the foreign entry
 expect_foreign() {
@@ -83,6 +84,14 @@ expect_foreign "packs/v9/rank-1.pack link, gc" rank-1.pack symbolic -- gc
 fresh; mkdir st/packs/v2 && ln -s "$O/new.pack" st/packs/v2/rank-0.pack
 expect_foreign "dangling rank-0.pack, import" rank-0.pack symbolic -- import
 [ ! -e "$O/new.pack" ] && ok || { bad "a file was created through a dangling link"; rm -f "$O/new.pack"; }
+# a committed version's pack file replaced by a link: readers name it, never
+# read through it (the bytes outside are not served as the model)
+fresh; cp st/packs/v1/rank-0.pack "$T/v1-rank-0.pack"; rm st/packs/v1/rank-0.pack
+ln -s "$T/v1-rank-0.pack" st/packs/v1/rank-0.pack
+for c in export reshard; do
+    expect_foreign "packs/v1/rank-0.pack link, $c" rank-0.pack symbolic -- $c
+done
+rm -f "$T/v1-rank-0.pack"
 
 # datasets: the directory and the next dataset's pack file
 fresh; rm -rf st/packs/datasets; ln -s "$O/sub" st/packs/datasets
