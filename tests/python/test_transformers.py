@@ -172,6 +172,47 @@ def test_tied_embeddings_reach_the_last_stage(tmp_path):
     logits_equal(model, out, src)
 
 
+def test_qwen2_tied_gqa_with_qkv_biases(tmp_path):
+    """Qwen2: tied embeddings, grouped-query attention and biases on q/k/v:
+    the llama preset with the model's config.json; at tp=4 over 2 KV heads
+    each rank holds one whole KV head and its bias; identical logits after
+    a chain of reshards."""
+    torch.manual_seed(0)
+    cfg = transformers.Qwen2Config(
+        vocab_size=131, hidden_size=64, intermediate_size=88, num_hidden_layers=2,
+        num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=64,
+        tie_word_embeddings=True)
+    model = transformers.Qwen2ForCausalLM(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p) * 0.05)
+    model.eval()
+    src = tmp_path / "src"
+    model.save_pretrained(src, safe_serialization=True)
+    files = sorted(src.glob("*.safetensors"))
+    sd = model.state_dict()
+    kb = "model.layers.0.self_attn.k_proj.bias"
+    with ptc.Store(tmp_path / "st", create=True) as st:
+        st.import_safetensors(files, "tp=4", "llama", params="auto")
+        for r in range(4):
+            st.export(tmp_path / ("r%d.safetensors" % r), rank=r)
+            got = load_safetensors(tmp_path / ("r%d.safetensors" % r))
+            h = r * 2 // 4
+            assert torch.equal(got[kb], sd[kb][h * 8:(h + 1) * 8]), r
+            qb = "model.layers.0.self_attn.q_proj.bias"
+            assert torch.equal(got[qb], sd[qb][r * 16:(r + 1) * 16]), r
+        for c in ["tp=2,pp=2", "dp=2,tp=8,zero=1", "tp=1,pp=2"]:
+            st.reshard(c, threads=2)
+        # the last stage of pp=2 holds the (tied) output embedding
+        st.export(tmp_path / "last.safetensors", rank=1)
+        assert "model.embed_tokens.weight" in load_safetensors(tmp_path / "last.safetensors")
+        st.verify(all=True)
+        out = tmp_path / "out"
+        out.mkdir()
+        st.export(out / "model.safetensors")
+    logits_equal(model, out, src)
+
+
 def test_phi3_fused_qkv_by_heads(tmp_path):
     """Phi-3's fused qkv_proj ([q; k; v] rows) through the phi3 preset: at tp=4
     each rank holds 2 query heads and one whole (replicated) key and value head."""
