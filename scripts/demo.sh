@@ -90,5 +90,29 @@ if command -v mpirun >/dev/null 2>&1; then
     args="--schedule 1f1b --microbatches 4 --steps 3 --model mlp:layers=4,hidden=32,vocab=64 --seed 1 --data synthetic"
     mpirun $root --oversubscribe -np 2 "$PTC" train --config dp=1,pp=2 $args
     "$PTC" train --config dp=1,pp=1 $args
+
+    # the job that changes its parallelism while it trains: its state and its
+    # data live in the store
+    step "a training job in the store: 4 processes (tp=2, pp=2), resized online to dp=2,pp=2 at step 3, saved at step 6"
+    python3 -c 'import random, struct; r = random.Random(5); n = 96 * 9
+open("tokens.bin", "wb").write(struct.pack("<%dH" % n, *[r.randrange(64) for _ in range(n)]))'
+    "$PTC" dataset ingest --store job --name toks --format tokens:u16:9 tokens.bin
+    run="--schedule 1f1b --microbatches 4 --model mlp:layers=4,hidden=32,vocab=64,tokens=8 --seed 3 --data dataset:toks"
+    job="$run --store job"
+    mpirun $root --oversubscribe -np 4 "$PTC" train --config tp=2,pp=2 $job --steps 6 --save-every 0 \
+        --resize 3:dp=2,pp=2
+    step "resume it under another configuration (2 processes, dp=2): the next unseen sample, the same model"
+    mpirun $root --oversubscribe -np 2 "$PTC" train --config dp=2 $job --steps 4 --save-every 0 --resume
+    step "ptc elastic: the rest of the epoch (17 steps in all) on the slots of a file that grows from 2 to 4"
+    echo 2 > slots
+    "$PTC" elastic --store job --slots slots --pp 2 --watchdog 60 -- ptc train $run --steps 17 \
+        --save-every 1 --jitter 40 > elastic.log 2>&1 &
+    el=$!
+    for _ in $(seq 300); do grep -q '^step 12 ' elastic.log && break; sleep 0.1; done
+    echo 4 > slots
+    wait $el || { cat elastic.log; exit 1; }
+    grep '^elastic:' elastic.log
+    step "audit: the epoch's 96 windows, each served exactly once across the configurations"
+    "$PTC" dataset audit --store job --name toks --seed 3 --epoch 0 --json
 fi
 printf '\ndemo finished\n'
