@@ -96,26 +96,31 @@ static int make_rounds(const ptc_plan *p, int np, uint64_t budget, size_t **out,
     uint64_t *cur = ptc_calloc((size_t)np, sizeof *cur), *tot = ptc_calloc((size_t)np, sizeof *tot);
     uint64_t *tin = ptc_calloc((size_t)np, sizeof *tin);
     size_t *r = ptc_calloc(nt + 2, sizeof *r);
-    size_t *first = ptc_calloc(nt + 1, sizeof *first);
-    if (!cur || !tot || !tin || !r || !first) {
-        ptc_free(cur), ptc_free(tot), ptc_free(tin), ptc_free(r), ptc_free(first);
+    /* the transfers bucketed by target tensor (a counting sort): each
+     * tensor's transfers are visited once, not found by a scan per tensor */
+    size_t *first = ptc_calloc(nt + 1, sizeof *first), *by = ptc_calloc(nx + 1, sizeof *by);
+    if (!cur || !tot || !tin || !r || !first || !by) {
+        ptc_free(cur), ptc_free(tot), ptc_free(tin), ptc_free(r), ptc_free(first), ptc_free(by);
         return PTC_E_NOMEM;
     }
-    /* transfers by target tensor (the plan lists them in tensor order?
-     * count per tensor instead of assuming it) */
     for (size_t i = 0; i < nx; i++)
         first[xf[i].tensor + 1]++;
     for (size_t t = 0; t < nt; t++)
         first[t + 1] += first[t];
+    for (size_t i = 0; i < nx; i++)
+        by[first[xf[i].tensor]++] = i;
+    for (size_t t = nt; t > 0; t--) /* undo the advance: first[t] starts tensor t again */
+        first[t] = first[t - 1];
+    first[0] = 0;
     size_t n = 0;
     r[n++] = 0;
     uint64_t round_max = 0;
     for (size_t t = 0; t < nt; t++) {
         /* this tensor's bytes per process */
         memset(tin, 0, (size_t)np * sizeof *tin);
-        for (size_t i = 0; i < nx; i++) {
-            const ptc_transfer *x = &xf[i];
-            if (x->tensor != t || x->src_rank == x->dst_rank)
+        for (size_t e = first[t]; e < first[t + 1]; e++) {
+            const ptc_transfer *x = &xf[by[e]];
+            if (x->src_rank == x->dst_rank)
                 continue;
             uint64_t b = xbytes(p, x);
             if (x->src_rank < np)
@@ -144,7 +149,7 @@ static int make_rounds(const ptc_plan *p, int np, uint64_t budget, size_t **out,
             st->max_process_bytes = tot[q];
     st->rounds = nt ? n : 0;
     st->max_round_bytes = round_max;
-    ptc_free(cur), ptc_free(tot), ptc_free(tin), ptc_free(first);
+    ptc_free(cur), ptc_free(tot), ptc_free(tin), ptc_free(first), ptc_free(by);
     *out = r;
     *nout = n;
     return PTC_OK;
