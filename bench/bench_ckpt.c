@@ -36,9 +36,10 @@
 
 #include <mpi.h>
 
+#include "bench_model.h"
+
 #include "ptc/ckpt.h"
 
-#define MAXT 1024
 #define IO_CHUNK ((size_t)8 << 20)
 
 static int me, np;
@@ -137,53 +138,6 @@ static double median(double *v, int n)
 }
 
 /* ---- the model -------------------------------------------------------------- */
-
-typedef struct model {
-    size_t nt;
-    ptc_tensor_info ti[MAXT];
-    char names[MAXT][96];
-} model;
-
-static void add(model *m, const char *name, int ndim, int64_t d0, int64_t d1)
-{
-    if (m->nt >= MAXT) {
-        fprintf(stderr, "error: too many tensors\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    const char *kinds[] = {"", ".exp_avg", ".exp_avg_sq"};
-    for (int k = 0; k < 3; k++) {
-        size_t t = m->nt++;
-        snprintf(m->names[t], sizeof m->names[t], "%s%s", name, kinds[k]);
-        m->ti[t] = (ptc_tensor_info){.name = m->names[t], .dtype = PTC_DTYPE_F32, .ndim = ndim,
-                                     .shape = {d0, d1}};
-    }
-}
-
-static void model_init(model *m, int layers, int64_t h, int64_t f, int64_t v)
-{
-    memset(m, 0, sizeof *m);
-    char n[96];
-    add(m, "model.embed_tokens.weight", 2, v, h);
-    for (int L = 0; L < layers; L++) {
-        const char *sq[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
-        for (int k = 0; k < 4; k++) {
-            snprintf(n, sizeof n, "model.layers.%d.self_attn.%s.weight", L, sq[k]);
-            add(m, n, 2, h, h);
-        }
-        snprintf(n, sizeof n, "model.layers.%d.mlp.gate_proj.weight", L);
-        add(m, n, 2, f, h);
-        snprintf(n, sizeof n, "model.layers.%d.mlp.up_proj.weight", L);
-        add(m, n, 2, f, h);
-        snprintf(n, sizeof n, "model.layers.%d.mlp.down_proj.weight", L);
-        add(m, n, 2, h, f);
-        snprintf(n, sizeof n, "model.layers.%d.input_layernorm.weight", L);
-        add(m, n, 1, h, 0);
-        snprintf(n, sizeof n, "model.layers.%d.post_attention_layernorm.weight", L);
-        add(m, n, 1, h, 0);
-    }
-    add(m, "model.norm.weight", 1, h, 0);
-    add(m, "lm_head.weight", 2, v, h);
-}
 
 /* The ranks of this process under @p l: a contiguous block. */
 static size_t my_ranks(const ptc_layout *l, int *ranks)

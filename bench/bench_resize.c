@@ -29,10 +29,11 @@
 
 #include <mpi.h>
 
+#include "bench_model.h"
+
 #include "ptc/ckpt.h"
 #include "ptc/exec.h"
 
-#define MAXT 1024
 
 static int me, np;
 
@@ -59,54 +60,6 @@ static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-typedef struct model {
-    size_t nt;
-    ptc_tensor_info ti[MAXT];
-    char names[MAXT][96];
-} model;
-
-static void add(model *m, const char *name, int ndim, int64_t d0, int64_t d1)
-{
-    if (m->nt + 3 > MAXT) {
-        fprintf(stderr, "error: too many tensors\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    const char *kinds[] = {"", ".exp_avg", ".exp_avg_sq"};
-    for (int k = 0; k < 3; k++) {
-        size_t t = m->nt++;
-        snprintf(m->names[t], sizeof m->names[t], "%s%s", name, kinds[k]);
-        m->ti[t] = (ptc_tensor_info){.name = m->names[t], .dtype = PTC_DTYPE_F32, .ndim = ndim,
-                                     .shape = {d0, d1}};
-    }
-}
-
-static void model_init(model *m, int layers, int64_t h, int64_t f, int64_t v)
-{
-    memset(m, 0, sizeof *m);
-    char n[96];
-    add(m, "model.embed_tokens.weight", 2, v, h);
-    for (int L = 0; L < layers; L++) {
-        static const char *const proj[] = {"self_attn.q_proj", "self_attn.k_proj",
-                                           "self_attn.v_proj", "self_attn.o_proj"};
-        for (int k = 0; k < 4; k++) {
-            snprintf(n, sizeof n, "model.layers.%d.%s.weight", L, proj[k]);
-            add(m, n, 2, h, h);
-        }
-        snprintf(n, sizeof n, "model.layers.%d.mlp.gate_proj.weight", L);
-        add(m, n, 2, f, h);
-        snprintf(n, sizeof n, "model.layers.%d.mlp.up_proj.weight", L);
-        add(m, n, 2, f, h);
-        snprintf(n, sizeof n, "model.layers.%d.mlp.down_proj.weight", L);
-        add(m, n, 2, h, f);
-        snprintf(n, sizeof n, "model.layers.%d.input_layernorm.weight", L);
-        add(m, n, 1, h, 0);
-        snprintf(n, sizeof n, "model.layers.%d.post_attention_layernorm.weight", L);
-        add(m, n, 1, h, 0);
-    }
-    add(m, "model.norm.weight", 1, h, 0);
-    add(m, "lm_head.weight", 2, v, h);
 }
 
 /* This process's local buffers of rank `me` under @p l (NULL where none). */
