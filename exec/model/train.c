@@ -1018,10 +1018,10 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
                 rc = save_state(t, store, g.layout, g.rules, g.ranks, g.nranks, g.bufs, &g.ds,
                                 k, has_loss, last_loss, g.comm, &v);
                 if (rc == PTC_OK) {
+                    /* the records served up to this version are durable
+                     * already: run_step flushes them after every step */
                     res->last_version = v;
                     res->saves++;
-                    /* the records served up to this version, durable with it */
-                    rc = agree(g.comm, train_data_flush(&g.ds));
                 }
             }
             if (rc != PTC_OK || (last && !stopping))
