@@ -12,7 +12,7 @@ for b in "$build"/bench_*; do
     name=$(basename "$b")
     printf '\n== %s\n' "$name"
     case "$name" in
-    bench_exec | bench_search_memory | bench_ckpt | bench_resize)
+    bench_exec | bench_ckpt | bench_resize)
         mpirun $mpi_root --oversubscribe -np 4 "$b" ;;
     *) (cd "$build" && "./$name") ;;
     esac

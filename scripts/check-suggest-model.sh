@@ -20,9 +20,9 @@
 # reduces no gradients, so the prediction's dp term is left out for it.
 # Real compute covers the FLOP-derived compute and the gradient all-reduce
 # too (at most 2 processes: the machine has 2 cores).
-# 4. Runs bench_search_memory under mpirun (pp = 2 and 4): the predicted
-#    activation bytes against the demo model's own count of the blocks it
-#    holds (equal where each rank holds one chunk).
+# 4. Runs search_memory (tests/mpi/search_memory.c) under mpirun (pp = 2
+#    and 4): the predicted activation bytes against the demo model's own
+#    count of the blocks it holds (equal for every schedule).
 # Each figure is the median step of a run, the least of 3 runs (other work
 # on a shared machine only slows runs down).
 # Prints a table and "N of M within 15%"; exits 1 if fewer than 10 are.
@@ -134,13 +134,13 @@ if WHAT in ("real", "all"):
 mem_ok = True
 if WHAT in ("memory", "all"):
     for P in (2, 4):
-        cmd = shlex.split(MPI) + ["-np", str(P), os.environ["BUILD"] + "/bench_search_memory"]
+        cmd = shlex.split(MPI) + ["-np", str(P), os.environ["BUILD"] + "/search_memory"]
         r = subprocess.run(cmd, capture_output=True, text=True)
         d = json.loads(r.stdout)
         for x in d["runs"]:
             print(f"memory pp={P} {x['schedule']:12s} predicted {x['predicted_activation_bytes']:8.0f} B"
-                  f"  runtime {x['runtime_activation_bytes']:8.0f} B  ({x['check']}: "
-                  f"{'ok' if x['ok'] else 'MISMATCH'})")
+                  f"  runtime {x['runtime_activation_bytes']:8.0f} B  "
+                  f"({'equal' if x['ok'] else 'MISMATCH'})")
         mem_ok = mem_ok and r.returncode == 0 and d["all_ok"]
     if WHAT == "memory":
         sys.exit(0 if mem_ok else 1)

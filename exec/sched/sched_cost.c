@@ -613,13 +613,15 @@ int cost_ctx_init(cost_ctx *x, const ptc_cost_model *m, const ptc_search_cluster
     return PTC_OK;
 }
 
+static void peaks_free(cost_peaks *p);
+
 void cost_ctx_free(cost_ctx *x)
 {
     for (size_t i = 0; i < x->ntps; i++)
         tp_free(&x->tps[i]);
     ptc_free(x->tps);
     for (size_t i = 0; i < x->sim_cap; i++)
-        ptc_free(x->sims[i].peak);
+        peaks_free(&x->sims[i].peaks);
     ptc_free(x->sims);
     ptc_free(x->topos);
     for (size_t i = 0; i < x->gen_n; i++)
@@ -833,10 +835,143 @@ static int gen_get(cost_ctx *x, const sim_key *k, int M, const ptc_sched **out)
     return PTC_OK;
 }
 
+/* ---- activation peaks (cost_peaks) ---------------------------------------------------- */
+
+static void peaks_free(cost_peaks *p)
+{
+    for (int r = 0; p->v && r < p->P; r++)
+        ptc_free(p->v[r]);
+    ptc_free(p->v);
+    ptc_free(p->peak);
+    ptc_free(p->stage);
+    ptc_free(p->n);
+    ptc_free(p->cap);
+    memset(p, 0, sizeof *p);
+}
+
+static int peaks_init(cost_peaks *p, int P, int nch)
+{
+    memset(p, 0, sizeof *p);
+    p->P = P;
+    p->nch = nch;
+    p->peak = ptc_calloc((size_t)P, sizeof *p->peak);
+    p->stage = ptc_malloc((size_t)P * (size_t)nch * sizeof *p->stage);
+    p->n = ptc_calloc((size_t)P, sizeof *p->n);
+    p->cap = ptc_calloc((size_t)P, sizeof *p->cap);
+    p->v = ptc_calloc((size_t)P, sizeof *p->v);
+    if (!p->peak || !p->stage || !p->n || !p->cap || !p->v) {
+        peaks_free(p);
+        return PTC_E_NOMEM;
+    }
+    for (int i = 0; i < P * nch; i++)
+        p->stage[i] = -1;
+    return PTC_OK;
+}
+
+/* Add @p c (nch counts) to rank r's vectors unless one of them matches or
+ * exceeds it in every chunk; drop those it exceeds. */
+static int peaks_add(cost_peaks *p, int r, const double *c)
+{
+    int nch = p->nch, n = p->n[r], kept = 0;
+    double *v = p->v[r];
+    for (int i = 0; i < n; i++) {
+        bool ge = true;
+        for (int q = 0; q < nch && ge; q++)
+            ge = v[(size_t)i * nch + q] >= c[q];
+        if (ge)
+            return PTC_OK;
+    }
+    for (int i = 0; i < n; i++) {
+        bool le = true;
+        for (int q = 0; q < nch && le; q++)
+            le = v[(size_t)i * nch + q] <= c[q];
+        if (!le) {
+            if (kept != i)
+                memcpy(v + (size_t)kept * nch, v + (size_t)i * nch, (size_t)nch * sizeof *v);
+            kept++;
+        }
+    }
+    if (ptc_grow((void **)&p->v[r], &p->cap[r], (size_t)kept + 1, (size_t)nch * sizeof *v))
+        return PTC_E_NOMEM;
+    memcpy(p->v[r] + (size_t)kept * nch, c, (size_t)nch * sizeof *c);
+    p->n[r] = kept + 1;
+    return PTC_OK;
+}
+
+/* The peaks of schedule @p s into @p p (initialised here). */
+static int peaks_of(const ptc_sched *s, cost_peaks *p)
+{
+    int P = ptc_sched_ranks(s), nch = 1;
+    for (int r = 0; r < P; r++)
+        nch = PTC_MAX(nch, ptc_sched_chunks(s, r));
+    PTC_TRY(peaks_init(p, P, nch));
+    double unit = (double)P / ptc_sched_stages(s), cur[64];
+    if (nch > 64) {
+        peaks_free(p);
+        return ptc_error_set(PTC_E_CONFIG, "at most 64 chunks");
+    }
+    for (int r = 0; r < P; r++) {
+        for (int c = 0; c < ptc_sched_chunks(s, r); c++) {
+            int pipe, st;
+            if (ptc_sched_stage_of(s, r, c, &pipe, &st) == PTC_OK)
+                p->stage[(size_t)r * nch + c] = st;
+        }
+        size_t n;
+        const ptc_sched_action *a = ptc_sched_actions(s, r, &n);
+        long tot = 0, best = 0;
+        bool rising = false;
+        for (int c = 0; c < nch; c++)
+            cur[c] = 0;
+        for (size_t i = 0; i <= n; i++) {
+            bool release = i < n && (a[i].op == PTC_SCHED_B || a[i].op == PTC_SCHED_W);
+            if ((i == n || release) && rising) { /* a local maximum */
+                int rc = peaks_add(p, r, cur);
+                if (rc) {
+                    peaks_free(p);
+                    return rc;
+                }
+                rising = false;
+            }
+            if (i == n || a[i].chunk >= nch)
+                continue;
+            if (a[i].op == PTC_SCHED_F) {
+                cur[a[i].chunk]++;
+                tot++;
+                rising = true;
+            } else if (release) {
+                cur[a[i].chunk]--;
+                tot--;
+            }
+            best = tot > best ? tot : best;
+        }
+        p->peak[r] = (double)best * unit;
+    }
+    return PTC_OK;
+}
+
+/* Long runs: fold the peaks of the second point @p b into @p a, extended to
+ * t (GPipe holds every micro-batch: linear in M; the others level off, so
+ * their vectors are the union). */
+static int peaks_extend(cost_peaks *a, const cost_peaks *b, bool linear, double t)
+{
+    for (int r = 0; r < a->P; r++) {
+        if (linear && a->nch == 1 && a->n[r] == 1 && b->n[r] == 1) {
+            a->v[r][0] += t * (b->v[r][0] - a->v[r][0]);
+            a->peak[r] += t * (b->peak[r] - a->peak[r]);
+            continue;
+        }
+        for (int i = 0; i < b->n[r]; i++)
+            PTC_TRY(peaks_add(a, r, b->v[r] + (size_t)i * b->nch));
+        a->peak[r] = fmax(a->peak[r], b->peak[r]);
+    }
+    return PTC_OK;
+}
+
 /* Simulate one schedule exactly: its makespan with or without p2p costs,
- * and (if @p peak) the per-rank peak activations, which depend only on the
+ * and (if @p pk) the per-rank activation peaks, which depend only on the
  * lists. */
-static int sim_point(cost_ctx *x, const sim_key *k, int M, bool comm, double *mk, double *peak)
+static int sim_point(cost_ctx *x, const sim_key *k, int M, bool comm, double *mk,
+                     cost_peaks *pk)
 {
     const ptc_sched *s;
     PTC_TRY(gen_get(x, k, M, &s));
@@ -857,25 +992,9 @@ static int sim_point(cost_ctx *x, const sim_key *k, int M, bool comm, double *mk
         return rc;
     *mk = ptc_sched_sim_makespan(sim);
     ptc_sched_sim_destroy(sim);
-    /* Peak activations from each rank's order: a micro-batch's activations
-     * on a chunk are held from its F until its backward is complete: B, or
-     * W (the weight gradient needs the layer inputs; the simulator's own
-     * peak releases them at I). In whole-stage units, as the simulator. */
-    double unit = (double)ptc_sched_ranks(s) / ptc_sched_stages(s);
-    for (int r = 0; peak && r < k->P; r++) {
-        size_t n;
-        const ptc_sched_action *a = ptc_sched_actions(s, r, &n);
-        long cur = 0, best = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (a[i].op == PTC_SCHED_F)
-                cur++;
-            else if (a[i].op == PTC_SCHED_B || a[i].op == PTC_SCHED_W)
-                cur--;
-            best = cur > best ? cur : best;
-        }
-        peak[r] = (double)best * unit;
-    }
-    return PTC_OK;
+    /* Held until B or W: the weight gradient needs the layer inputs (the
+     * simulator's own peak releases them at I). */
+    return pk ? peaks_of(s, pk) : PTC_OK;
 }
 
 /* Long runs are simulated at two micro-batch counts past the warm-up (m1,
@@ -900,26 +1019,34 @@ static double extend(double o1, double o2, double t)
 }
 
 /* The makespan of k (with or without p2p costs), simulated or extended
- * from two shorter runs; peaks too when @p peak (P entries, 2P of room). */
-static int sim_makespan(cost_ctx *x, const sim_key *k, bool comm, double *mk, double *peak)
+ * from two shorter runs; the activation peaks too when @p pk. */
+static int sim_makespan(cost_ctx *x, const sim_key *k, bool comm, double *mk, cost_peaks *pk)
 {
     int m1, m2;
     extrapolation_points(k, &m1, &m2);
     if (k->M <= m2)
-        return sim_point(x, k, k->M, comm, mk, peak);
-    double a, b, *p2 = peak ? peak + k->P : NULL;
-    PTC_TRY(sim_point(x, k, m1, comm, &a, peak));
-    PTC_TRY(sim_point(x, k, m2, comm, &b, p2));
+        return sim_point(x, k, k->M, comm, mk, pk);
+    double a, b;
+    cost_peaks p2;
+    PTC_TRY(sim_point(x, k, m1, comm, &a, pk));
+    int rc = sim_point(x, k, m2, comm, &b, pk ? &p2 : NULL);
+    if (rc) {
+        if (pk)
+            peaks_free(pk);
+        return rc;
+    }
     /* Extend the overhead over the busy time (f + b per micro-batch on
      * every rank): constant once the schedule has settled, growing
      * linearly when the links cannot keep up. */
     double t = (double)(k->M - m1) / (double)(m2 - m1), busy = k->f + k->b;
     *mk = k->M * busy + extend(a - m1 * busy, b - m2 * busy, t);
-    /* GPipe holds every micro-batch (linear in M); the others level off. */
-    for (int r = 0; peak && r < k->P; r++)
-        peak[r] = k->kind == PTC_SCHED_GPIPE ? peak[r] + t * (p2[r] - peak[r])
-                                             : fmax(peak[r], p2[r]);
-    return PTC_OK;
+    if (pk) {
+        rc = peaks_extend(pk, &p2, k->kind == PTC_SCHED_GPIPE, t);
+        peaks_free(&p2);
+        if (rc)
+            peaks_free(pk);
+    }
+    return rc;
 }
 
 /* The cached simulation of k; the makespan without p2p costs only when
@@ -960,14 +1087,7 @@ static int sim_get(cost_ctx *x, const sim_key *k, bool need0, const cost_sim **o
         memset(&n, 0, sizeof n);
         n.kind = k->kind, n.P = k->P, n.M = k->M, n.V = k->V, n.k = k->k;
         n.f = k->f, n.b = k->b, n.w = k->w, n.lat = k->lat, n.tr = k->bw, n.act_bytes = k->act;
-        n.peak = ptc_malloc((size_t)k->P * 2 * sizeof(double));
-        if (!n.peak)
-            return PTC_E_NOMEM;
-        int rc = sim_makespan(x, k, true, &n.makespan, n.peak);
-        if (rc) {
-            ptc_free(n.peak);
-            return rc;
-        }
+        PTC_TRY(sim_makespan(x, k, true, &n.makespan, &n.peaks));
         n.have0 = k->lat == 0 && (k->bw == 0 || k->act == 0);
         n.makespan0 = n.makespan;
         n.used = true;
@@ -1175,15 +1295,13 @@ int cost_eval(cost_ctx *x, const ptc_search_config *g, bool breakdown, ptc_cost_
         int nc = P == 1 ? 1 : rank_stages(g, r, st);
         if (P == 1)
             st[0] = 0;
-        double pb = t->all.param_b, gb = t->all.grad_b, ob = t->all.optim_b, actmax = 0,
-               dpt = 0;
+        double pb = t->all.param_b, gb = t->all.grad_b, ob = t->all.optim_b, dpt = 0;
         for (int ci = 0; ci < nc; ci++) {
             cost_agg a;
             stage_agg(m, t, st[ci], nst, &a);
             pb += a.param_b;
             gb += a.grad_b;
             ob += a.optim_b;
-            actmax = fmax(actmax, a.act * tokens);
             if (g->zero)
                 dpt += t_half(c, &dpg, a.grad_b) + t_half(c, &dpg, a.param_b);
             else
@@ -1203,8 +1321,26 @@ int cost_eval(cost_ctx *x, const ptc_search_config *g, bool breakdown, ptc_cost_
             double window = chim ? b : b * (double)S / P;
             dpt = fmax(dpt - window, dpt / fmax(layers, 1));
         }
-        double count = sim->peak[r] * (chim ? 1 : (double)S / P);
-        double am = count * actmax;
+        /* The rank's activations at its fullest: each chunk's held
+         * micro-batches times that chunk's bytes. */
+        const cost_peaks *pk = &sim->peaks;
+        double cb[64], am = 0;
+        for (int q = 0; q < pk->nch && q < 64; q++) {
+            int sq = pk->stage[(size_t)r * pk->nch + q];
+            cb[q] = 0;
+            if (sq >= 0) {
+                cost_agg a;
+                stage_agg(m, t, sq, nst, &a);
+                cb[q] = a.act * tokens;
+            }
+        }
+        for (int i = 0; i < pk->n[r]; i++) {
+            const double *v = pk->v[r] + (size_t)i * pk->nch;
+            double sum = 0;
+            for (int q = 0; q < pk->nch && q < 64; q++)
+                sum += v[q] * cb[q];
+            am = fmax(am, sum);
+        }
         double mem = pb + gb + ob + am;
         if (mem > mem_best) {
             mem_best = mem;
@@ -1215,7 +1351,7 @@ int cost_eval(cost_ctx *x, const ptc_search_config *g, bool breakdown, ptc_cost_
             out->mem_rank = r;
         }
         dp_max = fmax(dp_max, dpt);
-        out->peak_activations = fmax(out->peak_activations, sim->peak[r]);
+        out->peak_activations = fmax(out->peak_activations, pk->peak[r]);
     }
     double per_mb = chim ? 1 : (double)S / P; /* chunks a micro-batch visits per rank */
     out->stage_f = k.f;

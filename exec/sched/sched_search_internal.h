@@ -30,13 +30,29 @@ typedef struct cost_tp {
     cost_agg first, last, fl_mem, all;
 } cost_tp;
 
+/* The activations a schedule's ranks hold at their peaks. A micro-batch's
+ * activations on a chunk are held from its F until its backward is
+ * complete (B, or W). Per rank: the counts held per local chunk at every
+ * local maximum of the total, without the vectors that another one
+ * matches or exceeds in every chunk. The rank's activation bytes are the
+ * largest sum of count x the chunk's bytes over them (exact for any
+ * per-chunk sizes). */
+typedef struct cost_peaks {
+    int P, nch;      /* ranks; chunks per rank (the most of any rank) */
+    double *peak;    /* [P] the largest total, in whole-stage units */
+    int *stage;      /* [P * nch] stage of chunk c of rank r; -1: none */
+    int *n;          /* [P] vectors of rank r */
+    size_t *cap;     /* [P] room in v[r], in vectors */
+    double **v;      /* [P] n[r] x nch counts */
+} cost_peaks;
+
 /* One simulated schedule: makespans and per-rank peaks. */
 typedef struct cost_sim {
     int kind, P, M, V, k;
     double f, b, w, lat, tr; /* simulator costs (tr = act_bytes/bandwidth) */
     double act_bytes;
     double makespan, makespan0;
-    double *peak; /* [P] whole-stage units */
+    cost_peaks peaks;
     bool have0;   /* makespan0 computed */
     bool used;
 } cost_sim;
