@@ -7,7 +7,10 @@
 #             boundary, save, relaunch under dp=2 with --resume (detect +
 #             save + plan + load + restart, as ptc elastic logs them);
 #   failure   ptc elastic, kill -9 of a rank of dp=2 (8 slots): restart from
-#             the newest version on the 7 left, under dp=1.
+#             the newest version on the 7 left, under dp=1;
+#   elastic --online  ptc elastic --online, the slots file going 8 -> 4 -> 8:
+#             the controller resizes the running job in memory both ways
+#             (detect + plan + move + rebuild, as it logs them).
 # The ratio restart/online compares the same change (dp=1 -> dp=2); the goal
 # is >= 5. Usage: bench/bench_elastic.sh [BUILD_DIR] (default build).
 set -eu
@@ -52,7 +55,20 @@ mp=$(pgrep -P $pid mpirun)
 kill -9 "$(pgrep -P "$mp" | head -n 1)"
 wait $pid
 
-python3 - "$TMP/re.json" "$TMP/fa.json" "$op1" "$om1" "$ob1" "$op2" "$om2" "$ob2" "$M" <<'PY'
+# ---- online through the controller (--online, slots 8 -> 4 -> 8) -------------------------------
+mkdir "$TMP/st3"
+echo 8 > "$TMP/slots3"
+"$PTC" elastic --store "$TMP/st3" --slots "$TMP/slots3" --tp 2 --pp 2 --online --json -- ptc train \
+    "${T[@]}" --steps 10 --save-every 100 --jitter 20 > "$TMP/on.json" 2> "$TMP/on.err" &
+pid=$!
+wait_for "$TMP/on.err" '^step 2 '
+echo 4 > "$TMP/slots3"
+wait_for "$TMP/on.json" '"scale-in"'
+wait_for "$TMP/on.err" '^step 6 '
+echo 8 > "$TMP/slots3"
+wait $pid
+
+python3 - "$TMP/re.json" "$TMP/fa.json" "$op1" "$om1" "$ob1" "$op2" "$om2" "$ob2" "$M" "$TMP/on.json" <<'PY'
 import json, sys
 def reconf(path):
     ev = [json.loads(l) for l in open(path)]
@@ -73,6 +89,17 @@ for name, r in (("save and restart (ptc elastic)", re), ("failure recovery (ptc 
     print(f"{name:<36}{ch:<12}{r['downtime_s']:>9.4f}  detect {r['detect_s']:.4f} save "
           f"{r['save_s']:.4f} plan {r['plan_s']:.4f} load {r['load_s']:.4f} restart "
           f"{r['restart_s']:.4f}; {r['steps_lost']} steps lost")
+ev = [json.loads(l) for l in open(sys.argv[10])]
+on = {e["reason"]: e for e in ev if e["event"] == "reconfigure"}
+assert set(on) == {"scale-in", "scale-out"} and all(e["path"] == "online" for e in on.values()), ev
+for reason in ("scale-out", "scale-in"):
+    r = on[reason]
+    ch = "dp %s -> %s" % (r["from"].split(",")[0][3:], r["to"].split(",")[0][3:])
+    print(f"{'online (ptc elastic --online)':<36}{ch:<12}{r['downtime_s']:>9.4f}  detect "
+          f"{r['detect_s']:.4f} plan {r['plan_s']:.4f} move {r['move_s']:.4f} rebuild "
+          f"{r['restart_s']:.4f}")
 print(f"ratio restart/online (dp 1 -> 2): {re['downtime_s'] / sum(o1):.1f} (goal >= 5)")
 print(f"ratio failure/online (dp 2 -> 1): {fa['downtime_s'] / sum(o2):.1f}")
+print(f"ratio restart/elastic --online (dp 1 -> 2): "
+      f"{re['downtime_s'] / on['scale-out']['downtime_s']:.1f}")
 PY

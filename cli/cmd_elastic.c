@@ -34,7 +34,7 @@ const char ptc_cmd_elastic_help[] =
     "usage: ptc elastic --store DIR (--slots N|FILE | --hostfile F) [--min-slots M]\n"
     "         [--tp T|auto] [--pp P|auto] [--zero] [--choose rule|search]\n"
     "         [--tflops X] [--mem GIB] [--intra-bw GBPS] [--inter-bw GBPS]\n"
-    "         [--watchdog SEC] [--max-restarts N] [--mpirun PATH] [--json]\n"
+    "         [--watchdog SEC] [--max-restarts N] [--mpirun PATH] [--online] [--json]\n"
     "         -- ptc train ARGS\n"
     "\n"
     "  --store DIR     the job's store (it must exist: ingest the dataset first); the\n"
@@ -64,6 +64,13 @@ const char ptc_cmd_elastic_help[] =
     "  --max-restarts N  give up after N failures (default 10)\n"
     "  --mpirun PATH   the launcher (default mpirun; --bind-to none and the hostfile\n"
     "                  of the slots in use are passed)\n"
+    "  --online        a change that the job's running processes can take (fewer\n"
+    "                  slots, or back up to as many as it was launched with, on the\n"
+    "                  same hosts) resizes the job in memory (`resize CFG` on its\n"
+    "                  control file) instead of stopping it: nothing is saved or\n"
+    "                  reloaded, but the processes beyond the new world stay (idle)\n"
+    "                  on their slots until the next relaunch; schedules with one\n"
+    "                  stage per process (1f1b, gpipe, kfkb, zb-h1)\n"
     "  --json          the log as one JSON object per line on stdout (the job's own\n"
     "                  output then goes to stderr)\n"
     "\n"
@@ -77,7 +84,8 @@ const char ptc_cmd_elastic_help[] =
     "next step boundary (it saves) and relaunches it under the new configuration.\n"
     "Every reconfiguration is one line `elastic: REASON at step K: OLD -> NEW ...`\n"
     "with the version resumed from, the steps lost and the downtime split into\n"
-    "detect, save, plan, load and restart seconds.\n";
+    "detect, save, plan, load and restart seconds (with --online, an in-memory\n"
+    "resize: detect, plan, move and restart = the rebuild of the groups).\n";
 
 #define MAX_HOSTS 256
 #define MAX_ARGS 256
@@ -105,6 +113,7 @@ typedef struct launch {
     bool host_lost;          /* ... of a lost host (its daemon) */
     char first_error[512];   /* the first `ptc: error:` line */
     bool stop_requested, killed;
+    bool resize_asked;       /* --online: `resize CFG` written, its report awaited */
     char kill_reason[128];
 } launch;
 
@@ -138,6 +147,14 @@ typedef struct elastic {
     char inputs[16384];                  /* the watched inputs' text, to see changes */
     char dir[PATH_MAX], ctl[PATH_MAX + 16], hf[PATH_MAX + 16];
     int failures, reconfigs;
+    bool online;                         /* --online */
+    /* the running job's processes: how many on each host, in rank order */
+    struct {
+        char name[256];
+        int n;
+    } run[MAX_HOSTS];
+    int nrun;
+    pending opend;                       /* an in-memory resize awaiting its report */
 } elastic;
 
 static volatile sig_atomic_t got_signal;
@@ -349,14 +366,15 @@ static void log_pending(elastic *e, pending *p, const launch *l, double t_end)
         restart = 0;
     double total = p->detect + p->save + p->plan + load + restart;
     if (e->json) {
-        log_json(json_pack("{s:s, s:s, s:I, s:s, s:s, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f, "
-                           "s:f, s:f}",
-                           "event", "reconfigure", "reason", p->reason, "step",
+        log_json(json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:i, s:I, s:I, s:I, s:f, s:f, s:f, "
+                           "s:f, s:f, s:f, s:f}",
+                           "event", "reconfigure", "reason", p->reason, "path", "restart", "step",
                            (json_int_t)p->at_step, "from", p->from, "to", p->to, "slots",
                            p->slots, "version", (json_int_t)p->version, "resumed_step",
                            (json_int_t)p->resumed_step, "steps_lost", (json_int_t)p->steps_lost,
                            "downtime_s", total, "detect_s", p->detect, "save_s", p->save,
-                           "plan_s", p->plan, "load_s", load, "restart_s", restart));
+                           "plan_s", p->plan, "move_s", 0.0, "load_s", load, "restart_s",
+                           restart));
     } else {
         log_text("%s at step %lld: %s -> %s on %d slots, resumed version %llu (step %lld), "
                  "%lld steps lost, downtime %.3f s (detect %.3f, save %.3f, plan %.3f, load "
@@ -364,6 +382,32 @@ static void log_pending(elastic *e, pending *p, const launch *l, double t_end)
                  p->reason, (long long)p->at_step, p->from, p->to, p->slots,
                  (unsigned long long)p->version, (long long)p->resumed_step,
                  (long long)p->steps_lost, total, p->detect, p->save, p->plan, load, restart);
+    }
+}
+
+/* An in-memory resize, from the job's `resize at step K (control): ...` line. */
+static void log_online(elastic *e, pending *p, int64_t step, double plan, double move,
+                       double rebuild)
+{
+    if (!p->active)
+        return;
+    p->active = false;
+    e->reconfigs++;
+    double total = p->detect + plan + move + rebuild;
+    if (e->json) {
+        log_json(json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:i, s:I, s:I, s:f, s:f, s:f, s:f, "
+                           "s:f, s:f, s:f}",
+                           "event", "reconfigure", "reason", p->reason, "path", "online", "step",
+                           (json_int_t)step, "from", p->from, "to", p->to, "slots", p->slots,
+                           "resumed_step", (json_int_t)step, "steps_lost", (json_int_t)0,
+                           "downtime_s", total, "detect_s", p->detect, "save_s", 0.0, "plan_s",
+                           plan, "move_s", move, "load_s", 0.0, "restart_s", rebuild));
+    } else {
+        log_text("%s at step %lld: %s -> %s on %d slots, online (in memory), 0 steps lost, "
+                 "downtime %.3f s (detect %.3f, save 0.000, plan %.3f, move %.3f, restart "
+                 "%.3f)",
+                 p->reason, (long long)step, p->from, p->to, p->slots, total, p->detect, plan,
+                 move, rebuild);
     }
 }
 
@@ -375,7 +419,7 @@ static void on_out_line(elastic *e, launch *l, pending *p, char *line)
     fprintf(to, "%s\n", line);
     fflush(to);
     long long k;
-    double ms;
+    double ms, pl, mv, rb;
     unsigned long long v;
     if (sscanf(line, "step %lld loss %*s time %lf ms", &k, &ms) == 2 ||
         sscanf(line, "step %lld time %lf ms", &k, &ms) == 2) {
@@ -391,6 +435,11 @@ static void on_out_line(elastic *e, launch *l, pending *p, char *line)
     } else if (sscanf(line, "resumed from version %llu at step %lld, load %lf ms", &v, &k,
                       &ms) == 3) {
         l->load_ms = ms;
+    } else if (l->resize_asked && sscanf(line, "resize at step %lld (control): %*s -> %*s "
+                                             "plan %lf ms, move %lf ms, rebuild %lf ms",
+                                             &k, &pl, &mv, &rb) == 4) {
+        l->resize_asked = false;
+        log_online(e, &e->opend, k, pl / 1e3, mv / 1e3, rb / 1e3);
     } else if (!strncmp(line, "stopped at step ", 16)) {
         l->stopped = true;
         const char *sv = strstr(line, "saved version ");
@@ -473,9 +522,50 @@ static int write_file(const char *path, const char *text)
     return 0;
 }
 
+/* Where mpirun puts W ranks given a hostfile of usable[] slots per host: it
+ * fills the hosts in file order. Returns the entries (host index, count). */
+static int placement(const int *usable, int nh, int world, int *at, int *count)
+{
+    int n = 0;
+    for (int i = 0; i < nh && world > 0; i++) {
+        int take = usable[i] < world ? usable[i] : world;
+        if (take > 0) {
+            at[n] = i;
+            count[n++] = take;
+            world -= take;
+        }
+    }
+    return n;
+}
+
+/* --online: can the running processes take configuration @p next on the
+ * hosts' usable slots @p nu? Its ranks must be running already, each on the
+ * host the new hostfile would put it on (ranks 0..W-1 of the launch). */
+static bool online_fits(const elastic *e, const ptc_config *next, const int *nu)
+{
+    int W = ptc_config_world(next), h[MAX_HOSTS], c[MAX_HOSTS];
+    int n = placement(nu, e->nhosts, W, h, c), left = W, k = 0;
+    for (int i = 0; i < e->nrun && left > 0; i++) {
+        int take = e->run[i].n < left ? e->run[i].n : left;
+        if (k >= n || c[k] != take || strcmp(e->hosts[h[k]].name, e->run[i].name))
+            return false;
+        k++;
+        left -= take;
+    }
+    return left == 0 && k == n;
+}
+
 static int start_job(elastic *e, launch *l, const ptc_config *cfg, const int *usable,
                      int64_t steps, bool resume)
 {
+    {
+        int h[MAX_HOSTS], c[MAX_HOSTS];
+        e->nrun = placement(usable, e->nhosts, ptc_config_world(cfg), h, c);
+        for (int i = 0; i < e->nrun; i++) {
+            snprintf(e->run[i].name, sizeof e->run[i].name, "%s", e->hosts[h[i]].name);
+            e->run[i].n = c[i];
+        }
+    }
     char hf[16384] = "";
     size_t off = 0;
     for (int i = 0; i < e->nhosts; i++)
@@ -628,8 +718,14 @@ static int check_train_args(elastic *e)
     e->want.tokens = m.tokens;
     v = targ(e, "--schedule", &present);
     ptc_sched_kind_id kind;
-    if (present && v && ptc_sched_kind_parse(v, &kind) == PTC_OK)
+    bool is_kind = present && v && ptc_sched_kind_parse(v, &kind) == PTC_OK;
+    if (is_kind)
         e->want.schedule = kind;
+    if (e->online && (!is_kind || (kind != PTC_SCHED_1F1B && kind != PTC_SCHED_GPIPE &&
+                                   kind != PTC_SCHED_KFKB && kind != PTC_SCHED_ZBH1)))
+        return ptc_cli_usage_error("elastic: --online needs a schedule with one stage per "
+                                   "process (1f1b, gpipe, kfkb, zb-h1), got %s",
+                                   present && v ? v : "none");
     v = targ(e, "--microbatches", &present);
     int mb = 0;
     if (present && (!v || !ptc_cli_parse_int(v, 1, 1 << 16, &mb)))
@@ -656,7 +752,7 @@ static void drop_steps(elastic *e)
 
 enum { OPT_STORE = 256, OPT_SLOTS, OPT_HOSTFILE, OPT_MIN, OPT_TP, OPT_PP, OPT_ZERO, OPT_WATCH,
        OPT_MAXR, OPT_MPIRUN, OPT_JSON, OPT_CHOOSE, OPT_TFLOPS, OPT_MEM, OPT_INTRA_BW,
-       OPT_INTER_BW };
+       OPT_INTER_BW, OPT_ONLINE };
 
 static bool parse_degree(const char *s, int *out)
 {
@@ -678,7 +774,8 @@ static int parse_args(int argc, char **argv, elastic *e)
         {"json", 0, 0, OPT_JSON},     {"choose", 1, 0, OPT_CHOOSE},
         {"tflops", 1, 0, OPT_TFLOPS}, {"mem", 1, 0, OPT_MEM},
         {"intra-bw", 1, 0, OPT_INTRA_BW}, {"inter-bw", 1, 0, OPT_INTER_BW},
-        {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
+        {"online", 0, 0, OPT_ONLINE}, {"help", 0, 0, 'h'},
+        {0, 0, 0, 0}};
     ptc_search_cluster_init(&e->cluster);
     e->want.schedule = PTC_SCHED_1F1B;
     e->min_slots = 1;
@@ -735,6 +832,9 @@ static int parse_args(int argc, char **argv, elastic *e)
             break;
         case OPT_JSON:
             e->json = true;
+            break;
+        case OPT_ONLINE:
+            e->online = true;
             break;
         case OPT_CHOOSE:
             if (strcmp(optarg, "rule") && strcmp(optarg, "search"))
@@ -955,8 +1055,8 @@ int ptc_cmd_elastic(int argc, char **argv)
                 write_file(e.ctl, "stop\n");
                 continue;
             }
-            /* the watched inputs */
-            if (!l.stop_requested) {
+            /* the watched inputs (not while a resize or a stop is on its way) */
+            if (!l.stop_requested && !l.resize_asked) {
                 host hs[MAX_HOSTS];
                 int nh;
                 if (!parse_inputs(&e, hs, &nh, &why, text, sizeof text) ||
@@ -990,6 +1090,27 @@ int ptc_cmd_elastic(int argc, char **argv)
                          new_total > old_total   ? "scale-out"
                          : new_total < old_total ? "scale-in"
                                                  : "hosts-changed");
+                if (e.online && prc == PTC_OK && online_fits(&e, &next, nu)) {
+                    /* the processes are there: resize in memory at the next step */
+                    char ns_text[128], req[160];
+                    cfg_text(&next, ns_text, sizeof ns_text);
+                    snprintf(req, sizeof req, "resize %s\n", ns_text);
+                    pending op = {.active = true, .slots = ns, .t_start = t};
+                    snprintf(op.reason, sizeof op.reason, "%s", scale_reason);
+                    cfg_text(&cfg, op.from, sizeof op.from);
+                    snprintf(op.to, sizeof op.to, "%s", ns_text);
+                    op.detect = mt > 0 && t > mt ? t - mt : 0;
+                    if (write_file(e.ctl, req) != 0) {
+                        t_kill = t;
+                        kill_job(&l, "cannot write the control file");
+                        continue;
+                    }
+                    e.opend = op;
+                    l.resize_asked = true;
+                    cfg = next;
+                    memcpy(usable, nu, sizeof nu[0] * (size_t)nh);
+                    continue;
+                }
                 pend.detect = mt > 0 && t > mt ? t - mt : 0;
                 l.stop_requested = true;
                 l.t_stop_asked = t;

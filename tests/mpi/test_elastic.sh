@@ -100,14 +100,15 @@ parts = ["detect_s", "save_s", "plan_s", "load_s", "restart_s"]
 assert all(r[p] >= 0 for p in parts) and abs(sum(r[p] for p in parts) - r["downtime_s"]) < 1e-3, r
 assert r["save_s"] > 0 and r["restart_s"] > 0, r
 assert d["step"] == 10 and d["config"] == "dp=2,tp=2,pp=2" and d["failures"] == 0, d
-print(r["step"])
+print(r["step"], r["version"])
 PY
-K=$(cat "$TMP/so.k")
+read -r K V < "$TMP/so.k"
 "$PTC" versions --store "$st" --json | python3 -c '
 import json, sys
 v = json.load(sys.stdin)["versions"][-1]
 assert v["step"] == "10" and v["config"] == "dp=2,tp=2,pp=2", v' || fail "scale-out: newest version"
-grep -q "^stopped at step $K (dp=1,tp=2,pp=2), saved version 1" "$TMP/so.err" || fail "scale-out: no stop at step $K"
+# the stop saved the version the relaunch resumed (version 2 when the stop came after the save at step 5)
+grep -q "^stopped at step $K (dp=1,tp=2,pp=2), saved version $V\$" "$TMP/so.err" || fail "scale-out: no stop at step $K saving version $V"
 # global batch 2 before the resize, 4 after: every record served once
 n=$((2 * K + 4 * (10 - K)))
 [ "$("$PTC" dataset audit --store "$st" --name toks --seed 5 --epoch 0 --json)" = \
@@ -166,3 +167,46 @@ grep -q '^elastic: start: dp=1,tp=4,pp=1 on 4 slots, from version 3 (step 3)' "$
 expect 2 "--choose: expected rule or search" -- --store "$TMP/cs" --slots 4 --choose magic "${T[@]}"
 expect 2 "--tflops: expected a positive number" -- --store "$TMP/cs" --slots 4 --choose search --tflops 0 "${T[@]}"
 echo "ok: --choose search (dp=4 for the tiny model) and rule (dp=1,tp=4), resuming each other"
+
+# ---- 5. --online: scale-in 4 -> 2 slots and back out to 4, in memory ---------------------------
+# The processes exist (the job was launched on 4): both changes are resizes of the running
+# job (`resize CFG` on its control file), nothing saved or reloaded, no step lost; the losses
+# are bit-identical to a job resized at the same steps by --resize; every record once.
+st="$TMP/on"
+"$PTC" dataset ingest --store "$st" --name toks --format tokens:u16:5 "$TMP/tok100.bin" > /dev/null
+echo 4 > "$TMP/slots-on"
+TA=(--schedule 1f1b --microbatches 4 --model $M --seed 3 --data dataset:toks --steps 14 --jitter 30)
+"$PTC" elastic --store "$st" --slots "$TMP/slots-on" --pp 2 --online --watchdog 30 -- ptc train \
+    "${TA[@]}" --save-every 5 > "$TMP/on.out" 2> "$TMP/on.err" &
+epid=$!
+wait_for "$TMP/on.out" '^step 3 ' || { cat "$TMP/on.out" "$TMP/on.err"; fail "online: no step 3"; }
+echo 2 > "$TMP/slots-on"
+wait_for "$TMP/on.out" '^elastic: scale-in at step ' || { cat "$TMP/on.out" "$TMP/on.err"; fail "online: no scale-in"; }
+k1=$(sed -nE 's/^elastic: scale-in at step ([0-9]+): .*/\1/p' "$TMP/on.out")
+wait_for "$TMP/on.out" "^step $((k1 + 2)) " || { cat "$TMP/on.out" "$TMP/on.err"; fail "online: no step $((k1 + 2))"; }
+echo 4 > "$TMP/slots-on"
+wait $epid || { cat "$TMP/on.out" "$TMP/on.err"; fail "online: exit non-zero"; }
+grep -q "^elastic: scale-in at step $k1: dp=1,tp=2,pp=2 -> dp=1,tp=1,pp=2 on 2 slots, online (in memory), 0 steps lost, downtime " "$TMP/on.out" ||
+    { cat "$TMP/on.out"; fail "online: scale-in line"; }
+k2=$(sed -nE 's/^elastic: scale-out at step ([0-9]+): dp=1,tp=1,pp=2 -> dp=1,tp=2,pp=2 on 4 slots, online \(in memory\), 0 steps lost, .*/\1/p' "$TMP/on.out")
+[ -n "$k2" ] || { cat "$TMP/on.out"; fail "online: scale-out line"; }
+grep -q '^elastic: done: step 14, version [0-9]*, dp=1,tp=2,pp=2, 2 reconfigurations (0 failures)' "$TMP/on.out" ||
+    { cat "$TMP/on.out"; fail "online: done line"; }
+for s in $(seq 0 13); do
+    [ "$(grep -c "^step $s " "$TMP/on.out")" = 1 ] || fail "online: step $s not reported once"
+done
+[ "$("$PTC" dataset audit --store "$st" --name toks --seed 3 --epoch 0 --json)" = \
+  '{"samples":100,"once":56,"repeated":0,"missing":44}' ] || fail "online: audit"
+"$PTC" versions --store "$st" --json | python3 -c '
+import json, sys
+v = json.load(sys.stdin)["versions"]
+assert [x["step"] for x in v] == ["5", "10", "14"], v' || fail "online: versions (only the --save-every ones)"
+"$PTC" dataset ingest --store "$TMP/on2" --name toks --format tokens:u16:5 "$TMP/tok100.bin" > /dev/null
+timeout 300 "${MPIRUN[@]}" -np 4 "$PTC" train --config dp=1,tp=2,pp=2 --store "$TMP/on2" \
+    --resize "$k1:dp=1,tp=1,pp=2,$k2:dp=1,tp=2,pp=2" "${TA[@]}" > "$TMP/on2.out" 2> "$TMP/on2.err" ||
+    { cat "$TMP/on2.err"; fail "online: the planned run"; }
+[ "$(awk '/^step /{print $2, $4}' "$TMP/on.out")" = "$(awk '/^step /{print $2, $4}' "$TMP/on2.out")" ] ||
+    { paste <(awk '/^step /{print $2, $4}' "$TMP/on.out") <(awk '/^step /{print $2, $4}' "$TMP/on2.out"); fail "online: losses differ from --resize at the same steps"; }
+expect 2 "--online needs a schedule with one stage per process" -- --store "$st" --slots 4 --online \
+    -- ptc train --schedule interleaved --microbatches 4 --steps 3 --save-every 1
+echo "ok: --online: scale-in at step $k1 and scale-out at step $k2 in memory, losses as --resize, every record once"
