@@ -69,8 +69,7 @@ const char ptc_cmd_elastic_help[] =
     "                  same hosts) resizes the job in memory (`resize CFG` on its\n"
     "                  control file) instead of stopping it: nothing is saved or\n"
     "                  reloaded, but the processes beyond the new world stay (idle)\n"
-    "                  on their slots until the next relaunch; schedules with one\n"
-    "                  stage per process (1f1b, gpipe, kfkb, zb-h1)\n"
+    "                  on their slots until the next relaunch\n"
     "  --json          the log as one JSON object per line on stdout (the job's own\n"
     "                  output then goes to stderr)\n"
     "\n"
@@ -721,11 +720,7 @@ static int check_train_args(elastic *e)
     bool is_kind = present && v && ptc_sched_kind_parse(v, &kind) == PTC_OK;
     if (is_kind)
         e->want.schedule = kind;
-    if (e->online && (!is_kind || (kind != PTC_SCHED_1F1B && kind != PTC_SCHED_GPIPE &&
-                                   kind != PTC_SCHED_KFKB && kind != PTC_SCHED_ZBH1)))
-        return ptc_cli_usage_error("elastic: --online needs a schedule with one stage per "
-                                   "process (1f1b, gpipe, kfkb, zb-h1), got %s",
-                                   present && v ? v : "none");
+
     v = targ(e, "--microbatches", &present);
     int mb = 0;
     if (present && (!v || !ptc_cli_parse_int(v, 1, 1 << 16, &mb)))

@@ -1,5 +1,8 @@
 /* In-memory executor for host buffers over MPI: process i is source rank i
- * and target rank i. Two phases: every transfer from a source buffer, then
+ * and target rank i (ptc_reshard_host), or each rank is held by the process
+ * an owner map names (ptc_reshard_host_owned_range: a process may hold
+ * several ranks, or none). Reused shards are copied, or sent whole when
+ * their source and target ranks are on different processes. Two phases: every transfer from a source buffer, then
  * the fan-outs from target buffers that received over the network. In each
  * phase a transfer whose box is contiguous in both its source and its
  * target buffer (and of at least RH_DIRECT_MIN bytes) travels as a message
@@ -19,6 +22,7 @@
 #define RH_MSG_MAX ((size_t)1 << 30)
 #define RH_DIRECT_MIN ((size_t)64 << 10)
 #define RH_TAG_DIRECT 4096
+#define RH_TAG_REUSED 8192
 
 static size_t xbytes(const ptc_plan *p, const ptc_transfer *x)
 {
@@ -98,8 +102,28 @@ static int post(MPI_Request **req, size_t *nreq, size_t *cap, void *buf, size_t 
     return PTC_OK;
 }
 
+/* Who holds what: per source rank and per target rank, the process
+ * (comm rank) and, on this process, the rank's tensor array. */
+typedef struct owners {
+    const int *src, *dst;               /* process of each source / target rank */
+    const void *const *const *sbuf;     /* per source rank (NULL: not here) */
+    void *const *const *dbuf;           /* per target rank (NULL: not here) */
+} owners;
+
+/* The process that provides transfer x (a target rank for a fan-out) and
+ * the one that receives it. */
+static int x_from(const owners *o, const ptc_transfer *x, bool fanout)
+{
+    return fanout ? o->dst[x->src_rank] : o->src[x->src_rank];
+}
+
+static const uint8_t *x_src(const owners *o, const ptc_transfer *x, bool fanout)
+{
+    return fanout ? o->dbuf[x->src_rank][x->tensor] : o->sbuf[x->src_rank][x->tensor];
+}
+
 static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout, size_t t_lo,
-                 size_t t_hi, const void *const *src, void *const *dst)
+                 size_t t_hi, const owners *o)
 {
     size_t nx;
     const ptc_transfer *xf = ptc_plan_transfers(p, &nx);
@@ -115,13 +139,15 @@ static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout, 
     size_t *in_len = out_len + np, *at_out = out_len + 2 * np, *at_in = out_len + 3 * np;
     for (size_t i = 0; i < nx; i++) {
         const ptc_transfer *x = &xf[i];
-        if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->src_rank == x->dst_rank ||
-            x->tensor < t_lo || x->tensor >= t_hi || direct(p, x))
+        if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->tensor < t_lo || x->tensor >= t_hi)
             continue;
-        if (x->src_rank == me && x->dst_rank < np)
-            out_len[x->dst_rank] += xbytes(p, x);
-        if (x->dst_rank == me && x->src_rank < np)
-            in_len[x->src_rank] += xbytes(p, x);
+        int from = x_from(o, x, fanout), to = o->dst[x->dst_rank];
+        if (from == to || direct(p, x))
+            continue;
+        if (from == me)
+            out_len[to] += xbytes(p, x);
+        if (to == me)
+            in_len[from] += xbytes(p, x);
     }
     for (int q = 0; q < np; q++) {
         buf[q] = ptc_malloc(out_len[q] + 1);
@@ -139,38 +165,42 @@ static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout, 
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
             const ptc_transfer *x = &xf[i];
-            if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->src_rank == x->dst_rank ||
-                x->tensor < t_lo || x->tensor >= t_hi || !direct(p, x))
+            if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->tensor < t_lo ||
+                x->tensor >= t_hi)
+                continue;
+            int from = x_from(o, x, fanout), to = o->dst[x->dst_rank];
+            if (from == to || !direct(p, x))
                 continue;
             size_t es = ptc_dtype_size(ptc_layout_tensor(ptc_plan_target(p), x->tensor)->dtype);
-            if (pass == 0 && x->dst_rank == me && x->src_rank < np)
+            if (pass == 0 && to == me)
                 rc = post(&req, &nreq, &capreq,
-                          (uint8_t *)dst[x->tensor] + (size_t)x->dst_offset * es, xbytes(p, x),
-                          x->src_rank, RH_TAG_DIRECT, comm, false);
-            if (pass == 1 && x->src_rank == me && x->dst_rank < np) {
-                const uint8_t *from = fanout ? dst[x->tensor] : src[x->tensor];
-                rc = post(&req, &nreq, &capreq, (void *)(from + (size_t)x->src_offset * es),
-                          xbytes(p, x), x->dst_rank, RH_TAG_DIRECT, comm, true);
-            }
+                          (uint8_t *)o->dbuf[x->dst_rank][x->tensor] + (size_t)x->dst_offset * es,
+                          xbytes(p, x), from, RH_TAG_DIRECT, comm, false);
+            if (pass == 1 && from == me)
+                rc = post(&req, &nreq, &capreq,
+                          (void *)(x_src(o, x, fanout) + (size_t)x->src_offset * es),
+                          xbytes(p, x), to, RH_TAG_DIRECT, comm, true);
         }
     for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
         const ptc_transfer *x = &xf[i];
-        if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->src_rank != me ||
-            x->tensor < t_lo || x->tensor >= t_hi ||
-            (x->dst_rank != me && direct(p, x)))
+        if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->tensor < t_lo || x->tensor >= t_hi)
             continue;
-        const void *from = fanout ? dst[x->tensor] : src[x->tensor];
-        if (x->dst_rank == me) {
+        int from = x_from(o, x, fanout), to = o->dst[x->dst_rank];
+        if (from != me || (to != me && direct(p, x)))
+            continue;
+        const uint8_t *src = x_src(o, x, fanout);
+        if (to == me) {
             size_t es = ptc_dtype_size(ptc_layout_tensor(ptc_plan_target(p), x->tensor)->dtype);
             int64_t ext[PTC_MAX_DIMS] = {0};
             box_ext(&x->box, ext);
-            rc = ptc_pack_copy((uint8_t *)dst[x->tensor] + (size_t)x->dst_offset * es,
-                               x->dst_stride, (const uint8_t *)from + (size_t)x->src_offset * es,
-                               x->src_stride, ext, x->box.ndim, es);
+            rc = ptc_pack_copy((uint8_t *)o->dbuf[x->dst_rank][x->tensor] +
+                                   (size_t)x->dst_offset * es,
+                               x->dst_stride, src + (size_t)x->src_offset * es, x->src_stride,
+                               ext, x->box.ndim, es);
             continue;
         }
-        rc = ptc_reshard_pack_one(p, x, from, buf[x->dst_rank] + at_out[x->dst_rank]);
-        at_out[x->dst_rank] += xbytes(p, x);
+        rc = ptc_reshard_pack_one(p, x, src, buf[to] + at_out[to]);
+        at_out[to] += xbytes(p, x);
     }
     for (int q = 0; q < np && rc == PTC_OK; q++)
         if (q != me)
@@ -179,12 +209,14 @@ static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout, 
         rc = mpi_err("MPI_Waitall");
     for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
         const ptc_transfer *x = &xf[i];
-        if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->dst_rank != me ||
-            x->src_rank == me || x->tensor < t_lo || x->tensor >= t_hi || direct(p, x))
+        if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->tensor < t_lo || x->tensor >= t_hi)
             continue;
-        rc = ptc_reshard_unpack_one(p, x, buf[np + x->src_rank] + at_in[x->src_rank],
-                                    dst[x->tensor]);
-        at_in[x->src_rank] += xbytes(p, x);
+        int from = x_from(o, x, fanout), to = o->dst[x->dst_rank];
+        if (to != me || from == me || direct(p, x))
+            continue;
+        rc = ptc_reshard_unpack_one(p, x, buf[np + from] + at_in[from],
+                                    o->dbuf[x->dst_rank][x->tensor]);
+        at_in[from] += xbytes(p, x);
     }
 out_free:
     for (int q = 0; buf && q < 2 * np; q++)
@@ -193,6 +225,81 @@ out_free:
     ptc_free(out_len);
     ptc_free(req);
     return rc;
+}
+
+/* Bytes of target rank r's local tensor t (its source shard, when reused). */
+static int shard_bytes(const ptc_layout *l, size_t t, int r, size_t *n)
+{
+    ptc_shard sh;
+    PTC_TRY(ptc_layout_shard(l, t, r, &sh));
+    int64_t v = 1;
+    for (int d = 0; d < sh.ndim; d++)
+        v *= sh.shape[d];
+    *n = (size_t)v * ptc_dtype_size(ptc_layout_tensor(l, t)->dtype);
+    return PTC_OK;
+}
+
+/* Reused shards (target rank r's tensor identical to source rank r's): a
+ * copy where one process holds both ranks (none when the caller passes the
+ * same buffer), else the whole shard as a message between their processes
+ * (posted in (tensor, rank) order on both sides). */
+static int reused(const ptc_plan *p, MPI_Comm comm, int me, size_t t_lo, size_t t_hi,
+                  const owners *o)
+{
+    const ptc_layout *lt = ptc_plan_target(p);
+    int wt = ptc_config_world(ptc_layout_config(lt));
+    MPI_Request *req = NULL;
+    size_t nreq = 0, capreq = 0;
+    int rc = PTC_OK;
+    for (size_t t = t_lo; t < t_hi && rc == PTC_OK; t++)
+        for (int r = 0; r < wt && rc == PTC_OK; r++) {
+            int from = o->src[r], to = o->dst[r];
+            if ((from != me && to != me) || !ptc_plan_reused(p, t, r))
+                continue;
+            size_t n;
+            rc = shard_bytes(lt, t, r, &n);
+            if (rc != PTC_OK)
+                break;
+            if (from == me && to == me) {
+                if (o->sbuf[r][t] != o->dbuf[r][t])
+                    memcpy(o->dbuf[r][t], o->sbuf[r][t], n);
+            } else if (to == me) {
+                rc = post(&req, &nreq, &capreq, o->dbuf[r][t], n, from, RH_TAG_REUSED, comm,
+                          false);
+            } else {
+                rc = post(&req, &nreq, &capreq, (void *)o->sbuf[r][t], n, to, RH_TAG_REUSED,
+                          comm, true);
+            }
+        }
+    if (nreq && MPI_Waitall((int)nreq, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS && rc == PTC_OK)
+        rc = mpi_err("MPI_Waitall");
+    ptc_free(req);
+    return rc;
+}
+
+int ptc_reshard_host_owned_range(const ptc_plan *p, MPI_Comm comm, size_t t_lo, size_t t_hi,
+                                 const int *src_owner, const void *const *const *src,
+                                 const int *dst_owner, void *const *const *dst)
+{
+    int me, np;
+    if (MPI_Comm_rank(comm, &me) != MPI_SUCCESS || MPI_Comm_size(comm, &np) != MPI_SUCCESS)
+        return mpi_err("MPI_Comm_rank");
+    const ptc_layout *ls = ptc_plan_source(p), *lt = ptc_plan_target(p);
+    int ws = ptc_config_world(ptc_layout_config(ls)), wt = ptc_config_world(ptc_layout_config(lt));
+    for (int r = 0; r < ws; r++)
+        if (src_owner[r] < 0 || src_owner[r] >= np)
+            return ptc_error_set(PTC_E_INVAL, "source rank %d: process %d of %d", r,
+                                 src_owner[r], np);
+    for (int r = 0; r < wt; r++)
+        if (dst_owner[r] < 0 || dst_owner[r] >= np)
+            return ptc_error_set(PTC_E_INVAL, "target rank %d: process %d of %d", r,
+                                 dst_owner[r], np);
+    if (t_hi > ptc_layout_count(lt))
+        t_hi = ptc_layout_count(lt);
+    owners o = {src_owner, dst_owner, src, dst};
+    PTC_TRY(reused(p, comm, me, t_lo, t_hi, &o));
+    PTC_TRY(phase(p, comm, me, np, false, t_lo, t_hi, &o));
+    return phase(p, comm, me, np, true, t_lo, t_hi, &o);
 }
 
 int ptc_reshard_host_range(const ptc_plan *p, MPI_Comm comm, size_t t_lo, size_t t_hi,
@@ -208,21 +315,25 @@ int ptc_reshard_host_range(const ptc_plan *p, MPI_Comm comm, size_t t_lo, size_t
                              "in-memory reshard needs %d processes (source %d, target %d ranks), "
                              "the communicator has %d",
                              ws > wt ? ws : wt, ws, wt, np);
-    /* reused shards: a plain copy unless the caller passes the same buffer */
-    if (t_hi > ptc_layout_count(lt))
-        t_hi = ptc_layout_count(lt);
-    for (size_t t = t_lo; me < wt && t < t_hi; t++) {
-        if (!ptc_plan_reused(p, t, me) || src[t] == dst[t])
-            continue;
-        ptc_shard sh;
-        PTC_TRY(ptc_layout_shard(lt, t, me, &sh));
-        int64_t v = 1;
-        for (int d = 0; d < sh.ndim; d++)
-            v *= sh.shape[d];
-        memcpy(dst[t], src[t], (size_t)v * ptc_dtype_size(ptc_layout_tensor(lt, t)->dtype));
+    /* process i is source rank i and target rank i */
+    int n = ws > wt ? ws : wt;
+    int *own = ptc_malloc((size_t)n * sizeof *own);
+    const void *const **sb = ptc_calloc((size_t)n, sizeof *sb);
+    void *const **db = ptc_calloc((size_t)n, sizeof *db);
+    int rc = PTC_E_NOMEM;
+    if (own && sb && db) {
+        for (int r = 0; r < n; r++)
+            own[r] = r;
+        if (me < ws)
+            sb[me] = src;
+        if (me < wt)
+            db[me] = dst;
+        rc = ptc_reshard_host_owned_range(p, comm, t_lo, t_hi, own, sb, own, db);
     }
-    PTC_TRY(phase(p, comm, me, np, false, t_lo, t_hi, src, dst));
-    return phase(p, comm, me, np, true, t_lo, t_hi, src, dst);
+    ptc_free(own);
+    ptc_free(sb);
+    ptc_free(db);
+    return rc;
 }
 
 int ptc_reshard_host(const ptc_plan *p, MPI_Comm comm, const void *const *src,

@@ -763,6 +763,55 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Who holds each rank of a segment's layout: the world rank of the process
+ * of each chunk, and that chunk's tensor array on this process. */
+typedef struct seg_owners {
+    int *owner;
+    void ***bufs;
+} seg_owners;
+
+static void seg_owners_free(seg_owners *o)
+{
+    ptc_free(o->owner);
+    ptc_free(o->bufs);
+    memset(o, 0, sizeof *o);
+}
+
+static int seg_owners_get(const seg *g, MPI_Comm world, int wrank, seg_owners *o)
+{
+    memset(o, 0, sizeof *o);
+    int w = ptc_config_world(ptc_layout_config(g->layout));
+    size_t nt = ptc_layout_count(g->layout);
+    o->owner = ptc_malloc((size_t)w * sizeof *o->owner);
+    o->bufs = ptc_calloc((size_t)w, sizeof *o->bufs);
+    int rc = o->owner && o->bufs ? PTC_OK : PTC_E_NOMEM;
+    for (int r = 0; o->owner && r < w; r++)
+        o->owner[r] = -1;
+    for (size_t k = 0; rc == PTC_OK && k < g->nranks; k++) {
+        int r = g->ranks[k];
+        if (r < 0 || r >= w)
+            rc = ptc_error_set(PTC_E_INVAL, "chunk rank %d outside the layout's %d", r, w);
+        else {
+            o->owner[r] = wrank;
+            o->bufs[r] = g->bufs + k * nt;
+        }
+    }
+    /* every process learns the others' ranks (same code on all: collective) */
+    int bad = rc != PTC_OK;
+    if (MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, world) != MPI_SUCCESS)
+        bad = 1, rc = rc != PTC_OK ? rc : ptc_error_set(PTC_E_MPI, "MPI_Allreduce failed");
+    if (!bad && MPI_Allreduce(MPI_IN_PLACE, o->owner, w, MPI_INT, MPI_MAX, world) != MPI_SUCCESS)
+        rc = ptc_error_set(PTC_E_MPI, "MPI_Allreduce failed");
+    else if (bad && rc == PTC_OK)
+        rc = ptc_error_set(PTC_E_INVAL, "the layout ranks failed on another process");
+    for (int r = 0; rc == PTC_OK && r < w; r++)
+        if (o->owner[r] < 0)
+            rc = ptc_error_set(PTC_E_INVAL, "layout rank %d is held by no process", r);
+    if (rc != PTC_OK)
+        seg_owners_free(o);
+    return rc;
+}
+
 /* Move the job from segment @p g to configuration @p to at step @p step:
  * the new segment's model is built, the state moves by the minimal plan
  * between the old and the new layout (ptc_reshard_host over the world),
@@ -785,10 +834,6 @@ static int resize(ptc_train *t, ptc_train_opts *jo, seg *g, const ptc_config *to
     no.data_position = pos[1];
     ptc_sched *ns = NULL;
     int rc = make_schedule(&no, &ns);
-    if (rc == PTC_OK && (ptc_sched_chunks(ns, 0) != 1 || ptc_sched_chunks(g->sched, 0) != 1))
-        rc = ptc_error_set(PTC_E_UNSUPPORTED, "an online resize needs one stage per process "
-                                              "(1f1b, gpipe, kfkb, zb-h1): resize %s jobs by "
-                                              "saving and resuming", ptc_sched_kind(ns));
     rc = agree(world, rc);
     if (rc != PTC_OK) {
         ptc_sched_destroy(ns);
@@ -800,11 +845,21 @@ static int resize(ptc_train *t, ptc_train_opts *jo, seg *g, const ptc_config *to
         seg_close(&ng);
         return rc;
     }
-    /* the state moves by the minimal plan, in budgeted rounds */
+    /* the state moves by the minimal plan, in budgeted rounds; each chunk of
+     * a process is a layout rank of its own */
     double t1 = now_s();
     ptc_exec_resize_stats st;
-    rc = ptc_exec_resize(g->layout, (const void *const *)g->bufs, ng.layout, ng.bufs, world,
-                         NULL, NULL, &st);
+    seg_owners so, no_;
+    rc = seg_owners_get(g, world, wrank, &so);
+    if (rc == PTC_OK)
+        rc = seg_owners_get(&ng, world, wrank, &no_);
+    rc = agree(world, rc);
+    if (rc == PTC_OK)
+        rc = ptc_exec_resize_owned(g->layout, so.owner, (const void *const *const *)so.bufs,
+                                   ng.layout, no_.owner, (void *const *const *)no_.bufs, world,
+                                   NULL, &st);
+    seg_owners_free(&so);
+    seg_owners_free(&no_);
     if (rc == PTC_OK && rep) {
         ptc_config_format(&g->cfg, PTC_CONFIG_STYLE_KEYS, rep->from, sizeof rep->from);
         ptc_config_format(to, PTC_CONFIG_STYLE_KEYS, rep->to, sizeof rep->to);

@@ -86,12 +86,14 @@ static uint64_t xbytes(const ptc_plan *p, const ptc_transfer *x)
 
 /* The rounds: consecutive target tensors whose bytes, sent plus received by
  * any one process, stay within the budget (the same on every process: a
- * function of the plan). rounds[i] is the first tensor of round i;
- * rounds[n] the tensor count. Also the figures of the whole move. */
-static int make_rounds(const ptc_plan *p, int np, uint64_t budget, size_t **out, size_t *nout,
-                       ptc_exec_resize_stats *st)
+ * function of the plan and the owner maps). rounds[i] is the first tensor of
+ * round i; rounds[n] the tensor count. Also the figures of the whole move. */
+static int make_rounds(const ptc_plan *p, int np, const int *sown, const int *down,
+                       uint64_t budget, size_t **out, size_t *nout, ptc_exec_resize_stats *st)
 {
-    size_t nt = ptc_layout_count(ptc_plan_target(p)), nx;
+    const ptc_layout *lt = ptc_plan_target(p);
+    size_t nt = ptc_layout_count(lt), nx;
+    int wt = ptc_config_world(ptc_layout_config(lt));
     const ptc_transfer *xf = ptc_plan_transfers(p, &nx);
     uint64_t *cur = ptc_calloc((size_t)np, sizeof *cur), *tot = ptc_calloc((size_t)np, sizeof *tot);
     uint64_t *tin = ptc_calloc((size_t)np, sizeof *tin);
@@ -103,6 +105,9 @@ static int make_rounds(const ptc_plan *p, int np, uint64_t budget, size_t **out,
         ptc_free(cur), ptc_free(tot), ptc_free(tin), ptc_free(r), ptc_free(first), ptc_free(by);
         return PTC_E_NOMEM;
     }
+    bool moved_reuse = false; /* a reused shard whose two ranks are on different processes */
+    for (int q = 0; q < wt; q++)
+        moved_reuse |= sown[q] != down[q];
     for (size_t i = 0; i < nx; i++)
         first[xf[i].tensor + 1]++;
     for (size_t t = 0; t < nt; t++)
@@ -115,18 +120,31 @@ static int make_rounds(const ptc_plan *p, int np, uint64_t budget, size_t **out,
     size_t n = 0;
     r[n++] = 0;
     uint64_t round_max = 0;
-    for (size_t t = 0; t < nt; t++) {
+    int rc = PTC_OK;
+    for (size_t t = 0; t < nt && rc == PTC_OK; t++) {
         /* this tensor's bytes per process */
         memset(tin, 0, (size_t)np * sizeof *tin);
         for (size_t e = first[t]; e < first[t + 1]; e++) {
             const ptc_transfer *x = &xf[by[e]];
-            if (x->src_rank == x->dst_rank)
+            int from = x->kind == PTC_TRANSFER_FANOUT ? down[x->src_rank] : sown[x->src_rank];
+            int to = down[x->dst_rank];
+            if (from == to)
                 continue;
             uint64_t b = xbytes(p, x);
-            if (x->src_rank < np)
-                tin[x->src_rank] += b;
-            if (x->dst_rank < np)
-                tin[x->dst_rank] += b;
+            tin[from] += b;
+            tin[to] += b;
+            st->bytes_moved += b;
+        }
+        for (int q = 0; moved_reuse && q < wt && rc == PTC_OK; q++) {
+            if (sown[q] == down[q] || !ptc_plan_reused(p, t, q))
+                continue;
+            ptc_shard sh;
+            rc = ptc_layout_shard(lt, t, q, &sh);
+            uint64_t b = ptc_dtype_size(ptc_layout_tensor(lt, t)->dtype);
+            for (int d = 0; d < sh.ndim; d++)
+                b *= (uint64_t)sh.shape[d];
+            tin[sown[q]] += b;
+            tin[down[q]] += b;
             st->bytes_moved += b;
         }
         bool over = false;
@@ -150,21 +168,33 @@ static int make_rounds(const ptc_plan *p, int np, uint64_t budget, size_t **out,
     st->rounds = nt ? n : 0;
     st->max_round_bytes = round_max;
     ptc_free(cur), ptc_free(tot), ptc_free(tin), ptc_free(first), ptc_free(by);
+    if (rc != PTC_OK) {
+        ptc_free(r);
+        return rc;
+    }
     *out = r;
     *nout = n;
     return PTC_OK;
 }
 
-int ptc_exec_resize(const ptc_layout *from, const void *const *src, const ptc_layout *to,
-                    void *const *dst, MPI_Comm world, const ptc_exec_resize_options *opts,
-                    ptc_exec_groups *groups, ptc_exec_resize_stats *stats)
+/* Every rank's owner within 0..np-1. */
+static int check_owners(const ptc_layout *l, const int *own, int np, const char *what)
+{
+    int w = ptc_config_world(ptc_layout_config(l));
+    for (int r = 0; r < w; r++)
+        if (own[r] < 0 || own[r] >= np)
+            return ptc_error_set(PTC_E_CONFIG, "%s rank %d is held by process %d, the world "
+                                               "has %d", what, r, own[r], np);
+    return PTC_OK;
+}
+
+int ptc_exec_resize_owned(const ptc_layout *from, const int *from_owner,
+                          const void *const *const *src, const ptc_layout *to,
+                          const int *to_owner, void *const *const *dst, MPI_Comm world,
+                          const ptc_exec_resize_options *opts, ptc_exec_resize_stats *stats)
 {
     ptc_exec_resize_stats st;
     memset(&st, 0, sizeof st);
-    if (groups) {
-        memset(groups, 0, sizeof *groups);
-        groups->active_comm = groups->pipe = groups->dp = groups->tp = MPI_COMM_NULL;
-    }
     int me, np;
     if (MPI_Comm_rank(world, &me) != MPI_SUCCESS || MPI_Comm_size(world, &np) != MPI_SUCCESS)
         return ptc_error_set(PTC_E_MPI, "MPI_Comm_rank/size failed");
@@ -173,18 +203,18 @@ int ptc_exec_resize(const ptc_layout *from, const void *const *src, const ptc_la
     double t0 = now_s();
     ptc_plan *plan = NULL;
     size_t *rounds = NULL, nrounds = 0;
-    int rc = ptc_plan_create(&plan, from, to, &po);
+    int rc = check_owners(from, from_owner, np, "source");
     if (rc == PTC_OK)
-        rc = make_rounds(plan, np, budget, &rounds, &nrounds, &st);
+        rc = check_owners(to, to_owner, np, "target");
+    if (rc == PTC_OK)
+        rc = ptc_plan_create(&plan, from, to, &po);
+    if (rc == PTC_OK)
+        rc = make_rounds(plan, np, from_owner, to_owner, budget, &rounds, &nrounds, &st);
     rc = agree(world, rc);
     double t1 = now_s();
-    size_t nt = ptc_layout_count(to), ns = ptc_layout_count(from);
-    const void **nosrc = ptc_calloc(ns ? ns : 1, sizeof *nosrc);
-    void **nodst = ptc_calloc(nt ? nt : 1, sizeof *nodst);
-    rc = agree(world, rc == PTC_OK && (!nosrc || !nodst) ? PTC_E_NOMEM : rc);
     for (size_t i = 0; rc == PTC_OK && i < nrounds; i++) {
-        rc = ptc_reshard_host_range(plan, world, rounds[i], rounds[i + 1], src ? src : nosrc,
-                                    dst ? dst : nodst);
+        rc = ptc_reshard_host_owned_range(plan, world, rounds[i], rounds[i + 1], from_owner, src,
+                                          to_owner, dst);
         rc = agree(world, rc);
     }
     double t2 = now_s();
@@ -193,16 +223,63 @@ int ptc_exec_resize(const ptc_layout *from, const void *const *src, const ptc_la
         ptc_plan_stats_get(plan, &ps);
         st.bytes_total = ps.bytes_total;
     }
-    if (rc == PTC_OK && groups)
-        rc = agree(world, ptc_exec_groups_create(groups, ptc_layout_config(to), world));
-    double t3 = now_s();
     st.plan_seconds = t1 - t0;
     st.move_seconds = t2 - t1;
-    st.groups_seconds = t3 - t2;
-    ptc_free(nosrc);
-    ptc_free(nodst);
     ptc_free(rounds);
     ptc_plan_destroy(plan);
+    if (stats)
+        *stats = st;
+    return rc;
+}
+
+int ptc_exec_resize(const ptc_layout *from, const void *const *src, const ptc_layout *to,
+                    void *const *dst, MPI_Comm world, const ptc_exec_resize_options *opts,
+                    ptc_exec_groups *groups, ptc_exec_resize_stats *stats)
+{
+    if (groups) {
+        memset(groups, 0, sizeof *groups);
+        groups->active_comm = groups->pipe = groups->dp = groups->tp = MPI_COMM_NULL;
+    }
+    int me, np;
+    if (MPI_Comm_rank(world, &me) != MPI_SUCCESS || MPI_Comm_size(world, &np) != MPI_SUCCESS)
+        return ptc_error_set(PTC_E_MPI, "MPI_Comm_rank/size failed");
+    int ws = ptc_config_world(ptc_layout_config(from)), wt = ptc_config_world(ptc_layout_config(to));
+    int rc = PTC_OK;
+    if (ws > np || wt > np)
+        rc = ptc_error_set(PTC_E_CONFIG, "the resize needs %d processes (source %d, target %d "
+                                         "ranks), the world has %d",
+                           ws > wt ? ws : wt, ws, wt, np);
+    /* process i is rank i of both layouts */
+    int n = ws > wt ? ws : wt;
+    int *own = ptc_malloc((size_t)(n ? n : 1) * sizeof *own);
+    const void *const **sb = ptc_calloc((size_t)(n ? n : 1), sizeof *sb);
+    void *const **db = ptc_calloc((size_t)(n ? n : 1), sizeof *db);
+    size_t nt = ptc_layout_count(to), ns = ptc_layout_count(from);
+    const void **nosrc = ptc_calloc(ns ? ns : 1, sizeof *nosrc);
+    void **nodst = ptc_calloc(nt ? nt : 1, sizeof *nodst);
+    if (rc == PTC_OK && (!own || !sb || !db || !nosrc || !nodst))
+        rc = PTC_E_NOMEM;
+    rc = agree(world, rc);
+    ptc_exec_resize_stats st;
+    memset(&st, 0, sizeof st);
+    if (rc == PTC_OK) {
+        for (int r = 0; r < n; r++)
+            own[r] = r;
+        if (me < ws)
+            sb[me] = src ? src : nosrc;
+        if (me < wt)
+            db[me] = dst ? dst : nodst;
+        rc = ptc_exec_resize_owned(from, own, sb, to, own, db, world, opts, &st);
+    }
+    double t2 = now_s();
+    if (rc == PTC_OK && groups)
+        rc = agree(world, ptc_exec_groups_create(groups, ptc_layout_config(to), world));
+    st.groups_seconds = now_s() - t2;
+    ptc_free(own);
+    ptc_free(sb);
+    ptc_free(db);
+    ptc_free(nosrc);
+    ptc_free(nodst);
     if (stats)
         *stats = st;
     return rc;

@@ -334,6 +334,23 @@ PTC_API int ptc_exec_resize(const ptc_layout *from, const void *const *src,
                             const ptc_exec_resize_options *opts, ptc_exec_groups *groups,
                             ptc_exec_resize_stats *stats);
 
+/**
+ * ptc_exec_resize() where a process may hold several ranks of a layout, or
+ * none (a pipeline schedule with several chunks per process stores each
+ * chunk as a rank of its own: interleaved, V-shaped, Chimera):
+ * @p from_owner[r] / @p to_owner[r] is the process of @p world that holds
+ * rank r of @p from / @p to (every rank of each layout's world), and
+ * @p src[r] / @p dst[r] that rank's tensor array (as ptc_exec_resize's
+ * @p src / @p dst) on that process (NULL elsewhere). Builds no groups.
+ * Collective over @p world; every process returns the same code.
+ * @return as ptc_exec_resize(); PTC_E_CONFIG for an owner outside @p world.
+ */
+PTC_API int ptc_exec_resize_owned(const ptc_layout *from, const int *from_owner,
+                                  const void *const *const *src, const ptc_layout *to,
+                                  const int *to_owner, void *const *const *dst, MPI_Comm world,
+                                  const ptc_exec_resize_options *opts,
+                                  ptc_exec_resize_stats *stats);
+
 #ifdef PTC_TESTING
 /* ---- test knobs (declared only with PTC_TESTING) ------------------------------- */
 

@@ -132,6 +132,23 @@ PTC_API int ptc_reshard_host_range(const ptc_plan *p, MPI_Comm comm, size_t t_lo
                                    const void *const *src, void *const *dst);
 
 /**
+ * ptc_reshard_host_range() where a process may hold several ranks of a
+ * layout, or none: @p src_owner[r] / @p dst_owner[r] is the process (rank
+ * in @p comm) that holds source / target rank r, for every rank of the
+ * plan's source / target world; @p src[r] / @p dst[r] is rank r's tensor
+ * array (per tensor, as ptc_reshard_host's @p src / @p dst) on the process
+ * that holds it, and is not read elsewhere (NULL there). Reused shards move
+ * whole when their source and target ranks are on different processes. The
+ * plan's transfer kinds and figures still assume rank r is one process for
+ * both layouts. Every process must pass the same maps and range.
+ * @return as ptc_reshard_host(); PTC_E_INVAL for an owner outside @p comm.
+ */
+PTC_API int ptc_reshard_host_owned_range(const ptc_plan *p, MPI_Comm comm, size_t t_lo,
+                                         size_t t_hi, const int *src_owner,
+                                         const void *const *const *src, const int *dst_owner,
+                                         void *const *const *dst);
+
+/**
  * NCCL context for ptc_reshard_device(): a communicator over the processes
  * of an MPI communicator (ncclUniqueId broadcast over MPI), set up once and
  * reused for every reshard.

@@ -207,6 +207,4 @@ timeout 300 "${MPIRUN[@]}" -np 4 "$PTC" train --config dp=1,tp=2,pp=2 --store "$
     { cat "$TMP/on2.err"; fail "online: the planned run"; }
 [ "$(awk '/^step /{print $2, $4}' "$TMP/on.out")" = "$(awk '/^step /{print $2, $4}' "$TMP/on2.out")" ] ||
     { paste <(awk '/^step /{print $2, $4}' "$TMP/on.out") <(awk '/^step /{print $2, $4}' "$TMP/on2.out"); fail "online: losses differ from --resize at the same steps"; }
-expect 2 "--online needs a schedule with one stage per process" -- --store "$st" --slots 4 --online \
-    -- ptc train --schedule interleaved --microbatches 4 --steps 3 --save-every 1
 echo "ok: --online: scale-in at step $k1 and scale-out at step $k2 in memory, losses as --resize, every record once"

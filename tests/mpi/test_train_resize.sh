@@ -12,6 +12,8 @@
 #    continues at the saved step;
 # 4. bad input: a resize the processes cannot hold, a control file that says
 #    nonsense: one `ptc: error:` line per process, exit 1, the store intact.
+# Schedules with several chunks per process (interleaved, zb-v, chimera)
+# resize online too, equal to the restart path (section 1).
 . "$(dirname "$0")/lib_mpi.sh"
 here=$(dirname "$0")
 M=mlp:layers=4,hidden=8,vocab=16,tokens=4
@@ -74,6 +76,25 @@ common=(--microbatches 4 --schedule gpipe --model $M --seed 9 --timeout 60 --sav
 same_state "$TMP/z-on" 1 "$TMP/z-re" 3 "zero=1 dp2-pp2 -> dp4 -> tp2-pp2"
 echo "ok: zero=1 gpipe resizes equal the restart path"
 
+# several chunks per process (each chunk a layout rank of its own, moved by
+# ptc_exec_resize_owned): tp2-pp2 -> dp2-pp2 -> tp2-pp2, 4 processes
+for sk in "interleaved --chunks 2" zb-v chimera; do
+    k=${sk%% *}
+    common=(--microbatches 4 --schedule $sk --model $M --seed 5 --timeout 60 --save-every 0)
+    "${MPIRUN[@]}" -np 4 "$PTC" train --config tp=2,pp=2 "${common[@]}" --store "$TMP/$k-on" --steps 6 \
+        --resize 2:dp=2,pp=2,4:tp=2,pp=2 > "$TMP/$k-on.out" 2> "$TMP/$k.err" ||
+        { cat "$TMP/$k.err"; fail "$k: online resizes"; }
+    [ "$(grep -c '^resize at step' "$TMP/$k-on.out")" = 2 ] || { cat "$TMP/$k-on.out"; fail "$k: two resizes expected"; }
+    "${MPIRUN[@]}" -np 4 "$PTC" train --config tp=2,pp=2 "${common[@]}" --store "$TMP/$k-re" --steps 2 > "$TMP/${k}1"
+    "${MPIRUN[@]}" -np 4 "$PTC" train --config dp=2,pp=2 "${common[@]}" --store "$TMP/$k-re" --steps 2 --resume > "$TMP/${k}2"
+    "${MPIRUN[@]}" -np 4 "$PTC" train --config tp=2,pp=2 "${common[@]}" --store "$TMP/$k-re" --steps 2 --resume > "$TMP/${k}3"
+    [ "$(losses "$TMP/$k-on.out" | wc -l)" = 6 ] || fail "$k: 6 steps expected"
+    [ "$(losses "$TMP/$k-on.out")" = "$(losses "$TMP/${k}1" "$TMP/${k}2" "$TMP/${k}3")" ] ||
+        { paste <(losses "$TMP/$k-on.out") <(losses "$TMP/${k}1" "$TMP/${k}2" "$TMP/${k}3"); fail "$k: losses differ from the restart path"; }
+    same_state "$TMP/$k-on" 1 "$TMP/$k-re" 3 "$k tp2-pp2 -> dp2-pp2 -> tp2-pp2"
+    echo "ok: $k (several chunks per process) resizes equal the restart path"
+done
+
 # ---- 2. scale-out from the control file ----------------------------------------------------
 common=(--microbatches 2 --schedule 1f1b --model $M --seed 4 --timeout 60)
 echo "resize dp=2,tp=2,pp=2" > "$TMP/ctl" # read after the first step
@@ -132,8 +153,6 @@ echo "resize dp=2,tp=2,pp=2" > "$TMP/ctl"
 expect_all_fail 4 "needs 8 processes" -- --config tp=2,pp=2 --control "$TMP/ctl" "${bad[@]}"
 echo "grow please" > "$TMP/ctl"
 expect_all_fail 4 "control file" -- --config tp=2,pp=2 --control "$TMP/ctl" "${bad[@]}"
-expect_all_fail 4 "one stage per process" -- --config tp=2,pp=2 --resize 1:dp=4 --chunks 2 \
-    --schedule interleaved --model $M --seed 3 --store "$TMP/on" --microbatches 2 --steps 3 --save-every 0
 # refused before MPI starts (every process alike; one process here, as mpirun
 # may end the others before they print)
 expect_all_fail 1 "model on the CPU" -- --config tp=2,pp=2 --resize 1:dp=4 --fake-compute \
