@@ -77,6 +77,7 @@ struct bc_pool {
      * empty: later[lfirst .. nlater) */
     struct bc_job later[BC_QUEUE];
     size_t lfirst, nlater;
+    size_t ltaken; /* later jobs taken by a worker, not reserved yet */
     pthread_t th[BC_MAX_WORKERS];
     uint64_t busy[BC_MAX_WORKERS]; /* owner of the job each worker runs, 0: none */
     unsigned nworkers;
@@ -433,12 +434,14 @@ static void *worker_main(void *arg)
         if (p->stop)
             break;
         struct bc_job j;
-        if (p->njobs > 0) {
+        bool later = p->njobs == 0;
+        if (!later) {
             j = p->jobs[--p->njobs];
         } else {
             j = p->later[p->lfirst++];
             if (p->lfirst == p->nlater)
                 p->lfirst = p->nlater = 0;
+            p->ltaken++;
         }
         p->busy[w.i] = j.owner;
         pthread_mutex_unlock(&p->lock);
@@ -449,6 +452,11 @@ static void *worker_main(void *arg)
                                  ptc_blob_block_raw(j.b->raw_length, j.b->nblocks, j.k), false,
                                  &e);
         pthread_mutex_unlock(&s->lock);
+        if (later) { /* counted in unread now, if reserved */
+            pthread_mutex_lock(&p->lock);
+            p->ltaken--;
+            pthread_mutex_unlock(&p->lock);
+        }
         /* a failed decode is left for the reader, which reports it */
         if (st == BC_RESERVED && decode_entry(c, s, e, &sc, j.b, j.k) == PTC_OK) {
             atomic_fetch_add(&c->decodes, 1);
@@ -513,7 +521,8 @@ static void prefetch(ptc_store_block_cache *c, uint64_t owner, const ptc_blob_re
             p->jobs[p->njobs++] = (struct bc_job){owner, k, b};
             pthread_cond_signal(&p->work);
         } else if (later && p->nlater < BC_QUEUE &&
-                   atomic_load(&c->unread) + (p->nlater - p->lfirst) < c->later_max) {
+                   atomic_load(&c->unread) + (p->nlater - p->lfirst) + p->ltaken <
+                       c->later_max) {
             /* the next reads' hints overlap: queue a block once */
             size_t i = p->lfirst;
             while (i < p->nlater && !(p->later[i].owner == owner && p->later[i].k == k))
