@@ -86,7 +86,8 @@ struct ptc_view_handle {
     const struct view_ds *ds; /* dataset nodes; valid until ptc_view_destroy */
     struct plan_ref *plan;    /* step files and their .idx */
     uint64_t id, seed, epoch;
-    ptc_view_node node;       /* step files: the path's numbers (for the next steps) */
+    uint64_t batch, start, dp, rank, step; /* step files: the rest of the path (for */
+    unsigned policy;                       /* the next steps' hints) */
     char *text; /* datasets/<NAME>/info.json */
     void *fh;   /* model files: what ops.model_open gave */
 };
@@ -415,8 +416,12 @@ static int node_init(ptc_view *v, const char *path, bool file_only, ptc_view_han
     h->id = n.id;
     h->seed = n.seed;
     h->epoch = n.epoch;
-    if (n.kind == PTC_VIEW_STEP)
-        h->node = n;
+    h->batch = n.batch;
+    h->start = n.start;
+    h->dp = n.dp;
+    h->rank = n.rank;
+    h->step = n.step;
+    h->policy = n.policy;
     int rc = view_resolve(v, path, &n, &st, &h->ds, &h->plan, &h->text);
     if (rc < 0)
         goto out_release;
@@ -584,13 +589,15 @@ static int later_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t p
 static void hint_next_steps(const ptc_view_handle *h)
 {
     const ptc_view_dataset *ds = &h->ds->ds;
-    ptc_view_node n = h->node;
     uint64_t steps;
-    if (ptc_batch_steps_policy(ds->n, n.batch, n.start, n.policy, &steps) < 0)
+    if (ptc_batch_steps_policy(ds->n, h->batch, h->start, h->policy, &steps) < 0)
         return;
-    for (uint64_t j = 1; j <= PTC_VIEW_LOOKAHEAD && h->node.step + j < steps; j++) {
+    ptc_view_node n = {.kind = PTC_VIEW_STEP, .seed = h->seed, .epoch = h->epoch,
+                       .batch = h->batch, .start = h->start, .dp = h->dp, .rank = h->rank,
+                       .policy = h->policy};
+    for (uint64_t j = 1; j <= PTC_VIEW_LOOKAHEAD && h->step + j < steps; j++) {
         struct plan_ref *p;
-        n.step = h->node.step + j;
+        n.step = h->step + j;
         if (view_plan(h->v, h->ds, &n, &p) < 0)
             return;
         ptc_view_step_pieces(p->step, 0, p->step->offsets[p->step->n], later_piece, (void *)ds);
