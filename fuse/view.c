@@ -14,6 +14,7 @@
 
 #include "base/util_internal.h"
 #include "fuse/view_internal.h"
+#include "ptc/batch.h"
 
 #define VIEW_CACHE 64
 #define VIEW_LIST_MAX 1024
@@ -85,6 +86,8 @@ struct ptc_view_handle {
     const struct view_ds *ds; /* dataset nodes; valid until ptc_view_destroy */
     struct plan_ref *plan;    /* step files and their .idx */
     uint64_t id, seed, epoch;
+    uint64_t batch, start, dp, rank, step; /* step files: the rest of the path (for */
+    unsigned policy;                       /* the next steps' hints) */
     char *text; /* datasets/<NAME>/info.json */
     void *fh;   /* model files: what ops.model_open gave */
 };
@@ -413,6 +416,12 @@ static int node_init(ptc_view *v, const char *path, bool file_only, ptc_view_han
     h->id = n.id;
     h->seed = n.seed;
     h->epoch = n.epoch;
+    h->batch = n.batch;
+    h->start = n.start;
+    h->dp = n.dp;
+    h->rank = n.rank;
+    h->step = n.step;
+    h->policy = n.policy;
     int rc = view_resolve(v, path, &n, &st, &h->ds, &h->plan, &h->text);
     if (rc < 0)
         goto out_release;
@@ -565,6 +574,37 @@ static int prefetch_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_
     return PTC_OK;
 }
 
+static int later_piece(void *ctx, uint64_t id, uint64_t in, size_t n, uint64_t pos)
+{
+    const ptc_view_dataset *ds = ctx;
+    (void)pos;
+    ds->record_prefetch_later(ds->user, id, in, n);
+    return PTC_OK;
+}
+
+/* Hint the records of the next PTC_VIEW_LOOKAHEAD step files of @p h's
+ * directory: a reader takes them in order, and a dataset that decodes
+ * blocks (zstd) can then decode theirs while this one is copied out and
+ * consumed. Their plans go to the plan cache, where their opens find them. */
+static void hint_next_steps(const ptc_view_handle *h)
+{
+    const ptc_view_dataset *ds = &h->ds->ds;
+    uint64_t steps;
+    if (ptc_batch_steps_policy(ds->n, h->batch, h->start, h->policy, &steps) < 0)
+        return;
+    ptc_view_node n = {.kind = PTC_VIEW_STEP, .seed = h->seed, .epoch = h->epoch,
+                       .batch = h->batch, .start = h->start, .dp = h->dp, .rank = h->rank,
+                       .policy = h->policy};
+    for (uint64_t j = 1; j <= PTC_VIEW_LOOKAHEAD && h->step + j < steps; j++) {
+        struct plan_ref *p;
+        n.step = h->step + j;
+        if (view_plan(h->v, h->ds, &n, &p) < 0)
+            return;
+        ptc_view_step_pieces(p->step, 0, p->step->offsets[p->step->n], later_piece, (void *)ds);
+        plan_unref(p);
+    }
+}
+
 struct step_read {
     struct seg_list *g; /* NULL: copy everything */
     const ptc_view_dataset *ds;
@@ -586,6 +626,8 @@ static int read_step(const ptc_view_handle *h, uint64_t off, uint64_t end, uint8
     const ptc_view_dataset *ds = &h->ds->ds;
     if (ds->record_prefetch)
         ptc_view_step_pieces(h->plan->step, off, end, prefetch_piece, (void *)ds);
+    if (ds->record_prefetch_later && off == 0)
+        hint_next_steps(h);
     struct step_read c = {g, ds, buf, off};
     return ptc_view_step_pieces(h->plan->step, off, end, read_piece, &c);
 }

@@ -88,6 +88,11 @@ static void ds_prefetch(void *user, uint64_t id, uint64_t off, size_t len)
     ptc_store_dataset_record_prefetch(((struct vs_dataset *)user)->d, id, off, len);
 }
 
+static void ds_prefetch_later(void *user, uint64_t id, uint64_t off, size_t len)
+{
+    ptc_store_dataset_record_prefetch_later(((struct vs_dataset *)user)->d, id, off, len);
+}
+
 static int ds_map(void *user, uint64_t id, uint64_t off, size_t len, const void **ptr)
 {
     return ptc_store_dataset_record_map(((struct vs_dataset *)user)->d, id, off, len, ptr);
@@ -137,6 +142,9 @@ static int ds_open(void *user, const char *name, ptc_view_dataset *ds)
     ds->record_read = ds_read;
     ds->record_map = ds_map;
     ds->record_prefetch = ds_prefetch;
+    /* only blocks that must be decoded gain from the next steps' hints */
+    if (i->codec != PTC_STORE_CODEC_NONE && vs->blocks)
+        ds->record_prefetch_later = ds_prefetch_later;
     return PTC_OK;
 }
 

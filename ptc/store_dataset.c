@@ -817,3 +817,15 @@ void ptc_store_dataset_record_prefetch(ptc_store_dataset *d, uint64_t id, uint64
             ptc_blob_prefetch(&d->data, a, (size_t)(b - a));
     }
 }
+
+void ptc_store_dataset_record_prefetch_later(ptc_store_dataset *d, uint64_t id, uint64_t off,
+                                             size_t len)
+{
+    uint64_t start = 0;
+    if (!d->cache || record_range(d, id, off, len, &start) != PTC_OK || len == 0)
+        return;
+    const uint64_t BS = PTC_STORE_BLOCK_SIZE;
+    for (uint64_t k = start / BS; k <= (start + len - 1) / BS; k++)
+        if (d->data.blocks[k].codec != PTC_BLOCK_RAW)
+            ptc_block_cache_prefetch_later(d->cache, d->serial, &d->data, k);
+}

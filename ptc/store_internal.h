@@ -304,6 +304,12 @@ void ptc_block_cache_put(ptc_store_block_cache *c, ptc_block_entry *e);
  * effort: dropped when the queue is full. */
 void ptc_block_cache_prefetch(ptc_store_block_cache *c, uint64_t owner, const ptc_blob_ref *b,
                               uint64_t k);
+/* The same for a read that comes after the current ones (the next step
+ * files): queued behind every ptc_block_cache_prefetch block, and only
+ * while the blocks decoded ahead and not read yet hold less than a
+ * quarter of the cache (so they never push out the current reads'). */
+void ptc_block_cache_prefetch_later(ptc_store_block_cache *c, uint64_t owner,
+                                    const ptc_blob_ref *b, uint64_t k);
 /* Forget @p owner's queued readahead, wait for its running one, and free
  * its unpinned blocks (its handle is closing). */
 void ptc_block_cache_drop_owner(ptc_store_block_cache *c, uint64_t owner);

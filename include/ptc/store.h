@@ -459,6 +459,15 @@ PTC_API int ptc_store_dataset_record_map(ptc_store_dataset *d, uint64_t id, uint
  * Errors are ignored (the read reports them). */
 PTC_API void ptc_store_dataset_record_prefetch(ptc_store_dataset *d, uint64_t id, uint64_t off,
                                                size_t len);
+/** A weaker hint: bytes [off, off + len) of record @p id will be read
+ * after the records hinted with ptc_store_dataset_record_prefetch (e.g.
+ * by the next step file). With a block cache (ptc_store_dataset_set_cache)
+ * its compressed blocks are decoded ahead when the cache's workers have
+ * nothing more urgent, while decoded-ahead blocks not read yet hold less
+ * than a quarter of the cache; otherwise it does nothing. Errors are
+ * ignored. */
+PTC_API void ptc_store_dataset_record_prefetch_later(ptc_store_dataset *d, uint64_t id,
+                                                     uint64_t off, size_t len);
 
 /* ---- decoded blocks of compressed datasets ------------------------------ */
 

@@ -56,6 +56,9 @@ extern "C" {
 #define PTC_VIEW_MAX_DP ((uint64_t)1 << 20)
 /** Most records one step file may hold (a larger part is PTC_E_RANGE). */
 #define PTC_VIEW_MAX_STEP_RECORDS ((uint64_t)1 << 22)
+/** How many step files after the one being read the view hints
+ * (ptc_view_dataset.record_prefetch_later). */
+#define PTC_VIEW_LOOKAHEAD 4
 
 /** What a path names. */
 typedef enum ptc_view_kind {
@@ -139,6 +142,12 @@ typedef struct ptc_view_dataset {
      * @p id will be read next. A read of a step file gives it for every
      * record piece it covers before it reads any of them. */
     void (*record_prefetch)(void *user, uint64_t id, uint64_t off, size_t len);
+    /** Optional (may be NULL): a weaker hint, that bytes [off, off + len)
+     * of record @p id will be read after those given to record_prefetch.
+     * The first read of a step file gives it for the records of the next
+     * PTC_VIEW_LOOKAHEAD step files of its directory (the order a reader
+     * of the directory takes). */
+    void (*record_prefetch_later)(void *user, uint64_t id, uint64_t off, size_t len);
 } ptc_view_dataset;
 
 /** Directory listing callback: return non-zero to stop. */

@@ -6,7 +6,9 @@
  * every block is decompressed exactly once however many threads want it;
  * (readers and readahead workers together); a bound below one block
  * caches nothing; closing a handle frees its blocks and cancels its
- * readahead. */
+ * readahead; hints for later reads (the next step files) decode ahead no
+ * more than a quarter of the cache, and their blocks are then read
+ * without a decode. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -230,6 +233,80 @@ static void test_close_with_readahead(void **state)
     ptc_store_block_cache_destroy(c);
 }
 
+/* The cache's decodes once its workers have been idle for 100 ms (at
+ * most 20 s). */
+static ptc_store_block_cache_stats settled(ptc_store_block_cache *c)
+{
+    ptc_store_block_cache_stats st;
+    ptc_store_block_cache_get_stats(c, &st);
+    for (int quiet = 0, i = 0; quiet < 10 && i < 2000; i++) {
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+        uint64_t before = st.decodes;
+        ptc_store_block_cache_get_stats(c, &st);
+        quiet = st.decodes == before ? quiet + 1 : 0;
+    }
+    return st;
+}
+
+static void test_later_hints(void **state)
+{
+    (void)state;
+    /* 64 blocks: later hints may keep 16 decoded and unread */
+    ptc_store_block_cache *c;
+    assert_int_equal(ptc_store_block_cache_create(&c, 64 * PTC_STORE_BLOCK_SIZE), PTC_OK);
+    ptc_store *s;
+    ptc_store_dataset *d = open_z(&s, c);
+    assert_true(nblocks > 16);
+    uint64_t n;
+    for (uint64_t i = 0; i < NREC; i++) /* every block of the dataset */
+        if (ptc_store_dataset_record_size(d, i, &n) == PTC_OK && n > 0)
+            ptc_store_dataset_record_prefetch_later(d, i, 0, (size_t)n);
+    ptc_store_block_cache_stats st = settled(c);
+    assert_int_equal(st.decodes, 16);
+    assert_int_equal(st.decoded_ahead, 16);
+    assert_int_equal(st.bytes, 16 * PTC_STORE_BLOCK_SIZE);
+    /* the first records lie in the first blocks, which went first: read
+     * without a decode */
+    uint8_t *buf = malloc(3 * PTC_STORE_BLOCK_SIZE);
+    uint64_t i = 0, end = 0;
+    while (i < NREC && end + 3 * PTC_STORE_BLOCK_SIZE < 16 * PTC_STORE_BLOCK_SIZE) {
+        assert_int_equal(ptc_store_dataset_record_size(d, i, &n), PTC_OK);
+        assert_int_equal(ptc_store_dataset_record_read(d, i, 0, buf, (size_t)n), PTC_OK);
+        for (uint64_t k = 0; k < n; k++)
+            assert_int_equal(buf[k], rec_byte(i, k));
+        end += n;
+        i++;
+    }
+    ptc_store_block_cache_get_stats(c, &st);
+    assert_true(i > 100);
+    assert_int_equal(st.decodes, 16);
+    assert_true(st.hits > 0);
+    /* read: no longer counted against the later hints, which may now
+     * decode again what is missing, up to 16 unread once more */
+    for (uint64_t j = 0; j < NREC; j++)
+        if (ptc_store_dataset_record_size(d, j, &n) == PTC_OK && n > 0)
+            ptc_store_dataset_record_prefetch_later(d, j, 0, (size_t)n);
+    st = settled(c);
+    assert_true(st.decodes > 16);
+    assert_true(st.decodes <= 32);
+    assert_int_equal(st.decodes, st.decoded_ahead);
+    free(buf);
+    ptc_store_dataset_close(d);
+    ptc_store_close(s);
+    ptc_store_block_cache_destroy(c);
+
+    /* a cache whose quarter is not one block: later hints decode nothing */
+    assert_int_equal(ptc_store_block_cache_create(&c, 3 * PTC_STORE_BLOCK_SIZE), PTC_OK);
+    d = open_z(&s, c);
+    for (uint64_t j = 0; j < NREC; j += 50)
+        ptc_store_dataset_record_prefetch_later(d, j, 0, 1);
+    st = settled(c);
+    assert_int_equal(st.decodes, 0);
+    ptc_store_dataset_close(d);
+    ptc_store_close(s);
+    ptc_store_block_cache_destroy(c);
+}
+
 static void test_tiny_cache_and_no_cache(void **state)
 {
     (void)state;
@@ -257,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_bounded_under_threads),
         cmocka_unit_test(test_each_block_decoded_once),
         cmocka_unit_test(test_close_with_readahead),
+        cmocka_unit_test(test_later_hints),
         cmocka_unit_test(test_tiny_cache_and_no_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

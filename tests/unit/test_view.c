@@ -923,6 +923,72 @@ static void test_segs(void **state)
     free(m);
 }
 
+static struct piece later[4096];
+static size_t nlater;
+
+static void later_prefetch(void *user, uint64_t id, uint64_t off, size_t len)
+{
+    (void)user;
+    note(later, &nlater, id, off, len);
+}
+
+static int later_open(void *user, const char *name, ptc_view_dataset *ds)
+{
+    PTC_TRY(held_open(user, name, ds));
+    ds->record_prefetch_later = later_prefetch;
+    return PTC_OK;
+}
+
+/* The first read of a step file hints the whole records of the next
+ * PTC_VIEW_LOOKAHEAD step files of its directory, in order, with
+ * record_prefetch_later (none past the epoch's last step); later reads of
+ * the file hint nothing more. */
+static void test_lookahead(void **state)
+{
+    (void)state;
+    struct mem *m = mem_new();
+    ptc_view_ops ops = mem_ops;
+    ops.dataset_open = later_open;
+    ptc_view *v;
+    assert_int_equal(ptc_view_create(&v, &ops, m), PTC_OK);
+    static uint8_t buf[1 << 16];
+    static struct piece got[4096];
+    char path[256];
+    /* batch 100 of 1000 records: steps 0..9, each of ranks 0..2 */
+    for (uint64_t k = 0; k < 10; k++) {
+        snprintf(path, sizeof path,
+                 "/datasets/toy/seed-5/epoch-1/batch-100/start-0/dp-3/rank-1/step-%llu",
+                 (unsigned long long)k);
+        ptc_view_file *f;
+        assert_int_equal(ptc_view_open(v, path, &f), PTC_OK);
+        size_t n;
+        nlater = 0;
+        assert_int_equal(ptc_view_read(f, 0, buf, 10, &n), PTC_OK);
+        size_t ngot = nlater;
+        memcpy(got, later, ngot * sizeof *got);
+        nlater = 0;
+        assert_int_equal(ptc_view_read(f, 10, buf, sizeof buf, &n), PTC_OK);
+        assert_int_equal(nlater, 0); /* not the file's first read */
+        ptc_view_close(f);
+        /* what the next steps' reads fetch, whole records */
+        nfetched = 0;
+        uint64_t last = k + PTC_VIEW_LOOKAHEAD < 9 ? k + PTC_VIEW_LOOKAHEAD : 9;
+        for (uint64_t j = k + 1; j <= last; j++) {
+            snprintf(path, sizeof path,
+                     "/datasets/toy/seed-5/epoch-1/batch-100/start-0/dp-3/rank-1/step-%llu",
+                     (unsigned long long)j);
+            read_all(v, path, buf, sizeof buf, sizeof buf);
+        }
+        assert_int_equal(ngot, nfetched);
+        assert_memory_equal(got, fetched, ngot * sizeof *got);
+        assert_true(k == 9 ? ngot == 0 : ngot > 20 * (last - k));
+        for (size_t i = 0; i < ngot; i++)
+            assert_int_equal(got[i].len, rec_len(got[i].id));
+    }
+    ptc_view_destroy(v);
+    free(m);
+}
+
 struct thread_arg {
     ptc_view *v;
     struct mem *m;
@@ -1013,7 +1079,8 @@ int main(void)
         cmocka_unit_test(test_step_plan),   cmocka_unit_test(test_step_find),
         cmocka_unit_test(test_view_tree),   cmocka_unit_test(test_exactly_once),
         cmocka_unit_test(test_threads),     cmocka_unit_test(test_no_open),
-        cmocka_unit_test(test_segs),        cmocka_unit_test(test_policy_tree),
+        cmocka_unit_test(test_segs),
+        cmocka_unit_test(test_lookahead),        cmocka_unit_test(test_policy_tree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
