@@ -16,7 +16,11 @@
 set -eu
 B=${1:-build}
 PTC=$(cd "$B" && pwd)/ptc
-export OPENBLAS_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# mpi_yield_when_idle: the controller's hostfile gives mpirun more slots than
+# this machine has cores, so Open MPI would busy-wait in every blocking call
+# (it yields only where it sees the node oversubscribed); processes spinning
+# on 2 cores slow every path, the in-memory resize's collectives most.
+export OPENBLAS_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
 MPIRUN=(mpirun --bind-to none --oversubscribe)
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
 TMP=$(mktemp -d)

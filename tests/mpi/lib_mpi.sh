@@ -1,7 +1,9 @@
 # Shared helpers of the MPI tests (sourced).
 set -eu
 : "${PTC:?PTC must name the ptc binary}"
-export OPENBLAS_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# yield when idle: ptc elastic's hostfiles give mpirun more slots than the
+# machine has cores, where Open MPI would otherwise busy-wait
+export OPENBLAS_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
