@@ -1045,10 +1045,6 @@ static int ld_run(void *arg, size_t i)
         memcpy(it->dst, it->src, it->bytes);
         return PTC_OK;
     }
-    /* ask for the whole item at once: the threads share one descriptor per
-     * pack file, so the kernel's readahead cannot see their reads as
-     * sequential and would leave each 1 MiB pread to wait on its own */
-    ptc_store_reader_prefetch_box(c->rd, it->st, &it->box);
     return ptc_store_reader_read_box(c->rd, it->st, &it->box, it->dst, it->stride);
 }
 

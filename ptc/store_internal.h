@@ -283,12 +283,6 @@ int ptc_blob_map(const ptc_blob_ref *b, uint64_t off, size_t len, const uint8_t 
  * that this handle has not verified yet are asked for from the disk now
  * (madvise / posix_fadvise WILLNEED), so many of them load at once. */
 void ptc_blob_prefetch(const ptc_blob_ref *b, uint64_t off, size_t len);
-/* Hint that box @p box of tensor @p t of reader @p r will be read soon
- * (ptc_store_reader_read_box): the pack bytes of the blocks it touches are
- * asked for from the disk now with posix_fadvise(WILLNEED), one call per
- * stored piece it meets, so the kernel keeps many reads in flight. Best
- * effort: a bad box or an error is ignored. Thread-safe. */
-void ptc_store_reader_prefetch_box(const ptc_store_reader *r, size_t t, const ptc_box *box);
 
 /* The decoded-block cache (store_blockcache.c; include/ptc/store.h). An
  * entry is one decoded, verified block, pinned while a reader copies out

@@ -762,49 +762,6 @@ out_free:
     return rc;
 }
 
-void ptc_store_reader_prefetch_box(const ptc_store_reader *r, size_t t, const ptc_box *box)
-{
-    if (t >= r->nt || box->ndim != r->tensors[t].ndim || ptc_box_volume(box) <= 0)
-        return;
-    const uint64_t BS = PTC_STORE_BLOCK_SIZE;
-    uint64_t es = ptc_dtype_size((ptc_dtype)r->tensors[t].dtype);
-    for (size_t i = r->first[t]; i < r->first[t + 1]; i++) {
-        const ptc_shard_rec *rec = &r->recs[i];
-        if (rec->kind != PTC_SHARD_DATA || rec->nblocks == 0)
-            continue;
-        for (uint32_t k = 0; k < rec->npieces; k++) {
-            const ptc_piece *p = &rec->pieces[k];
-            ptc_box I;
-            if (!ptc_box_intersect(&I, box, &p->box) || ptc_box_is_empty(&I))
-                continue;
-            /* the local elements the part touches lie between those of its
-             * first and last corner (strides are not negative) */
-            int64_t last[PTC_MAX_DIMS];
-            bool monotone = true;
-            for (int d = 0; d < I.ndim; d++) {
-                last[d] = I.hi[d] - 1;
-                monotone = monotone && p->local_stride[d] >= 0;
-            }
-            int64_t lo = monotone ? ptc_piece_local_index(p, I.lo) : 0;
-            int64_t hi = monotone ? ptc_piece_local_index(p, last)
-                                  : (int64_t)(rec->raw_length / es) - 1;
-            if (lo < 0 || hi < lo || (uint64_t)hi >= rec->raw_length / es)
-                continue;
-            uint64_t k0 = (uint64_t)lo * es / BS, k1 = ((uint64_t)hi * es + es - 1) / BS;
-            if (k1 >= rec->nblocks)
-                k1 = rec->nblocks - 1;
-            int fd;
-            if (get_fd((ptc_store_reader *)r, rec->pack_version, rec->pack_rank, &fd) < 0) {
-                ptc_error_clear();
-                return;
-            }
-            uint64_t off = rec->block_off[k0];
-            uint64_t end = rec->block_off[k1] + rec->blocks[k1].stored;
-            posix_fadvise(fd, (off_t)off, (off_t)(end - off), POSIX_FADV_WILLNEED);
-        }
-    }
-}
-
 int ptc_store_reader_verify_rec(const ptc_store_reader *r, size_t t, const ptc_shard_rec *rec,
                                 ptc_progress_fn fn, void *user, uint64_t *done, uint64_t total)
 {
