@@ -14,13 +14,16 @@ is checked against the value it was saved with (a function of its global
 index), so both sides are known to load the same bytes.
 
     python bench/python/bench_ckpt.py [--impl dcp,ptc] [--layers 4] [--load-worlds 2,8] [--out DIR]
-                                      [--no-io-bound]
+                                      [--no-io-bound] [--settle S]
 
 The plain-I/O bound of the same run (bench_io_bound.py): the data files of
 each side's checkpoint written again by one process each with write() +
 fsync(), then read back cold with plain preads (1 to 64 threads, and after
 fadvise WILLNEED); each side's save is compared with the write bound of its
 own files, the cold loads with the fastest cold read of the same bytes.
+--settle S waits S seconds after each side's save before its cold loads
+(and makes the bound's reads wait as long): a cold read soon after a large
+write is slower on the virtual disk of the development machine.
 
 Rank processes are started with subprocess (no pickle crosses a process
 boundary); results come back as JSON files. The ptc side is two calls,
@@ -369,6 +372,9 @@ def main():
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="seconds to wait after each save before its cold loads (both sides)")
+    ap.add_argument("--io-reps", type=int, default=3, help="rounds of each io-bound figure")
     ap.add_argument("--no-io-bound", dest="io_bound", action="store_false",
                     help="skip the plain write()/pread() bound of the same bytes")
     # rank-process arguments
@@ -393,6 +399,7 @@ def main():
         if "error" not in r["save_4"]:
             r["save_4"]["disk_bytes"] = disk_bytes(ckpt)
             r["save_4"]["data_files"] = data_files(ckpt)
+            time.sleep(args.settle)
             for world in [int(w) for w in args.load_worlds.split(",")]:
                 drop_cache(ckpt)
                 r["load_%d" % world] = summarize(launch(args, impl, "load-cold", world, ckpt,
@@ -402,7 +409,7 @@ def main():
         if not args.keep:
             shutil.rmtree(ckpt, ignore_errors=True)
     if args.io_bound:
-        report["io_bound"] = io_bound(report, work)
+        report["io_bound"] = io_bound(report, work, args.io_reps)
         print(json.dumps({"io_bound": report["io_bound"]}), flush=True)
     if not args.out and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
@@ -421,7 +428,7 @@ def main():
     print_table(report)
 
 
-def io_bound(report, work):
+def io_bound(report, work, reps):
     """The plain-I/O bound of each side's data files (write + fsync by one
     process per file, cold reads after the same gap as the first load
     after its save): see bench_io_bound.py."""
@@ -442,7 +449,7 @@ def io_bound(report, work):
         # the reads are the same for both sides' bytes: measured once, on ptc's
         variants = bench_io_bound.READ_VARIANTS if impl == "ptc" or "ptc" not in \
             report["results"] else []
-        out[impl] = bench_io_bound.measure(folder, sizes, variants, gap_s=gap)
+        out[impl] = bench_io_bound.measure(folder, sizes, variants, reps=reps, gap_s=gap)
         shutil.rmtree(folder, ignore_errors=True)
     return out
 
