@@ -294,6 +294,20 @@ int ptc_fsync(int fd, const char *what)
     return PTC_OK;
 }
 
+#ifdef __linux__
+void ptc_start_writeback(int fd, uint64_t off, uint64_t len)
+{
+    (void)sync_file_range(fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE);
+}
+#else
+void ptc_start_writeback(int fd, uint64_t off, uint64_t len)
+{
+    (void)fd;
+    (void)off;
+    (void)len;
+}
+#endif
+
 int ptc_fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -30,6 +30,10 @@ int ptc_grow(void **p, size_t *cap, size_t need, size_t elem);
 int ptc_pwrite_all(int fd, const void *buf, size_t n, uint64_t off, const char *what);
 int ptc_write_all(int fd, const void *buf, size_t n, const char *what);
 int ptc_fsync(int fd, const char *what);
+/* Start writing back bytes [off, off + len) of @p fd without waiting for
+ * them (Linux: sync_file_range WRITE; elsewhere nothing). A hint only: it
+ * makes no data durable (ptc_fsync does) and its failure is ignored. */
+void ptc_start_writeback(int fd, uint64_t off, uint64_t len);
 /* fsync a directory (after creating or renaming entries in it). */
 int ptc_fsync_dir(const char *dir);
 /* pread exactly n bytes; a short read is PTC_E_FORMAT ("truncated"). */

@@ -135,6 +135,9 @@ int ptc_blob_block_offsets(const ptc_blob_rec *b, uint64_t **out)
 
 /* ---- writing ---------------------------------------------------------------------- */
 
+/* Bytes appended between two starts of writeback (see flush_block). */
+#define PTC_WRITEBACK_BYTES ((uint64_t)8 << 20)
+
 void ptc_blob_out_init(ptc_blob_out *o, int fd, const char *path, uint64_t off, unsigned codec,
                        int level)
 {
@@ -142,6 +145,7 @@ void ptc_blob_out_init(ptc_blob_out *o, int fd, const char *path, uint64_t off, 
     o->fd = fd;
     o->path = path;
     o->off = off;
+    o->flushed = off;
     o->codec = codec;
     o->level = level;
 }
@@ -199,6 +203,13 @@ static int flush_block(ptc_blob_out *o, const uint8_t *raw, size_t n)
     PTC_TRY(ptc_pwrite_all(o->fd, out, len, o->off, o->path));
     b->stored = (uint32_t)len;
     o->off += len;
+    /* Start writing back what is written so far: the disk works while the
+     * next blocks are copied, instead of all of it in the closing fsync
+     * (which is still what makes the data durable). */
+    if (o->off - o->flushed >= PTC_WRITEBACK_BYTES) {
+        ptc_start_writeback(o->fd, o->flushed, o->off - o->flushed);
+        o->flushed = o->off;
+    }
     c->length += len;
     c->raw_length += n;
     c->nblocks++;

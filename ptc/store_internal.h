@@ -203,6 +203,7 @@ typedef struct ptc_blob_out {
     int fd;           /* the pack file (not owned) */
     const char *path; /* for messages (not owned) */
     uint64_t off;     /* next write position */
+    uint64_t flushed; /* writeback was started for [.., flushed) */
     unsigned codec;
     int level;
     bool open;

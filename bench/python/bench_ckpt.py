@@ -14,6 +14,16 @@ is checked against the value it was saved with (a function of its global
 index), so both sides are known to load the same bytes.
 
     python bench/python/bench_ckpt.py [--impl dcp,ptc] [--layers 4] [--load-worlds 2,8] [--out DIR]
+                                      [--no-io-bound] [--settle S]
+
+The plain-I/O bound of the same run (bench_io_bound.py): the data files of
+each side's checkpoint written again by one process each with write() +
+fsync(), then read back cold with plain preads (1 to 64 threads, and after
+fadvise WILLNEED); each side's save is compared with the write bound of its
+own files, the cold loads with the fastest cold read of the same bytes.
+--settle S waits S seconds after each side's save before its cold loads
+(and makes the bound's reads wait as long): a cold read soon after a large
+write is slower on the virtual disk of the development machine.
 
 Rank processes are started with subprocess (no pickle crosses a process
 boundary); results come back as JSON files. The ptc side is two calls,
@@ -111,6 +121,17 @@ def drop_cache(path):
                 os.close(fd)
 
 
+def data_files(path):
+    """Sizes of a checkpoint's payload files (ptc's packs, DCP's .distcp),
+    largest first: what the save wrote besides metadata."""
+    sizes = []
+    for root, _, files in os.walk(path):
+        for f in files:
+            if f.endswith(".pack") or f.endswith(".distcp"):
+                sizes.append(os.stat(os.path.join(root, f)).st_size)
+    return sorted(sizes, reverse=True)
+
+
 def disk_bytes(path):
     total = 0
     for root, _, files in os.walk(path):
@@ -164,6 +185,7 @@ def run_dcp(torch, dist, args, phase, rank, world, ckpt):
     state, nbytes = dcp_state(torch, args, dp, tp, fill=(phase == "save"))
     res = {"bytes_local": nbytes, "rss_before": rss_now()}
     dist.barrier()
+    res["t_start_epoch"] = time.time()
     t0 = time.perf_counter()
     if phase == "save":
         dcp.save(state, checkpoint_id=ckpt)
@@ -222,6 +244,7 @@ def run_ptc(torch, dist, args, phase, rank, world, ckpt):
     st = ptc.Store(ckpt)
     global_shapes = {n: s for n, s, _, _ in full_spec(args)}
     dist.barrier()
+    res["t_start_epoch"] = time.time()
     t0 = time.perf_counter()
     # these two calls are the whole ptc side
     if phase == "save":
@@ -269,6 +292,7 @@ def worker(args):
         res, err = {}, "%s: %s" % (type(e).__name__, e)
     res["peak_rss"] = peak_rss()
     res["error"] = err
+    res["t_end_epoch"] = time.time()
     with open(os.path.join(args.results, "rank-%d.json" % rank), "w") as f:
         json.dump(res, f)
     if err is None:
@@ -324,6 +348,8 @@ def summarize(ranks, key="wall"):
            "peak_rss_op_per_rank": [r["peak_rss_op"] for r in ranks],
            "rss_before_per_rank": [r["rss_before"] for r in ranks],
            "bytes_per_rank": [r["bytes_local"] for r in ranks]}
+    out["t_start_epoch"] = min(r["t_start_epoch"] for r in ranks)
+    out["t_end_epoch"] = max(r["t_end_epoch"] for r in ranks)
     if "wall_warm" in ranks[0]:
         out["wall_warm_s"] = max(r["wall_warm"] for r in ranks)
     if "bad_tensors" in ranks[0]:
@@ -346,6 +372,11 @@ def main():
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="seconds to wait after each save before its cold loads (both sides)")
+    ap.add_argument("--io-reps", type=int, default=3, help="rounds of each io-bound figure")
+    ap.add_argument("--no-io-bound", dest="io_bound", action="store_false",
+                    help="skip the plain write()/pread() bound of the same bytes")
     # rank-process arguments
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--phase", help=argparse.SUPPRESS)
@@ -367,6 +398,8 @@ def main():
         r["save_4"] = summarize(launch(args, impl, "save", 4, ckpt, args.timeout))
         if "error" not in r["save_4"]:
             r["save_4"]["disk_bytes"] = disk_bytes(ckpt)
+            r["save_4"]["data_files"] = data_files(ckpt)
+            time.sleep(args.settle)
             for world in [int(w) for w in args.load_worlds.split(",")]:
                 drop_cache(ckpt)
                 r["load_%d" % world] = summarize(launch(args, impl, "load-cold", world, ckpt,
@@ -375,6 +408,9 @@ def main():
         print(json.dumps({impl: r}), flush=True)
         if not args.keep:
             shutil.rmtree(ckpt, ignore_errors=True)
+    if args.io_bound:
+        report["io_bound"] = io_bound(report, work, args.io_reps)
+        print(json.dumps({"io_bound": report["io_bound"]}), flush=True)
     if not args.out and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     d, p = report["results"].get("dcp"), report["results"].get("ptc")
@@ -384,10 +420,53 @@ def main():
             if k.startswith("load_") and k in p:
                 report["ratios"][k + "_cold"] = d[k]["wall_s"] / p[k]["wall_s"]
                 report["ratios"][k + "_warm"] = d[k]["wall_warm_s"] / p[k]["wall_warm_s"]
+    if "io_bound" in report:
+        report["vs_io_bound"] = vs_bound(report)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
     print_table(report)
+
+
+def io_bound(report, work, reps):
+    """The plain-I/O bound of each side's data files (write + fsync by one
+    process per file, cold reads after the same gap as the first load
+    after its save): see bench_io_bound.py."""
+    sys.path.insert(0, os.path.dirname(HERE))
+    import bench_io_bound
+    gaps = []
+    for r in report["results"].values():
+        loads = [x for k, x in r.items() if k.startswith("load_") and "t_start_epoch" in x]
+        if loads and "t_end_epoch" in r.get("save_4", {}):
+            gaps.append(loads[0]["t_start_epoch"] - r["save_4"]["t_end_epoch"])
+    gap = bench_io_bound.median(gaps) if gaps else 0.0
+    out = {}
+    for impl, r in report["results"].items():
+        sizes = r.get("save_4", {}).get("data_files")
+        if not sizes:
+            continue
+        folder = os.path.join(work, "io-" + impl)
+        # the reads are the same for both sides' bytes: measured once, on ptc's
+        variants = bench_io_bound.READ_VARIANTS if impl == "ptc" or "ptc" not in \
+            report["results"] else []
+        out[impl] = bench_io_bound.measure(folder, sizes, variants, reps=reps, gap_s=gap)
+        shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
+def vs_bound(report):
+    """Each figure over its bound (1.0 = at the bound): a save over the write
+    bound of its own files, a cold load over the fastest cold read."""
+    b = report["io_bound"]
+    rd = next((x["read_best_s"] for x in b.values() if x.get("read")), None)
+    out = {}
+    for impl, r in report["results"].items():
+        if impl in b and "wall_s" in r.get("save_4", {}):
+            out["%s_save" % impl] = r["save_4"]["wall_s"] / b[impl]["write"]["wall_s"]
+        for k, x in r.items():
+            if k.startswith("load_") and "wall_s" in x and rd:
+                out["%s_%s_cold" % (impl, k)] = x["wall_s"] / rd
+    return out
 
 
 def print_table(report):
@@ -407,6 +486,21 @@ def print_table(report):
                 ",".join("%.0f" % (v / 2 ** 20) for v in x["peak_rss_op_per_rank"])))
     if "ratios" in report:
         print("ratios DCP/ptc:", json.dumps(report["ratios"]))
+    for impl, x in report.get("io_bound", {}).items():
+        w = x["write"]
+        print("io bound, %s's %d data files (%.0f MiB): write()+fsync %.2f s (%.2f GB/s; "
+              "write() calls %.2f s) rounds %s" % (
+                  impl, w["files"], w["bytes"] / 2 ** 20, w["wall_s"], w["gb_per_s"],
+                  w["write_calls_s"], " ".join("%.2f" % v for v in w["rounds_s"])))
+        if x["read"]:
+            print("  reads of the same files, each %.1f s after its write:" % x["gap_s"])
+        for rd in x["read"]:
+            print("  cold read, %2d threads x %d MiB preads%s: %.2f s (%.2f GB/s) rounds %s" % (
+                rd["threads"], rd["chunk"] >> 20, " after WILLNEED" if rd["willneed"] else "",
+                rd["wall_s"], rd["gb_per_s"], " ".join("%.2f" % v for v in rd["rounds_s"])))
+    if "vs_io_bound" in report:
+        print("over the io bound (1.0 = at it):", json.dumps(
+            {k: round(v, 2) for k, v in report["vs_io_bound"].items()}))
 
 
 if __name__ == "__main__":
