@@ -23,6 +23,12 @@ int ptc_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * library call and return PTC_CLI_FAIL. */
 int ptc_cli_lib_error(int rc);
 
+/* Run this command line (all of it, `ptc` included) as ptc-full: exec'd
+ * from beside this executable or from ../libexec/ptc. Returns only on
+ * failure (one `ptc: error:` line, PTC_CLI_FAIL). The light `ptc` uses it
+ * for the commands and options that need MPI, CUDA, NCCL or OpenBLAS. */
+int ptc_cli_run_full(void);
+
 /* Print a command's help text to stdout. */
 void ptc_cli_help(const char *help);
 

@@ -1,8 +1,14 @@
 /* ptc reshard: write a stored version under another configuration as a new
- * version (threads on one host, or MPI processes with --mpi). */
+ * version (threads on one host, or MPI processes with --mpi).
+ *
+ * Built into both commands (CMakeLists.txt): the light `ptc` (PTC_CLI_LIGHT)
+ * runs the threads on one host itself and hands --mpi to ptc-full, so that a
+ * reshard without MPI maps no MPI library. */
 #include <getopt.h>
 #include <sys/resource.h>
+#ifndef PTC_CLI_LIGHT
 #include <mpi.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +104,12 @@ int ptc_cmd_reshard(int argc, char **argv)
         {"mpi-budget", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
+#ifdef PTC_CLI_LIGHT
+    /* --mpi (and --mpi-budget, or an abbreviation of either): ptc-full */
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strncmp(argv[i], "--mp", 4))
+            return ptc_cli_run_full();
+#endif
     const char *store = NULL, *to = NULL;
     uint64_t version = 0;
     bool json = false, mpi = false;
@@ -161,14 +173,20 @@ int ptc_cmd_reshard(int argc, char **argv)
     if (ptc_config_parse(&cfg, to) != PTC_OK)
         return ptc_cli_usage_error("--to: %s", ptc_last_error());
     int me = 0;
+#ifdef PTC_CLI_LIGHT
+    if (mpi)
+        return ptc_cli_error("--mpi: run by ptc-full"); /* not reached: handed over above */
+#else
     if (mpi) {
         int provided;
         if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
             return ptc_cli_error("MPI_Init failed");
         MPI_Comm_rank(MPI_COMM_WORLD, &me);
     }
+#endif
     ptc_store *s = NULL;
     int ret = ptc_cli_open_store(store, false, &s);
+#ifndef PTC_CLI_LIGHT
     if (mpi) {
         /* every process must reach the executor's collectives, or none */
         int worst = ret;
@@ -180,11 +198,15 @@ int ptc_cmd_reshard(int argc, char **argv)
             s = NULL;
         }
     }
+#endif
     if (ret == PTC_CLI_OK) {
         ptc_reshard_result res;
-        MPI_Comm comm = MPI_COMM_WORLD;
-        int rc = mpi ? ptc_reshard_store_mpi(s, version, &cfg, comm, &o, &res)
+#ifdef PTC_CLI_LIGHT
+        int rc = ptc_reshard_store(s, version, &cfg, &o, &res);
+#else
+        int rc = mpi ? ptc_reshard_store_mpi(s, version, &cfg, MPI_COMM_WORLD, &o, &res)
                      : ptc_reshard_store(s, version, &cfg, &o, &res);
+#endif
         /* peak resident memory, the largest over the processes (the
          * executor returns the same code on every process) */
         struct rusage ru;
@@ -192,15 +214,19 @@ int ptc_cmd_reshard(int argc, char **argv)
         if (getrusage(RUSAGE_SELF, &ru) == 0)
             peak = (unsigned long long)ru.ru_maxrss * 1024; /* Linux: KiB */
         top = peak;
+#ifndef PTC_CLI_LIGHT
         if (mpi) /* every process, whatever its code, so none waits */
             MPI_Reduce(&peak, &top, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+#endif
         if (rc != PTC_OK)
             ret = me == 0 ? ptc_cli_lib_error(rc) : PTC_CLI_FAIL;
         else if (me == 0)
             ret = print_result(&res, top, json);
         ptc_store_close(s);
     }
+#ifndef PTC_CLI_LIGHT
     if (mpi)
         MPI_Finalize();
+#endif
     return ret;
 }

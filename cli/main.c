@@ -49,6 +49,8 @@ static void usage(FILE *f)
     }
 }
 
+static char **main_argv; /* the whole command line, for ptc_cli_run_full */
+
 /* exec ptc-full with this process's arguments: next to this executable (a
  * build tree), else in ../libexec/ptc (an installed prefix). Returns only on
  * failure. */
@@ -74,8 +76,14 @@ static int run_full(char **argv)
                          argv[1], self, self);
 }
 
+int ptc_cli_run_full(void)
+{
+    return run_full(main_argv);
+}
+
 int main(int argc, char **argv)
 {
+    main_argv = argv;
     ptc_cli_init();
     opterr = 0; /* bad options are reported as one ptc: error: line */
     if (argc < 2) {

@@ -1,0 +1,402 @@
+/* The store resharder over MPI processes (ptc_reshard_store_mpi): each
+ * process writes the target ranks of its group; the exchange runs in
+ * rounds under a network budget. The setup, the shard filling and the
+ * figures are the thread executor's (reshard_store.c). */
+#include <mpi.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "kernels/pack.h"
+#include "base/util_internal.h"
+#include "reshard/reshard_internal.h"
+#include "reshard/reshard_store_internal.h"
+
+/* ---- MPI ------------------------------------------------------------------ */
+
+static int mpi_fail(int err, const char *call)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(err, msg, &len);
+    return ptc_error_set(PTC_E_MPI, "%s failed: %.*s", call, len, msg);
+}
+
+#define MPI_TRY(call)                                    \
+    do {                                                 \
+        int mpi_err_ = (call);                           \
+        if (mpi_err_ != MPI_SUCCESS)                     \
+            return mpi_fail(mpi_err_, #call);            \
+    } while (0)
+
+/* Every process agrees on the first failure: the lowest code wins, and the
+ * processes that did not fail report that another one did. */
+static int agree(MPI_Comm comm, int rc)
+{
+    int all = rc;
+    if (MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+        return ptc_error_set(PTC_E_MPI, "MPI_Allreduce failed");
+    if (all != PTC_OK && rc == PTC_OK)
+        return ptc_error_set(all, "reshard failed on another process (%s)", ptc_strerror(all));
+    return all;
+}
+
+/* Post sends/receives of a buffer in messages of at most RS_MSG_MAX. */
+static int post(MPI_Request **req, size_t *nreq, size_t *cap, void *buf, size_t len, int peer,
+                MPI_Comm comm, bool send)
+{
+    size_t nmsg = len ? (len + RS_MSG_MAX - 1) / RS_MSG_MAX : 0;
+    for (size_t k = 0; k < nmsg; k++) {
+        PTC_TRY(ptc_grow((void **)req, cap, *nreq + 1, sizeof **req));
+        size_t off = k * RS_MSG_MAX, n = PTC_MIN(RS_MSG_MAX, len - off);
+        uint8_t *p = (uint8_t *)buf + off;
+        if (send)
+            MPI_TRY(MPI_Isend(p, (int)n, MPI_BYTE, peer, (int)k, comm, &(*req)[(*nreq)++]));
+        else
+            MPI_TRY(MPI_Irecv(p, (int)n, MPI_BYTE, peer, (int)k, comm, &(*req)[(*nreq)++]));
+    }
+    return PTC_OK;
+}
+
+/* NETWORK bytes of transfer @p x. */
+static size_t net_bytes(const rs_ctx *c, const ptc_transfer *x)
+{
+    return (size_t)ptc_box_volume(&x->box) *
+           ptc_dtype_size(ptc_layout_tensor(c->lt, x->tensor)->dtype);
+}
+
+/* Cut the tensors into consecutive ranges (ends[k] = one past the last
+ * tensor of range k) such that no process sends plus receives more than
+ * @p budget network bytes within a range, unless a single tensor does
+ * (then it is a range of its own). Every process computes the same cut. */
+static int plan_rounds(const rs_ctx *c, int np, uint64_t budget, size_t **ends_out, size_t *nr,
+                       uint64_t *max_bytes)
+{
+    uint64_t *acc = ptc_calloc((size_t)np * 2, sizeof *acc);
+    size_t *ends = ptc_malloc(sizeof *ends * (c->nt + 1));
+    *ends_out = ends;
+    *nr = 0;
+    *max_bytes = 0;
+    if (!acc || !ends) {
+        ptc_free(acc);
+        return ptc_error_set(PTC_E_NOMEM, "out of memory for the reshard rounds");
+    }
+    uint64_t *cur = acc + np, top = 0;
+    for (size_t t = 0; t < c->nt; t++) {
+        memset(cur, 0, sizeof *cur * (size_t)np);
+        size_t x0 = c->first[t * (size_t)c->wt], x1 = c->first[(t + 1) * (size_t)c->wt];
+        for (size_t i = x0; i < x1; i++) {
+            const ptc_transfer *x = &c->xf[i];
+            if (x->kind != PTC_TRANSFER_NETWORK)
+                continue;
+            size_t b = net_bytes(c, x);
+            cur[ptc_plan_src_host(c->plan, x->src_rank)] += b;
+            cur[ptc_plan_dst_host(c->plan, x->dst_rank)] += b;
+        }
+        bool over = false;
+        for (int p = 0; p < np; p++)
+            over |= acc[p] + cur[p] > budget;
+        if (over && (*nr ? ends[*nr - 1] : 0) < t) {
+            ends[(*nr)++] = t;
+            memset(acc, 0, sizeof *acc * (size_t)np);
+        }
+        for (int p = 0; p < np; p++) {
+            acc[p] += cur[p];
+            top = PTC_MAX(top, acc[p]);
+        }
+    }
+    if (c->nt && (*nr == 0 || ends[*nr - 1] < c->nt))
+        ends[(*nr)++] = c->nt;
+    *max_bytes = top;
+    ptc_free(acc);
+    return PTC_OK;
+}
+
+static void free_bufs(uint8_t **bufs, int np)
+{
+    if (bufs)
+        for (int p = 0; p < 2 * np; p++)
+            ptc_free(bufs[p]);
+    ptc_free(bufs);
+}
+
+/* Read what this process sends for the tensors [c->t_lo, c->t_hi),
+ * exchange, and point c->net at what it got. Every process calls it for
+ * the same range. */
+static int exchange(rs_ctx *c, MPI_Comm comm, int me, int np, uint8_t ***bufs_out)
+{
+    size_t *out_len = ptc_calloc((size_t)np, sizeof *out_len);
+    size_t *in_len = ptc_calloc((size_t)np, sizeof *in_len);
+    uint8_t **out = ptc_calloc((size_t)np * 2, sizeof *out);
+    *bufs_out = out;
+    int rc = PTC_OK;
+    size_t *at_out = NULL;
+    MPI_Request *req = NULL;
+    size_t nreq = 0, capreq = 0;
+    size_t x0 = c->first[c->t_lo * (size_t)c->wt], x1 = c->first[c->t_hi * (size_t)c->wt];
+    if (!out_len || !in_len || !out) {
+        rc = ptc_error_set(PTC_E_NOMEM, "out of memory for the reshard exchange");
+        goto out_agree;
+    }
+    for (size_t i = x0; i < x1; i++) {
+        const ptc_transfer *x = &c->xf[i];
+        if (x->kind != PTC_TRANSFER_NETWORK)
+            continue;
+        size_t b = net_bytes(c, x);
+        int sp = ptc_plan_src_host(c->plan, x->src_rank), dp = ptc_plan_dst_host(c->plan, x->dst_rank);
+        if (sp == me)
+            out_len[dp] += b;
+        if (dp == me)
+            in_len[sp] += b;
+    }
+    size_t nmsg = 0;
+    for (int p = 0; p < np && rc == PTC_OK; p++) {
+        out[p] = ptc_malloc(out_len[p] + 1);
+        out[np + p] = ptc_malloc(in_len[p] + 1);
+        if (!out[p] || !out[np + p])
+            rc = PTC_E_NOMEM;
+        nmsg += (in_len[p] + RS_MSG_MAX - 1) / RS_MSG_MAX + (out_len[p] + RS_MSG_MAX - 1) / RS_MSG_MAX;
+    }
+    if (rc == PTC_OK && !(at_out = ptc_calloc((size_t)np * 2, sizeof *at_out)))
+        rc = PTC_E_NOMEM;
+    /* every request slot up front, so posting cannot fail half way */
+    if (rc == PTC_OK)
+        rc = ptc_grow((void **)&req, &capreq, nmsg + 1, sizeof *req);
+out_agree:
+    /* every process posts its whole exchange, or none does */
+    rc = agree(comm, rc);
+    if (rc != PTC_OK)
+        goto out_free;
+    /* read the boxes this process sends, in plan order */
+    size_t *at_in = at_out + np;
+    for (size_t i = x0; i < x1; i++) {
+        const ptc_transfer *x = &c->xf[i];
+        if (x->kind != PTC_TRANSFER_NETWORK)
+            continue;
+        size_t b = net_bytes(c, x);
+        int sp = ptc_plan_src_host(c->plan, x->src_rank), dp = ptc_plan_dst_host(c->plan, x->dst_rank);
+        if (sp == me) {
+            if (rc == PTC_OK)
+                rc = ptc_store_reader_read_box(c->rd, x->tensor, &x->box, out[dp] + at_out[dp],
+                                               NULL);
+            at_out[dp] += b;
+        }
+        if (dp == me) {
+            c->net[i] = out[np + sp] + at_in[sp];
+            at_in[sp] += b;
+        }
+    }
+    /* exchange even after a read failure, so no peer waits forever */
+    int prc = PTC_OK;
+    for (int p = 0; p < np && prc == PTC_OK; p++) {
+        if (p == me)
+            continue;
+        prc = post(&req, &nreq, &capreq, out[np + p], in_len[p], p, comm, false);
+        if (prc == PTC_OK)
+            prc = post(&req, &nreq, &capreq, out[p], out_len[p], p, comm, true);
+    }
+    if (nreq && MPI_Waitall((int)nreq, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS && prc == PTC_OK)
+        prc = ptc_error_set(PTC_E_MPI, "MPI_Waitall failed in the reshard exchange");
+    if (rc == PTC_OK)
+        rc = prc;
+out_free:
+    ptc_free(req);
+    ptc_free(at_out);
+    ptc_free(out_len);
+    ptc_free(in_len);
+    return rc;
+}
+
+/* Process 0 gathers every other process's shard descriptors and imports
+ * them into the committing writer. */
+static int gather_descriptors(rs_ctx *c, MPI_Comm comm, int me, int np, int rc_in)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = rc_in;
+    if (me != 0 && rc == PTC_OK && c->w)
+        rc = ptc_store_writer_export(c->w, &buf, &len);
+    if (rc == PTC_OK && len > INT_MAX)
+        rc = ptc_error_set(PTC_E_RANGE, "shard descriptors of %zu bytes exceed one MPI message",
+                           len);
+    unsigned long long l = len;
+    unsigned long long *lens = NULL;
+    if (me == 0 && rc == PTC_OK && !(lens = ptc_calloc((size_t)np, sizeof *lens)))
+        rc = PTC_E_NOMEM;
+    rc = agree(comm, rc);
+    if (rc != PTC_OK)
+        goto out_free;
+    if (MPI_Gather(&l, 1, MPI_UNSIGNED_LONG_LONG, lens, 1, MPI_UNSIGNED_LONG_LONG, 0, comm) !=
+        MPI_SUCCESS)
+        rc = ptc_error_set(PTC_E_MPI, "MPI_Gather of descriptor sizes failed");
+    /* the root holds a buffer for every message before anyone sends */
+    uint8_t **bufs = NULL;
+    if (me == 0 && rc == PTC_OK) {
+        bufs = ptc_calloc((size_t)np, sizeof *bufs);
+        for (int p = 1; bufs && p < np && rc == PTC_OK; p++)
+            if (lens[p] && !(bufs[p] = ptc_malloc(lens[p])))
+                rc = PTC_E_NOMEM;
+        if (!bufs)
+            rc = PTC_E_NOMEM;
+    }
+    rc = agree(comm, rc);
+    if (rc == PTC_OK && me != 0 && len &&
+        MPI_Send(buf, (int)len, MPI_BYTE, 0, 0, comm) != MPI_SUCCESS)
+        rc = ptc_error_set(PTC_E_MPI, "MPI_Send of shard descriptors failed");
+    /* once agreed, every message is received, even after a failed import,
+     * so no sender blocks forever */
+    bool receiving = rc == PTC_OK && me == 0;
+    for (int p = 1; receiving && p < np; p++) {
+        if (!lens[p])
+            continue;
+        if (MPI_Recv(bufs[p], (int)lens[p], MPI_BYTE, p, 0, comm, MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS) {
+            if (rc == PTC_OK)
+                rc = ptc_error_set(PTC_E_MPI, "MPI_Recv of shard descriptors failed");
+        } else if (rc == PTC_OK) {
+            rc = ptc_store_writer_import(c->w, bufs[p], lens[p]);
+        }
+    }
+    for (int p = 1; bufs && p < np; p++)
+        ptc_free(bufs[p]);
+    ptc_free(bufs);
+out_free:
+    ptc_free(lens);
+    ptc_store_free(buf);
+    return rc;
+}
+
+int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, MPI_Comm comm,
+                          const ptc_reshard_options *opts, ptc_reshard_result *res)
+{
+    double t0 = rs_now_s();
+    int me, np;
+    MPI_TRY(MPI_Comm_rank(comm, &me));
+    MPI_TRY(MPI_Comm_size(comm, &np));
+    rs_ctx c = {0};
+    int *src_host = NULL, *dst_host = NULL, *mine = NULL;
+    uint8_t **bufs = NULL;
+    size_t *ends = NULL, nr = 0;
+    uint64_t max_round = 0;
+    int rc = PTC_OK;
+    /* the host maps need the world sizes: read them from the layouts first */
+    {
+        ptc_store_reader *rd = NULL;
+        ptc_layout *ls = NULL, *lt = NULL;
+        rc = ptc_store_reader_open(&rd, s, version);
+        if (rc == PTC_OK)
+            rc = ptc_layout_of_version(&ls, rd, NULL);
+        if (rc == PTC_OK)
+            rc = ptc_layout_of_version(&lt, rd, to);
+        if (rc == PTC_OK) {
+            int ws = ptc_config_world(ptc_layout_config(ls));
+            int wt = ptc_config_world(ptc_layout_config(lt));
+            src_host = ptc_malloc(sizeof(int) * (size_t)ws);
+            dst_host = ptc_malloc(sizeof(int) * (size_t)wt);
+            mine = ptc_malloc(sizeof(int) * (size_t)wt);
+            if (!src_host || !dst_host || !mine)
+                rc = PTC_E_NOMEM;
+            for (int r = 0; rc == PTC_OK && r < ws; r++)
+                src_host[r] = (int)((int64_t)r * np / ws);
+            for (int r = 0; rc == PTC_OK && r < wt; r++)
+                dst_host[r] = (int)((int64_t)r * np / wt);
+        }
+        ptc_layout_destroy(ls);
+        ptc_layout_destroy(lt);
+        ptc_store_reader_close(rd);
+    }
+    if (rc == PTC_OK)
+        rc = rs_ctx_open(&c, s, version, to, opts, src_host, dst_host);
+    /* the figures now, so nothing can fail on one process after the commit */
+    ptc_reshard_result fig = {0};
+    if (rc == PTC_OK)
+        rc = rs_figures(&c, res ? &fig : NULL);
+    if ((rc = agree(comm, rc)) != PTC_OK)
+        goto out_close;
+    for (int r = 0; r < c.wt; r++)
+        if (dst_host[r] == me)
+            mine[c.nmy++] = r;
+    c.my_ranks = mine;
+    /* process 0 allocates the version; the others write pack files for it */
+    char cfg[PTC_CONFIG_MAX_STAGES * 11 + 64];
+    ptc_store_write_options wo;
+    unsigned long long v = 0;
+    rc = rs_write_options(&c, &wo, cfg, sizeof cfg);
+    if (me == 0 && rc == PTC_OK && (rc = ptc_store_writer_begin(&c.w, s, &wo)) == PTC_OK)
+        v = ptc_store_writer_version(c.w);
+    if ((rc = agree(comm, rc)) != PTC_OK)
+        goto out_close;
+    if (MPI_Bcast(&v, 1, MPI_UNSIGNED_LONG_LONG, 0, comm) != MPI_SUCCESS) {
+        rc = ptc_error_set(PTC_E_MPI, "MPI_Bcast of the version failed");
+        goto out_close;
+    }
+    if (me != 0 && c.nmy) {
+        uint32_t *r32 = ptc_malloc(sizeof(uint32_t) * c.nmy);
+        rc = r32 ? PTC_OK : PTC_E_NOMEM;
+        for (size_t i = 0; rc == PTC_OK && i < c.nmy; i++)
+            r32[i] = (uint32_t)mine[i];
+        if (rc == PTC_OK)
+            rc = ptc_store_writer_begin_pack(&c.w, s, v, &wo, r32, c.nmy);
+        ptc_free(r32);
+    }
+    if (rc == PTC_OK && c.w)
+        rc = rs_add_tensors(&c, me == 0);
+    if (rc == PTC_OK)
+        rc = plan_rounds(&c, np, c.o.mpi_budget ? c.o.mpi_budget : PTC_RESHARD_MPI_BUDGET, &ends,
+                         &nr, &max_round);
+    if (rc == PTC_OK && !(c.net = ptc_calloc(c.nxf + 1, sizeof *c.net)))
+        rc = ptc_error_set(PTC_E_NOMEM, "out of memory for the reshard exchange");
+    if ((rc = agree(comm, rc)) != PTC_OK)
+        goto out_close;
+    /* per range of tensors: exchange, write this process's ranks' shards of
+     * it (each rank's pack continues in tensor order), free */
+    for (size_t k = 0; k < nr; k++) {
+        c.t_lo = k ? ends[k - 1] : 0;
+        c.t_hi = ends[k];
+        rc = exchange(&c, comm, me, np, &bufs);
+        if ((rc = agree(comm, rc)) == PTC_OK && c.nmy) {
+            atomic_store(&c.next, 0);
+            rc = rs_run_pool(&c);
+        }
+        free_bufs(bufs, np);
+        bufs = NULL;
+        memset((void *)c.net, 0, sizeof *c.net * (c.nxf + 1));
+        if ((rc = agree(comm, rc)) != PTC_OK)
+            goto out_close;
+    }
+    rc = gather_descriptors(&c, comm, me, np, rc);
+    uint64_t committed = 0;
+    if (me == 0 && rc == PTC_OK)
+        rc = ptc_store_writer_commit(c.w, &committed);
+    if ((rc = agree(comm, rc)) != PTC_OK)
+        goto out_close;
+    unsigned long long cv = committed;
+    MPI_Bcast(&cv, 1, MPI_UNSIGNED_LONG_LONG, 0, comm);
+    /* totals over all processes */
+    unsigned long long mine_st[4] = {atomic_load(&c.bytes_written), atomic_load(&c.shards_written),
+                                     atomic_load(&c.shards_reused), atomic_load(&c.shards_aliased)},
+                       all_st[4];
+    MPI_Allreduce(mine_st, all_st, 4, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
+    rs_fill_result(&c, res, cv, t0);
+    if (res) {
+        res->bytes_written = all_st[0];
+        res->shards_written = all_st[1];
+        res->shards_reused = all_st[2];
+        res->shards_aliased = all_st[3];
+        res->rounds = nr;
+        res->max_round_bytes = max_round;
+        res->plan = fig.plan;
+    }
+    rc = PTC_OK;
+out_close:
+    free_bufs(bufs, np);
+    ptc_free(ends);
+    ptc_free((void *)c.net);
+    ptc_free(src_host);
+    ptc_free(dst_host);
+    ptc_free(mine);
+    rs_ctx_close(&c);
+    return rc;
+}
