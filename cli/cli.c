@@ -1,5 +1,6 @@
 /* Helpers shared by the subcommands of the ptc command. */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,4 +273,45 @@ out_free:
     free(all);
     ptc_rules_params_free(file, nfile);
     return rc;
+}
+
+/* ---- ptc-full ---------------------------------------------------------------- */
+
+static char **main_argv; /* the whole command line, for ptc_cli_run_full */
+
+void ptc_cli_set_argv(char **argv)
+{
+    main_argv = argv;
+}
+
+/* exec ptc-full with this process's arguments: next to this executable (a
+ * build tree), else in ../libexec/ptc (an installed prefix). Returns only on
+ * failure. */
+static int run_full(char **argv)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return ptc_cli_error("cannot find the ptc executable: %s", strerror(errno));
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    *(slash ? slash : self) = 0;
+    static const char *const where[] = {"%s/ptc-full", "%s/../libexec/ptc/ptc-full"};
+    char path[PATH_MAX + 32];
+    for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) {
+        snprintf(path, sizeof path, where[i], self);
+        if (access(path, X_OK) != 0)
+            continue;
+        execv(path, argv);
+        return ptc_cli_error("cannot run %s: %s", path, strerror(errno));
+    }
+    return ptc_cli_error("ptc %s needs ptc-full, which is not in %s nor in %s/../libexec/ptc",
+                         argv[1], self, self);
+}
+
+int ptc_cli_run_full(void)
+{
+    if (!main_argv)
+        return ptc_cli_error("no command line to hand to ptc-full");
+    return run_full(main_argv);
 }

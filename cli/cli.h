@@ -28,6 +28,8 @@ int ptc_cli_lib_error(int rc);
  * failure (one `ptc: error:` line, PTC_CLI_FAIL). The light `ptc` uses it
  * for the commands and options that need MPI, CUDA, NCCL or OpenBLAS. */
 int ptc_cli_run_full(void);
+/* The command line ptc_cli_run_full hands over (main's argv). */
+void ptc_cli_set_argv(char **argv);
 
 /* Print a command's help text to stdout. */
 void ptc_cli_help(const char *help);

@@ -49,41 +49,9 @@ static void usage(FILE *f)
     }
 }
 
-static char **main_argv; /* the whole command line, for ptc_cli_run_full */
-
-/* exec ptc-full with this process's arguments: next to this executable (a
- * build tree), else in ../libexec/ptc (an installed prefix). Returns only on
- * failure. */
-static int run_full(char **argv)
-{
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
-        return ptc_cli_error("cannot find the ptc executable: %s", strerror(errno));
-    self[n] = 0;
-    char *slash = strrchr(self, '/');
-    *(slash ? slash : self) = 0;
-    static const char *const where[] = {"%s/ptc-full", "%s/../libexec/ptc/ptc-full"};
-    char path[PATH_MAX + 32];
-    for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) {
-        snprintf(path, sizeof path, where[i], self);
-        if (access(path, X_OK) != 0)
-            continue;
-        execv(path, argv);
-        return ptc_cli_error("cannot run %s: %s", path, strerror(errno));
-    }
-    return ptc_cli_error("ptc %s needs ptc-full, which is not in %s nor in %s/../libexec/ptc",
-                         argv[1], self, self);
-}
-
-int ptc_cli_run_full(void)
-{
-    return run_full(main_argv);
-}
-
 int main(int argc, char **argv)
 {
-    main_argv = argv;
+    ptc_cli_set_argv(argv);
     ptc_cli_init();
     opterr = 0; /* bad options are reported as one ptc: error: line */
     if (argc < 2) {
@@ -100,7 +68,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; commands[i].name; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run ? commands[i].run(argc - 1, argv + 1) : run_full(argv);
+            return commands[i].run ? commands[i].run(argc - 1, argv + 1) : ptc_cli_run_full();
     ptc_cli_usage_error("unknown command '%s' (try ptc --help)", argv[1]);
     return PTC_CLI_USAGE;
 }
