@@ -94,6 +94,7 @@ typedef struct host {
     int slots;  /* as the inputs say */
     int failed; /* slots dropped after failures */
 } host;
+_Static_assert(sizeof ((host *)0)->name == sizeof ((ptc_elastic_host *)0)->name, "host names");
 
 /* What one launch of the job showed on its output. */
 typedef struct launch {
@@ -226,52 +227,19 @@ static bool parse_inputs(elastic *e, host *hs, int *nh, const char **why, char *
             *why = msg;
             return false;
         }
-        char *save = NULL;
-        char tmp[8192];
-        snprintf(tmp, sizeof tmp, "%s", hbuf);
-        int lineno = 0;
-        for (char *line = strtok_r(tmp, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-            lineno++;
-            char *hash = strchr(line, '#');
-            if (hash)
-                *hash = 0;
-            char name[256];
-            int off = 0;
-            if (sscanf(line, " %255s%n", name, &off) != 1)
-                continue;
-            int slots = 1;
-            char *p = line + off, word[256];
-            int n;
-            while (sscanf(p, " %255s%n", word, &n) == 1) {
-                p += n;
-                if (!strncmp(word, "slots=", 6)) {
-                    char *end;
-                    long v = strtol(word + 6, &end, 10);
-                    if (*end || v < 0 || v > PTC_CONFIG_MAX_WORLD) {
-                        snprintf(msg, sizeof msg, "hostfile %s line %d: bad '%s'", e->hostfile,
-                                 lineno, word);
-                        *why = msg;
-                        return false;
-                    }
-                    slots = (int)v;
-                } else if (strncmp(word, "max_slots=", 10)) {
-                    snprintf(msg, sizeof msg, "hostfile %s line %d: unknown '%s'", e->hostfile,
-                             lineno, word);
-                    *why = msg;
-                    return false;
-                }
-            }
-            if (*nh >= MAX_HOSTS) {
-                snprintf(msg, sizeof msg, "hostfile %s: more than %d hosts", e->hostfile,
-                         MAX_HOSTS);
-                *why = msg;
-                return false;
-            }
-            snprintf(hs[*nh].name, sizeof hs[*nh].name, "%s", name);
-            hs[*nh].slots = slots;
-            hs[*nh].failed = 0;
-            (*nh)++;
+        static ptc_elastic_host ph[MAX_HOSTS];
+        size_t np = 0;
+        if (ptc_elastic_hostfile_parse(hbuf, ph, MAX_HOSTS, &np) != PTC_OK) {
+            snprintf(msg, sizeof msg, "%s: %s", e->hostfile, ptc_last_error());
+            *why = msg;
+            return false;
         }
+        for (size_t i = 0; i < np; i++) {
+            memcpy(hs[i].name, ph[i].name, sizeof hs[i].name);
+            hs[i].slots = ph[i].slots;
+            hs[i].failed = 0;
+        }
+        *nh = (int)np;
         /* --slots caps the total, taken from the hosts in order */
         for (int i = 0; total >= 0 && i < *nh; i++) {
             if (hs[i].slots > total)

@@ -1,8 +1,98 @@
 /* The configuration rule of ptc elastic (include/ptc/elastic.h), and the same
  * choice asked of the configuration search's cost model (docs/elastic.md). */
+#include <stdio.h>
 #include <string.h>
 
 #include "ptc/elastic.h"
+
+/* ---- hostfiles ------------------------------------------------------------------ */
+
+static bool blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* A decimal 0..PTC_CONFIG_MAX_WORLD spelled by [s, s+len). */
+static bool count_of(const char *s, size_t len, int *out)
+{
+    if (len == 0 || len > 9)
+        return false;
+    int v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v > PTC_CONFIG_MAX_WORLD)
+        return false;
+    *out = v;
+    return true;
+}
+
+int ptc_elastic_hostfile_parse(const char *text, ptc_elastic_host *hosts, size_t cap,
+                               size_t *n)
+{
+    if (!text || !n || (cap && !hosts))
+        return ptc_error_set(PTC_E_INVAL, "hostfile: no text");
+    *n = 0;
+    const char *p = text;
+    for (int line = 1; *p; line++) {
+        const char *eol = strchr(p, '\n'), *hash;
+        size_t ll = eol ? (size_t)(eol - p) : strlen(p);
+        if ((hash = memchr(p, '#', ll)))
+            ll = (size_t)(hash - p);
+        const char *q = p, *end = p + ll;
+        ptc_elastic_host h = {.slots = 1};
+        bool have_name = false, have_slots = false, have_max = false;
+        while (q < end) {
+            while (q < end && blank(*q))
+                q++;
+            if (q == end)
+                break;
+            const char *w = q;
+            while (q < end && !blank(*q))
+                q++;
+            size_t wl = (size_t)(q - w);
+            if (!have_name) {
+                bool ok = wl < sizeof h.name;
+                for (size_t i = 0; ok && i < wl; i++)
+                    ok = w[i] > ' ' && w[i] < 0x7f && w[i] != '=';
+                if (!ok)
+                    return ptc_error_set(PTC_E_INVAL, "hostfile line %d: '%.*s' is not a host "
+                                                      "name (1-255 printable bytes, no '=')",
+                                         line, (int)(wl > 64 ? 64 : wl), w);
+                memcpy(h.name, w, wl);
+                h.name[wl] = 0;
+                have_name = true;
+            } else if (wl >= 6 && !strncmp(w, "slots=", 6) && !have_slots) {
+                if (!count_of(w + 6, wl - 6, &h.slots))
+                    return ptc_error_set(PTC_E_INVAL, "hostfile line %d: bad '%.*s' (slots=N, N "
+                                                      "from 0 to %d)",
+                                         line, (int)(wl > 64 ? 64 : wl), w, PTC_CONFIG_MAX_WORLD);
+                have_slots = true;
+            } else if (wl >= 10 && !strncmp(w, "max_slots=", 10) && !have_max) {
+                int m;
+                if (!count_of(w + 10, wl - 10, &m))
+                    return ptc_error_set(PTC_E_INVAL, "hostfile line %d: bad '%.*s'", line,
+                                         (int)(wl > 64 ? 64 : wl), w);
+                have_max = true;
+            } else {
+                return ptc_error_set(PTC_E_INVAL, "hostfile line %d: unknown or repeated '%.*s' "
+                                                  "(expected NAME [slots=N] [max_slots=M])",
+                                     line, (int)(wl > 64 ? 64 : wl), w);
+            }
+        }
+        if (have_name) {
+            for (size_t i = 0; i < *n; i++)
+                if (!strcmp(hosts[i].name, h.name))
+                    return ptc_error_set(PTC_E_INVAL, "hostfile line %d: host %s named twice",
+                                         line, h.name);
+            if (*n >= cap)
+                return ptc_error_set(PTC_E_INVAL, "hostfile line %d: more than %zu hosts", line,
+                                     cap);
+            hosts[(*n)++] = h;
+        }
+        p = eol ? eol + 1 : p + strlen(p);
+    }
+    return PTC_OK;
+}
 
 static int usable_slots(const int *slots, size_t n, int tp, int *usable)
 {

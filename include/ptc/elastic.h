@@ -43,6 +43,27 @@ typedef struct ptc_elastic_want {
     ptc_sched_kind_id schedule; /**< one stage per process kinds (default 1f1b) */
 } ptc_elastic_want;
 
+/** A host of an Open MPI hostfile (small value type). */
+typedef struct ptc_elastic_host {
+    char name[256]; /**< as the file spells it (mpirun names the host so) */
+    int slots;      /**< slots=N, default 1 */
+} ptc_elastic_host;
+
+/**
+ * Parse the text of an Open MPI hostfile, as `ptc elastic --hostfile` reads
+ * it: one host per line, `NAME [slots=N] [max_slots=M]` separated by blanks,
+ * `#` to the end of the line a comment, blank lines skipped; N and M are
+ * decimal 0..PTC_CONFIG_MAX_WORLD (slots default 1; max_slots is checked and
+ * not used). A NAME is 1..255 printable bytes without `=`; a host named twice
+ * is an error.
+ * @param hosts receives up to @p cap hosts in file order; *@p n their count
+ * @return PTC_OK; PTC_E_INVAL with a one-line message "line L: ..." (an
+ *   unknown word, a bad number, a bad or repeated name, more than @p cap
+ *   hosts).
+ */
+PTC_API int ptc_elastic_hostfile_parse(const char *text, ptc_elastic_host *hosts, size_t cap,
+                                       size_t *n);
+
 /**
  * Pick the configuration for hosts with @p slots[i] free slots each.
  * @param out     receives the configuration (dp, tp, pp, zero; no layers=)

@@ -198,6 +198,59 @@ static void test_search(void **state)
     assert_int_equal(ptc_elastic_search(&c, NULL, (int[]){8}, 1, &w, &fast, NULL), PTC_E_CONFIG);
 }
 
+/* Hostfiles: the grammar, the defaults, and a one-line error naming the
+ * line for every bad word. */
+static void test_hostfile(void **state)
+{
+    (void)state;
+    ptc_elastic_host h[4];
+    size_t n = 99;
+    assert_int_equal(ptc_elastic_hostfile_parse("# cluster\n\nnode-a slots=8 max_slots=8\n"
+                                                "  10.0.0.2\tslots=4 # half\r\nnode-c slots=0",
+                                                h, 4, &n),
+                     PTC_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(h[0].name, "node-a");
+    assert_int_equal(h[0].slots, 8);
+    assert_string_equal(h[1].name, "10.0.0.2");
+    assert_int_equal(h[1].slots, 4);
+    assert_string_equal(h[2].name, "node-c");
+    assert_int_equal(h[2].slots, 0);
+    assert_int_equal(ptc_elastic_hostfile_parse("solo", h, 4, &n), PTC_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(h[0].slots, 1); /* the default */
+    assert_int_equal(ptc_elastic_hostfile_parse("", h, 4, &n), PTC_OK);
+    assert_int_equal(n, 0);
+    static const struct {
+        const char *text, *words;
+    } bad[] = {
+        {"a slots=\n", "line 1: bad 'slots='"},
+        {"a\nb slots=-1", "line 2: bad 'slots=-1'"},
+        {"a slots=4x", "bad 'slots=4x'"},
+        {"a slots=99999999999", "bad 'slots=99999999999'"},
+        {"a slots=2 slots=3", "unknown or repeated 'slots=3'"},
+        {"a max_slots=", "bad 'max_slots='"},
+        {"a cpus=4", "unknown or repeated 'cpus=4'"},
+        {"slots=4", "'slots=4' is not a host name"},
+        {"a\n\na slots=2", "line 3: host a named twice"},
+        {"a\nb\nc\nd\ne", "line 5: more than 4 hosts"},
+        {"na\x01me", "is not a host name"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(ptc_elastic_hostfile_parse(bad[i].text, h, 4, &n), PTC_E_INVAL);
+        if (!strstr(ptc_last_error(), bad[i].words))
+            fail_msg("'%s': got '%s', want '%s'", bad[i].text, ptc_last_error(), bad[i].words);
+        assert_null(strchr(ptc_last_error(), '\n'));
+    }
+    char longname[300];
+    memset(longname, 'x', 256);
+    longname[256] = 0;
+    assert_int_equal(ptc_elastic_hostfile_parse(longname, h, 4, &n), PTC_E_INVAL);
+    longname[255] = 0;
+    assert_int_equal(ptc_elastic_hostfile_parse(longname, h, 4, &n), PTC_OK);
+    assert_int_equal(strlen(h[0].name), 255);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -205,6 +258,7 @@ int main(void)
         cmocka_unit_test(test_fixed),
         cmocka_unit_test(test_nothing_fits),
         cmocka_unit_test(test_search),
+        cmocka_unit_test(test_hostfile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
