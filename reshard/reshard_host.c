@@ -247,12 +247,15 @@ static int reused(const ptc_plan *p, MPI_Comm comm, int me, size_t t_lo, size_t 
                   const owners *o)
 {
     const ptc_layout *lt = ptc_plan_target(p);
-    int wt = ptc_config_world(ptc_layout_config(lt));
+    /* a shard is reused only by a rank of both layouts */
+    int wt = ptc_config_world(ptc_layout_config(lt)),
+        ws = ptc_config_world(ptc_layout_config(ptc_plan_source(p)));
+    int wb = ws < wt ? ws : wt;
     MPI_Request *req = NULL;
     size_t nreq = 0, capreq = 0;
     int rc = PTC_OK;
     for (size_t t = t_lo; t < t_hi && rc == PTC_OK; t++)
-        for (int r = 0; r < wt && rc == PTC_OK; r++) {
+        for (int r = 0; r < wb && rc == PTC_OK; r++) {
             int from = o->src[r], to = o->dst[r];
             if ((from != me && to != me) || !ptc_plan_reused(p, t, r))
                 continue;

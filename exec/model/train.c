@@ -593,6 +593,26 @@ static void seg_close(seg *g)
     g->ds.group = MPI_COMM_NULL;
 }
 
+/* A segment on the heap (seg_open fills it): the model's data callback holds
+ * &seg->ds, so a segment is never copied once open. */
+static seg *seg_new(void)
+{
+    seg *g = ptc_calloc(1, sizeof *g);
+    if (g) {
+        g->comm = MPI_COMM_NULL;
+        g->ds.group = MPI_COMM_NULL;
+    }
+    return g;
+}
+
+static void seg_free(seg *g)
+{
+    if (!g)
+        return;
+    seg_close(g);
+    ptc_free(g);
+}
+
 /* The model, data and runtime of configuration o->cfg with schedule
  * @p sched (taken). Collective over @p world; every process returns the
  * same code. @p state: build the layout and buffers of the job's state. */
@@ -816,9 +836,10 @@ static int seg_owners_get(const seg *g, MPI_Comm world, int wrank, seg_owners *o
  * the new segment's model is built, the state moves by the minimal plan
  * between the old and the new layout (ptc_reshard_host over the world),
  * the old segment is closed. Collective over @p world. */
-static int resize(ptc_train *t, ptc_train_opts *jo, seg *g, const ptc_config *to,
+static int resize(ptc_train *t, ptc_train_opts *jo, seg **gp, const ptc_config *to,
                   ptc_store *store, MPI_Comm world, int wrank, ptc_train_resize *rep)
 {
+    seg *g = *gp;
     double t0 = now_s();
     ptc_train_opts no = *jo;
     no.cfg = *to;
@@ -839,10 +860,18 @@ static int resize(ptc_train *t, ptc_train_opts *jo, seg *g, const ptc_config *to
         ptc_sched_destroy(ns);
         return rc;
     }
-    seg ng;
-    rc = seg_open(&ng, &no, ns, store, world, wrank, true, rc);
+    /* the new segment lives on the heap: its model's data callback keeps
+     * the address of its train_data, so it never moves */
+    seg *ng = seg_new();
+    rc = agree(world, ng ? PTC_OK : PTC_E_NOMEM);
     if (rc != PTC_OK) {
-        seg_close(&ng);
+        seg_free(ng);
+        ptc_sched_destroy(ns);
+        return rc;
+    }
+    rc = seg_open(ng, &no, ns, store, world, wrank, true, rc);
+    if (rc != PTC_OK) {
+        seg_free(ng);
         return rc;
     }
     /* the state moves by the minimal plan, in budgeted rounds; each chunk of
@@ -852,11 +881,11 @@ static int resize(ptc_train *t, ptc_train_opts *jo, seg *g, const ptc_config *to
     seg_owners so, no_;
     rc = seg_owners_get(g, world, wrank, &so);
     if (rc == PTC_OK)
-        rc = seg_owners_get(&ng, world, wrank, &no_);
+        rc = seg_owners_get(ng, world, wrank, &no_);
     rc = agree(world, rc);
     if (rc == PTC_OK)
         rc = ptc_exec_resize_owned(g->layout, so.owner, (const void *const *const *)so.bufs,
-                                   ng.layout, no_.owner, (void *const *const *)no_.bufs, world,
+                                   ng->layout, no_.owner, (void *const *const *)no_.bufs, world,
                                    NULL, &st);
     seg_owners_free(&so);
     seg_owners_free(&no_);
@@ -870,11 +899,11 @@ static int resize(ptc_train *t, ptc_train_opts *jo, seg *g, const ptc_config *to
         rep->rebuild_seconds = t1 - t0;
     }
     if (rc != PTC_OK) {
-        seg_close(&ng);
+        seg_free(ng);
         return rc;
     }
-    seg_close(g);
-    *g = ng;
+    seg_free(g);
+    *gp = ng;
     *jo = no;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -1013,14 +1042,19 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
     ptc_sched *s0 = NULL;
     if (rc == PTC_OK)
         rc = ptc_sched_clone(&s0, t->sched);
-    seg g;
-    rc = seg_open(&g, &jo, s0, store, world, wrank, state, rc);
+    seg *g = seg_new();
+    if (agree(world, g ? PTC_OK : PTC_E_NOMEM) != PTC_OK) {
+        ptc_sched_destroy(s0);
+        rc = rc != PTC_OK ? rc : PTC_E_NOMEM;
+        goto out;
+    }
+    rc = seg_open(g, &jo, s0, store, world, wrank, state, rc);
     if (rc == PTC_OK && o->resume) {
         ptc_ckpt_options co;
         ptc_ckpt_options_init(&co);
         double t0 = MPI_Wtime();
-        if (g.active)
-            rc = ptc_ckpt_load(store, from, g.layout, g.ranks, g.nranks, g.bufs, &co, g.comm,
+        if (g->active)
+            rc = ptc_ckpt_load(store, from, g->layout, g->ranks, g->nranks, g->bufs, &co, g->comm,
                                NULL, NULL);
         rc = agree(world, rc);
         res->resumed_from = from;
@@ -1035,12 +1069,12 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
     int64_t k = first;
     while (rc == PTC_OK && k < first + o->steps) {
         decision d = {0};
-        if (g.active) {
-            rc = run_step(t, &jo, &g, k, on_step, user, &has_loss, &last_loss, res);
+        if (g->active) {
+            rc = run_step(t, &jo, g, k, on_step, user, &has_loss, &last_loss, res);
             if (res->failed_step >= 0)
                 goto out;
             k++;
-            if (g.rank == 0) {
+            if (g->rank == 0) {
                 d.rc = rc;
                 d.step = k;
                 if (rc == PTC_OK && k < first + o->steps) {
@@ -1057,7 +1091,7 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
                     }
                 }
             }
-            if (MPI_Bcast(&d, (int)sizeof d, MPI_BYTE, 0, g.comm) != MPI_SUCCESS) {
+            if (MPI_Bcast(&d, (int)sizeof d, MPI_BYTE, 0, g->comm) != MPI_SUCCESS) {
                 res->failed_step = (int)k - 1;
                 rc = ptc_error_set(PTC_E_MPI, "MPI_Bcast failed");
                 goto out;
@@ -1070,8 +1104,8 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
                                  saving && (last || (o->save_every > 0 &&
                                                      done % o->save_every == 0)))) {
                 uint64_t v = 0;
-                rc = save_state(t, store, g.layout, g.rules, g.ranks, g.nranks, g.bufs, &g.ds,
-                                k, has_loss, last_loss, g.comm, &v);
+                rc = save_state(t, store, g->layout, g->rules, g->ranks, g->nranks, g->bufs, &g->ds,
+                                k, has_loss, last_loss, g->comm, &v);
                 if (rc == PTC_OK) {
                     /* the records served up to this version are durable
                      * already: run_step flushes them after every step */
@@ -1081,11 +1115,11 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
             }
             if (rc != PTC_OK || (last && !stopping))
                 d.action = ACT_FINISH;
-            if (g.rank == 0) {
+            if (g->rank == 0) {
                 decision w = d;
                 w.rc = rc;
                 if (w.action != ACT_GO)
-                    tell_waiting(world, ptc_config_world(&g.cfg), &w);
+                    tell_waiting(world, ptc_config_world(&g->cfg), &w);
             }
         } else {
             rc = wait_word(world, &d);
@@ -1099,7 +1133,7 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
                 if (wrank == 0 && o->on_resize) {
                     ptc_train_resize r = {.step = k, .reason = "stop",
                                           .version = res->last_version};
-                    ptc_config_format(&g.cfg, PTC_CONFIG_STYLE_KEYS, r.from, sizeof r.from);
+                    ptc_config_format(&g->cfg, PTC_CONFIG_STYLE_KEYS, r.from, sizeof r.from);
                     o->on_resize(&r, user);
                 }
             }
@@ -1122,34 +1156,34 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
         }
     }
     res->last_step = k;
-    if (rc == PTC_OK && o->save && g.active && (g.model || g.gmodel)) {
+    if (rc == PTC_OK && o->save && g->active && (g->model || g->gmodel)) {
         size_t np = 0;
         const ptc_exec_param *p = NULL;
-        if (g.model)
-            p = ptc_exec_model_params(g.model, &np);
+        if (g->model)
+            p = ptc_exec_model_params(g->model, &np);
         else
-            rc = ptc_exec_model_cuda_params(g.gmodel, &p, &np);
+            rc = ptc_exec_model_cuda_params(g->gmodel, &p, &np);
         if (rc == PTC_OK) {
             ptc_train tt = *t;
-            tt.o.cfg = g.cfg;
-            tt.sched = g.sched;
-            rc = save_gathered(&tt, g.comm, p, np, wrank, g.pp_i, g.dp_i);
+            tt.o.cfg = g->cfg;
+            tt.sched = g->sched;
+            rc = save_gathered(&tt, g->comm, p, np, wrank, g->pp_i, g->dp_i);
         }
-        rc = agree(g.comm, rc);
+        rc = agree(g->comm, rc);
     }
-    if (rc == PTC_OK && g.fake) {
+    if (rc == PTC_OK && g->fake) {
         /* res is valid on process 0 */
-        unsigned long chk = (unsigned long)ptc_exec_fake_checked(g.fake), tot = 0;
-        int mrc = MPI_Reduce(&chk, &tot, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, g.comm);
+        unsigned long chk = (unsigned long)ptc_exec_fake_checked(g->fake), tot = 0;
+        int mrc = MPI_Reduce(&chk, &tot, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, g->comm);
         if (mrc != MPI_SUCCESS)
             rc = mpi_fail(mrc, "MPI_Reduce");
         else
             res->fake_checked = tot;
     }
-    if (rc == PTC_OK && g.e)
-        ptc_exec_actions(g.e, &res->actions_rank0);
+    if (rc == PTC_OK && g->e)
+        ptc_exec_actions(g->e, &res->actions_rank0);
 out:
-    seg_close(&g);
+    seg_free(g);
     ptc_ckpt_record_free(&rec);
     ptc_store_close(store);
     return rc;

@@ -93,7 +93,9 @@ static int make_rounds(const ptc_plan *p, int np, const int *sown, const int *do
 {
     const ptc_layout *lt = ptc_plan_target(p);
     size_t nt = ptc_layout_count(lt), nx;
-    int wt = ptc_config_world(ptc_layout_config(lt));
+    /* a shard is reused only by a rank of both layouts */
+    int wt = ptc_config_world(ptc_layout_config(lt)),
+        ws = ptc_config_world(ptc_layout_config(ptc_plan_source(p))), wb = PTC_MIN(ws, wt);
     const ptc_transfer *xf = ptc_plan_transfers(p, &nx);
     uint64_t *cur = ptc_calloc((size_t)np, sizeof *cur), *tot = ptc_calloc((size_t)np, sizeof *tot);
     uint64_t *tin = ptc_calloc((size_t)np, sizeof *tin);
@@ -106,7 +108,7 @@ static int make_rounds(const ptc_plan *p, int np, const int *sown, const int *do
         return PTC_E_NOMEM;
     }
     bool moved_reuse = false; /* a reused shard whose two ranks are on different processes */
-    for (int q = 0; q < wt; q++)
+    for (int q = 0; q < wb; q++)
         moved_reuse |= sown[q] != down[q];
     for (size_t i = 0; i < nx; i++)
         first[xf[i].tensor + 1]++;
@@ -135,7 +137,7 @@ static int make_rounds(const ptc_plan *p, int np, const int *sown, const int *do
             tin[to] += b;
             st->bytes_moved += b;
         }
-        for (int q = 0; moved_reuse && q < wt && rc == PTC_OK; q++) {
+        for (int q = 0; moved_reuse && q < wb && rc == PTC_OK; q++) {
             if (sown[q] == down[q] || !ptc_plan_reused(p, t, q))
                 continue;
             ptc_shard sh;
