@@ -42,11 +42,12 @@ test-asan: deps
 	@cmake --build $(BUILD)-asan -j $(JOBS)
 	@cd $(BUILD)-asan && UBSAN_OPTIONS=print_stacktrace=1 \
 	    ctest --output-on-failure -j $(JOBS) -L unit
-	@# the MPI tests too (training, online resize, checkpoints, elastic): Open MPI's
-	@# own allocations are never freed (no leak check); test_reshard_mpi compares
-	@# peak memory figures, which ASan's quarantine changes
+	@# the MPI and FUSE tests too (training, online resize, checkpoints, elastic,
+	@# the mount daemon): Open MPI's own allocations are never freed (no leak
+	@# check); test_reshard_mpi compares peak memory figures, which ASan's
+	@# quarantine changes
 	@cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	    ctest --output-on-failure -L mpi -E test_reshard_mpi
+	    ctest --output-on-failure -L 'mpi|fuse' -E test_reshard_mpi
 
 # libptc.so, libptc.a, headers, ptc.pc, the CMake package and the ptc command
 # under PREFIX (default /usr/local).
