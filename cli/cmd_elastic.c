@@ -320,6 +320,41 @@ static void log_json(json_t *o)
     fflush(stdout);
 }
 
+/* One reconfiguration's line (or JSON object): the restart path names the
+ * version it resumed from and loads it; the online path moves the state in
+ * memory. The parts add up to the downtime. */
+static void log_reconfig(const elastic *e, const pending *p, bool online, double save,
+                         double plan, double move, double load, double restart)
+{
+    double total = p->detect + save + plan + move + load + restart;
+    if (e->json) {
+        json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:i, s:I, s:I, s:f, s:f, s:f, s:f, "
+                              "s:f, s:f, s:f}",
+                              "event", "reconfigure", "reason", p->reason, "path",
+                              online ? "online" : "restart", "step", (json_int_t)p->at_step,
+                              "from", p->from, "to", p->to, "slots", p->slots, "resumed_step",
+                              (json_int_t)p->resumed_step, "steps_lost",
+                              (json_int_t)p->steps_lost, "downtime_s", total, "detect_s",
+                              p->detect, "save_s", save, "plan_s", plan, "move_s", move,
+                              "load_s", load, "restart_s", restart);
+        if (o && !online)
+            json_object_set_new(o, "version", json_integer((json_int_t)p->version));
+        log_json(o);
+        return;
+    }
+    char how[96];
+    if (online)
+        snprintf(how, sizeof how, "online (in memory)");
+    else
+        snprintf(how, sizeof how, "resumed version %llu (step %lld)",
+                 (unsigned long long)p->version, (long long)p->resumed_step);
+    log_text("%s at step %lld: %s -> %s on %d slots, %s, %lld steps lost, downtime %.3f s "
+             "(detect %.3f, save %.3f, plan %.3f, %s %.3f, restart %.3f)",
+             p->reason, (long long)p->at_step, p->from, p->to, p->slots, how,
+             (long long)p->steps_lost, total, p->detect, save, plan, online ? "move" : "load",
+             online ? move : load, restart);
+}
+
 static void log_pending(elastic *e, pending *p, const launch *l, double t_end)
 {
     if (!p->active)
@@ -331,25 +366,7 @@ static void log_pending(elastic *e, pending *p, const launch *l, double t_end)
         restart -= l->first_step_ms / 1e3;
     if (restart < 0)
         restart = 0;
-    double total = p->detect + p->save + p->plan + load + restart;
-    if (e->json) {
-        log_json(json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:i, s:I, s:I, s:I, s:f, s:f, s:f, "
-                           "s:f, s:f, s:f, s:f}",
-                           "event", "reconfigure", "reason", p->reason, "path", "restart", "step",
-                           (json_int_t)p->at_step, "from", p->from, "to", p->to, "slots",
-                           p->slots, "version", (json_int_t)p->version, "resumed_step",
-                           (json_int_t)p->resumed_step, "steps_lost", (json_int_t)p->steps_lost,
-                           "downtime_s", total, "detect_s", p->detect, "save_s", p->save,
-                           "plan_s", p->plan, "move_s", 0.0, "load_s", load, "restart_s",
-                           restart));
-    } else {
-        log_text("%s at step %lld: %s -> %s on %d slots, resumed version %llu (step %lld), "
-                 "%lld steps lost, downtime %.3f s (detect %.3f, save %.3f, plan %.3f, load "
-                 "%.3f, restart %.3f)",
-                 p->reason, (long long)p->at_step, p->from, p->to, p->slots,
-                 (unsigned long long)p->version, (long long)p->resumed_step,
-                 (long long)p->steps_lost, total, p->detect, p->save, p->plan, load, restart);
-    }
+    log_reconfig(e, p, false, p->save, p->plan, 0, load, restart);
 }
 
 /* An in-memory resize, from the job's `resize at step K (control): ...` line. */
@@ -360,22 +377,9 @@ static void log_online(elastic *e, pending *p, int64_t step, double plan, double
         return;
     p->active = false;
     e->reconfigs++;
-    double total = p->detect + plan + move + rebuild;
-    if (e->json) {
-        log_json(json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:i, s:I, s:I, s:f, s:f, s:f, s:f, "
-                           "s:f, s:f, s:f}",
-                           "event", "reconfigure", "reason", p->reason, "path", "online", "step",
-                           (json_int_t)step, "from", p->from, "to", p->to, "slots", p->slots,
-                           "resumed_step", (json_int_t)step, "steps_lost", (json_int_t)0,
-                           "downtime_s", total, "detect_s", p->detect, "save_s", 0.0, "plan_s",
-                           plan, "move_s", move, "load_s", 0.0, "restart_s", rebuild));
-    } else {
-        log_text("%s at step %lld: %s -> %s on %d slots, online (in memory), 0 steps lost, "
-                 "downtime %.3f s (detect %.3f, save 0.000, plan %.3f, move %.3f, restart "
-                 "%.3f)",
-                 p->reason, (long long)step, p->from, p->to, p->slots, total, p->detect, plan,
-                 move, rebuild);
-    }
+    p->at_step = p->resumed_step = step;
+    p->steps_lost = 0;
+    log_reconfig(e, p, true, 0, plan, move, 0, rebuild);
 }
 
 /* ---- the job's output --------------------------------------------------------------- */
