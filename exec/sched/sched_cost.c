@@ -904,12 +904,10 @@ static int peaks_of(const ptc_sched *s, cost_peaks *p)
     int P = ptc_sched_ranks(s), nch = 1;
     for (int r = 0; r < P; r++)
         nch = PTC_MAX(nch, ptc_sched_chunks(s, r));
+    if (nch > 64)
+        return ptc_error_set(PTC_E_CONFIG, "at most 64 chunks");
     PTC_TRY(peaks_init(p, P, nch));
     double unit = (double)P / ptc_sched_stages(s), cur[64];
-    if (nch > 64) {
-        peaks_free(p);
-        return ptc_error_set(PTC_E_CONFIG, "at most 64 chunks");
-    }
     for (int r = 0; r < P; r++) {
         for (int c = 0; c < ptc_sched_chunks(s, r); c++) {
             int pipe, st;
