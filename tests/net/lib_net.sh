@@ -89,13 +89,26 @@ AGENT
 # them mpirun waits forever for the lost daemon, and the lost host's
 # processes stay.
 export PMIX_MCA_gds=hash
-NET_MPIRUN=(ip netns exec "$NET-l" mpirun --allow-run-as-root --hostfile "$T/hostfile"
-    --map-by node --bind-to none --mca plm_rsh_agent "$T/agent"
+# NET_MPI_OPTS: the settings above, for any mpirun run in the launcher namespace
+NET_MPI_OPTS=(--mca plm_rsh_agent "$T/agent"
     --mca rtc_hwloc_vmhole none --mca btl tcp,self
     --mca btl_tcp_if_include "$NET_SUBNET" --mca oob_tcp_if_include "$NET_SUBNET"
     --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3
     -x OPENBLAS_NUM_THREADS -x PMIX_MCA_gds)
+NET_MPIRUN=(ip netns exec "$NET-l" mpirun --allow-run-as-root --hostfile "$T/hostfile"
+    --map-by node --bind-to none "${NET_MPI_OPTS[@]}")
 net_mpirun() { "${NET_MPIRUN[@]}" "$@"; }
+
+# net_mpirun_script FILE: an executable FILE that runs mpirun in the launcher
+# namespace with NET_MPI_OPTS and its own arguments (no hostfile or mapping:
+# for a launcher that passes its own, as ptc elastic --mpirun does).
+net_mpirun_script() {
+    { echo '#!/bin/sh'
+      printf 'exec ip netns exec %q mpirun' "$NET-l"
+      printf ' %q' "${NET_MPI_OPTS[@]}"
+      echo ' "$@"'; } >"$1"
+    chmod +x "$1"
+}
 
 # net_bytes I tx|rx: the bytes host I's eth0 has sent / received so far.
 net_bytes() { ip netns exec "$NET-h$1" cat "/sys/class/net/eth0/statistics/$2_bytes"; }

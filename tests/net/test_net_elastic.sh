@@ -21,14 +21,7 @@
 . "$(dirname "$0")/lib_net.sh"
 net_setup 3
 M=mlp:layers=4,hidden=8,vocab=16,tokens=4
-cat >"$T/mpirun" <<W
-#!/bin/sh
-exec ip netns exec $NET-l mpirun --mca plm_rsh_agent $T/agent --mca rtc_hwloc_vmhole none \
-    --mca btl tcp,self --mca btl_tcp_if_include $NET_SUBNET --mca oob_tcp_if_include $NET_SUBNET \
-    --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3 \
-    -x OPENBLAS_NUM_THREADS -x PMIX_MCA_gds "\$@"
-W
-chmod +x "$T/mpirun"
+net_mpirun_script "$T/mpirun"
 python3 - "$T/tok.bin" <<'PY'
 import random, struct, sys
 r = random.Random(1)
