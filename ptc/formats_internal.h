@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include "ptc/safetensors.h"
+
 /* Create a fresh temporary file next to @p path (same directory, so rename
  * is atomic). *tmp_path is allocated with ptc_malloc. PTC_OK or PTC_E_IO. */
 int ptc_tmpfile_create(const char *path, char **tmp_path, int *fd);
@@ -21,5 +23,27 @@ void ptc_tmpfile_discard(int fd, char *tmp_path);
 /* Write a printable, one-line, truncated rendering of @p len bytes at @p s
  * into @p buf (control bytes as \xNN, at most about 80 source bytes). */
 void ptc_quote_name(char *buf, size_t cap, const char *s, size_t len);
+
+/* A safetensors header's __metadata__ object read apart from jansson
+ * (safetensors_meta.c): its byte span [begin, end) in the header text and
+ * its entries in file order, the strings in @c text. */
+typedef struct ptc_st_meta {
+    size_t begin, end;
+    ptc_st_kv *kv;
+    size_t n;
+    char *text;
+} ptc_st_meta;
+
+/* 1: @p out holds the object of the header text @p text (@p n bytes), which
+ * jansson would accept with the same entries; 0: no such object read (none,
+ * or anything this reader does not take: parse the header with jansson
+ * alone); PTC_E_NOMEM. */
+int ptc_st_meta_scan(const char *text, size_t n, ptc_st_meta *out);
+void ptc_st_meta_free(ptc_st_meta *m);
+
+/* ptc_st_parse_header with jansson reading the whole header, __metadata__
+ * included (the reference the fast path is checked against). */
+int ptc_st_parse_header_reference(const void *buf, size_t len, uint64_t file_size,
+                                  ptc_st_header **out);
 
 #endif

@@ -1,8 +1,9 @@
 /* safetensors: validating reader (pure header parser + mmap), canonical
  * header builder, streaming atomic writer, and index files.
  *
- * The parser keeps the jansson tree alive and points tensor names and
- * metadata strings into it, so nothing is copied. Validation order follows the
+ * The parser keeps the jansson tree alive and points tensor names into it;
+ * the __metadata__ strings are read apart into one buffer
+ * (safetensors_meta.c). Validation order follows the
  * file: length word, JSON, each entry's fields, then the layout of the data
  * buffer as a whole (sorted by offsets: every begin must equal the previous
  * end, the last end must be the data size). */
@@ -27,6 +28,7 @@ struct ptc_st_header {
     size_t n;
     ptc_st_kv *meta;
     size_t n_meta;
+    char *meta_text; /* owns the metadata strings when read apart (st_meta) */
     uint64_t data_start;
 };
 
@@ -200,7 +202,7 @@ static int parse_metadata(const char *what, json_t *m, ptc_st_header *h)
 }
 
 static int parse_header(const void *buf, size_t len, uint64_t file_size, const char *what,
-                        ptc_st_header **out)
+                        bool fast, ptc_st_header **out)
 {
     *out = NULL;
     const unsigned char *p = buf;
@@ -217,19 +219,52 @@ static int parse_header(const void *buf, size_t len, uint64_t file_size, const c
     if (n + 8 > len)
         return ptc_error_set(PTC_E_FORMAT, "%s: truncated: header needs %llu bytes, have %zu",
                              what, (unsigned long long)(n + 8), len);
+    /* __metadata__ is read apart (safetensors_meta.c: jansson's hash table
+     * makes a huge object cost more than linear time) and jansson parses the
+     * rest with that object cut to {}; anything unusual (an error included)
+     * goes through jansson whole, for its exact message and position */
+    const char *text = (const char *)p + 8;
+    ptc_st_meta meta = {0};
+    char *blanked = NULL;
+    int rc = fast ? ptc_st_meta_scan(text, (size_t)n, &meta) : 0;
+    if (rc < 0)
+        return rc;
+    bool apart = rc == 1;
+    size_t tlen = (size_t)n;
+    if (apart) { /* the text with that object's value cut to {} */
+        tlen = meta.begin + 2 + ((size_t)n - meta.end);
+        if (!(blanked = ptc_malloc(tlen))) {
+            ptc_st_meta_free(&meta);
+            return PTC_E_NOMEM;
+        }
+        memcpy(blanked, text, meta.begin);
+        memcpy(blanked + meta.begin, "{}", 2);
+        memcpy(blanked + meta.begin + 2, text + meta.end, (size_t)n - meta.end);
+        text = blanked;
+    }
     json_error_t jerr;
-    json_t *root = json_loadb((const char *)p + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = json_loadb(text, tlen, JSON_REJECT_DUPLICATES, &jerr);
+    ptc_free(blanked);
+    if (!root && apart) {
+        ptc_st_meta_free(&meta);
+        return parse_header(buf, len, file_size, what, false, out);
+    }
     if (!root)
         return ptc_error_set(PTC_E_FORMAT, "%s: header is not valid json: %s (byte %d)", what,
                              jerr.text, jerr.position);
-    int rc;
     ptc_st_header *h = ptc_calloc(1, sizeof *h);
     span *spans = NULL;
     if (!h) {
+        ptc_st_meta_free(&meta);
         rc = PTC_E_NOMEM;
         goto out_root;
     }
     h->root = root;
+    if (apart) { /* the entries read apart replace the blank object's */
+        h->meta = meta.kv;
+        h->n_meta = meta.n;
+        h->meta_text = meta.text;
+    }
     h->data_start = n + 8;
     if (!json_is_object(root)) {
         rc = ptc_error_set(PTC_E_FORMAT, "%s: header is not a json object", what);
@@ -254,7 +289,8 @@ static int parse_header(const void *buf, size_t len, uint64_t file_size, const c
     json_object_foreach(root, key, val)
     {
         if (strcmp(key, META_KEY) == 0) {
-            rc = parse_metadata(what, val, h);
+            if (!apart)
+                rc = parse_metadata(what, val, h);
         } else {
             rc = parse_entry(what, key, val, &tmp[k], &spans[k].begin, &spans[k].end);
             spans[k].order = k;
@@ -325,7 +361,13 @@ out_root:
 
 int ptc_st_parse_header(const void *buf, size_t len, uint64_t file_size, ptc_st_header **out)
 {
-    return parse_header(buf, len, file_size, "safetensors header", out);
+    return parse_header(buf, len, file_size, "safetensors header", true, out);
+}
+
+int ptc_st_parse_header_reference(const void *buf, size_t len, uint64_t file_size,
+                                  ptc_st_header **out)
+{
+    return parse_header(buf, len, file_size, "safetensors header", false, out);
 }
 
 void ptc_st_header_destroy(ptc_st_header *h)
@@ -334,6 +376,7 @@ void ptc_st_header_destroy(ptc_st_header *h)
         return;
     ptc_free(h->tensors);
     ptc_free(h->meta);
+    ptc_free(h->meta_text);
     json_decref(h->root);
     ptc_free(h);
 }
@@ -424,7 +467,7 @@ int ptc_st_open(ptc_st_file **out, const char *path)
     }
     close(fd);
     fd = -1;
-    rc = parse_header(f->map, f->map_len, size, path, &f->h);
+    rc = parse_header(f->map, f->map_len, size, path, true, &f->h);
     if (rc < 0)
         goto out_free_file;
     for (size_t i = 0; i < f->h->n; i++)

@@ -729,18 +729,45 @@ out_free:
     return rc;
 }
 
+/* A metadata key for sorting: its first 8 bytes big-endian (zero after the
+ * end), so most comparisons read the array alone, not the keys. */
+typedef struct meta_key {
+    uint64_t prefix;
+    const char *key;
+} meta_key;
+
+static uint64_t key_prefix(const char *k)
+{
+    uint64_t v = 0;
+    int i = 0;
+    for (; i < 8 && k[i]; i++)
+        v = v << 8 | (unsigned char)k[i];
+    return i == 0 ? 0 : i == 8 ? v : v << (8 * (8 - i));
+}
+
 /* Metadata keys in byte order; of equal keys the one set last (higher in
  * the append buffer) comes last. */
 static int cmp_meta(const void *a, const void *b)
 {
-    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
-    int c = strcmp(x, y);
-    return c ? c : (x > y) - (x < y);
+    const meta_key *x = a, *y = b;
+    if (x->prefix != y->prefix)
+        return x->prefix < y->prefix ? -1 : 1;
+    int c = (x->prefix & 0xff) ? strcmp(x->key + 8, y->key + 8) : 0;
+    return c ? c : (x->key > y->key) - (x->key < y->key);
 }
 
 /* Append @p s as a JSON string (jansson's escaping). */
 static int put_json_string(ptc_buf *b, const char *s)
 {
+    size_t len = 0;
+    while (s[len] >= 0x20 && s[len] < 0x7f && s[len] != '"' && s[len] != '\\')
+        len++;
+    if (s[len] == '\0') { /* printable ASCII: jansson writes it as it is */
+        int rc;
+        if ((rc = ptc_buf_put(b, "\"", 1)) < 0 || (rc = ptc_buf_put(b, s, len)) < 0)
+            return rc;
+        return ptc_buf_put(b, "\"", 1);
+    }
     json_t *j = json_string_nocheck(s);
     char small[256];
     size_t n = j ? json_dumpb(j, small, sizeof small, JSON_ENCODE_ANY | JSON_COMPACT) : 0;
@@ -763,12 +790,12 @@ static int put_json_string(ptc_buf *b, const char *s)
 static int metadata_json(ptc_store_writer *w, char **out)
 {
     *out = NULL;
-    const char **keys = ptc_malloc((w->nmeta ? w->nmeta : 1) * sizeof *keys);
+    meta_key *keys = ptc_malloc((w->nmeta ? w->nmeta : 1) * sizeof *keys);
     if (!keys)
         return PTC_E_NOMEM;
     const char *p = (const char *)w->meta.p;
     for (size_t i = 0; i < w->nmeta; i++) {
-        keys[i] = p;
+        keys[i] = (meta_key){key_prefix(p), p};
         p += strlen(p) + 1;
         p += strlen(p) + 1;
     }
@@ -777,11 +804,13 @@ static int metadata_json(ptc_store_writer *w, char **out)
     int rc = ptc_buf_put(&b, "{", 1);
     bool first = true;
     for (size_t i = 0; i < w->nmeta && rc == PTC_OK; i++) {
-        if (i + 1 < w->nmeta && strcmp(keys[i], keys[i + 1]) == 0)
+        const char *k = keys[i].key;
+        if (i + 1 < w->nmeta && keys[i].prefix == keys[i + 1].prefix &&
+            strcmp(k, keys[i + 1].key) == 0)
             continue; /* a later value of this key follows */
         if ((!first && (rc = ptc_buf_put(&b, ",", 1)) < 0) ||
-            (rc = put_json_string(&b, keys[i])) < 0 || (rc = ptc_buf_put(&b, ":", 1)) < 0 ||
-            (rc = put_json_string(&b, keys[i] + strlen(keys[i]) + 1)) < 0)
+            (rc = put_json_string(&b, k)) < 0 || (rc = ptc_buf_put(&b, ":", 1)) < 0 ||
+            (rc = put_json_string(&b, k + strlen(k) + 1)) < 0)
             break;
         first = false;
     }

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "ptc/formats_internal.h"
 #include "ptc/safetensors.h"
 
 static char tmpdir[256];
@@ -184,6 +185,28 @@ static const reject_case REJECTS[] = {
      "__metadata__ value of 'k' is not a string"},
     {"metadata_null_value", "{\"__metadata__\":{\"k\":null}}", 0,
      "__metadata__ value of 'k' is not a string"},
+    /* __metadata__ is read apart from jansson (safetensors_meta.c); what it
+     * does not take goes through jansson whole, with jansson's message */
+    {"metadata_duplicate_key", "{\"__metadata__\":{\"k\":\"a\",\"j\":\"b\",\"k\":\"c\"}}", 0,
+     "duplicate object key"},
+    {"metadata_twice", "{\"__metadata__\":{},\"__metadata__\":{}}", 0, "duplicate object key"},
+    {"metadata_escaped_twice", "{\"__metadata__\":{},\"\\u005f_metadata__\":{}}", 0,
+     "duplicate object key"},
+    {"metadata_escaped_non_string", "{\"\\u005f_metadata__\":{\"k\":2}}", 0,
+     "__metadata__ value of 'k' is not a string"},
+    {"metadata_bad_escape", "{\"__metadata__\":{\"k\":\"\\x\"}}", 0, "not valid json"},
+    {"metadata_nul_escape", "{\"__metadata__\":{\"k\":\"a\\u0000\"}}", 0, "not valid json"},
+    {"metadata_nul_key", "{\"__metadata__\":{\"\\u0000\":\"v\"}}", 0, "not valid json"},
+    {"metadata_control_byte", "{\"__metadata__\":{\"k\":\"a\tb\"}}", 0, "not valid json"},
+    {"metadata_bad_utf8", "{\"__metadata__\":{\"k\":\"\xc3\"}}", 0, "not valid json"},
+    {"metadata_lone_surrogate", "{\"__metadata__\":{\"k\":\"\\ud800\"}}", 0, "not valid json"},
+    {"metadata_trailing_comma", "{\"__metadata__\":{\"k\":\"v\",}}", 0, "not valid json"},
+    {"metadata_missing_colon", "{\"__metadata__\":{\"k\" \"v\"}}", 0, "not valid json"},
+    {"metadata_unterminated", "{\"__metadata__\":{\"k\":\"v}}", 0, "not valid json"},
+    {"metadata_closed_by_bracket", "{\"__metadata__\":{\"k\":\"v\"],\"w\":" T1("U8", "[1]", "0", "1") "}",
+     1, "not valid json"},
+    {"metadata_then_bad_json", "{\"__metadata__\":{\"k\":\"v\"},\"w\":tru}", 0,
+     "not valid json: invalid token near 'tru' (byte 33)"},
     {"name_with_newline_quoted", "{\"a\\nb\":" T1("U8", "[2]", "0", "1") "}", 1,
      "tensor 'a\\x0ab'"},
     {"nul_in_header_string", "{\"a\\u0000\":" T1("U8", "[1]", "0", "1") "}", 1,
@@ -304,6 +327,113 @@ static void test_reject_missing_file(void **state)
     assert_int_equal(ptc_st_open(&f, tpath("nope.safetensors")), PTC_E_NOTFOUND);
     assert_non_null(strstr(ptc_last_error(), "nope.safetensors"));
     assert_int_equal(ptc_st_open(&f, tmpdir), PTC_E_IO);
+}
+
+/* ---- __metadata__ read apart from jansson ------------------------------------------ */
+
+/* The header parsed both ways (metadata read apart, and jansson alone): the
+ * same code, message, tensors and metadata entries in the same order. */
+static void expect_same_as_reference(const char *hdr, size_t data_len)
+{
+    size_t total;
+    unsigned char *b = make_buf(hdr, 0, data_len, &total);
+    ptc_st_header *h, *r;
+    int rc = ptc_st_parse_header(b, total, total, &h);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", rc ? ptc_last_error() : "");
+    int rr = ptc_st_parse_header_reference(b, total, total, &r);
+    if (rc != rr || (rc && strcmp(msg, ptc_last_error())))
+        print_error("%s: fast %d '%s', reference %d '%s'\n", hdr, rc, msg, rr,
+                    rr ? ptc_last_error() : "");
+    assert_int_equal(rc, rr);
+    if (rc) {
+        assert_string_equal(msg, ptc_last_error());
+    } else {
+        assert_int_equal(ptc_st_header_count(h), ptc_st_header_count(r));
+        assert_int_equal(ptc_st_header_metadata_count(h), ptc_st_header_metadata_count(r));
+        for (size_t i = 0; i < ptc_st_header_metadata_count(h); i++) {
+            assert_string_equal(ptc_st_header_metadata_at(h, i).key,
+                                ptc_st_header_metadata_at(r, i).key);
+            assert_string_equal(ptc_st_header_metadata_at(h, i).value,
+                                ptc_st_header_metadata_at(r, i).value);
+        }
+        ptc_st_header_destroy(h);
+        ptc_st_header_destroy(r);
+    }
+    free(b);
+}
+
+static void test_metadata_apart_same_as_jansson(void **state)
+{
+    (void)state;
+    static const char *const hdrs[] = {
+        "{\"__metadata__\":{}}",
+        "{ \"__metadata__\" : { } }",
+        "{\"__metadata__\":{\"format\":\"pt\"},\"w\":" T1("U8", "[1]", "0", "1") "}",
+        "{\"w\":" T1("U8", "[1]", "0", "1") ",\n\t\"__metadata__\" :\r{ \"b\" : \"2\" ,\"a\":\"1\" } }",
+        /* escapes and UTF-8 (decoded by jansson, string by string) */
+        "{\"__metadata__\":{\"q\\\"k\":\"a\\\\b\\/c\\n\",\"\\u00e9t\\u00e9\":\"\\ud83d\\ude00\","
+        "\"\xc3\xa9\":\"\xe2\x82\xac \x7f\"}}",
+        /* braces and quotes inside strings do not end the object */
+        "{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"y\":\"}{\\\"\"},"
+        "\"__metadata__\":{\"}\":\"{\",\"\\\"\":\"]\"}}",
+        /* an escaped spelling is jansson's alone */
+        "{\"\\u005f_metadata__\":{\"k\":\"v\"}}",
+        /* errors: duplicate, bad escape, NUL, control byte, bad UTF-8, structure */
+        "{\"__metadata__\":{\"k\":\"a\",\"k\":\"c\"}}",
+        "{\"__metadata__\":{\"k\":\"\\q\"}}",
+        "{\"__metadata__\":{\"k\":\"\\u0000\"}}",
+        "{\"__metadata__\":{\"k\":\"a\nb\"}}",
+        "{\"__metadata__\":{\"k\":\"\xff\"}}",
+        "{\"__metadata__\":{\"k\":\"\xed\xa0\x80\"}}",
+        "{\"__metadata__\":{\"k\":5}}",
+        "{\"__metadata__\":{\"k\":\"v\",}}",
+        "{\"__metadata__\":{,}}",
+        /* a bracket of the other kind closing the object (found by fuzzing:
+         * cut to {} the rest was valid) */
+        "{\"__metadata__\":{\"k\":\"v\"],\"w\":" T1("U8", "[1]", "0", "1") "}",
+        "{\"__metadata__\":{\"k\":\"v\"}",
+        "{\"__metadata__\":{\"k\":\"v\"}} x",
+        "{\"__metadata__\":{\"k\":\"v\"},\"w\":tru}",
+        "{\"w\":nul,\"__metadata__\":{\"k\":\"v\"}}",
+        "[{\"__metadata__\":{}}]",
+    };
+    for (size_t i = 0; i < sizeof hdrs / sizeof *hdrs; i++)
+        expect_same_as_reference(hdrs[i], strstr(hdrs[i], "data_offsets") ? 1 : 0);
+
+    /* many keys, some escaped, in file order; then one repeated at the end */
+    size_t n = 5000, cap = n * 48 + 64, at = 0;
+    char *big = malloc(cap);
+    assert_non_null(big);
+    at += (size_t)snprintf(big + at, cap - at, "{\"__metadata__\":{");
+    for (size_t i = 0; i < n; i++)
+        at += (size_t)snprintf(big + at, cap - at, "%s\"k%zu%s\":\"v%zu\"", i ? "," : "",
+                               (i * 7919) % n, i % 10 ? "" : "\\t", i);
+    snprintf(big + at, cap - at, "}}");
+    expect_same_as_reference(big, 0);
+    ptc_st_meta m; /* the object was read apart, not by jansson */
+    assert_int_equal(ptc_st_meta_scan(big, strlen(big), &m), 1);
+    assert_int_equal(m.n, n);
+    assert_int_equal(m.begin, strlen("{\"__metadata__\":"));
+    assert_int_equal(m.end, strlen(big) - 1);
+    ptc_st_meta_free(&m);
+    size_t tot;
+    unsigned char *b = make_buf(big, 0, 0, &tot);
+    ptc_st_header *h;
+    assert_int_equal(ptc_st_parse_header(b, tot, tot, &h), PTC_OK);
+    assert_int_equal(ptc_st_header_metadata_count(h), n);
+    assert_string_equal(ptc_st_header_metadata_at(h, 0).key, "k0\t");
+    assert_string_equal(ptc_st_header_metadata_at(h, 1).key, "k2919");
+    assert_string_equal(ptc_st_header_metadata_get(h, "k2919"), "v1");
+    ptc_st_header_destroy(h);
+    free(b);
+    snprintf(big + at, cap - at, ",\"k2919\":\"again\"}}");
+    expect_same_as_reference(big, 0);
+    b = make_buf(big, 0, 0, &tot);
+    assert_int_equal(ptc_st_parse_header(b, tot, tot, &h), PTC_E_FORMAT);
+    assert_non_null(strstr(ptc_last_error(), "duplicate object key"));
+    free(b);
+    free(big);
 }
 
 /* ---- accepted inputs ------------------------------------------------------------- */
@@ -751,6 +881,7 @@ int main(void)
         cmocka_unit_test(test_reject_header_beyond_file),
         cmocka_unit_test(test_reject_long_name),
         cmocka_unit_test(test_reject_missing_file),
+        cmocka_unit_test(test_metadata_apart_same_as_jansson),
         cmocka_unit_test(test_accept_padding_scalars_empty),
         cmocka_unit_test(test_writer_canonical_bytes),
         cmocka_unit_test(test_roundtrip_byte_exact),

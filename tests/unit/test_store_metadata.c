@@ -87,6 +87,14 @@ static void test_values_order_escaping(void **state)
         {"", "empty key"},
         {"\xc3\xa9t\xc3\xa9", "\xe2\x82\xac \xf0\x9f\x98\x80"},
         {"empty value", ""},
+        /* around the 8-byte prefix the sort compares first */
+        {"abcdefgh", "8"},
+        {"abcdefg", "7"},
+        {"abcdefghi", "9"},
+        {"abcdefgh\xc3\xa9", "high byte after the prefix"},
+        {"abcdefgh\x7f", "DEL after the prefix"},
+        {"\xc3\xa9tabcdefgh", "high byte in the prefix"},
+        {"abcdefgh", "8 again: the later value wins"},
     };
     for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
         assert_int_equal(ptc_store_writer_set_metadata(w, odd[i][0], odd[i][1]), PTC_OK);
