@@ -26,6 +26,12 @@
 #define CFG_TEXT_MAX (PTC_CONFIG_MAX_STAGES * 11 + 64)
 /* Most threads a process uses by default. */
 #define DEFAULT_THREADS_MAX 16
+/* Fewest threads a load uses by default, whatever the CPUs: its threads
+ * mostly wait on preads, and a cold read wants many in flight (1.24 GiB of
+ * packs loaded into 2 processes on the 2-core development machine: 1.30-1.46
+ * s with 2 threads each, 1.04-1.20 with 4, 0.62-0.99 with 8, 0.69-0.82 with
+ * 16; warm, 8 threads cost no more than 2). */
+#define LOAD_THREADS_MIN 8
 /* Bounds of the bytes of one load work item (see plan_chunk). */
 #define LOAD_CHUNK_MIN ((int64_t)4 << 20)
 #define LOAD_CHUNK_MAX ((int64_t)64 << 20)
@@ -1188,7 +1194,7 @@ int ptc_ckpt_load_local(ptc_store *s, uint64_t version, const ptc_layout *l, con
     PTC_TRY(check_ranks(l, ranks, nranks));
     ptc_store_reader *rd;
     PTC_TRY(ptc_store_reader_open(&rd, s, version));
-    int threads = default_threads(o.threads);
+    int threads = o.threads > 0 ? o.threads : PTC_MAX(default_threads(0), LOAD_THREADS_MIN);
     ld_ctx c = {.rd = rd};
     uint32_t *map = ptc_malloc(sizeof *map * (ptc_layout_count(l) + 1));
     int rc = map ? PTC_OK : PTC_E_NOMEM;

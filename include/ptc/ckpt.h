@@ -124,8 +124,9 @@ typedef struct ptc_ckpt_options {
     /** load: the version may hold tensors the layout does not have (they are
      * not read); default false: such a version is an error. */
     bool ignore_extra;
-    /** save and load: threads per process (0: the online CPUs, at most 16;
-     * with several processes per host give each its share). */
+    /** save and load: threads per process (0: the online CPUs, at most 16,
+     * and for a load at least 8, as its threads mostly wait on reads; with
+     * several processes per host give each its share). */
     int threads;
 } ptc_ckpt_options;
 

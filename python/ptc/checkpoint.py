@@ -579,7 +579,8 @@ def load(store, state, *, config, rank, version=None, group=None, threads=None):
     @p config to arrays of their local shape and stored dtype (numpy, CPU torch,
     DTensor: its local shard is filled); every tensor the rank holds must be
     there. Several ranks per process: sequences, as for save. Only the stored
-    blocks that the local pieces touch are read, over libptc's threads.
+    blocks that the local pieces touch are read, over libptc's threads
+    (@p threads per process; default: the CPUs, at most 16, at least 8).
     """
     _require_ckpt("ptc.load")
     grp = _Group(group)
