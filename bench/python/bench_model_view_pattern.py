@@ -22,7 +22,11 @@ Figures (2 shared cores, load average 8-17 from other jobs, --layers 28:
 4 files, 1.23 GiB, 255 tensors each; two runs): tensor through the mount /
 local cold 1.08 and 1.12, / local hot 1.58 and 1.24; tensor / sequential
 through the mount 1.84 and 1.31; mmap through the mount / local mmap hot
-1.28 and 1.54. The noise between runs is as large as the gaps.
+1.28 and 1.54. The noise between runs is as large as the gaps. Three runs
+of 2026-11-25 (a fuzzer niced on one core): tensor / local cold 0.96, 1.10,
+1.01; / local hot 1.29, 1.35, 1.39; tensor / sequential 1.48, 1.55, 1.48;
+mmap / local mmap hot 1.45, 1.78, 1.47 (local hot reads run at 0.68 GB/s:
+Python allocating a fresh bytes object per tensor is most of that cost).
 """
 
 import argparse
