@@ -36,14 +36,20 @@ typedef struct ptc_st_meta {
 
 /* 1: @p out holds the object of the header text @p text (@p n bytes), which
  * jansson would accept with the same entries; 0: no such object read (none,
- * or anything this reader does not take: parse the header with jansson
- * alone); PTC_E_NOMEM. */
-int ptc_st_meta_scan(const char *text, size_t n, ptc_st_meta *out);
+ * smaller than @p min_bytes, or anything this reader does not take: parse
+ * the header with jansson alone); PTC_E_NOMEM. */
+int ptc_st_meta_scan(const char *text, size_t n, size_t min_bytes, ptc_st_meta *out);
 void ptc_st_meta_free(ptc_st_meta *m);
 
-/* ptc_st_parse_header with jansson reading the whole header, __metadata__
- * included (the reference the fast path is checked against). */
-int ptc_st_parse_header_reference(const void *buf, size_t len, uint64_t file_size,
-                                  ptc_st_header **out);
+/* The smallest __metadata__ object (bytes of its text) ptc_st_parse_header
+ * reads apart: below it jansson's table stays in the caches, and the scan
+ * and the copy of the header would cost more than they save. */
+#define PTC_ST_META_APART_MIN ((size_t)64 << 10)
+
+/* ptc_st_parse_header reading __metadata__ apart when its text has at least
+ * @p apart_min bytes (0: always; SIZE_MAX: never, jansson reads the whole
+ * header — the reference the fast path is checked against). */
+int ptc_st_parse_header_with(const void *buf, size_t len, uint64_t file_size, size_t apart_min,
+                             ptc_st_header **out);
 
 #endif

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -202,7 +203,7 @@ static int parse_metadata(const char *what, json_t *m, ptc_st_header *h)
 }
 
 static int parse_header(const void *buf, size_t len, uint64_t file_size, const char *what,
-                        bool fast, ptc_st_header **out)
+                        size_t apart_min, ptc_st_header **out)
 {
     *out = NULL;
     const unsigned char *p = buf;
@@ -219,14 +220,15 @@ static int parse_header(const void *buf, size_t len, uint64_t file_size, const c
     if (n + 8 > len)
         return ptc_error_set(PTC_E_FORMAT, "%s: truncated: header needs %llu bytes, have %zu",
                              what, (unsigned long long)(n + 8), len);
-    /* __metadata__ is read apart (safetensors_meta.c: jansson's hash table
-     * makes a huge object cost more than linear time) and jansson parses the
-     * rest with that object cut to {}; anything unusual (an error included)
-     * goes through jansson whole, for its exact message and position */
+    /* a large __metadata__ is read apart (safetensors_meta.c: jansson's hash
+     * table makes a huge object cost more than linear time) and jansson
+     * parses a copy of the rest with that object cut to {}; anything unusual
+     * (an error included) goes through jansson whole, for its exact message
+     * and position */
     const char *text = (const char *)p + 8;
     ptc_st_meta meta = {0};
     char *blanked = NULL;
-    int rc = fast ? ptc_st_meta_scan(text, (size_t)n, &meta) : 0;
+    int rc = apart_min == SIZE_MAX ? 0 : ptc_st_meta_scan(text, (size_t)n, apart_min, &meta);
     if (rc < 0)
         return rc;
     bool apart = rc == 1;
@@ -247,7 +249,7 @@ static int parse_header(const void *buf, size_t len, uint64_t file_size, const c
     ptc_free(blanked);
     if (!root && apart) {
         ptc_st_meta_free(&meta);
-        return parse_header(buf, len, file_size, what, false, out);
+        return parse_header(buf, len, file_size, what, SIZE_MAX, out);
     }
     if (!root)
         return ptc_error_set(PTC_E_FORMAT, "%s: header is not valid json: %s (byte %d)", what,
@@ -361,13 +363,13 @@ out_root:
 
 int ptc_st_parse_header(const void *buf, size_t len, uint64_t file_size, ptc_st_header **out)
 {
-    return parse_header(buf, len, file_size, "safetensors header", true, out);
+    return parse_header(buf, len, file_size, "safetensors header", PTC_ST_META_APART_MIN, out);
 }
 
-int ptc_st_parse_header_reference(const void *buf, size_t len, uint64_t file_size,
-                                  ptc_st_header **out)
+int ptc_st_parse_header_with(const void *buf, size_t len, uint64_t file_size, size_t apart_min,
+                             ptc_st_header **out)
 {
-    return parse_header(buf, len, file_size, "safetensors header", false, out);
+    return parse_header(buf, len, file_size, "safetensors header", apart_min, out);
 }
 
 void ptc_st_header_destroy(ptc_st_header *h)
@@ -467,7 +469,7 @@ int ptc_st_open(ptc_st_file **out, const char *path)
     }
     close(fd);
     fd = -1;
-    rc = parse_header(f->map, f->map_len, size, path, true, &f->h);
+    rc = parse_header(f->map, f->map_len, size, path, PTC_ST_META_APART_MIN, &f->h);
     if (rc < 0)
         goto out_free_file;
     for (size_t i = 0; i < f->h->n; i++)

@@ -46,7 +46,8 @@ static const char *string_end(const char *p, const char *e, bool *plain)
         }
         if (c == '\\') {
             pl = false;
-            p++; /* the escaped byte; a \u's digits are plain bytes */
+            if (++p == e) /* the escaped byte; a \u's digits are plain bytes */
+                return NULL;
         } else if (c < 0x20 || c >= 0x80) {
             pl = false;
         }
@@ -202,11 +203,11 @@ static int keys_distinct(const ptc_st_kv *kv, size_t n, bool *distinct)
     return PTC_OK;
 }
 
-int ptc_st_meta_scan(const char *text, size_t n, ptc_st_meta *out)
+int ptc_st_meta_scan(const char *text, size_t n, size_t min_bytes, ptc_st_meta *out)
 {
     memset(out, 0, sizeof *out);
     size_t begin = 0, end = 0;
-    if (!find_meta(text, n, &begin, &end))
+    if (n < min_bytes || !find_meta(text, n, &begin, &end) || end - begin < min_bytes)
         return 0;
     const char *p = text + begin + 1, *e = text + end - 1;
     /* strings decode to no more bytes than their tokens, quotes included,

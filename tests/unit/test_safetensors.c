@@ -331,17 +331,25 @@ static void test_reject_missing_file(void **state)
 
 /* ---- __metadata__ read apart from jansson ------------------------------------------ */
 
-/* The header parsed both ways (metadata read apart, and jansson alone): the
- * same code, message, tensors and metadata entries in the same order. */
-static void expect_same_as_reference(const char *hdr, size_t data_len)
+/* The header parsed both ways (metadata read apart whatever its size, and
+ * jansson alone): the same code, message, tensors and metadata entries in the
+ * same order; @p apart: whether the reader takes the object (1) or leaves it
+ * to jansson (0). */
+static void expect_same_as_reference(const char *hdr, size_t data_len, int apart)
 {
     size_t total;
     unsigned char *b = make_buf(hdr, 0, data_len, &total);
+    ptc_st_meta m;
+    int scan = ptc_st_meta_scan((const char *)b + 8, strlen(hdr), 0, &m);
+    ptc_st_meta_free(&m);
+    if (scan != apart)
+        print_error("%s: the reader %s it\n", hdr, scan ? "took" : "did not take");
+    assert_int_equal(scan, apart);
     ptc_st_header *h, *r;
-    int rc = ptc_st_parse_header(b, total, total, &h);
+    int rc = ptc_st_parse_header_with(b, total, total, 0, &h);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", rc ? ptc_last_error() : "");
-    int rr = ptc_st_parse_header_reference(b, total, total, &r);
+    int rr = ptc_st_parse_header_with(b, total, total, SIZE_MAX, &r);
     if (rc != rr || (rc && strcmp(msg, ptc_last_error())))
         print_error("%s: fast %d '%s', reference %d '%s'\n", hdr, rc, msg, rr,
                     rr ? ptc_last_error() : "");
@@ -350,6 +358,10 @@ static void expect_same_as_reference(const char *hdr, size_t data_len)
         assert_string_equal(msg, ptc_last_error());
     } else {
         assert_int_equal(ptc_st_header_count(h), ptc_st_header_count(r));
+        for (size_t i = 0; i < ptc_st_header_count(h); i++) {
+            assert_string_equal(ptc_st_header_tensor(h, i)->name, ptc_st_header_tensor(r, i)->name);
+            assert_int_equal(ptc_st_header_tensor(h, i)->offset, ptc_st_header_tensor(r, i)->offset);
+        }
         assert_int_equal(ptc_st_header_metadata_count(h), ptc_st_header_metadata_count(r));
         for (size_t i = 0; i < ptc_st_header_metadata_count(h); i++) {
             assert_string_equal(ptc_st_header_metadata_at(h, i).key,
@@ -366,40 +378,46 @@ static void expect_same_as_reference(const char *hdr, size_t data_len)
 static void test_metadata_apart_same_as_jansson(void **state)
 {
     (void)state;
-    static const char *const hdrs[] = {
-        "{\"__metadata__\":{}}",
-        "{ \"__metadata__\" : { } }",
-        "{\"__metadata__\":{\"format\":\"pt\"},\"w\":" T1("U8", "[1]", "0", "1") "}",
-        "{\"w\":" T1("U8", "[1]", "0", "1") ",\n\t\"__metadata__\" :\r{ \"b\" : \"2\" ,\"a\":\"1\" } }",
+    static const struct {
+        const char *hdr;
+        int apart;
+    } cases[] = {
+        {"{\"__metadata__\":{}}", 1},
+        {"{ \"__metadata__\" : { } }", 1},
+        {"{\"__metadata__\":{\"format\":\"pt\"},\"w\":" T1("U8", "[1]", "0", "1") "}", 1},
+        {"{\"w\":" T1("U8", "[1]", "0", "1") ",\n\t\"__metadata__\" :\r{ \"b\" : \"2\" ,\"a\":\"1\" } }", 1},
         /* escapes and UTF-8 (decoded by jansson, string by string) */
-        "{\"__metadata__\":{\"q\\\"k\":\"a\\\\b\\/c\\n\",\"\\u00e9t\\u00e9\":\"\\ud83d\\ude00\","
-        "\"\xc3\xa9\":\"\xe2\x82\xac \x7f\"}}",
-        /* braces and quotes inside strings do not end the object */
-        "{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"y\":\"}{\\\"\"},"
-        "\"__metadata__\":{\"}\":\"{\",\"\\\"\":\"]\"}}",
+        {"{\"__metadata__\":{\"q\\\"k\":\"a\\\\b\\/c\\n\",\"\\u00e9t\\u00e9\":\"\\ud83d\\ude00\","
+         "\"\xc3\xa9\":\"\xe2\x82\xac \x7f\"}}", 1},
+        /* braces, brackets and quotes inside strings end nothing */
+        {"{\"x}{\\\"]\":" T1("U8", "[1]", "0", "1") ","
+         "\"__metadata__\":{\"}\":\"{\",\"\\\"\":\"]\",\"[\":\"\\\\\"}}", 1},
         /* an escaped spelling is jansson's alone */
-        "{\"\\u005f_metadata__\":{\"k\":\"v\"}}",
+        {"{\"\\u005f_metadata__\":{\"k\":\"v\"}}", 0},
         /* errors: duplicate, bad escape, NUL, control byte, bad UTF-8, structure */
-        "{\"__metadata__\":{\"k\":\"a\",\"k\":\"c\"}}",
-        "{\"__metadata__\":{\"k\":\"\\q\"}}",
-        "{\"__metadata__\":{\"k\":\"\\u0000\"}}",
-        "{\"__metadata__\":{\"k\":\"a\nb\"}}",
-        "{\"__metadata__\":{\"k\":\"\xff\"}}",
-        "{\"__metadata__\":{\"k\":\"\xed\xa0\x80\"}}",
-        "{\"__metadata__\":{\"k\":5}}",
-        "{\"__metadata__\":{\"k\":\"v\",}}",
-        "{\"__metadata__\":{,}}",
+        {"{\"__metadata__\":{\"k\":\"a\",\"k\":\"c\"}}", 0},
+        {"{\"__metadata__\":{\"k\":\"\\q\"}}", 0},
+        {"{\"__metadata__\":{\"k\":\"\\u0000\"}}", 0},
+        {"{\"__metadata__\":{\"k\":\"a\nb\"}}", 0},
+        {"{\"__metadata__\":{\"k\":\"\xff\"}}", 0},
+        {"{\"__metadata__\":{\"k\":\"\xed\xa0\x80\"}}", 0},
+        {"{\"__metadata__\":{\"k\":5}}", 0},
+        {"{\"__metadata__\":{\"k\":\"v\",}}", 0},
+        {"{\"__metadata__\":{,}}", 0},
         /* a bracket of the other kind closing the object (found by fuzzing:
          * cut to {} the rest was valid) */
-        "{\"__metadata__\":{\"k\":\"v\"],\"w\":" T1("U8", "[1]", "0", "1") "}",
-        "{\"__metadata__\":{\"k\":\"v\"}",
-        "{\"__metadata__\":{\"k\":\"v\"}} x",
-        "{\"__metadata__\":{\"k\":\"v\"},\"w\":tru}",
-        "{\"w\":nul,\"__metadata__\":{\"k\":\"v\"}}",
-        "[{\"__metadata__\":{}}]",
+        {"{\"__metadata__\":{\"k\":\"v\"],\"w\":" T1("U8", "[1]", "0", "1") "}", 0},
+        {"{\"__metadata__\":{\"k\":\"v\"}", 0},
+        {"{\"__metadata__\":{\"k\":\"v\\", 0},
+        /* the object is fine, the rest is not: taken, then jansson's message */
+        {"{\"__metadata__\":{\"k\":\"v\"}} x", 0},
+        {"{\"__metadata__\":{\"k\":\"v\"},\"w\":tru}", 1},
+        {"{\"w\":nul,\"__metadata__\":{\"k\":\"v\"}}", 1},
+        {"[{\"__metadata__\":{}}]", 0},
     };
-    for (size_t i = 0; i < sizeof hdrs / sizeof *hdrs; i++)
-        expect_same_as_reference(hdrs[i], strstr(hdrs[i], "data_offsets") ? 1 : 0);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        expect_same_as_reference(cases[i].hdr, strstr(cases[i].hdr, "data_offsets") ? 1 : 0,
+                                 cases[i].apart);
 
     /* many keys, some escaped, in file order; then one repeated at the end */
     size_t n = 5000, cap = n * 48 + 64, at = 0;
@@ -410,9 +428,9 @@ static void test_metadata_apart_same_as_jansson(void **state)
         at += (size_t)snprintf(big + at, cap - at, "%s\"k%zu%s\":\"v%zu\"", i ? "," : "",
                                (i * 7919) % n, i % 10 ? "" : "\\t", i);
     snprintf(big + at, cap - at, "}}");
-    expect_same_as_reference(big, 0);
+    expect_same_as_reference(big, 0, 1);
     ptc_st_meta m; /* the object was read apart, not by jansson */
-    assert_int_equal(ptc_st_meta_scan(big, strlen(big), &m), 1);
+    assert_int_equal(ptc_st_meta_scan(big, strlen(big), PTC_ST_META_APART_MIN, &m), 1);
     assert_int_equal(m.n, n);
     assert_int_equal(m.begin, strlen("{\"__metadata__\":"));
     assert_int_equal(m.end, strlen(big) - 1);
@@ -428,7 +446,7 @@ static void test_metadata_apart_same_as_jansson(void **state)
     ptc_st_header_destroy(h);
     free(b);
     snprintf(big + at, cap - at, ",\"k2919\":\"again\"}}");
-    expect_same_as_reference(big, 0);
+    expect_same_as_reference(big, 0, 0);
     b = make_buf(big, 0, 0, &tot);
     assert_int_equal(ptc_st_parse_header(b, tot, tot, &h), PTC_E_FORMAT);
     assert_non_null(strstr(ptc_last_error(), "duplicate object key"));
