@@ -30,7 +30,8 @@
  * mostly wait on preads, and a cold read wants many in flight (1.24 GiB of
  * packs loaded into 2 processes on the 2-core development machine: 1.30-1.46
  * s with 2 threads each, 1.04-1.20 with 4, 0.62-0.99 with 8, 0.69-0.82 with
- * 16; warm, 8 threads cost no more than 2). */
+ * 16; warm, 8 threads cost no more than 2. With 4 processes on those 2
+ * cores 8 each gained nothing over 2: docs/checkpoint.md). */
 #define LOAD_THREADS_MIN 8
 /* Bounds of the bytes of one load work item (see plan_chunk). */
 #define LOAD_CHUNK_MIN ((int64_t)4 << 20)
