@@ -29,7 +29,7 @@ struct ptc_st_header {
     size_t n;
     ptc_st_kv *meta;
     size_t n_meta;
-    char *meta_text; /* owns the metadata strings when read apart (st_meta) */
+    char *meta_text; /* owns the metadata strings when read apart */
     uint64_t data_start;
 };
 
@@ -227,7 +227,7 @@ static int parse_header(const void *buf, size_t len, uint64_t file_size, const c
      * and position */
     const char *text = (const char *)p + 8;
     ptc_st_meta meta = {0};
-    char *blanked = NULL;
+    char *cut = NULL;
     int rc = apart_min == SIZE_MAX ? 0 : ptc_st_meta_scan(text, (size_t)n, apart_min, &meta);
     if (rc < 0)
         return rc;
@@ -235,18 +235,18 @@ static int parse_header(const void *buf, size_t len, uint64_t file_size, const c
     size_t tlen = (size_t)n;
     if (apart) { /* the text with that object's value cut to {} */
         tlen = meta.begin + 2 + ((size_t)n - meta.end);
-        if (!(blanked = ptc_malloc(tlen))) {
+        if (!(cut = ptc_malloc(tlen))) {
             ptc_st_meta_free(&meta);
             return PTC_E_NOMEM;
         }
-        memcpy(blanked, text, meta.begin);
-        memcpy(blanked + meta.begin, "{}", 2);
-        memcpy(blanked + meta.begin + 2, text + meta.end, (size_t)n - meta.end);
-        text = blanked;
+        memcpy(cut, text, meta.begin);
+        memcpy(cut + meta.begin, "{}", 2);
+        memcpy(cut + meta.begin + 2, text + meta.end, (size_t)n - meta.end);
+        text = cut;
     }
     json_error_t jerr;
     json_t *root = json_loadb(text, tlen, JSON_REJECT_DUPLICATES, &jerr);
-    ptc_free(blanked);
+    ptc_free(cut);
     if (!root && apart) {
         ptc_st_meta_free(&meta);
         return parse_header(buf, len, file_size, what, SIZE_MAX, out);
@@ -262,7 +262,7 @@ static int parse_header(const void *buf, size_t len, uint64_t file_size, const c
         goto out_root;
     }
     h->root = root;
-    if (apart) { /* the entries read apart replace the blank object's */
+    if (apart) { /* the entries read apart stand for the cut object's */
         h->meta = meta.kv;
         h->n_meta = meta.n;
         h->meta_text = meta.text;

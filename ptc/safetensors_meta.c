@@ -203,45 +203,53 @@ static int keys_distinct(const ptc_st_kv *kv, size_t n, bool *distinct)
     return PTC_OK;
 }
 
+/* The string token at *@p p (after whitespace) into @p o (*@p out: where it
+ * starts), then past the whitespace after it; false if there is none jansson
+ * would take. */
+static bool take_string(const char **p, const char *e, char **o, char **out)
+{
+    bool plain;
+    const char *q;
+    *p = skip_ws(*p, e);
+    if (*p >= e || **p != '"' || !(q = string_end(*p, e, &plain)))
+        return false;
+    *out = *o;
+    if (!decode_string(*p, q, plain, o))
+        return false;
+    *p = skip_ws(q, e);
+    return true;
+}
+
 int ptc_st_meta_scan(const char *text, size_t n, size_t min_bytes, ptc_st_meta *out)
 {
     memset(out, 0, sizeof *out);
     size_t begin = 0, end = 0;
     if (n < min_bytes || !find_meta(text, n, &begin, &end) || end - begin < min_bytes)
         return 0;
-    const char *p = text + begin + 1, *e = text + end - 1;
+    const char *p = skip_ws(text + begin + 1, text + end - 1), *e = text + end - 1;
     /* strings decode to no more bytes than their tokens, quotes included,
      * which leaves room for the NULs */
     char *buf = ptc_malloc(end - begin), *o = buf;
+    if (!buf)
+        return PTC_E_NOMEM;
     ptc_st_kv *kv = NULL;
     size_t nkv = 0, cap = 0;
-    int rc = buf ? 0 : PTC_E_NOMEM;
-    bool plain, ok = rc == 0;
-    p = skip_ws(p, e);
-    while (ok && p < e) {
-        const char *k = p, *kq = NULL;
-        ok = *k == '"' && (kq = string_end(k, e, &plain)) != NULL;
-        char *key = o;
-        ok = ok && decode_string(k, kq, plain, &o);
-        if (ok) {
-            p = skip_ws(kq, e);
-            ok = p < e && *p++ == ':';
-        }
-        const char *v = p = skip_ws(p, e), *vq = NULL;
-        ok = ok && p < e && *v == '"' && (vq = string_end(v, e, &plain)) != NULL;
-        char *value = o;
-        ok = ok && decode_string(v, vq, plain, &o);
-        if (ok && nkv == cap && (rc = ptc_grow((void **)&kv, &cap, nkv + 1, sizeof *kv)) < 0)
-            break;
-        if (ok) {
+    int rc = PTC_OK;
+    bool ok = true;
+    while (ok && rc == PTC_OK && p < e) {
+        char *key, *value;
+        ok = take_string(&p, e, &o, &key) && p < e && *p++ == ':' &&
+             take_string(&p, e, &o, &value);
+        if (ok && nkv == cap)
+            rc = ptc_grow((void **)&kv, &cap, nkv + 1, sizeof *kv);
+        if (ok && rc == PTC_OK) {
             kv[nkv++] = (ptc_st_kv){key, value};
-            p = skip_ws(vq, e);
-            if (p < e)
-                ok = *p++ == ',' && (p = skip_ws(p, e)) < e;
+            if (p < e) /* a comma, then another entry */
+                ok = *p++ == ',' && skip_ws(p, e) < e;
         }
     }
     bool distinct = false;
-    if (ok && rc == 0)
+    if (ok && rc == PTC_OK)
         rc = keys_distinct(kv, nkv, &distinct);
     if (rc < 0 || !ok || !distinct) {
         ptc_free(buf);
