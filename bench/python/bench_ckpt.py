@@ -198,6 +198,7 @@ def run_dcp(torch, dist, args, phase, rank, world, ckpt):
     if phase != "save":
         res["bad_tensors"] = dcp_check(torch, args, state)
         if phase == "load-cold":        # the same again with the pages cached
+            dist.barrier()              # every rank done checking: the CPUs are free
             t0 = time.perf_counter()
             dcp.load(state, checkpoint_id=ckpt)
             dist.barrier()
@@ -268,6 +269,7 @@ def run_ptc(torch, dist, args, phase, rank, world, ckpt):
                     break
         res["bad_tensors"] = bad
         if phase == "load-cold":
+            dist.barrier()
             t0 = time.perf_counter()
             ptc.load(st, state, config=cfg, rank=rank)
             dist.barrier()
