@@ -49,8 +49,9 @@ const char ptc_cmd_elastic_help[] =
     "                  (docs/elastic.md): tp within a host (the largest of 8,4,2,1\n"
     "                  dividing every host's slots and the hidden width), then the\n"
     "                  largest pp dividing the layers (at most the micro-batches),\n"
-    "                  then dp = the rest; slots left over stay idle\n"
-    "  --zero          zero=1 in every configuration\n"
+    "                  then dp = the rest; slots left over stay idle. A job with\n"
+    "                  --device cuda runs tp=1 (auto means 1; more is refused)\n"
+    "  --zero          zero=1 in every configuration (not with --device cuda)\n"
     "  --choose        rule (the default: the order above) or search: among the\n"
     "                  configurations the rule allows, the one of highest predicted\n"
     "                  throughput (sequences/s) by the configuration search's cost\n"
@@ -693,6 +694,17 @@ static int check_train_args(elastic *e)
     if (is_kind)
         e->want.schedule = kind;
 
+    /* the CUDA model runs tp=1 and zero=0: auto means tp=1 for it */
+    v = targ(e, "--device", &present);
+    if (present && v && !strcmp(v, "cuda")) {
+        if (e->want.tp > 1)
+            return ptc_cli_usage_error("elastic: --tp %d: the cuda model (--device cuda) runs "
+                                       "tp=1", e->want.tp);
+        if (e->want.zero)
+            return ptc_cli_usage_error("elastic: --zero: the cuda model (--device cuda) runs "
+                                       "zero=0");
+        e->want.tp = 1;
+    }
     v = targ(e, "--microbatches", &present);
     int mb = 0;
     if (present && (!v || !ptc_cli_parse_int(v, 1, 1 << 16, &mb)))

@@ -251,6 +251,51 @@ int ptc_exec_model_cuda_params(ptc_exec_model_cuda *x, const ptc_exec_param **pa
     return PTC_OK;
 }
 
+/* ---- the training state on the host (save, resume, resize) ---------------------- */
+
+ptc_exec_model *ptc_exec_model_cuda_host(ptc_exec_model_cuda *x)
+{
+    return x ? x->h : NULL;
+}
+
+/* One transfer of parameters and both AdamW moments of every chunk,
+ * device to host (@p up false) or host to device, then one synchronisation.
+ * The device moments hold `count` floats: the CUDA model refuses zero=1,
+ * so the host chunk's `ocount` is the same. */
+static int move_state(ptc_exec_model_cuda *x, bool up)
+{
+    enum cudaMemcpyKind kind = up ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    const char *what = up ? "copy of the training state to the device"
+                          : "copy of the training state to the host";
+    for (int c = 0; c < x->h->nch; c++) {
+        const chunk *k = &x->h->ch[c];
+        dchunk *d = &x->d[c];
+        if (!k->count)
+            continue;
+        if (k->ocount != k->count)
+            return ptc_error_set(PTC_E_UNSUPPORTED, "cuda model: chunk %d has %zu moment "
+                                                    "floats for %zu parameters (zero=1)",
+                                 c, k->ocount, k->count);
+        size_t bytes = k->count * sizeof(float);
+        float *dev[3] = {d->p, d->m, d->v}, *host[3] = {k->p, k->m, k->v};
+        for (int i = 0; i < 3; i++)
+            PTC_TRY(cu(up ? cudaMemcpyAsync(dev[i], host[i], bytes, kind, x->st)
+                          : cudaMemcpyAsync(host[i], dev[i], bytes, kind, x->st),
+                       what));
+    }
+    return cu(cudaStreamSynchronize(x->st), what);
+}
+
+int ptc_exec_model_cuda_pull_state(ptc_exec_model_cuda *x)
+{
+    return move_state(x, false);
+}
+
+int ptc_exec_model_cuda_push_state(ptc_exec_model_cuda *x)
+{
+    return move_state(x, true);
+}
+
 /* ---- compute (mirrors exec/model/model.c call for call) --------------------- */
 
 static int check_args(const ptc_exec_model_cuda *x, int c, int mb)

@@ -58,3 +58,21 @@ int ptc_exec_model_cuda_params(ptc_exec_model_cuda *x, const ptc_exec_param **pa
     *n = 0;
     return no_cuda();
 }
+
+ptc_exec_model *ptc_exec_model_cuda_host(ptc_exec_model_cuda *x)
+{
+    (void)x;
+    return NULL;
+}
+
+int ptc_exec_model_cuda_pull_state(ptc_exec_model_cuda *x)
+{
+    (void)x;
+    return no_cuda();
+}
+
+int ptc_exec_model_cuda_push_state(ptc_exec_model_cuda *x)
+{
+    (void)x;
+    return no_cuda();
+}

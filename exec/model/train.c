@@ -178,12 +178,17 @@ int ptc_train_prepare(ptc_train **out, const ptc_train_opts *o)
                                           "dataset)", o->data);
     if ((o->save_every >= 0 || o->resume) && !o->store)
         return ptc_error_set(PTC_E_INVAL, "--save-every and --resume need --store");
-    if ((o->save_every >= 0 || o->resume) && (o->fake || o->cuda))
-        return ptc_error_set(PTC_E_INVAL, "--save-every and --resume need the model on the "
-                                          "CPU (not --fake-compute or --device cuda)");
-    if ((o->nresize > 0 || o->control) && (o->fake || o->cuda))
-        return ptc_error_set(PTC_E_UNSUPPORTED, "--resize and --control need the model on the "
-                                                "CPU (not --fake-compute or --device cuda)");
+    if ((o->save_every >= 0 || o->resume) && o->fake)
+        return ptc_error_set(PTC_E_INVAL, "--save-every and --resume need a model (not "
+                                          "--fake-compute)");
+    if ((o->nresize > 0 || o->control) && o->fake)
+        return ptc_error_set(PTC_E_UNSUPPORTED, "--resize and --control need a model (not "
+                                                "--fake-compute)");
+    for (int i = 0; o->cuda && i < o->nresize; i++)
+        if (o->resize_cfg[i].tp > 1 || o->resize_cfg[i].zero)
+            return ptc_error_set(PTC_E_UNSUPPORTED, "--resize to tp=%d%s: the cuda model runs "
+                                                    "tp=1 and zero=0 (--device cpu runs both)",
+                                 o->resize_cfg[i].tp, o->resize_cfg[i].zero ? ",zero=1" : "");
     if (kind >= DATA_DATASET && o->fake)
         return ptc_error_set(PTC_E_INVAL, "--fake-compute reads no data: use --data synthetic");
     ptc_train *t = ptc_calloc(1, sizeof *t);
@@ -695,9 +700,13 @@ static int seg_open(seg *g, const ptc_train_opts *o, ptc_sched *sched, ptc_store
     }
     if (rc == PTC_OK && state)
         rc = train_ckpt_layout(o, sched, &g->layout, &g->rules);
-    if (rc == PTC_OK && state && g->model)
-        rc = train_ckpt_buffers(o, sched, g->model, g->layout, g->pp_i, g->dp_i, g->tp_i,
-                                &g->ranks, &g->nranks, &g->bufs);
+    /* the state's buffers are host arrays: the CPU model's own, or the host
+     * mirror of the CUDA model (pulled from and pushed to the device around
+     * a save, a load and a move) */
+    if (rc == PTC_OK && state && (g->model || g->gmodel))
+        rc = train_ckpt_buffers(o, sched, g->model ? g->model : ptc_exec_model_cuda_host(g->gmodel),
+                                g->layout, g->pp_i, g->dp_i, g->tp_i, &g->ranks, &g->nranks,
+                                &g->bufs);
     return agree(world, rc);
 }
 
@@ -882,6 +891,8 @@ static int resize(ptc_train *t, ptc_train_opts *jo, seg **gp, const ptc_config *
     rc = seg_owners_get(g, world, wrank, &so);
     if (rc == PTC_OK)
         rc = seg_owners_get(ng, world, wrank, &no_);
+    if (rc == PTC_OK && g->gmodel)
+        rc = ptc_exec_model_cuda_pull_state(g->gmodel);
     rc = agree(world, rc);
     if (rc == PTC_OK)
         rc = ptc_exec_resize_owned(g->layout, so.owner, (const void *const *const *)so.bufs,
@@ -889,6 +900,9 @@ static int resize(ptc_train *t, ptc_train_opts *jo, seg **gp, const ptc_config *
                                    NULL, &st);
     seg_owners_free(&so);
     seg_owners_free(&no_);
+    if (rc == PTC_OK && ng->gmodel)
+        rc = ptc_exec_model_cuda_push_state(ng->gmodel);
+    rc = agree(world, rc);
     if (rc == PTC_OK && rep) {
         ptc_config_format(&g->cfg, PTC_CONFIG_STYLE_KEYS, rep->from, sizeof rep->from);
         ptc_config_format(to, PTC_CONFIG_STYLE_KEYS, rep->to, sizeof rep->to);
@@ -1056,6 +1070,8 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
         if (g->active)
             rc = ptc_ckpt_load(store, from, g->layout, g->ranks, g->nranks, g->bufs, &co, g->comm,
                                NULL, NULL);
+        if (rc == PTC_OK && g->gmodel)
+            rc = ptc_exec_model_cuda_push_state(g->gmodel);
         rc = agree(world, rc);
         res->resumed_from = from;
         res->load_seconds = MPI_Wtime() - t0;
@@ -1104,7 +1120,10 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
                                  saving && (last || (o->save_every > 0 &&
                                                      done % o->save_every == 0)))) {
                 uint64_t v = 0;
-                rc = save_state(t, store, g->layout, g->rules, g->ranks, g->nranks, g->bufs, &g->ds,
+                if (g->gmodel) /* every active process has one: agree is collective */
+                    rc = agree(g->comm, ptc_exec_model_cuda_pull_state(g->gmodel));
+                if (rc == PTC_OK)
+                    rc = save_state(t, store, g->layout, g->rules, g->ranks, g->nranks, g->bufs, &g->ds,
                                 k, has_loss, last_loss, g->comm, &v);
                 if (rc == PTC_OK) {
                     /* the records served up to this version are durable
@@ -1145,6 +1164,9 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
             if (rc == PTC_OK && ptc_config_world(&to) > wsize)
                 rc = ptc_error_set(PTC_E_CONFIG, "resize to %s needs %d processes, the job has "
                                                  "%d", d.cfg, ptc_config_world(&to), wsize);
+            else if (rc == PTC_OK && o->cuda && (to.tp > 1 || to.zero))
+                rc = ptc_error_set(PTC_E_UNSUPPORTED, "resize to %s: the cuda model runs tp=1 "
+                                                      "and zero=0", d.cfg);
             rc = agree(world, rc);
             ptc_train_resize r = {.step = k, .reason = d.reason};
             if (rc == PTC_OK)

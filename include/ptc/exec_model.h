@@ -218,6 +218,28 @@ PTC_API int ptc_exec_model_cuda_losses(ptc_exec_model_cuda *x, const double **lo
  */
 PTC_API int ptc_exec_model_cuda_params(ptc_exec_model_cuda *x,
                                        const ptc_exec_param **params, size_t *n);
+/**
+ * The host model that @p x mirrors on the device: its layout, its tensor
+ * names, and host arrays of the parameters and AdamW moments
+ * (ptc_exec_model_params() of it) that hold the training state between
+ * ptc_exec_model_cuda_pull_state() and ptc_exec_model_cuda_push_state().
+ * Owned by @p x; NULL for NULL (and in a build without CUDA).
+ */
+PTC_API ptc_exec_model *ptc_exec_model_cuda_host(ptc_exec_model_cuda *x);
+/**
+ * Copy the parameters and both AdamW moments of every chunk from the
+ * device into the host model's arrays (at a step boundary: gradients are
+ * zero then and are not copied), so that a checkpoint or an online resize
+ * reads them there.
+ * @return PTC_OK or PTC_E_CUDA.
+ */
+PTC_API int ptc_exec_model_cuda_pull_state(ptc_exec_model_cuda *x);
+/**
+ * The other way: the host model's parameters and moments (filled by a
+ * checkpoint load or an online resize) onto the device.
+ * @return PTC_OK or PTC_E_CUDA.
+ */
+PTC_API int ptc_exec_model_cuda_push_state(ptc_exec_model_cuda *x);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,11 @@
 # (ctest: skipped).
 # The two-process runs need two GPUs (NCCL refuses two ranks of one
 # communicator on one device); with one GPU they are skipped, said so.
+#
+# The training state on the GPU (through the CUDA model's host mirror):
+# save every 2 steps and resume on the device equals the unchanged device
+# run (same kernels, same order) and the CPU's run within 1e-4; with two
+# GPUs also the online resize dp=2 -> pp=2 -> dp=2 against the CPU's.
 set -eu
 : "${PTC:?PTC must name the ptc binary}"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -114,5 +119,47 @@ else
     run pp2-1f1b 2 --config pp=2 --schedule 1f1b --microbatches 4
     run pp2-zbh1 2 --config pp=2 --schedule zb-h1 --microbatches 4
     run dp2 2 --config dp=2,pp=1 --schedule 1f1b --microbatches 2
+    two=1
+fi
+
+# close A B: every line's loss of A within TOL of B's (same step numbers)
+close() {
+    paste <(awk '/^step /{print $2, $4}' "$1") <(awk '/^step /{print $2, $4}' "$2") |
+        awk -v t=$TOL '{ if ($1 != $3) { print "step " $1 " against step " $3; bad = 1 }
+                         d = $2 - $4; if (d < 0) d = -d;
+                         if (d > t * $4) { print "step " $1 ": " $2 " against " $4; bad = 1 } }
+                       END { exit bad }'
+}
+# Save and resume on the device: 2 steps, save, resume 2 more, against 4 straight.
+st=(--config pp=1 --schedule 1f1b --microbatches 4 "${common[@]}")
+"$PTC" train "${st[@]}" --steps 4 --device cuda > "$TMP/st-straight.txt" ||
+    fail "the unchanged cuda run failed"
+"$PTC" train "${st[@]}" --steps 2 --device cuda --store "$TMP/st" --save-every 2 \
+    > "$TMP/st-a.txt" 2> "$TMP/st-a.err" || { cat "$TMP/st-a.err"; fail "cuda --save-every failed"; }
+"$PTC" train "${st[@]}" --steps 2 --device cuda --store "$TMP/st" --resume --save-every 0 \
+    > "$TMP/st-b.txt" 2> "$TMP/st-b.err" || { cat "$TMP/st-b.err"; fail "cuda --resume failed"; }
+[ "$(awk '/^step /{print $2; exit}' "$TMP/st-b.txt")" = 2 ] || fail "the resumed run did not start at step 2"
+cat "$TMP/st-a.txt" "$TMP/st-b.txt" > "$TMP/st-ab.txt"
+close "$TMP/st-ab.txt" "$TMP/st-straight.txt" || fail "cuda save+resume differs from the unchanged run"
+"$PTC" train "${st[@]}" --steps 4 --device cpu > "$TMP/st-cpu.txt" || fail "the cpu run failed"
+close "$TMP/st-ab.txt" "$TMP/st-cpu.txt" || fail "cuda save+resume differs from --device cpu"
+"$PTC" verify --store "$TMP/st" --all > /dev/null || fail "the store written from the GPU does not verify"
+echo "save/resume on the device: losses $(awk '/^step /{printf "%s ", $4}' "$TMP/st-ab.txt")"
+ran=$((ran + 1))
+
+# Online resize on the devices (two GPUs): dp=2 -> pp=2 at step 2 -> dp=2 at step 4.
+if [ "${two:-0}" = 1 ]; then
+    rs=(--config dp=2,pp=1 --schedule 1f1b --microbatches 2 --steps 6
+        --resize 2:pp=2,4:dp=2,pp=1 "${common[@]}")
+    for dev in cpu cuda; do
+        "${MPIRUN[@]}" -np 2 "$PTC" train "${rs[@]}" --device $dev > "$TMP/rs-$dev.txt" \
+            2> "$TMP/rs-$dev.err" || { cat "$TMP/rs-$dev.err"; fail "online resize --device $dev failed"; }
+    done
+    [ "$(grep -c '^resize at step' "$TMP/rs-cuda.txt")" = 2 ] || fail "the cuda job did not resize twice"
+    close "$TMP/rs-cuda.txt" "$TMP/rs-cpu.txt" || fail "online resize on the devices differs from the cpu's"
+    grep '^resize at step' "$TMP/rs-cuda.txt"
+    ran=$((ran + 1))
+else
+    echo "online resize on the devices skipped: one GPU"
 fi
 echo "ok: $ran settings, --device cuda equals --device cpu within $TOL"

@@ -138,6 +138,8 @@ expect 2 "no such store" -- --store "$TMP/nope" --slots 4 "${T[@]}"
 expect 2 "expected -- ptc train" -- --store "$st" --slots 4
 expect 2 "must be .ptc train" -- --store "$st" --slots 4 -- ptc verify
 expect 2 "must not give --config" -- --store "$st" --slots 4 "${T[@]}" --config dp=4
+expect 2 "--tp 2: the cuda model" -- --store "$st" --slots 4 --tp 2 "${T[@]}" --device cuda
+expect 2 "--zero: the cuda model" -- --store "$st" --slots 4 --zero "${T[@]}" --device=cuda
 expect 2 "needs --steps" -- --store "$st" --slots 4 -- ptc train --schedule 1f1b --microbatches 2 --save-every 1
 expect 2 "needs --save-every" -- --store "$st" --slots 4 -- ptc train --schedule 1f1b --microbatches 2 --steps 3
 expect 2 "slots file" -- --store "$st" --slots "$TMP/slots-none" "${T[@]}"

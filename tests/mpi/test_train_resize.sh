@@ -155,6 +155,10 @@ echo "grow please" > "$TMP/ctl"
 expect_all_fail 4 "control file" -- --config tp=2,pp=2 --control "$TMP/ctl" "${bad[@]}"
 # refused before MPI starts (every process alike; one process here, as mpirun
 # may end the others before they print)
-expect_all_fail 1 "model on the CPU" -- --config tp=2,pp=2 --resize 1:dp=4 --fake-compute \
-    --schedule 1f1b --model $M --seed 3 --microbatches 2 --steps 3
+expect_all_fail 1 "need a model (not --fake-compute)" -- --config tp=2,pp=2 --resize 1:dp=4 \
+    --fake-compute --schedule 1f1b --model $M --seed 3 --microbatches 2 --steps 3
+# the cuda model runs tp=1, zero=0: a resize to more is refused up front (with
+# or without a GPU: before any device is touched)
+expect_all_fail 1 "cuda model runs tp=1 and zero=0" -- --config pp=1 --resize 1:tp=2 \
+    --device cuda --schedule 1f1b --model $M --seed 3 --microbatches 2 --steps 3
 echo "ok: bad input"

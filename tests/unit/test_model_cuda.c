@@ -179,6 +179,9 @@ static cublasStatus_t shim_cublasSetMathMode(cublasHandle_t h, int mode)
 #define ptc_exec_model_cuda_set_step shim_model_set_step
 #define ptc_exec_model_cuda_losses shim_model_losses
 #define ptc_exec_model_cuda_params shim_model_params
+#define ptc_exec_model_cuda_host shim_model_host
+#define ptc_exec_model_cuda_pull_state shim_model_pull
+#define ptc_exec_model_cuda_push_state shim_model_push
 
 #include "exec/model/model_cuda.c"
 
@@ -531,6 +534,115 @@ static void test_create_failures(void **st)
     ptc_sched_destroy(s);
 }
 
+
+/* Run one whole step of a single-rank schedule (no boundaries to carry). */
+static void one_rank_step(ptc_exec_stage *f, const ptc_sched *s, int64_t step,
+                          ptc_exec_model_cuda *g)
+{
+    shim_model_set_step(g, step);
+    size_t n;
+    const ptc_sched_action *a = ptc_sched_actions(s, 0, &n);
+    for (size_t i = 0; i < n; i++) {
+        const ptc_sched_action *x = &a[i];
+        if (x->op == PTC_SCHED_F)
+            assert_int_equal(f->forward(f->user, x->chunk, x->mb, NULL, NULL), PTC_OK);
+        else if (x->op == PTC_SCHED_B)
+            assert_int_equal(f->backward(f->user, x->chunk, x->mb, NULL, NULL), PTC_OK);
+    }
+    assert_int_equal(f->optimizer_step(f->user), PTC_OK);
+}
+
+/* The state's round trip through the host mirror, as `ptc train --device
+ * cuda` saves, resumes and resizes: pull copies the device's parameters and
+ * both moments into the host model's arrays exactly; a fresh model given
+ * them by push continues bit for bit like the one that never stopped. */
+static void test_state_pull_push(void **st)
+{
+    (void)st;
+    ptc_sched_gen sg = {.kind = PTC_SCHED_1F1B, .ranks = 1, .microbatches = 3};
+    ptc_sched *s = NULL;
+    assert_int_equal(ptc_sched_generate(&s, &sg), PTC_OK);
+    ptc_exec_model_cfg cfg = {.layers = 3, .hidden = 8, .vocab = 40, .tokens = 6, .lr = 1e-2f,
+                              .seed = 3};
+    int vocab = cfg.vocab;
+    long live0 = shim_live;
+    ptc_exec_model_cuda *a = NULL, *b = NULL;
+    assert_int_equal(shim_model_create(&a, &cfg, s, 0, 0, 3, data_fn, &vocab), PTC_OK);
+    assert_int_equal(shim_model_create(&b, &cfg, s, 0, 0, 3, data_fn, &vocab), PTC_OK);
+    assert_null(shim_model_host(NULL));
+    ptc_exec_model *ha = shim_model_host(a), *hb = shim_model_host(b);
+    assert_non_null(ha);
+    assert_ptr_equal(ha, a->h);
+    ptc_exec_stage fa, fb;
+    shim_model_stage(a, &fa);
+    shim_model_stage(b, &fb);
+    for (int64_t k = 0; k < 2; k++)
+        one_rank_step(&fa, s, k, a);
+    /* before the pull the mirror's moments are the initial zeros */
+    size_t np, npb;
+    const ptc_exec_param *pa = ptc_exec_model_params(ha, &np);
+    assert_true(np > 0);
+    assert_true(pa[0].exp_avg[0] == 0.0f);
+    assert_int_equal(shim_model_pull(a), PTC_OK);
+    size_t total = 0;
+    bool moved = false;
+    for (int c = 0; c < ha->nch; c++) {
+        const chunk *k = &ha->ch[c];
+        assert_memory_equal(k->p, a->d[c].p, k->count * sizeof(float));
+        assert_memory_equal(k->m, a->d[c].m, k->count * sizeof(float));
+        assert_memory_equal(k->v, a->d[c].v, k->count * sizeof(float));
+        for (size_t i = 0; i < k->count; i++)
+            moved |= k->m[i] != 0.0f && k->v[i] > 0.0f;
+        total += k->count;
+    }
+    assert_true(total > 0);
+    assert_true(moved); /* two steps of AdamW: the moments are not zero */
+    /* the parameters listed for a checkpoint point into those arrays */
+    const ptc_exec_param *pb = ptc_exec_model_params(hb, &npb);
+    assert_int_equal(np, npb);
+    /* b: a fresh model; its mirror gets a's state (as a load or a move
+     * fills it), then the device */
+    for (size_t i = 0; i < np; i++) {
+        assert_string_equal(pa[i].name, pb[i].name);
+        size_t cnt = (size_t)pa[i].shape[0] * (size_t)(pa[i].ndim > 1 ? pa[i].shape[1] : 1);
+        memcpy(pb[i].data, pa[i].data, cnt * sizeof(float));
+        memcpy(pb[i].exp_avg, pa[i].exp_avg, cnt * sizeof(float));
+        memcpy(pb[i].exp_avg_sq, pa[i].exp_avg_sq, cnt * sizeof(float));
+    }
+    assert_int_equal(shim_model_push(b), PTC_OK);
+    for (int c = 0; c < hb->nch; c++) {
+        assert_memory_equal(b->d[c].p, a->d[c].p, hb->ch[c].count * sizeof(float));
+        assert_memory_equal(b->d[c].m, a->d[c].m, hb->ch[c].count * sizeof(float));
+        assert_memory_equal(b->d[c].v, a->d[c].v, hb->ch[c].count * sizeof(float));
+    }
+    /* step 2 on both: the same losses and state, bit for bit */
+    one_rank_step(&fa, s, 2, a);
+    one_rank_step(&fb, s, 2, b);
+    const double *la, *lb;
+    int na, nb;
+    assert_int_equal(shim_model_losses(a, &la, &na), PTC_OK);
+    assert_int_equal(shim_model_losses(b, &lb, &nb), PTC_OK);
+    assert_int_equal(na, nb);
+    assert_true(la[0] > 0.5);
+    assert_memory_equal(la, lb, (size_t)na * sizeof(double));
+    for (int c = 0; c < ha->nch; c++) {
+        assert_memory_equal(b->d[c].p, a->d[c].p, ha->ch[c].count * sizeof(float));
+        assert_memory_equal(b->d[c].v, a->d[c].v, ha->ch[c].count * sizeof(float));
+    }
+    /* a fresh model that was not given the state differs after that step */
+    ptc_exec_model_cuda *z = NULL;
+    assert_int_equal(shim_model_create(&z, &cfg, s, 0, 0, 3, data_fn, &vocab), PTC_OK);
+    ptc_exec_stage fz;
+    shim_model_stage(z, &fz);
+    one_rank_step(&fz, s, 2, z);
+    assert_true(memcmp(z->d[0].p, a->d[0].p, ha->ch[0].count * sizeof(float)) != 0);
+    shim_model_destroy(z);
+    shim_model_destroy(a);
+    shim_model_destroy(b);
+    assert_int_equal(shim_live, live0);
+    ptc_sched_destroy(s);
+}
+
 static void test_misuse(void **st)
 {
     (void)st;
@@ -567,6 +679,7 @@ int main(void)
         cmocka_unit_test(test_equal_zbh1),        cmocka_unit_test(test_equal_zbv),
         cmocka_unit_test(test_equal_chimera),     cmocka_unit_test(test_select_device),
         cmocka_unit_test(test_create_failures),   cmocka_unit_test(test_misuse),
+        cmocka_unit_test(test_state_pull_push),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
@@ -593,6 +706,9 @@ static void test_stubs(void **st)
     const double *l;
     int n;
     assert_int_equal(ptc_exec_model_cuda_losses(NULL, &l, &n), PTC_E_UNSUPPORTED);
+    assert_null(ptc_exec_model_cuda_host(NULL));
+    assert_int_equal(ptc_exec_model_cuda_pull_state(NULL), PTC_E_UNSUPPORTED);
+    assert_int_equal(ptc_exec_model_cuda_push_state(NULL), PTC_E_UNSUPPORTED);
     ptc_exec_model_cuda_destroy(NULL);
 }
 
