@@ -408,8 +408,12 @@ def main():
                                                         args.timeout))
         report["results"][impl] = r
         print(json.dumps({impl: r}), flush=True)
-        if not args.keep:
-            shutil.rmtree(ckpt, ignore_errors=True)
+    # Both sides' checkpoints stay until the end, so that no side is measured
+    # while the disk deletes the other's (a disk mounted with `discard` sends
+    # the deletion of 1.3 GB to the device as discards).
+    if not args.keep:
+        for impl in args.impl.split(","):
+            shutil.rmtree(os.path.join(work, impl), ignore_errors=True)
     if args.io_bound:
         report["io_bound"] = io_bound(report, work, args.io_reps)
         print(json.dumps({"io_bound": report["io_bound"]}), flush=True)
