@@ -27,6 +27,14 @@ of 2026-11-25 (a fuzzer niced on one core): tensor / local cold 0.96, 1.10,
 1.01; / local hot 1.29, 1.35, 1.39; tensor / sequential 1.48, 1.55, 1.48;
 mmap / local mmap hot 1.45, 1.78, 1.47 (local hot reads run at 0.68 GB/s:
 Python allocating a fresh bytes object per tensor is most of that cost).
+Four more runs that day (fuzzers niced on both cores): tensor / local cold
+0.95, 1.00, 1.27, 0.96; / local hot 1.32, 1.28, 1.30, 1.29; tensor /
+sequential 1.51, 1.41, 1.58, 1.60; mmap / local mmap hot 1.49, 1.51, 1.47,
+1.47 (mmap through the mount 2.69-2.78 s against 2.42-2.45 s for one pread
+per tensor: a fault reads one readahead window at a time). With a 4 MiB
+readahead window instead of 2 (PTC_FUSE_READAHEAD_KIB), two runs: mmap 1.44
+and 1.37 (2.52-2.64 s), but sequential reads 1.71-1.73 s against 1.52-1.72
+and one pread per tensor 2.50-2.58 s against 2.42-2.45: not taken.
 """
 
 import argparse
