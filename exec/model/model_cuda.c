@@ -99,10 +99,10 @@ static size_t wide_of(const ptc_exec_model_cfg *m)
     return 4 * H > V ? 4 * H : V;
 }
 
-void ptc_exec_model_cuda_destroy(ptc_exec_model_cuda *x)
+/* Everything on the device (and the stream and cuBLAS handle), leaving the
+ * host model and host buffers; pointers NULL after, so it runs once. */
+static void free_device(ptc_exec_model_cuda *x)
 {
-    if (!x)
-        return;
     if (x->st)
         cudaStreamSynchronize(x->st);
     for (int c = 0; x->d && c < x->h->nch; c++) {
@@ -119,17 +119,46 @@ void ptc_exec_model_cuda_destroy(ptc_exec_model_cuda *x)
         cudaFree(d->v);
     }
     ptc_free(x->d);
+    x->d = NULL;
     cudaFree(x->scratch);
+    x->scratch = NULL;
     cudaFree(x->dloss);
+    x->dloss = NULL;
     if (x->blas)
         cublasDestroy(x->blas);
+    x->blas = NULL;
     if (x->st)
         cudaStreamDestroy(x->st);
+    x->st = NULL;
+}
+
+void ptc_exec_model_cuda_destroy(ptc_exec_model_cuda *x)
+{
+    if (!x)
+        return;
+    free_device(x);
     ptc_free(x->hloss);
     ptc_free(x->losses);
     ptc_free(x->tok);
     ptc_exec_model_destroy(x->h);
     ptc_free(x);
+}
+
+void ptc_exec_model_cuda_release_device(ptc_exec_model_cuda *x)
+{
+    if (x)
+        free_device(x);
+}
+
+/* After ptc_exec_model_cuda_release_device() only the host model is left. */
+static int on_device(const ptc_exec_model_cuda *x, const char *what)
+{
+    if (!x)
+        return ptc_error_set(PTC_E_INVAL, "cuda model: %s of a NULL model", what);
+    if (!x->d)
+        return ptc_error_set(PTC_E_INVAL, "cuda model: %s after its device side was released",
+                             what);
+    return PTC_OK;
 }
 
 int ptc_exec_model_cuda_create(ptc_exec_model_cuda **out, const ptc_exec_model_cfg *m,
@@ -219,6 +248,7 @@ void ptc_exec_model_cuda_set_step(ptc_exec_model_cuda *x, int64_t step)
 
 int ptc_exec_model_cuda_losses(ptc_exec_model_cuda *x, const double **losses, int *n)
 {
+    PTC_TRY(on_device(x, "losses"));
     ptc_exec_model *h = x->h;
     size_t rows = (size_t)h->cfg.tokens;
     *losses = x->losses;
@@ -239,6 +269,7 @@ int ptc_exec_model_cuda_losses(ptc_exec_model_cuda *x, const double **losses, in
 int ptc_exec_model_cuda_params(ptc_exec_model_cuda *x, const ptc_exec_param **params,
                                size_t *n)
 {
+    PTC_TRY(on_device(x, "parameters"));
     for (int c = 0; c < x->h->nch; c++) {
         const chunk *k = &x->h->ch[c];
         if (k->count)
@@ -267,6 +298,7 @@ static int move_state(ptc_exec_model_cuda *x, bool up)
     enum cudaMemcpyKind kind = up ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
     const char *what = up ? "copy of the training state to the device"
                           : "copy of the training state to the host";
+    PTC_TRY(on_device(x, what));
     for (int c = 0; c < x->h->nch; c++) {
         const chunk *k = &x->h->ch[c];
         dchunk *d = &x->d[c];
@@ -300,6 +332,7 @@ int ptc_exec_model_cuda_push_state(ptc_exec_model_cuda *x)
 
 static int check_args(const ptc_exec_model_cuda *x, int c, int mb)
 {
+    PTC_TRY(on_device(x, "a step"));
     if (c < 0 || c >= x->h->nch || mb < 0 || mb >= x->h->mbs)
         return ptc_error_set(PTC_E_RANGE, "model: chunk %d mb %d out of range", c, mb);
     return PTC_OK;
@@ -519,6 +552,7 @@ static int model_backward_weight(void *user, int c, int mb)
 static int model_grads(void *user, int c, float **g, size_t *count)
 {
     ptc_exec_model_cuda *x = user;
+    PTC_TRY(on_device(x, "gradients"));
     if (c < 0 || c >= x->h->nch)
         return ptc_error_set(PTC_E_RANGE, "model: chunk %d", c);
     *g = x->d[c].g;
@@ -529,6 +563,7 @@ static int model_grads(void *user, int c, float **g, size_t *count)
 static int model_optimizer(void *user)
 {
     ptc_exec_model_cuda *x = user;
+    PTC_TRY(on_device(x, "an optimizer step"));
     ptc_exec_model *h = x->h;
     ptc_adamw_params hp = {.lr = h->cfg.lr > 0 ? h->cfg.lr : 1e-3f,
                            .beta1 = 0.9f,

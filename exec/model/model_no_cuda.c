@@ -76,3 +76,8 @@ int ptc_exec_model_cuda_push_state(ptc_exec_model_cuda *x)
     (void)x;
     return no_cuda();
 }
+
+void ptc_exec_model_cuda_release_device(ptc_exec_model_cuda *x)
+{
+    (void)x;
+}

@@ -869,6 +869,19 @@ static int resize(ptc_train *t, ptc_train_opts *jo, seg **gp, const ptc_config *
         ptc_sched_destroy(ns);
         return rc;
     }
+    /* a cuda job's state leaves the device before the new layout's model is
+     * built on it: the move reads the old model's host arrays, and the
+     * device never holds two models (nor the old runtime's buffers) */
+    if (jo->cuda) { /* every process, active or not, agrees */
+        rc = agree(world, g->gmodel ? ptc_exec_model_cuda_pull_state(g->gmodel) : PTC_OK);
+        if (rc != PTC_OK) {
+            ptc_sched_destroy(ns);
+            return rc;
+        }
+        ptc_exec_destroy(g->e);
+        g->e = NULL;
+        ptc_exec_model_cuda_release_device(g->gmodel);
+    }
     /* the new segment lives on the heap: its model's data callback keeps
      * the address of its train_data, so it never moves */
     seg *ng = seg_new();
@@ -891,8 +904,6 @@ static int resize(ptc_train *t, ptc_train_opts *jo, seg **gp, const ptc_config *
     rc = seg_owners_get(g, world, wrank, &so);
     if (rc == PTC_OK)
         rc = seg_owners_get(ng, world, wrank, &no_);
-    if (rc == PTC_OK && g->gmodel)
-        rc = ptc_exec_model_cuda_pull_state(g->gmodel);
     rc = agree(world, rc);
     if (rc == PTC_OK)
         rc = ptc_exec_resize_owned(g->layout, so.owner, (const void *const *const *)so.bufs,

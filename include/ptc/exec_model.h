@@ -231,15 +231,28 @@ PTC_API ptc_exec_model *ptc_exec_model_cuda_host(ptc_exec_model_cuda *x);
  * device into the host model's arrays (at a step boundary: gradients are
  * zero then and are not copied), so that a checkpoint or an online resize
  * reads them there.
- * @return PTC_OK or PTC_E_CUDA.
+ * @return PTC_OK, PTC_E_CUDA; PTC_E_INVAL for NULL or after
+ *   ptc_exec_model_cuda_release_device().
  */
 PTC_API int ptc_exec_model_cuda_pull_state(ptc_exec_model_cuda *x);
 /**
  * The other way: the host model's parameters and moments (filled by a
  * checkpoint load or an online resize) onto the device.
- * @return PTC_OK or PTC_E_CUDA.
+ * @return PTC_OK, PTC_E_CUDA; PTC_E_INVAL for NULL or after
+ *   ptc_exec_model_cuda_release_device().
  */
 PTC_API int ptc_exec_model_cuda_push_state(ptc_exec_model_cuda *x);
+/**
+ * Free everything @p x holds on the device (parameters, gradients, moments,
+ * activation blocks, scratch, its stream and cuBLAS handle) and keep the
+ * host model: call it after ptc_exec_model_cuda_pull_state() when the host
+ * arrays are all that is still needed, e.g. while an online resize builds
+ * the new layout's model on the same device and moves the state into it,
+ * so that the device never holds two models. Afterwards only
+ * ptc_exec_model_cuda_host() and ptc_exec_model_cuda_destroy() are of use;
+ * every other call returns PTC_E_INVAL. NULL is a no-op.
+ */
+PTC_API void ptc_exec_model_cuda_release_device(ptc_exec_model_cuda *x);
 
 #ifdef __cplusplus
 }

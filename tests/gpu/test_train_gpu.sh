@@ -22,9 +22,10 @@
 # communicator on one device); with one GPU they are skipped, said so.
 #
 # The training state on the GPU (through the CUDA model's host mirror):
-# save every 2 steps and resume on the device equals the unchanged device
-# run (same kernels, same order) and the CPU's run within 1e-4; with two
-# GPUs also the online resize dp=2 -> pp=2 -> dp=2 against the CPU's.
+# save at step 2 and resume for 4 more on the device: losses and final
+# parameters within 1e-4 of the unchanged device run and of the CPU's run;
+# with two GPUs also the online resize dp=2 -> pp=2 -> one process -> dp=2
+# (losses and final parameters) against the CPU's.
 set -eu
 : "${PTC:?PTC must name the ptc binary}"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -130,33 +131,47 @@ close() {
                          if (d > t * $4) { print "step " $1 ": " $2 " against " $4; bad = 1 } }
                        END { exit bad }'
 }
-# Save and resume on the device: 2 steps, save, resume 2 more, against 4 straight.
+# Save and resume on the device: 2 steps, save, resume 4 more, against 6 straight. Four
+# steps after the resume, so that the AdamW moments the resume pushed back shape the result:
+# the final parameters are compared too, not only the losses.
 st=(--config pp=1 --schedule 1f1b --microbatches 4 "${common[@]}")
-"$PTC" train "${st[@]}" --steps 4 --device cuda > "$TMP/st-straight.txt" ||
-    fail "the unchanged cuda run failed"
+"$PTC" train "${st[@]}" --steps 6 --device cuda --save "$TMP/st-straight.safetensors" \
+    > "$TMP/st-straight.txt" || fail "the unchanged cuda run failed"
 "$PTC" train "${st[@]}" --steps 2 --device cuda --store "$TMP/st" --save-every 2 \
     > "$TMP/st-a.txt" 2> "$TMP/st-a.err" || { cat "$TMP/st-a.err"; fail "cuda --save-every failed"; }
-"$PTC" train "${st[@]}" --steps 2 --device cuda --store "$TMP/st" --resume --save-every 0 \
-    > "$TMP/st-b.txt" 2> "$TMP/st-b.err" || { cat "$TMP/st-b.err"; fail "cuda --resume failed"; }
+"$PTC" train "${st[@]}" --steps 4 --device cuda --store "$TMP/st" --resume --save-every 0 \
+    --save "$TMP/st-ab.safetensors" > "$TMP/st-b.txt" 2> "$TMP/st-b.err" ||
+    { cat "$TMP/st-b.err"; fail "cuda --resume failed"; }
 [ "$(awk '/^step /{print $2; exit}' "$TMP/st-b.txt")" = 2 ] || fail "the resumed run did not start at step 2"
 cat "$TMP/st-a.txt" "$TMP/st-b.txt" > "$TMP/st-ab.txt"
+[ "$(grep -c '^step ' "$TMP/st-ab.txt")" = 6 ] || fail "save+resume did not run 6 steps"
 close "$TMP/st-ab.txt" "$TMP/st-straight.txt" || fail "cuda save+resume differs from the unchanged run"
-"$PTC" train "${st[@]}" --steps 4 --device cpu > "$TMP/st-cpu.txt" || fail "the cpu run failed"
+python3 "$cmp_st" "$TMP/st-ab.safetensors" "$TMP/st-straight.safetensors" --rel $TOL ||
+    fail "cuda save+resume: parameters differ from the unchanged run"
+"$PTC" train "${st[@]}" --steps 6 --device cpu --save "$TMP/st-cpu.safetensors" \
+    > "$TMP/st-cpu.txt" || fail "the cpu run failed"
 close "$TMP/st-ab.txt" "$TMP/st-cpu.txt" || fail "cuda save+resume differs from --device cpu"
+python3 "$cmp_st" "$TMP/st-ab.safetensors" "$TMP/st-cpu.safetensors" --rel $TOL ||
+    fail "cuda save+resume: parameters differ from --device cpu"
 "$PTC" verify --store "$TMP/st" --all > /dev/null || fail "the store written from the GPU does not verify"
 echo "save/resume on the device: losses $(awk '/^step /{printf "%s ", $4}' "$TMP/st-ab.txt")"
 ran=$((ran + 1))
 
-# Online resize on the devices (two GPUs): dp=2 -> pp=2 at step 2 -> dp=2 at step 4.
+# Online resize on the devices (two GPUs): dp=2 -> pp=2 at step 2 -> one process (the other
+# idle, its device model freed) at step 4 -> dp=2 at step 6 (the idle process builds a model
+# again and gets its state pushed).
 if [ "${two:-0}" = 1 ]; then
-    rs=(--config dp=2,pp=1 --schedule 1f1b --microbatches 2 --steps 6
-        --resize 2:pp=2,4:dp=2,pp=1 "${common[@]}")
+    rs=(--config dp=2,pp=1 --schedule 1f1b --microbatches 2 --steps 8
+        --resize 2:pp=2,4:pp=1,6:dp=2 "${common[@]}")
     for dev in cpu cuda; do
-        "${MPIRUN[@]}" -np 2 "$PTC" train "${rs[@]}" --device $dev > "$TMP/rs-$dev.txt" \
-            2> "$TMP/rs-$dev.err" || { cat "$TMP/rs-$dev.err"; fail "online resize --device $dev failed"; }
+        "${MPIRUN[@]}" -np 2 "$PTC" train "${rs[@]}" --device $dev --save "$TMP/rs-$dev.safetensors" \
+            > "$TMP/rs-$dev.txt" 2> "$TMP/rs-$dev.err" ||
+            { cat "$TMP/rs-$dev.err"; fail "online resize --device $dev failed"; }
     done
-    [ "$(grep -c '^resize at step' "$TMP/rs-cuda.txt")" = 2 ] || fail "the cuda job did not resize twice"
+    [ "$(grep -c '^resize at step' "$TMP/rs-cuda.txt")" = 3 ] || fail "the cuda job did not resize three times"
     close "$TMP/rs-cuda.txt" "$TMP/rs-cpu.txt" || fail "online resize on the devices differs from the cpu's"
+    python3 "$cmp_st" "$TMP/rs-cuda.safetensors" "$TMP/rs-cpu.safetensors" --rel $TOL ||
+        fail "online resize on the devices: parameters differ from the cpu's"
     grep '^resize at step' "$TMP/rs-cuda.txt"
     ran=$((ran + 1))
 else

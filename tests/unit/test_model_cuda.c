@@ -182,6 +182,7 @@ static cublasStatus_t shim_cublasSetMathMode(cublasHandle_t h, int mode)
 #define ptc_exec_model_cuda_host shim_model_host
 #define ptc_exec_model_cuda_pull_state shim_model_pull
 #define ptc_exec_model_cuda_push_state shim_model_push
+#define ptc_exec_model_cuda_release_device shim_model_release
 
 #include "exec/model/model_cuda.c"
 
@@ -627,6 +628,7 @@ static void test_state_pull_push(void **st)
     assert_memory_equal(la, lb, (size_t)na * sizeof(double));
     for (int c = 0; c < ha->nch; c++) {
         assert_memory_equal(b->d[c].p, a->d[c].p, ha->ch[c].count * sizeof(float));
+        assert_memory_equal(b->d[c].m, a->d[c].m, ha->ch[c].count * sizeof(float));
         assert_memory_equal(b->d[c].v, a->d[c].v, ha->ch[c].count * sizeof(float));
     }
     /* a fresh model that was not given the state differs after that step */
@@ -639,6 +641,85 @@ static void test_state_pull_push(void **st)
     shim_model_destroy(z);
     shim_model_destroy(a);
     shim_model_destroy(b);
+    assert_int_equal(shim_live, live0);
+    ptc_sched_destroy(s);
+}
+
+/* A value per chunk, array and element, so a copy to the wrong chunk or
+ * array shows. */
+static float tagged(int c, int arr, size_t i) { return (float)(c * 100000 + arr * 10000) + (float)i; }
+
+/* Pull and push with two chunks on the process (rank 0 of an interleaved
+ * schedule), then the device side released: only the host model is left,
+ * every device allocation is freed, and the calls that need the device
+ * say so. */
+static void test_state_chunks_release(void **st)
+{
+    (void)st;
+    ptc_sched_gen sg = {.kind = PTC_SCHED_INTERLEAVED, .ranks = 2, .microbatches = 2,
+                        .chunks = 2};
+    ptc_sched *s = NULL;
+    assert_int_equal(ptc_sched_generate(&s, &sg), PTC_OK);
+    ptc_exec_model_cfg cfg = {.layers = 4, .hidden = 4, .vocab = 8, .tokens = 2, .seed = 1};
+    int vocab = cfg.vocab;
+    long live0 = shim_live;
+    ptc_exec_model_cuda *x = NULL;
+    assert_int_equal(shim_model_create(&x, &cfg, s, 0, 0, 2, data_fn, &vocab), PTC_OK);
+    ptc_exec_model *h = shim_model_host(x);
+    assert_int_equal(h->nch, 2);
+    for (int c = 0; c < 2; c++) {
+        float *dev[3] = {x->d[c].p, x->d[c].m, x->d[c].v};
+        assert_true(h->ch[c].count > 0);
+        for (int arr = 0; arr < 3; arr++)
+            for (size_t i = 0; i < h->ch[c].count; i++)
+                dev[arr][i] = tagged(c, arr, i);
+    }
+    assert_int_equal(shim_model_pull(x), PTC_OK);
+    for (int c = 0; c < 2; c++) {
+        const chunk *k = &h->ch[c];
+        float *host[3] = {k->p, k->m, k->v};
+        for (int arr = 0; arr < 3; arr++)
+            for (size_t i = 0; i < k->count; i++)
+                assert_true(host[arr][i] == tagged(c, arr, i));
+        for (int arr = 0; arr < 3; arr++)
+            for (size_t i = 0; i < k->count; i++)
+                host[arr][i] = -tagged(c, arr, i);
+    }
+    assert_int_equal(shim_model_push(x), PTC_OK);
+    for (int c = 0; c < 2; c++) {
+        float *dev[3] = {x->d[c].p, x->d[c].m, x->d[c].v};
+        for (int arr = 0; arr < 3; arr++)
+            for (size_t i = 0; i < h->ch[c].count; i++)
+                assert_true(dev[arr][i] == -tagged(c, arr, i));
+    }
+    /* a forward leaves an activation block on the device: released too */
+    ptc_exec_stage f;
+    shim_model_stage(x, &f);
+    shim_model_set_step(x, 0);
+    assert_int_equal(f.forward(f.user, 0, 0, NULL, NULL), PTC_OK);
+    assert_true(shim_live > live0);
+    shim_model_release(x);
+    assert_int_equal(shim_live, live0); /* every device allocation freed */
+    assert_ptr_equal(shim_model_host(x), h);
+    for (int c = 0; c < 2; c++)
+        for (size_t i = 0; i < h->ch[c].count; i++)
+            assert_true(h->ch[c].m[i] == -tagged(c, 1, i));
+    const double *l;
+    int n;
+    const ptc_exec_param *pp;
+    size_t np;
+    assert_int_equal(shim_model_pull(x), PTC_E_INVAL);
+    assert_non_null(strstr(ptc_last_error(), "released"));
+    assert_int_equal(shim_model_push(x), PTC_E_INVAL);
+    assert_int_equal(shim_model_losses(x, &l, &n), PTC_E_INVAL);
+    assert_int_equal(shim_model_params(x, &pp, &np), PTC_E_INVAL);
+    assert_int_equal(f.forward(f.user, 1, 0, NULL, NULL), PTC_E_INVAL);
+    assert_int_equal(f.optimizer_step(f.user), PTC_E_INVAL);
+    shim_model_release(x); /* twice: nothing left to free */
+    shim_model_release(NULL);
+    assert_int_equal(shim_model_pull(NULL), PTC_E_INVAL);
+    assert_int_equal(shim_model_push(NULL), PTC_E_INVAL);
+    shim_model_destroy(x);
     assert_int_equal(shim_live, live0);
     ptc_sched_destroy(s);
 }
@@ -680,6 +761,7 @@ int main(void)
         cmocka_unit_test(test_equal_chimera),     cmocka_unit_test(test_select_device),
         cmocka_unit_test(test_create_failures),   cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_state_pull_push),
+        cmocka_unit_test(test_state_chunks_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
@@ -709,6 +791,7 @@ static void test_stubs(void **st)
     assert_null(ptc_exec_model_cuda_host(NULL));
     assert_int_equal(ptc_exec_model_cuda_pull_state(NULL), PTC_E_UNSUPPORTED);
     assert_int_equal(ptc_exec_model_cuda_push_state(NULL), PTC_E_UNSUPPORTED);
+    ptc_exec_model_cuda_release_device(NULL);
     ptc_exec_model_cuda_destroy(NULL);
 }
 
