@@ -679,11 +679,10 @@ static void test_state_chunks_release(void **st)
         const chunk *k = &h->ch[c];
         float *host[3] = {k->p, k->m, k->v};
         for (int arr = 0; arr < 3; arr++)
-            for (size_t i = 0; i < k->count; i++)
+            for (size_t i = 0; i < k->count; i++) {
                 assert_true(host[arr][i] == tagged(c, arr, i));
-        for (int arr = 0; arr < 3; arr++)
-            for (size_t i = 0; i < k->count; i++)
-                host[arr][i] = -tagged(c, arr, i);
+                host[arr][i] = -tagged(c, arr, i); /* what the push must carry back */
+            }
     }
     assert_int_equal(shim_model_push(x), PTC_OK);
     for (int c = 0; c < 2; c++) {
