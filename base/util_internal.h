@@ -5,6 +5,7 @@
 #define PTC_UTIL_INTERNAL_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -47,6 +48,27 @@ void ptc_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 
 /* mkdir -p; PTC_OK or PTC_E_IO. */
 int ptc_mkdir_p(const char *path, mode_t mode);
+
+/* Atomic replacement of a file (file.c). ptc_tmpfile_create makes a fresh
+ * temporary file next to @p path (same directory, so the rename is atomic);
+ * *tmp_path is allocated with ptc_malloc. ptc_tmpfile_commit fsyncs and
+ * closes @p fd, renames @p tmp_path onto @p path and fsyncs the directory;
+ * on failure it removes the temporary file; it always closes @p fd and
+ * frees @p tmp_path. ptc_tmpfile_discard closes @p fd, removes and frees
+ * @p tmp_path (either may be -1 / NULL). PTC_OK or PTC_E_IO. */
+int ptc_tmpfile_create(const char *path, char **tmp_path, int *fd);
+int ptc_tmpfile_commit(int fd, char *tmp_path, const char *path);
+void ptc_tmpfile_discard(int fd, char *tmp_path);
+
+/* Write a printable, one-line, truncated rendering of @p len bytes at @p s
+ * into @p buf (control bytes as \xNN, at most about 80 source bytes): how
+ * an untrusted name appears in a message. */
+void ptc_quote_name(char *buf, size_t cap, const char *s, size_t len);
+
+/* Fault injection (fault.c): whether this allocation fails; the errno this
+ * write or fsync fails with, or 0. */
+bool ptc_fault_alloc_hit(void);
+int ptc_fault_write_hit(void);
 
 /* Checked arithmetic on sizes: return false on overflow. */
 static inline bool ptc_mul_overflow_i64(int64_t a, int64_t b, int64_t *out)

@@ -1,13 +1,11 @@
-/* Fork-join helper for the CPU kernels. One call creates its threads and
- * joins them: no pool, no global state beyond the thread-count knob, so the
- * kernels stay reentrant and need no init/shutdown. Thread start costs tens
- * of microseconds, which the grain sizes of the callers amortize. */
+/* Parallel loops of the CPU kernels over base's fork-join pool: the
+ * thread-count knob and static chunking of an index range (the kernels'
+ * grains amortize thread start). */
 #include "kernels/kernels_internal.h"
+#include "base/pool_internal.h"
 
 #include <limits.h>
-#include <pthread.h>
 #include <stdatomic.h>
-#include <unistd.h>
 
 #define PTC_KERNELS_MAX_THREADS 16
 
@@ -15,13 +13,7 @@ static atomic_int ptc_kernels_nthreads_set;
 
 int ptc_kernels_threads(void)
 {
-    int n = atomic_load(&ptc_kernels_nthreads_set);
-    if (n > 0)
-        return n;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cpus < 1)
-        return 1;
-    return cpus > PTC_KERNELS_MAX_THREADS ? PTC_KERNELS_MAX_THREADS : (int)cpus;
+    return ptc_pool_threads(atomic_load(&ptc_kernels_nthreads_set), PTC_KERNELS_MAX_THREADS);
 }
 
 void ptc_kernels_set_threads(int n)
@@ -29,17 +21,18 @@ void ptc_kernels_set_threads(int n)
     atomic_store(&ptc_kernels_nthreads_set, n < 0 ? 0 : n);
 }
 
-struct ptc_kernels_chunk {
+typedef struct chunks {
     ptc_kernels_range_fn fn;
     void *ctx;
-    size_t begin, end;
-};
+    size_t n, per;
+} chunks;
 
-static void *ptc_kernels_chunk_main(void *arg)
+static int run_chunk(void *arg, size_t i)
 {
-    struct ptc_kernels_chunk *ch = arg;
-    ch->fn(ch->ctx, ch->begin, ch->end);
-    return NULL;
+    const chunks *c = arg;
+    size_t b = i * c->per, e = b + c->per < c->n ? b + c->per : c->n;
+    c->fn(c->ctx, b, e);
+    return PTC_OK;
 }
 
 void ptc_kernels_parallel_for(size_t n, size_t grain, ptc_kernels_range_fn fn,
@@ -56,26 +49,13 @@ void ptc_kernels_parallel_for(size_t n, size_t grain, ptc_kernels_range_fn fn,
         fn(ctx, 0, n);
         return;
     }
-    struct ptc_kernels_chunk chunks[PTC_KERNELS_MAX_THREADS];
-    pthread_t tids[PTC_KERNELS_MAX_THREADS];
-    bool started[PTC_KERNELS_MAX_THREADS] = {false};
-    size_t per = (n + nt - 1) / nt;
-    for (size_t i = 0; i < nt; i++) {
-        size_t b = i * per < n ? i * per : n;
-        size_t e = (i + 1) * per < n ? (i + 1) * per : n;
-        chunks[i] = (struct ptc_kernels_chunk){fn, ctx, b, e};
-    }
-    /* Chunk 0 runs on the caller; a chunk whose thread fails to start runs
-     * on the caller too, after the others were launched. */
-    for (size_t i = 1; i < nt; i++)
-        started[i] = pthread_create(&tids[i], NULL, ptc_kernels_chunk_main,
-                                    &chunks[i]) == 0;
-    fn(ctx, chunks[0].begin, chunks[0].end);
-    for (size_t i = 1; i < nt; i++) {
-        if (started[i])
-            pthread_join(tids[i], NULL);
-        else
-            fn(ctx, chunks[i].begin, chunks[i].end);
+    /* one contiguous chunk per thread; chunks never fail, so the pool's
+     * only error is being unable to start: then run them here */
+    chunks c = {fn, ctx, n, (n + nt - 1) / nt};
+    size_t nchunks = (n + c.per - 1) / c.per;
+    if (ptc_pool_for((int)nt, nchunks, run_chunk, &c) != PTC_OK) {
+        ptc_error_clear();
+        fn(ctx, 0, n);
     }
 }
 

@@ -14,6 +14,8 @@
 
 #include "kernels/pack.h"
 #include "ptc/layout.h"
+#include "ptc/store/store_ranks.h"
+#include "base/pool_internal.h"
 #include "base/util_internal.h"
 #include "reshard/reshard_internal.h"
 #include "reshard/reshard_store_internal.h"
@@ -255,92 +257,96 @@ static int find_identical(rs_ctx *c, size_t t, int r, const ptc_shard *sh, const
     return found;
 }
 
+typedef struct rs_rank {
+    rs_ctx *c;
+    uint8_t *chunk, *conv;
+    ptc_piece *sp; /* find_identical's scratch */
+    size_t capsp;
+} rs_rank;
+
+/* ptc_rank_source.find: a source rank's shard with the same place */
+static int rs_find(void *user, size_t t, int r, const ptc_shard *sh, const ptc_piece *pc,
+                   size_t np, const ptc_store_reader **rd, size_t *st, int64_t *from)
+{
+    rs_rank *k = user;
+    *rd = k->c->rd;
+    *st = t;
+    *from = find_identical(k->c, t, r, sh, pc, &k->sp, &k->capsp);
+    return PTC_OK;
+}
+
+/* ptc_rank_source.write: filled from the plan's transfers */
+static int rs_write(void *user, ptc_store_writer *w, size_t t, int r, const ptc_shard *sh,
+                    const ptc_piece *pc, size_t np)
+{
+    rs_rank *k = user;
+    int rc = atomic_load(&k->c->rc);
+    if (rc != PTC_OK)
+        return rc; /* another thread failed: stop (its message is kept) */
+    return write_shard(k->c, t, r, sh, pc, k->chunk, k->conv);
+}
+
 static int do_rank(rs_ctx *c, int r, uint8_t *chunk, uint8_t *conv)
 {
-    ptc_piece *pc = NULL, *sp = NULL;
-    size_t cap = 0, capsp = 0;
-    int rc = PTC_OK;
-    for (size_t t = c->t_lo; t < c->t_hi && rc == PTC_OK && atomic_load(&c->rc) == PTC_OK; t++) {
-        ptc_shard sh;
-        size_t np;
-        if ((rc = ptc_layout_shard(c->lt, t, r, &sh)) != PTC_OK)
-            break;
-        if (!sh.present)
-            continue;
-        if (sh.owner != r) {
-            rc = ptc_store_shard_alias(c->w, (uint32_t)t, (uint32_t)r, (uint32_t)sh.owner);
-            atomic_fetch_add(&c->shards_aliased, 1);
-            continue;
-        }
-        if ((rc = ptc_grow((void **)&pc, &cap, sh.npieces + 1, sizeof *pc)) != PTC_OK ||
-            (rc = ptc_layout_pieces(c->lt, t, r, pc, cap, &np)) != PTC_OK)
-            break;
-        int from = find_identical(c, t, r, &sh, pc, &sp, &capsp);
-        if (from >= 0) {
-            rc = ptc_store_shard_reuse(c->w, (uint32_t)t, (uint32_t)r, c->rd, t, (uint32_t)from);
-            atomic_fetch_add(&c->shards_reused, 1);
-            continue;
-        }
-        rc = write_shard(c, t, r, &sh, pc, chunk, conv);
-    }
-    ptc_free(pc);
-    ptc_free(sp);
+    rs_rank k = {.c = c, .chunk = chunk, .conv = conv};
+    ptc_rank_source src = {.find = rs_find, .write = rs_write, .user = &k};
+    ptc_rank_counts n = {0};
+    int rc = ptc_store_write_rank(c->w, c->lt, r, c->t_lo, c->t_hi, &src, &n);
+    atomic_fetch_add(&c->shards_reused, n.reused);
+    atomic_fetch_add(&c->shards_aliased, n.aliased);
+    ptc_free(k.sp);
     return rc;
 }
 
-static void *worker(void *arg)
+/* A worker's buffers: one chunk of target elements, and its conversion */
+typedef struct rs_bufs {
+    uint8_t *chunk, *conv;
+} rs_bufs;
+
+static void rs_bufs_free(void *ctx, void *local)
 {
-    rs_ctx *c = arg;
-    uint8_t *chunk = ptc_malloc(RS_CHUNK);
+    rs_bufs *b = local;
+    if (b) {
+        ptc_free(b->chunk);
+        ptc_free(b->conv);
+        ptc_free(b);
+    }
+}
+
+static int rs_bufs_init(void *ctx, void **local)
+{
+    rs_ctx *c = ctx;
+    rs_bufs *b = ptc_calloc(1, sizeof *b);
     /* a conversion writes at most 4 output bytes per input byte (F8 -> F32) */
     bool convert = c->o.dtype != PTC_RESHARD_DTYPE_KEEP;
-    uint8_t *conv = convert ? ptc_malloc(RS_CHUNK * 4) : NULL;
-    if (!chunk || (convert && !conv)) {
-        ptc_error_set(PTC_E_NOMEM, "out of memory for reshard buffers");
-        rs_set_err(c, PTC_E_NOMEM);
-        goto out_free;
+    if (b && (b->chunk = ptc_malloc(RS_CHUNK)) &&
+        (!convert || (b->conv = ptc_malloc(RS_CHUNK * 4)))) {
+        *local = b;
+        return PTC_OK;
     }
-    for (;;) {
-        size_t i = atomic_fetch_add(&c->next, 1);
-        if (i >= c->nmy || atomic_load(&c->rc) != PTC_OK)
-            break;
-        int rc = do_rank(c, c->my_ranks[i], chunk, conv);
-        if (rc != PTC_OK) {
-            rs_set_err(c, rc);
-            break;
-        }
-    }
-out_free:
-    ptc_free(chunk);
-    ptc_free(conv);
-    return NULL;
+    rs_bufs_free(ctx, b);
+    return ptc_error_set(PTC_E_NOMEM, "out of memory for reshard buffers");
+}
+
+static int rs_item(void *ctx, void *local, size_t i)
+{
+    rs_ctx *c = ctx;
+    rs_bufs *b = local;
+    int rc = do_rank(c, c->my_ranks[i], b->chunk, b->conv);
+    if (rc != PTC_OK)
+        rs_set_err(c, rc);
+    return rc;
 }
 
 /* Run the pool over c->my_ranks; the first error is re-raised here. */
 int rs_run_pool(rs_ctx *c)
 {
-    int n = c->o.threads;
-    if (n <= 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        n = cores > 0 ? (int)cores : 1;
-    }
-    if ((size_t)n > c->nmy)
-        n = c->nmy ? (int)c->nmy : 1;
-    pthread_t *th = ptc_calloc((size_t)n, sizeof *th);
-    if (!th)
-        return PTC_E_NOMEM;
-    int started = 0;
-    for (; started < n; started++)
-        if (pthread_create(&th[started], NULL, worker, c) != 0)
-            break;
-    if (started == 0)
-        worker(c);
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    ptc_free(th);
-    if (atomic_load(&c->rc) != PTC_OK)
+    ptc_pool_job job = {.n = c->nmy, .fn = rs_item, .ctx = c, .local_init = rs_bufs_init,
+                        .local_free = rs_bufs_free};
+    int rc = ptc_pool_run(ptc_pool_threads(c->o.threads, 0), &job);
+    if (rc != PTC_OK && atomic_load(&c->rc) != PTC_OK)
         return ptc_error_set(atomic_load(&c->rc), "%s", c->err);
-    return PTC_OK;
+    return rc;
 }
 
 void rs_fill_result(rs_ctx *c, ptc_reshard_result *res, uint64_t version, double t0)

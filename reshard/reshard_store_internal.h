@@ -33,7 +33,6 @@ typedef struct rs_ctx {
     size_t t_lo, t_hi;    /* the tensors written in this pass (MPI: one round) */
     const int *my_ranks;  /* target ranks this process writes */
     size_t nmy;
-    atomic_size_t next;   /* next index into my_ranks */
     atomic_uint_fast64_t bytes_written, shards_written, shards_reused, shards_aliased;
     pthread_mutex_t err_lock; /* guards err and the first code stored in rc */
     atomic_int rc;            /* first failure; read without the lock to stop early */

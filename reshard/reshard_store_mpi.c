@@ -356,10 +356,8 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
         c.t_lo = k ? ends[k - 1] : 0;
         c.t_hi = ends[k];
         rc = exchange(&c, comm, me, np, &bufs);
-        if ((rc = agree(comm, rc)) == PTC_OK && c.nmy) {
-            atomic_store(&c.next, 0);
+        if ((rc = agree(comm, rc)) == PTC_OK && c.nmy)
             rc = rs_run_pool(&c);
-        }
         free_bufs(bufs, np);
         bufs = NULL;
         memset((void *)c.net, 0, sizeof *c.net * (c.nxf + 1));

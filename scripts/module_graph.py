@@ -31,25 +31,34 @@ import tempfile
 # DESIGN.md, "Layout": an arrow means "may include / link"; the relation is
 # transitive, and every module may use base.
 ORDER = {
-    "cli": {"model", "runtime", "sched", "fuse", "dataset", "reshard", "core", "kernels", "base"},
+    "cli": {"model", "runtime", "sched", "fuse", "dataset", "reshard", "ckpt", "store",
+            "formats", "layout", "kernels", "base"},
     # exec/model -> dataset: a training job reads its data by the epoch order
     # and counts it (added to DESIGN.md's order with the training job)
-    "model": {"runtime", "sched", "reshard", "dataset", "core", "kernels", "base"},
+    "model": {"runtime", "sched", "reshard", "dataset", "ckpt", "store", "formats", "layout",
+              "kernels", "base"},
     # exec/runtime -> reshard: an elastic resize moves a live job's state by
     # the planner and the in-memory executor (added with online resize)
-    "runtime": {"sched", "reshard", "core", "kernels", "base"},
+    "runtime": {"sched", "reshard", "store", "formats", "layout", "kernels", "base"},
     "sched": {"base"},
-    "fuse": {"dataset", "core", "kernels", "base"},
-    "dataset": {"core", "kernels", "base"},
-    "reshard": {"core", "kernels", "base"},
-    "core": {"kernels", "base"},
+    "fuse": {"dataset", "store", "formats", "layout", "kernels", "base"},
+    "dataset": {"store", "formats", "layout", "kernels", "base"},
+    "reshard": {"store", "formats", "layout", "kernels", "base"},
+    # ptc/, inside: ckpt -> store -> formats, layout
+    "ckpt": {"store", "formats", "layout", "kernels", "base"},
+    "store": {"formats", "layout", "kernels", "base"},
+    "formats": {"kernels", "base"},
+    "layout": {"kernels", "base"},
     "kernels": {"base"},
     "base": set(),
 }
 FOLDERS = [("exec/sched/", "sched"), ("exec/runtime/", "runtime"), ("exec/model/", "model"),
-           ("base/", "base"), ("kernels/", "kernels"), ("ptc/", "core"),
+           ("base/", "base"), ("kernels/", "kernels"), ("ptc/layout/", "layout"),
+           ("ptc/formats/", "formats"), ("ptc/store/", "store"), ("ptc/ckpt/", "ckpt"),
            ("dataset/", "dataset"), ("reshard/", "reshard"), ("fuse/", "fuse"), ("cli/", "cli")]
-LABEL = {"core": "ptc", "sched": "exec/sched", "runtime": "exec/runtime", "model": "exec/model"}
+LABEL = {"layout": "ptc/layout", "formats": "ptc/formats", "store": "ptc/store",
+         "ckpt": "ptc/ckpt", "sched": "exec/sched", "runtime": "exec/runtime",
+         "model": "exec/model"}
 
 
 def module_of(rel, owners):
@@ -175,10 +184,14 @@ def check_includes(entries, top):
         ("kernels", "ptc/box.h", True),            # base: allowed
         ("kernels", "ptc/store.h", False),         # ptc is above kernels
         ("base", "kernels/pack.h", False),         # kernels is above base
-        ("core", "ptc/sched.h", False),            # beside: exec/sched
-        ("core", "ptc/view.h", False),             # above: fuse
+        ("store", "ptc/sched.h", False),           # beside: exec/sched
+        ("store", "ptc/view.h", False),            # above: fuse
+        ("store", "ptc/ckpt.h", False),            # ptc/ckpt is above ptc/store
+        ("layout", "ptc/safetensors.h", False),    # beside: ptc/formats
+        ("formats", "ptc/store.h", False),         # ptc/store is above ptc/formats
+        ("ckpt", "ptc/store/store_ranks.h", True), # ptc/store's interface: allowed
         ("dataset", "ptc/store.h", True),          # ptc: allowed
-        ("dataset", "ptc/store_internal.h", False),  # ptc's private header
+        ("dataset", "ptc/store/store_internal.h", False),  # ptc/store's private header
         ("fuse", "kernels/kernels_internal.h", False),
         ("reshard", "ptc/dataset.h", False),       # beside: dataset
         ("sched", "ptc/store.h", False),           # exec/sched uses base only

@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "ptc/store_internal.h"
+#include "ptc/store/store_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

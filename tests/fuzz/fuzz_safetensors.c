@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "ptc/formats_internal.h"
+#include "ptc/formats/formats_internal.h"
 #include "ptc/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

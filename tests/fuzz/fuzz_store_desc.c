@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptc/store_internal.h"
+#include "ptc/store/store_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

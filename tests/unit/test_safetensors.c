@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "ptc/formats_internal.h"
+#include "ptc/formats/formats_internal.h"
 #include "ptc/safetensors.h"
 
 static char tmpdir[256];

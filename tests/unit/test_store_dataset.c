@@ -16,7 +16,7 @@
 
 #include "ptc/dataset.h"
 #include "ptc/store.h"
-#include "ptc/store_internal.h"
+#include "ptc/store/store_internal.h"
 
 #define NREC 300
 

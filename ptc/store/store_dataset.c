@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "ptc/store_internal.h"
+#include "ptc/store/store_internal.h"
 #include "base/util_internal.h"
 
 #define DS_RECORD_FORMAT 1u

@@ -25,7 +25,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ptc/store_internal.h"
+#include "ptc/store/store_internal.h"
 #include "base/util_internal.h"
 
 #define BC_MAX_SHARDS 16u

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ptc/formats_internal.h"
+#include "ptc/formats/formats_internal.h"
 #include "ptc/safetensors.h"
 #include "base/util_internal.h"
 

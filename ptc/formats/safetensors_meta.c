@@ -21,7 +21,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "ptc/formats_internal.h"
+#include "ptc/formats/formats_internal.h"
 #include "base/util_internal.h"
 
 #define META_KEY "__metadata__"

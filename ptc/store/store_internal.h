@@ -8,8 +8,10 @@
 #include <pthread.h>
 
 #include "ptc/store.h"
+#include "ptc/store/store_ranks.h"
+#include "base/buf_internal.h"
 
-/* Named database of the served-record count map (ptc/store_counts.c). */
+/* Named database of the served-record count map (store_counts.c). */
 #define PTC_STORE_DB_COUNTS "ptc.dataset.counts"
 
 /* ---- accessors ----------------------------------------------------------- */
@@ -122,17 +124,6 @@ typedef struct ptc_version_rec {
     uint64_t tensor_count, bytes, stored_bytes;
     char *step, *config, *rules, *metadata_json;
 } ptc_version_rec;
-
-/* Growable little-endian byte buffer (allocations through ptc_malloc). */
-typedef struct ptc_buf {
-    uint8_t *p;
-    size_t len, cap;
-} ptc_buf;
-
-int ptc_buf_put(ptc_buf *b, const void *data, size_t n);
-int ptc_buf_u32(ptc_buf *b, uint32_t v);
-int ptc_buf_u64(ptc_buf *b, uint64_t v);
-int ptc_buf_str(ptc_buf *b, const char *s, size_t n);
 
 /* Big-endian keys. */
 void ptc_key_version(uint8_t out[8], uint64_t v);
@@ -325,11 +316,6 @@ int ptc_store_dataset_rec_check(const void *data, size_t len);
 /* Paths. */
 int ptc_store_pack_path(char *out, size_t cap, const char *dir, uint64_t v, uint32_t rank);
 
-/* Remove the pack directory of version @p v (its rank-*.pack files, then the
- * directory if empty). Counts into @p files / @p bytes (may be NULL). A
- * foreign entry in its place (a symbolic link) is an error, never followed. */
-int ptc_store_remove_vdir(ptc_store *s, uint64_t v, uint64_t *files, uint64_t *bytes);
-
 /* The newest committed version inside @p txn (0 if none). */
 int ptc_store_latest_txn(ptc_store *s, MDB_txn *txn, uint64_t *out);
 /* The highest version number ever committed (deleted ones included). */
@@ -352,11 +338,6 @@ struct ptc_store {
     } extra[32];
     int nextra;
 };
-
-/* Replace the step label (unless @p step is NULL) and the parent of a
- * version being written, before commit: a checkpoint learns its parent
- * under the writer lock and its step only at commit. PTC_OK or PTC_E_NOMEM. */
-int ptc_store_writer_set_origin(ptc_store_writer *w, const char *step, uint64_t parent);
 
 /* Reader internals used by the writer (reuse) and by verify/info. */
 int ptc_store_reader_rec(const ptc_store_reader *r, size_t t, uint32_t rank, bool resolve,

@@ -4,45 +4,8 @@
  * a corrupt store or a bad descriptor buffer is an error, never a crash. */
 #include <string.h>
 
-#include "ptc/store_internal.h"
+#include "ptc/store/store_internal.h"
 #include "base/util_internal.h"
-
-/* ---- growable buffer --------------------------------------------------------- */
-
-int ptc_buf_put(ptc_buf *b, const void *data, size_t n)
-{
-    if (n > SIZE_MAX - b->len)
-        return ptc_error_set(PTC_E_NOMEM, "buffer too large");
-    PTC_TRY(ptc_grow((void **)&b->p, &b->cap, b->len + n, 1));
-    if (n)
-        memcpy(b->p + b->len, data, n);
-    b->len += n;
-    return PTC_OK;
-}
-
-int ptc_buf_u32(ptc_buf *b, uint32_t v)
-{
-    uint8_t x[4];
-    for (int i = 0; i < 4; i++)
-        x[i] = (uint8_t)(v >> (8 * i));
-    return ptc_buf_put(b, x, 4);
-}
-
-int ptc_buf_u64(ptc_buf *b, uint64_t v)
-{
-    uint8_t x[8];
-    for (int i = 0; i < 8; i++)
-        x[i] = (uint8_t)(v >> (8 * i));
-    return ptc_buf_put(b, x, 8);
-}
-
-int ptc_buf_str(ptc_buf *b, const char *s, size_t n)
-{
-    if (n > UINT32_MAX)
-        return ptc_error_set(PTC_E_INVAL, "string too long (%zu bytes)", n);
-    PTC_TRY(ptc_buf_u32(b, (uint32_t)n));
-    return ptc_buf_put(b, s, n);
-}
 
 /* ---- keys ------------------------------------------------------------------- */
 

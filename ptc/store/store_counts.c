@@ -8,7 +8,7 @@
 #include <lmdb.h>
 #include <string.h>
 
-#include "ptc/store_internal.h"
+#include "ptc/store/store_internal.h"
 #include "base/util_internal.h"
 
 #define KEY_TAIL 33 /* 0x00 + generation, seed, epoch, id */

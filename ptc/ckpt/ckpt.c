@@ -1,7 +1,7 @@
 /* Training-state checkpoints, the parts that need no communicator: the
  * record (JSON in the version's metadata), begin / write / commit / abort of
  * a save, and the load of one process's ranks under any configuration.
- * ptc/ckpt_mpi.c composes these into the collective calls.
+ * ckpt_mpi.c composes these into the collective calls.
  *
  * Saving writes each owned shard straight from the caller's buffer through
  * the store's block engine (1 MiB blocks), so no shard is ever copied whole;
@@ -16,10 +16,10 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <xxhash.h>
 
 #include "ptc/ckpt.h"
-#include "ptc/store_internal.h"
+#include "ptc/store/store_ranks.h"
+#include "base/pool_internal.h"
 #include "base/util_internal.h"
 
 /* Room for a configuration's text (as reshard sizes it). */
@@ -51,86 +51,6 @@ static ptc_ckpt_options opts_or_default(const ptc_ckpt_options *o)
         return *o;
     ptc_ckpt_options_init(&d);
     return d;
-}
-
-/* ---- a small pool of threads over an index range ------------------------------- */
-
-typedef struct pool {
-    size_t n;
-    atomic_size_t next;
-    atomic_int rc;
-    pthread_mutex_t mu;
-    char err[1024];
-    int (*fn)(void *ctx, size_t i);
-    void *ctx;
-} pool;
-
-static void pool_fail(pool *p, int rc)
-{
-    pthread_mutex_lock(&p->mu);
-    if (atomic_load(&p->rc) == PTC_OK) {
-        snprintf(p->err, sizeof p->err, "%s", ptc_last_error());
-        atomic_store(&p->rc, rc);
-    }
-    pthread_mutex_unlock(&p->mu);
-}
-
-static void *pool_worker(void *arg)
-{
-    pool *p = arg;
-    for (;;) {
-        size_t i = atomic_fetch_add(&p->next, 1);
-        if (i >= p->n || atomic_load(&p->rc) != PTC_OK)
-            break;
-        int rc = p->fn(p->ctx, i);
-        if (rc != PTC_OK) {
-            pool_fail(p, rc);
-            break;
-        }
-    }
-    return NULL;
-}
-
-static int default_threads(int asked)
-{
-    if (asked > 0)
-        return asked;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return cores <= 0 ? 1 : (int)PTC_MIN(cores, DEFAULT_THREADS_MAX);
-}
-
-/* Run fn(ctx, i) for i in [0, n) on up to @p threads threads (this one
- * included); the first failure stops the rest and is re-raised here. */
-static int pool_run(int threads, size_t n, int (*fn)(void *, size_t), void *ctx)
-{
-    if (n == 0)
-        return PTC_OK;
-    pool p = {.n = n, .fn = fn, .ctx = ctx};
-    atomic_init(&p.next, 0);
-    atomic_init(&p.rc, PTC_OK);
-    if (pthread_mutex_init(&p.mu, NULL) != 0)
-        return ptc_error_set(PTC_E_NOMEM, "cannot create a mutex");
-    size_t extra = (size_t)(threads > 1 ? threads - 1 : 0);
-    if (extra > n - 1)
-        extra = n - 1;
-    pthread_t *th = extra ? ptc_calloc(extra, sizeof *th) : NULL;
-    if (extra && !th) {
-        pthread_mutex_destroy(&p.mu);
-        return PTC_E_NOMEM;
-    }
-    size_t started = 0;
-    for (; started < extra; started++)
-        if (pthread_create(&th[started], NULL, pool_worker, &p) != 0)
-            break; /* fewer threads: this one does the rest */
-    pool_worker(&p);
-    for (size_t i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    ptc_free(th);
-    pthread_mutex_destroy(&p.mu);
-    int rc = atomic_load(&p.rc);
-    if (rc != PTC_OK)
-        return ptc_error_set(rc, "%s", p.err);
-    return PTC_OK;
 }
 
 /* ---- the record ------------------------------------------------------------------ */
@@ -725,49 +645,6 @@ void ptc_ckpt_abort(ptc_ckpt_txn *txn)
     ptc_free(txn);
 }
 
-/* Mark the (tensor, rank) cells the descriptors hold. */
-static int mark_cells(const void *desc, size_t len, size_t nt, size_t world, uint8_t *seen)
-{
-    uint64_t v;
-    ptc_shard_rec *recs;
-    size_t n;
-    PTC_TRY(ptc_desc_decode(desc, len, &v, &recs, &n));
-    for (size_t i = 0; i < n; i++) {
-        if (recs[i].tensor < nt && recs[i].rank < world)
-            seen[(size_t)recs[i].tensor * world + recs[i].rank] = 1;
-        ptc_shard_rec_free(&recs[i]);
-    }
-    ptc_free(recs);
-    return PTC_OK;
-}
-
-/* Every (tensor, rank) the layout places must have a shard record. */
-static int check_coverage(const ptc_layout *l, const void *const *descs, const size_t *lens,
-                          size_t n)
-{
-    size_t nt = ptc_layout_count(l), world = (size_t)ptc_config_world(ptc_layout_config(l));
-    uint8_t *seen = ptc_calloc(nt * world + 1, 1);
-    if (!seen)
-        return PTC_E_NOMEM;
-    int rc = PTC_OK;
-    for (size_t i = 0; i < n && rc == PTC_OK; i++)
-        if ((rc = mark_cells(descs[i], lens[i], nt, world, seen)) < 0)
-            rc = ptc_error_set(rc, "checkpoint descriptor %zu: %s", i, ptc_last_error());
-    for (size_t t = 0; t < nt && rc == PTC_OK; t++)
-        for (size_t r = 0; r < world && rc == PTC_OK; r++) {
-            if (seen[t * world + r])
-                continue;
-            ptc_shard sh;
-            if ((rc = ptc_layout_shard(l, t, (int)r, &sh)) == PTC_OK && sh.present)
-                rc = ptc_error_set(PTC_E_INVAL,
-                                   "checkpoint: rank %zu's shard of tensor '%.200s' is missing "
-                                   "(no process wrote rank %zu)",
-                                   r, ptc_layout_tensor(l, t)->name, r);
-        }
-    ptc_free(seen);
-    return rc;
-}
-
 int ptc_ckpt_commit(ptc_ckpt_txn *txn, const void *const *descs, const size_t *lens, size_t n,
                     const ptc_ckpt_record *rec, uint64_t *version)
 {
@@ -794,7 +671,7 @@ int ptc_ckpt_commit(ptc_ckpt_txn *txn, const void *const *descs, const size_t *l
             (rc = ptc_store_writer_set_origin(txn->w, step, txn->parent)) < 0)
             goto out_abort;
     }
-    if ((rc = check_coverage(txn->l, descs, lens, n)) < 0)
+    if ((rc = ptc_store_check_coverage(txn->l, descs, lens, n)) < 0)
         goto out_abort;
     for (size_t i = 0; i < n; i++)
         if ((rc = ptc_store_writer_import(txn->w, descs[i], lens[i])) < 0) {
@@ -827,117 +704,52 @@ typedef struct wr_ctx {
     size_t nt;
 } wr_ctx;
 
-/* Same local tensor and the same pieces (strides compared where they
- * matter: along dimensions of extent > 1). */
-static bool same_place(const ptc_shard_rec *rec, const ptc_shard *sh, const ptc_piece *pc)
+typedef struct wr_rank {
+    const wr_ctx *c;
+    size_t i; /* index into c->ranks */
+} wr_rank;
+
+static uint64_t shard_bytes(const wr_ctx *c, size_t t, const ptc_shard *sh)
 {
-    if (rec->kind != PTC_SHARD_DATA || rec->local_ndim != sh->ndim ||
-        rec->npieces != sh->npieces)
-        return false;
-    for (int d = 0; d < sh->ndim; d++)
-        if (rec->local_shape[d] != sh->shape[d])
-            return false;
-    for (size_t k = 0; k < sh->npieces; k++) {
-        const ptc_piece *a = &rec->pieces[k], *b = &pc[k];
-        if (!ptc_box_equal(&a->box, &b->box) || a->local_offset != b->local_offset)
-            return false;
-        for (int d = 0; d < a->box.ndim; d++)
-            if (a->box.hi[d] - a->box.lo[d] > 1 && a->local_stride[d] != b->local_stride[d])
-                return false;
-    }
-    return true;
+    return (uint64_t)shard_volume(sh) * ptc_dtype_size(ptc_layout_tensor(c->l, t)->dtype);
 }
 
-/* The stored blocks' checksums equal the buffer's. */
-static bool same_bytes(const ptc_shard_rec *rec, const uint8_t *buf, uint64_t bytes)
+/* ptc_rank_source.find: the parent's stored shard with the same place and
+ * block checksums */
+static int wr_find(void *user, size_t t, int r, const ptc_shard *sh, const ptc_piece *pc,
+                   size_t np, const ptc_store_reader **rd, size_t *st, int64_t *from)
 {
-    const uint64_t BS = PTC_STORE_BLOCK_SIZE;
-    if (rec->raw_length != bytes || rec->nblocks != (bytes + BS - 1) / BS)
-        return false;
-    for (uint64_t k = 0; k < rec->nblocks; k++) {
-        size_t n = (size_t)PTC_MIN(BS, bytes - k * BS);
-        if (XXH3_64bits(buf + k * BS, n) != rec->blocks[k].xxh3)
-            return false;
-    }
-    return true;
+    const wr_rank *k = user;
+    const uint8_t *buf = k->c->bufs[k->i * k->c->nt + t];
+    *rd = k->c->parent;
+    *from = -1;
+    if (k->c->parent && buf)
+        *from = ptc_store_find_unchanged(k->c->parent, k->c->l, t, r, sh, pc, buf,
+                                         shard_bytes(k->c, t, sh), st);
+    return PTC_OK;
 }
 
-/* A rank of the parent whose stored shard of the tensor equals this one
- * (the same rank first), or -1. */
-static int64_t find_unchanged(const wr_ctx *c, size_t t, int r, const ptc_shard *sh,
-                              const ptc_piece *pc, const uint8_t *buf, uint64_t bytes,
-                              size_t *pt)
+/* ptc_rank_source.write: straight from the caller's buffer */
+static int wr_write(void *user, ptc_store_writer *w, size_t t, int r, const ptc_shard *sh,
+                    const ptc_piece *pc, size_t np)
 {
-    const ptc_tensor_info *ti = ptc_layout_tensor(c->l, t);
-    if (ptc_store_reader_find(c->parent, ti->name, strlen(ti->name), pt) != PTC_OK) {
-        ptc_error_clear();
-        return -1;
-    }
-    ptc_store_tensor st;
-    if (ptc_store_reader_tensor(c->parent, *pt, &st) != PTC_OK || st.dtype != ti->dtype ||
-        st.ndim != ti->ndim)
-        return -1;
-    for (int d = 0; d < ti->ndim; d++)
-        if (st.shape[d] != ti->shape[d])
-            return -1;
-    const ptc_shard_rec *rec;
-    if (ptc_store_reader_rec(c->parent, *pt, (uint32_t)r, true, &rec) == PTC_OK) {
-        if (same_place(rec, sh, pc) && same_bytes(rec, buf, bytes))
-            return r;
-    } else {
-        ptc_error_clear();
-        rec = NULL;
-    }
-    const ptc_shard_rec *all;
-    size_t n;
-    ptc_store_reader_recs(c->parent, *pt, &all, &n);
-    for (size_t i = 0; i < n; i++)
-        if (&all[i] != rec && same_place(&all[i], sh, pc) && same_bytes(&all[i], buf, bytes))
-            return all[i].rank;
-    return -1;
+    const wr_rank *k = user;
+    uint64_t bytes = shard_bytes(k->c, t, sh);
+    const uint8_t *buf = k->c->bufs[k->i * k->c->nt + t];
+    if (bytes && !buf)
+        return ptc_error_set(PTC_E_INVAL,
+                             "checkpoint: no buffer for tensor '%.200s' on rank %d (%llu bytes)",
+                             ptc_layout_tensor(k->c->l, t)->name, r, (unsigned long long)bytes);
+    return ptc_store_shard_put(w, (uint32_t)t, (uint32_t)r, sh->ndim, sh->shape, pc, np, buf,
+                               (size_t)bytes);
 }
 
 static int write_rank(void *arg, size_t i)
 {
     wr_ctx *c = arg;
-    int r = c->ranks[i];
-    ptc_piece *pc = NULL;
-    size_t cap = 0;
-    int rc = PTC_OK;
-    for (size_t t = 0; t < c->nt && rc == PTC_OK; t++) {
-        const ptc_tensor_info *ti = ptc_layout_tensor(c->l, t);
-        ptc_shard sh;
-        size_t np;
-        if ((rc = ptc_layout_shard(c->l, t, r, &sh)) < 0)
-            break;
-        if (!sh.present)
-            continue;
-        if (sh.owner != r) {
-            rc = ptc_store_shard_alias(c->w, (uint32_t)t, (uint32_t)r, (uint32_t)sh.owner);
-            continue;
-        }
-        uint64_t bytes = (uint64_t)shard_volume(&sh) * ptc_dtype_size(ti->dtype);
-        const uint8_t *buf = c->bufs[i * c->nt + t];
-        if (bytes && !buf) {
-            rc = ptc_error_set(PTC_E_INVAL,
-                               "checkpoint: no buffer for tensor '%.200s' on rank %d (%llu bytes)",
-                               ti->name, r, (unsigned long long)bytes);
-            break;
-        }
-        if ((rc = ptc_grow((void **)&pc, &cap, sh.npieces + 1, sizeof *pc)) < 0 ||
-            (rc = ptc_layout_pieces(c->l, t, r, pc, cap, &np)) < 0)
-            break;
-        size_t pt;
-        int64_t from = c->parent ? find_unchanged(c, t, r, &sh, pc, buf, bytes, &pt) : -1;
-        if (from >= 0)
-            rc = ptc_store_shard_reuse(c->w, (uint32_t)t, (uint32_t)r, c->parent, pt,
-                                       (uint32_t)from);
-        else
-            rc = ptc_store_shard_put(c->w, (uint32_t)t, (uint32_t)r, sh.ndim, sh.shape, pc, np,
-                                     buf, (size_t)bytes);
-    }
-    ptc_free(pc);
-    return rc;
+    wr_rank k = {c, i};
+    ptc_rank_source src = {.find = wr_find, .write = wr_write, .user = &k};
+    return ptc_store_write_rank(c->w, c->l, c->ranks[i], 0, c->nt, &src, NULL);
 }
 
 int ptc_ckpt_write_local(ptc_store *s, uint64_t version, uint64_t parent, const ptc_layout *l,
@@ -969,7 +781,8 @@ int ptc_ckpt_write_local(ptc_store *s, uint64_t version, uint64_t parent, const 
         rc = ptc_error_set(rc, "checkpoint parent: %s", ptc_last_error());
         goto out_free;
     }
-    if ((rc = pool_run(default_threads(o.threads), nranks, write_rank, &c)) < 0 ||
+    int threads = ptc_pool_threads(o.threads, DEFAULT_THREADS_MAX);
+    if ((rc = ptc_pool_for(threads, nranks, write_rank, &c)) < 0 ||
         (rc = ptc_store_writer_export(c.w, desc, desc_len)) < 0)
         goto out_free;
 out_free:
@@ -1195,7 +1008,8 @@ int ptc_ckpt_load_local(ptc_store *s, uint64_t version, const ptc_layout *l, con
     PTC_TRY(check_ranks(l, ranks, nranks));
     ptc_store_reader *rd;
     PTC_TRY(ptc_store_reader_open(&rd, s, version));
-    int threads = o.threads > 0 ? o.threads : PTC_MAX(default_threads(0), LOAD_THREADS_MIN);
+    int threads = o.threads > 0 ? o.threads
+                                : PTC_MAX(ptc_pool_threads(0, DEFAULT_THREADS_MAX), LOAD_THREADS_MIN);
     ld_ctx c = {.rd = rd};
     uint32_t *map = ptc_malloc(sizeof *map * (ptc_layout_count(l) + 1));
     int rc = map ? PTC_OK : PTC_E_NOMEM;
@@ -1207,9 +1021,9 @@ int ptc_ckpt_load_local(ptc_store *s, uint64_t version, const ptc_layout *l, con
         rc = ld_plan(&c, l, map, ranks, nranks, bufs, threads);
     /* reads first; then the copies from what they filled */
     if (rc == PTC_OK)
-        rc = pool_run(threads, c.ncopy_first, ld_run, &c);
+        rc = ptc_pool_for(threads, c.ncopy_first, ld_run, &c);
     if (rc == PTC_OK)
-        rc = pool_run(threads, c.n - c.ncopy_first, ld_run_copy, &c);
+        rc = ptc_pool_for(threads, c.n - c.ncopy_first, ld_run_copy, &c);
     if (rc == PTC_OK && loaded)
         *loaded = ptc_store_reader_version(rd)->version;
     if (rc < 0 && rec)

@@ -12,7 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ptc/formats_internal.h"
 #include "ptc/npy.h"
 #include "base/util_internal.h"
 

@@ -17,8 +17,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "ptc/formats_internal.h"
-#include "ptc/store_internal.h"
+#include "ptc/store/store_internal.h"
 #include "base/util_internal.h"
 
 typedef struct rank_state {

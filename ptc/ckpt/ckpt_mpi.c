@@ -1,4 +1,4 @@
-/* The collective checkpoint calls: ptc/ckpt.c's steps over an MPI
+/* The collective checkpoint calls: ckpt.c's steps over an MPI
  * communicator. Every step ends in an agreement (agree()), so a failure on
  * one process reaches every other one as an error carrying the failing
  * process's message, and no process waits in a collective the others

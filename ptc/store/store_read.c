@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "kernels/pack.h"
-#include "ptc/store_internal.h"
+#include "ptc/store/store_internal.h"
 #include "base/util_internal.h"
 
 typedef struct pack_fd {

@@ -10,6 +10,7 @@
 
 #include "ptc/box.h"
 #include "ptc/rules.h"
+#include "base/buf_internal.h"
 #include "base/util_internal.h"
 
 /* ---- presets ----------------------------------------------------------------
@@ -656,66 +657,38 @@ static bool parse_kind(const char *v, size_t n, ptc_tensor_kind *k)
     return true;
 }
 
-/* ---- growable text -------------------------------------------------------- */
-
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-} sbuf;
-
-static int sb_add(sbuf *b, const char *s, size_t n)
+/* Append "KEY" and the values joined by ':'. */
+static void buf_list(ptc_buf *b, const char *key, const int64_t *v, int n)
 {
-    PTC_TRY(ptc_grow((void **)&b->p, &b->cap, b->n + n + 1, 1));
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-    return PTC_OK;
-}
-
-static int sb_str(sbuf *b, const char *s)
-{
-    return sb_add(b, s, strlen(s));
-}
-
-static int sb_list(sbuf *b, const char *key, const int64_t *v, int n)
-{
-    char tmp[32];
-    PTC_TRY(sb_str(b, key));
-    for (int i = 0; i < n; i++) {
-        snprintf(tmp, sizeof tmp, i ? ":%lld" : "%lld", (long long)v[i]);
-        PTC_TRY(sb_str(b, tmp));
-    }
-    return PTC_OK;
+    ptc_buf_puts(b, key);
+    for (int i = 0; i < n; i++)
+        ptc_buf_printf(b, i ? ":%lld" : "%lld", (long long)v[i]);
 }
 
 /* Append the tp= value of a placement (canonical item order). */
-static int sb_tp(sbuf *b, const ptc_placement *pl)
+static void buf_tp(ptc_buf *b, const ptc_placement *pl)
 {
-    char tmp[64];
-    if (pl->tp != PTC_TP_SPLIT)
-        return sb_str(b, "replicate");
-    snprintf(tmp, sizeof tmp, "split(%d", pl->dim);
-    PTC_TRY(sb_str(b, tmp));
-    if (pl->nblocks && pl->blocks_equal) {
-        snprintf(tmp, sizeof tmp, ",blocks=%d", pl->nblocks);
-        PTC_TRY(sb_str(b, tmp));
-    } else if (pl->nblocks) {
-        PTC_TRY(sb_list(b, ",blocks=", pl->blocks, pl->nblocks));
+    if (pl->tp != PTC_TP_SPLIT) {
+        ptc_buf_puts(b, "replicate");
+        return;
     }
+    ptc_buf_printf(b, "split(%d", pl->dim);
+    if (pl->nblocks && pl->blocks_equal)
+        ptc_buf_printf(b, ",blocks=%d", pl->nblocks);
+    else if (pl->nblocks)
+        buf_list(b, ",blocks=", pl->blocks, pl->nblocks);
     int nq = 0;
     while (nq < pl->nheads && !(pl->kv >> nq & 1))
         nq++;
     if (nq)
-        PTC_TRY(sb_list(b, ",heads=", pl->heads, nq));
+        buf_list(b, ",heads=", pl->heads, nq);
     if (pl->nheads > nq)
-        PTC_TRY(sb_list(b, ",kv_heads=", pl->heads + nq, pl->nheads - nq));
-    if (pl->nheads && pl->head_dim) {
-        snprintf(tmp, sizeof tmp, ",head_dim=%lld", (long long)pl->head_dim);
-        PTC_TRY(sb_str(b, tmp));
-    }
+        buf_list(b, ",kv_heads=", pl->heads + nq, pl->nheads - nq);
+    if (pl->nheads && pl->head_dim)
+        ptc_buf_printf(b, ",head_dim=%lld", (long long)pl->head_dim);
     if (pl->nheads && pl->cut)
-        PTC_TRY(sb_str(b, ",cut"));
-    return sb_str(b, ")");
+        ptc_buf_puts(b, ",cut");
+    ptc_buf_puts(b, ")");
 }
 
 /* ---- parser ------------------------------------------------------------------ */
@@ -1087,56 +1060,37 @@ static int parse_text(ptc_rules *r, const char *text, size_t len, const char *or
 
 static int build_text(ptc_rules *r)
 {
-    sbuf b = {0};
-    int rc = PTC_OK;
-    for (size_t i = 0; i < r->nlayers && rc == PTC_OK; i++) {
-        rc = sb_str(&b, "layer ");
-        if (rc == PTC_OK)
-            rc = sb_str(&b, r->layers[i].raw);
-        if (rc == PTC_OK)
-            rc = sb_str(&b, "\n");
+    ptc_buf b = {0};
+    for (size_t i = 0; i < r->nlayers; i++)
+        ptc_buf_printf(&b, "layer %s\n", r->layers[i].raw);
+    if (r->nsuffixes) {
+        ptc_buf_puts(&b, "optim");
+        for (size_t i = 0; i < r->nsuffixes; i++)
+            ptc_buf_printf(&b, " %s", r->suffixes[i]);
+        ptc_buf_puts(&b, "\n");
     }
-    if (r->nsuffixes && rc == PTC_OK) {
-        rc = sb_str(&b, "optim");
-        for (size_t i = 0; i < r->nsuffixes && rc == PTC_OK; i++) {
-            rc = sb_str(&b, " ");
-            if (rc == PTC_OK)
-                rc = sb_str(&b, r->suffixes[i]);
-        }
-        if (rc == PTC_OK)
-            rc = sb_str(&b, "\n");
-    }
-    for (size_t i = 0; i < r->nrules && rc == PTC_OK; i++) {
+    for (size_t i = 0; i < r->nrules; i++) {
         const match_rule *m = &r->rules[i];
-        rc = sb_str(&b, "match ");
-        if (rc == PTC_OK)
-            rc = sb_str(&b, m->glob);
-        if (rc == PTC_OK)
-            rc = sb_str(&b, " tp=");
-        if (rc == PTC_OK)
-            rc = m->raw_tp ? sb_str(&b, m->raw_tp) : sb_tp(&b, &m->pl);
-        if (rc == PTC_OK && m->has_pp) {
-            rc = sb_str(&b, " pp=");
-            if (rc == PTC_OK)
-                rc = sb_str(&b, pp_name(m->pl.pp));
-        }
-        if (rc == PTC_OK && m->pl.kind == PTC_KIND_OPTIM)
-            rc = sb_str(&b, " kind=optim");
-        if (rc == PTC_OK && m->unless) {
-            rc = sb_str(&b, " unless=");
-            if (rc == PTC_OK)
-                rc = sb_str(&b, m->unless);
-        }
-        if (rc == PTC_OK)
-            rc = sb_str(&b, "\n");
+        ptc_buf_printf(&b, "match %s tp=", m->glob);
+        if (m->raw_tp)
+            ptc_buf_puts(&b, m->raw_tp);
+        else
+            buf_tp(&b, &m->pl);
+        if (m->has_pp)
+            ptc_buf_printf(&b, " pp=%s", pp_name(m->pl.pp));
+        if (m->pl.kind == PTC_KIND_OPTIM)
+            ptc_buf_puts(&b, " kind=optim");
+        if (m->unless)
+            ptc_buf_printf(&b, " unless=%s", m->unless);
+        ptc_buf_puts(&b, "\n");
     }
-    if (rc == PTC_OK && !b.p)
-        rc = sb_add(&b, "", 0);
-    if (rc != PTC_OK) {
-        ptc_free(b.p);
+    ptc_buf_put(&b, "", 0); /* an empty text is "" */
+    if (b.err) {
+        int rc = b.err;
+        ptc_buf_free(&b);
         return rc;
     }
-    r->text = b.p;
+    r->text = b.s;
     return PTC_OK;
 }
 
@@ -1398,32 +1352,20 @@ int ptc_rules_resolve_in(const ptc_rules *r, const char *name, ptc_rules_has_fn 
 
 int ptc_placement_format(const ptc_placement *p, char *buf, size_t cap)
 {
-    sbuf b = {0};
-    char tmp[48];
-    int rc = sb_str(&b, "tp=");
+    ptc_buf b = {0};
+    ptc_buf_puts(&b, "tp=");
+    buf_tp(&b, p);
+    ptc_buf_printf(&b, " pp=%s", pp_name(p->pp));
+    if (p->pp == PTC_PP_LAYER)
+        ptc_buf_printf(&b, " layer=%lld", (long long)p->layer);
+    ptc_buf_puts(&b, p->kind == PTC_KIND_OPTIM ? " kind=optim" : " kind=param");
+    int rc = b.err;
+    if (rc == PTC_OK && b.len + 1 > cap)
+        rc = ptc_error_set(PTC_E_RANGE, "placement text longer than %zu bytes", cap);
     if (rc == PTC_OK)
-        rc = sb_tp(&b, p);
-    if (rc == PTC_OK)
-        rc = sb_str(&b, " pp=");
-    if (rc == PTC_OK)
-        rc = sb_str(&b, pp_name(p->pp));
-    if (rc == PTC_OK && p->pp == PTC_PP_LAYER) {
-        snprintf(tmp, sizeof tmp, " layer=%lld", (long long)p->layer);
-        rc = sb_str(&b, tmp);
-    }
-    if (rc == PTC_OK)
-        rc = sb_str(&b, p->kind == PTC_KIND_OPTIM ? " kind=optim" : " kind=param");
-    if (rc != PTC_OK) {
-        ptc_free(b.p);
-        return rc;
-    }
-    if (b.n + 1 > cap) {
-        ptc_free(b.p);
-        return ptc_error_set(PTC_E_RANGE, "placement text longer than %zu bytes", cap);
-    }
-    memcpy(buf, b.p, b.n + 1);
-    ptc_free(b.p);
-    return PTC_OK;
+        memcpy(buf, b.s, b.len + 1);
+    ptc_buf_free(&b);
+    return rc;
 }
 
 int ptc_placement_parse(ptc_placement *out, const char *text)

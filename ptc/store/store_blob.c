@@ -9,7 +9,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
-#include "ptc/store_internal.h"
+#include "ptc/store/store_internal.h"
 #include "base/util_internal.h"
 
 /* ---- records -------------------------------------------------------------------- */
