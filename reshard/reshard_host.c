@@ -16,10 +16,10 @@
 #include <string.h>
 
 #include "kernels/pack.h"
+#include "base/mpi_internal.h"
 #include "base/util_internal.h"
 #include "reshard/reshard_internal.h"
 
-#define RH_MSG_MAX ((size_t)1 << 30)
 #define RH_DIRECT_MIN ((size_t)64 << 10)
 #define RH_TAG_DIRECT 4096
 #define RH_TAG_REUSED 8192
@@ -72,34 +72,12 @@ static bool contiguous(const int64_t *ext, const int64_t *st, int ndim)
 static bool direct(const ptc_plan *p, const ptc_transfer *x)
 {
     size_t n = xbytes(p, x);
-    if (n < RH_DIRECT_MIN || n > RH_MSG_MAX)
+    if (n < RH_DIRECT_MIN || n > PTC_MPI_MSG_MAX)
         return false;
     int64_t ext[PTC_MAX_DIMS] = {0};
     box_ext(&x->box, ext);
     return contiguous(ext, x->src_stride, x->box.ndim) &&
            contiguous(ext, x->dst_stride, x->box.ndim);
-}
-
-static int mpi_err(const char *call)
-{
-    return ptc_error_set(PTC_E_MPI, "%s failed in the in-memory reshard", call);
-}
-
-static int post(MPI_Request **req, size_t *nreq, size_t *cap, void *buf, size_t len, int peer,
-                int tag0, MPI_Comm comm, bool send)
-{
-    size_t nmsg = len ? (len + RH_MSG_MAX - 1) / RH_MSG_MAX : 0;
-    for (size_t k = 0; k < nmsg; k++) {
-        PTC_TRY(ptc_grow((void **)req, cap, *nreq + 1, sizeof **req));
-        size_t off = k * RH_MSG_MAX, n = PTC_MIN(RH_MSG_MAX, len - off);
-        uint8_t *b = (uint8_t *)buf + off;
-        int e = send ? MPI_Isend(b, (int)n, MPI_BYTE, peer, tag0 + (int)k, comm, &(*req)[*nreq])
-                     : MPI_Irecv(b, (int)n, MPI_BYTE, peer, tag0 + (int)k, comm, &(*req)[*nreq]);
-        if (e != MPI_SUCCESS)
-            return mpi_err(send ? "MPI_Isend" : "MPI_Irecv");
-        (*nreq)++;
-    }
-    return PTC_OK;
 }
 
 /* Who holds what: per source rank and per target rank, the process
@@ -161,7 +139,7 @@ static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout, 
      * local copies and the packing, then the packed sends */
     for (int q = 0; q < np && rc == PTC_OK; q++)
         if (q != me)
-            rc = post(&req, &nreq, &capreq, buf[np + q], in_len[q], q, 0, comm, false);
+            rc = ptc_mpi_post(&req, &nreq, &capreq, buf[np + q], in_len[q], q, 0, comm, false);
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
             const ptc_transfer *x = &xf[i];
@@ -173,13 +151,14 @@ static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout, 
                 continue;
             size_t es = ptc_dtype_size(ptc_layout_tensor(ptc_plan_target(p), x->tensor)->dtype);
             if (pass == 0 && to == me)
-                rc = post(&req, &nreq, &capreq,
-                          (uint8_t *)o->dbuf[x->dst_rank][x->tensor] + (size_t)x->dst_offset * es,
-                          xbytes(p, x), from, RH_TAG_DIRECT, comm, false);
+                rc = ptc_mpi_post(
+                    &req, &nreq, &capreq,
+                    (uint8_t *)o->dbuf[x->dst_rank][x->tensor] + (size_t)x->dst_offset * es,
+                    xbytes(p, x), from, RH_TAG_DIRECT, comm, false);
             if (pass == 1 && from == me)
-                rc = post(&req, &nreq, &capreq,
-                          (void *)(x_src(o, x, fanout) + (size_t)x->src_offset * es),
-                          xbytes(p, x), to, RH_TAG_DIRECT, comm, true);
+                rc = ptc_mpi_post(&req, &nreq, &capreq,
+                                  (void *)(x_src(o, x, fanout) + (size_t)x->src_offset * es),
+                                  xbytes(p, x), to, RH_TAG_DIRECT, comm, true);
         }
     for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
         const ptc_transfer *x = &xf[i];
@@ -204,9 +183,10 @@ static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout, 
     }
     for (int q = 0; q < np && rc == PTC_OK; q++)
         if (q != me)
-            rc = post(&req, &nreq, &capreq, buf[q], out_len[q], q, 0, comm, true);
-    if (nreq && MPI_Waitall((int)nreq, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS && rc == PTC_OK)
-        rc = mpi_err("MPI_Waitall");
+            rc = ptc_mpi_post(&req, &nreq, &capreq, buf[q], out_len[q], q, 0, comm, true);
+    int mrc = nreq ? MPI_Waitall((int)nreq, req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+    if (mrc != MPI_SUCCESS && rc == PTC_OK)
+        rc = ptc_mpi_error(mrc, "MPI_Waitall");
     for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
         const ptc_transfer *x = &xf[i];
         if ((x->kind == PTC_TRANSFER_FANOUT) != fanout || x->tensor < t_lo || x->tensor >= t_hi)
@@ -267,15 +247,16 @@ static int reused(const ptc_plan *p, MPI_Comm comm, int me, size_t t_lo, size_t 
                 if (o->sbuf[r][t] != o->dbuf[r][t])
                     memcpy(o->dbuf[r][t], o->sbuf[r][t], n);
             } else if (to == me) {
-                rc = post(&req, &nreq, &capreq, o->dbuf[r][t], n, from, RH_TAG_REUSED, comm,
-                          false);
+                rc = ptc_mpi_post(&req, &nreq, &capreq, o->dbuf[r][t], n, from,
+                                  RH_TAG_REUSED, comm, false);
             } else {
-                rc = post(&req, &nreq, &capreq, (void *)o->sbuf[r][t], n, to, RH_TAG_REUSED,
-                          comm, true);
+                rc = ptc_mpi_post(&req, &nreq, &capreq, (void *)o->sbuf[r][t], n, to,
+                                  RH_TAG_REUSED, comm, true);
             }
         }
-    if (nreq && MPI_Waitall((int)nreq, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS && rc == PTC_OK)
-        rc = mpi_err("MPI_Waitall");
+    int mrc = nreq ? MPI_Waitall((int)nreq, req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+    if (mrc != MPI_SUCCESS && rc == PTC_OK)
+        rc = ptc_mpi_error(mrc, "MPI_Waitall");
     ptc_free(req);
     return rc;
 }
@@ -285,8 +266,8 @@ int ptc_reshard_host_owned_range(const ptc_plan *p, MPI_Comm comm, size_t t_lo, 
                                  const int *dst_owner, void *const *const *dst)
 {
     int me, np;
-    if (MPI_Comm_rank(comm, &me) != MPI_SUCCESS || MPI_Comm_size(comm, &np) != MPI_SUCCESS)
-        return mpi_err("MPI_Comm_rank");
+    PTC_MPI_TRY(MPI_Comm_rank(comm, &me));
+    PTC_MPI_TRY(MPI_Comm_size(comm, &np));
     const ptc_layout *ls = ptc_plan_source(p), *lt = ptc_plan_target(p);
     int ws = ptc_config_world(ptc_layout_config(ls)), wt = ptc_config_world(ptc_layout_config(lt));
     for (int r = 0; r < ws; r++)
@@ -309,8 +290,8 @@ int ptc_reshard_host_range(const ptc_plan *p, MPI_Comm comm, size_t t_lo, size_t
                            const void *const *src, void *const *dst)
 {
     int me, np;
-    if (MPI_Comm_rank(comm, &me) != MPI_SUCCESS || MPI_Comm_size(comm, &np) != MPI_SUCCESS)
-        return mpi_err("MPI_Comm_rank");
+    PTC_MPI_TRY(MPI_Comm_rank(comm, &me));
+    PTC_MPI_TRY(MPI_Comm_size(comm, &np));
     const ptc_layout *ls = ptc_plan_source(p), *lt = ptc_plan_target(p);
     int ws = ptc_config_world(ptc_layout_config(ls)), wt = ptc_config_world(ptc_layout_config(lt));
     if (np < ws || np < wt)

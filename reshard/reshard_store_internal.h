@@ -13,8 +13,6 @@
 #include "ptc/reshard.h"
 #include "ptc/store.h"
 
-/* Largest single MPI message. */
-#define RS_MSG_MAX ((size_t)1 << 30)
 
 typedef struct rs_ctx {
     ptc_store *s;

@@ -10,55 +10,10 @@
 #include <jansson.h>
 
 #include "kernels/pack.h"
+#include "base/mpi_internal.h"
 #include "base/util_internal.h"
 #include "reshard/reshard_internal.h"
 #include "reshard/reshard_store_internal.h"
-
-/* ---- MPI ------------------------------------------------------------------ */
-
-static int mpi_fail(int err, const char *call)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(err, msg, &len);
-    return ptc_error_set(PTC_E_MPI, "%s failed: %.*s", call, len, msg);
-}
-
-#define MPI_TRY(call)                                    \
-    do {                                                 \
-        int mpi_err_ = (call);                           \
-        if (mpi_err_ != MPI_SUCCESS)                     \
-            return mpi_fail(mpi_err_, #call);            \
-    } while (0)
-
-/* Every process agrees on the first failure: the lowest code wins, and the
- * processes that did not fail report that another one did. */
-static int agree(MPI_Comm comm, int rc)
-{
-    int all = rc;
-    if (MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
-        return ptc_error_set(PTC_E_MPI, "MPI_Allreduce failed");
-    if (all != PTC_OK && rc == PTC_OK)
-        return ptc_error_set(all, "reshard failed on another process (%s)", ptc_strerror(all));
-    return all;
-}
-
-/* Post sends/receives of a buffer in messages of at most RS_MSG_MAX. */
-static int post(MPI_Request **req, size_t *nreq, size_t *cap, void *buf, size_t len, int peer,
-                MPI_Comm comm, bool send)
-{
-    size_t nmsg = len ? (len + RS_MSG_MAX - 1) / RS_MSG_MAX : 0;
-    for (size_t k = 0; k < nmsg; k++) {
-        PTC_TRY(ptc_grow((void **)req, cap, *nreq + 1, sizeof **req));
-        size_t off = k * RS_MSG_MAX, n = PTC_MIN(RS_MSG_MAX, len - off);
-        uint8_t *p = (uint8_t *)buf + off;
-        if (send)
-            MPI_TRY(MPI_Isend(p, (int)n, MPI_BYTE, peer, (int)k, comm, &(*req)[(*nreq)++]));
-        else
-            MPI_TRY(MPI_Irecv(p, (int)n, MPI_BYTE, peer, (int)k, comm, &(*req)[(*nreq)++]));
-    }
-    return PTC_OK;
-}
 
 /* NETWORK bytes of transfer @p x. */
 static size_t net_bytes(const rs_ctx *c, const ptc_transfer *x)
@@ -157,7 +112,8 @@ static int exchange(rs_ctx *c, MPI_Comm comm, int me, int np, uint8_t ***bufs_ou
         out[np + p] = ptc_malloc(in_len[p] + 1);
         if (!out[p] || !out[np + p])
             rc = PTC_E_NOMEM;
-        nmsg += (in_len[p] + RS_MSG_MAX - 1) / RS_MSG_MAX + (out_len[p] + RS_MSG_MAX - 1) / RS_MSG_MAX;
+        nmsg += (in_len[p] + PTC_MPI_MSG_MAX - 1) / PTC_MPI_MSG_MAX +
+                (out_len[p] + PTC_MPI_MSG_MAX - 1) / PTC_MPI_MSG_MAX;
     }
     if (rc == PTC_OK && !(at_out = ptc_calloc((size_t)np * 2, sizeof *at_out)))
         rc = PTC_E_NOMEM;
@@ -166,7 +122,7 @@ static int exchange(rs_ctx *c, MPI_Comm comm, int me, int np, uint8_t ***bufs_ou
         rc = ptc_grow((void **)&req, &capreq, nmsg + 1, sizeof *req);
 out_agree:
     /* every process posts its whole exchange, or none does */
-    rc = agree(comm, rc);
+    rc = ptc_mpi_agree(comm, rc, "reshard");
     if (rc != PTC_OK)
         goto out_free;
     /* read the boxes this process sends, in plan order */
@@ -193,9 +149,9 @@ out_agree:
     for (int p = 0; p < np && prc == PTC_OK; p++) {
         if (p == me)
             continue;
-        prc = post(&req, &nreq, &capreq, out[np + p], in_len[p], p, comm, false);
+        prc = ptc_mpi_post(&req, &nreq, &capreq, out[np + p], in_len[p], p, 0, comm, false);
         if (prc == PTC_OK)
-            prc = post(&req, &nreq, &capreq, out[p], out_len[p], p, comm, true);
+            prc = ptc_mpi_post(&req, &nreq, &capreq, out[p], out_len[p], p, 0, comm, true);
     }
     if (nreq && MPI_Waitall((int)nreq, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS && prc == PTC_OK)
         prc = ptc_error_set(PTC_E_MPI, "MPI_Waitall failed in the reshard exchange");
@@ -225,7 +181,7 @@ static int gather_descriptors(rs_ctx *c, MPI_Comm comm, int me, int np, int rc_i
     unsigned long long *lens = NULL;
     if (me == 0 && rc == PTC_OK && !(lens = ptc_calloc((size_t)np, sizeof *lens)))
         rc = PTC_E_NOMEM;
-    rc = agree(comm, rc);
+    rc = ptc_mpi_agree(comm, rc, "reshard");
     if (rc != PTC_OK)
         goto out_free;
     if (MPI_Gather(&l, 1, MPI_UNSIGNED_LONG_LONG, lens, 1, MPI_UNSIGNED_LONG_LONG, 0, comm) !=
@@ -241,7 +197,7 @@ static int gather_descriptors(rs_ctx *c, MPI_Comm comm, int me, int np, int rc_i
         if (!bufs)
             rc = PTC_E_NOMEM;
     }
-    rc = agree(comm, rc);
+    rc = ptc_mpi_agree(comm, rc, "reshard");
     if (rc == PTC_OK && me != 0 && len &&
         MPI_Send(buf, (int)len, MPI_BYTE, 0, 0, comm) != MPI_SUCCESS)
         rc = ptc_error_set(PTC_E_MPI, "MPI_Send of shard descriptors failed");
@@ -273,8 +229,8 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
 {
     double t0 = rs_now_s();
     int me, np;
-    MPI_TRY(MPI_Comm_rank(comm, &me));
-    MPI_TRY(MPI_Comm_size(comm, &np));
+    PTC_MPI_TRY(MPI_Comm_rank(comm, &me));
+    PTC_MPI_TRY(MPI_Comm_size(comm, &np));
     rs_ctx c = {0};
     int *src_host = NULL, *dst_host = NULL, *mine = NULL;
     uint8_t **bufs = NULL;
@@ -313,7 +269,7 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
     ptc_reshard_result fig = {0};
     if (rc == PTC_OK)
         rc = rs_figures(&c, res ? &fig : NULL);
-    if ((rc = agree(comm, rc)) != PTC_OK)
+    if ((rc = ptc_mpi_agree(comm, rc, "reshard")) != PTC_OK)
         goto out_close;
     for (int r = 0; r < c.wt; r++)
         if (dst_host[r] == me)
@@ -326,7 +282,7 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
     rc = rs_write_options(&c, &wo, cfg, sizeof cfg);
     if (me == 0 && rc == PTC_OK && (rc = ptc_store_writer_begin(&c.w, s, &wo)) == PTC_OK)
         v = ptc_store_writer_version(c.w);
-    if ((rc = agree(comm, rc)) != PTC_OK)
+    if ((rc = ptc_mpi_agree(comm, rc, "reshard")) != PTC_OK)
         goto out_close;
     if (MPI_Bcast(&v, 1, MPI_UNSIGNED_LONG_LONG, 0, comm) != MPI_SUCCESS) {
         rc = ptc_error_set(PTC_E_MPI, "MPI_Bcast of the version failed");
@@ -348,7 +304,7 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
                          &nr, &max_round);
     if (rc == PTC_OK && !(c.net = ptc_calloc(c.nxf + 1, sizeof *c.net)))
         rc = ptc_error_set(PTC_E_NOMEM, "out of memory for the reshard exchange");
-    if ((rc = agree(comm, rc)) != PTC_OK)
+    if ((rc = ptc_mpi_agree(comm, rc, "reshard")) != PTC_OK)
         goto out_close;
     /* per range of tensors: exchange, write this process's ranks' shards of
      * it (each rank's pack continues in tensor order), free */
@@ -356,19 +312,19 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
         c.t_lo = k ? ends[k - 1] : 0;
         c.t_hi = ends[k];
         rc = exchange(&c, comm, me, np, &bufs);
-        if ((rc = agree(comm, rc)) == PTC_OK && c.nmy)
+        if ((rc = ptc_mpi_agree(comm, rc, "reshard")) == PTC_OK && c.nmy)
             rc = rs_run_pool(&c);
         free_bufs(bufs, np);
         bufs = NULL;
         memset((void *)c.net, 0, sizeof *c.net * (c.nxf + 1));
-        if ((rc = agree(comm, rc)) != PTC_OK)
+        if ((rc = ptc_mpi_agree(comm, rc, "reshard")) != PTC_OK)
             goto out_close;
     }
     rc = gather_descriptors(&c, comm, me, np, rc);
     uint64_t committed = 0;
     if (me == 0 && rc == PTC_OK)
         rc = ptc_store_writer_commit(c.w, &committed);
-    if ((rc = agree(comm, rc)) != PTC_OK)
+    if ((rc = ptc_mpi_agree(comm, rc, "reshard")) != PTC_OK)
         goto out_close;
     unsigned long long cv = committed;
     MPI_Bcast(&cv, 1, MPI_UNSIGNED_LONG_LONG, 0, comm);

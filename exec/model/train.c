@@ -14,6 +14,7 @@
 #include "exec/model/train_internal.h"
 #include "ptc/ckpt.h"
 #include "ptc/safetensors.h"
+#include "base/mpi_internal.h"
 
 #define SCHED_FILE_MAX ((size_t)256 << 20)
 #define TAG_SAVE 7001
@@ -543,15 +544,11 @@ static int save_state(ptc_train *t, ptc_store *store, const ptc_layout *l, const
 
 /* ---- the run ---------------------------------------------------------------------- */
 
-/* Every process agrees on rc (the worst code): the same return everywhere. */
+/* Every process agrees on rc: the same return everywhere, carrying the
+ * failing process's message. */
 static int agree(MPI_Comm comm, int rc)
 {
-    int all = rc;
-    if (MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
-        return rc != PTC_OK ? rc : ptc_error_set(PTC_E_MPI, "MPI_Allreduce failed");
-    if (all != PTC_OK && rc == PTC_OK)
-        return ptc_error_set(all, "failed on another process");
-    return rc;
+    return ptc_mpi_agree(comm, rc, "training");
 }
 
 /* One configuration's running state. The first world(cfg) processes of the

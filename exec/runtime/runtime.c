@@ -25,14 +25,6 @@ static void rt_sleep(double sec)
     }
 }
 
-int rt_mpi_err(int mrc, const char *what)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(mrc, msg, &len);
-    return ptc_error_set(PTC_E_MPI, "%s: %.*s", what, len, msg);
-}
-
 /* ---- buffer pool ------------------------------------------------------------ */
 
 int rt_pool_alloc_one(ptc_exec *e, void **out)
@@ -130,7 +122,7 @@ static int test_sends(ptc_exec *e)
         int j = e->pending_sends[i], flag = 0;
         int mrc = MPI_Test(&e->req[j], &flag, MPI_STATUS_IGNORE);
         if (mrc != MPI_SUCCESS)
-            return rt_mpi_err(mrc, "MPI_Test (send)");
+            return ptc_mpi_error(mrc, "MPI_Test (send)");
         if (flag) {
             e->state[j] = 2;
             e->tm[j].end = rt_now() - e->t0;
@@ -153,7 +145,7 @@ int rt_wait(ptc_exec *e, MPI_Request *r, size_t at, const char *what)
         int flag = 0;
         int mrc = MPI_Test(r, &flag, MPI_STATUS_IGNORE);
         if (mrc != MPI_SUCCESS)
-            return rt_mpi_err(mrc, what);
+            return ptc_mpi_error(mrc, what);
         if (flag) {
             e->last_progress = rt_now();
             return PTC_OK;
@@ -179,7 +171,7 @@ static int post_recv(ptc_exec *e, size_t k)
     int mrc = MPI_Irecv(e->slots[o->slot], (int)e->o.act_bytes, MPI_BYTE, o->a.peer, o->tag,
                         e->pipe, &e->req[j]);
     if (mrc != MPI_SUCCESS)
-        return rt_mpi_err(mrc, "MPI_Irecv");
+        return ptc_mpi_error(mrc, "MPI_Irecv");
     e->state[j] = 1;
     e->tm[j].start = rt_now() - e->t0;
     e->st.messages++;
@@ -221,7 +213,7 @@ static int post_send(ptc_exec *e, int j)
     int mrc = MPI_Isend(e->slots[o->slot], (int)e->o.act_bytes, MPI_BYTE, o->a.peer, o->tag,
                         e->pipe, &e->req[j]);
     if (mrc != MPI_SUCCESS)
-        return rt_mpi_err(mrc, "MPI_Isend");
+        return ptc_mpi_error(mrc, "MPI_Isend");
     e->state[j] = 1;
     e->pending_sends[e->npending++] = j;
     return PTC_OK;
@@ -259,7 +251,7 @@ static int post_reduce(ptc_exec *e, int chunk)
     int mrc = MPI_Iallreduce(MPI_IN_PLACE, g, (int)n, MPI_FLOAT, MPI_SUM, reduce_comm(e),
                              &e->red_req[chunk]);
     if (mrc != MPI_SUCCESS)
-        return rt_mpi_err(mrc, "MPI_Iallreduce");
+        return ptc_mpi_error(mrc, "MPI_Iallreduce");
     return PTC_OK;
 }
 

@@ -20,7 +20,7 @@ static int split(MPI_Comm world, const ptc_config *c, int rank, ptc_exec_group_k
     PTC_TRY(ptc_exec_group_color(c, rank, k, &color, &key));
     int mrc = MPI_Comm_split(world, color, key, out);
     if (mrc != MPI_SUCCESS)
-        return rt_mpi_err(mrc, "MPI_Comm_split");
+        return ptc_mpi_error(mrc, "MPI_Comm_split");
     return PTC_OK;
 }
 
@@ -182,7 +182,7 @@ static int step_once(ptc_exec *e)
     MPI_Request bar;
     int mrc = MPI_Ibarrier(e->world, &bar);
     if (mrc != MPI_SUCCESS)
-        return rt_mpi_err(mrc, "MPI_Ibarrier");
+        return ptc_mpi_error(mrc, "MPI_Ibarrier");
     e->last_progress = rt_now();
     PTC_TRY(rt_wait(e, &bar, 0, "in the barrier opening the step"));
     e->t0 = rt_now();

@@ -3,6 +3,7 @@
 #define PTC_RUNTIME_INTERNAL_H
 
 #include "ptc/exec.h"
+#include "base/mpi_internal.h"
 #include "base/util_internal.h"
 #include "ptc/build_config.h"
 
@@ -87,8 +88,6 @@ struct ptc_exec {
 };
 
 double rt_now(void);
-/* An MPI failure as PTC_E_MPI naming the call. */
-int rt_mpi_err(int mrc, const char *what);
 /* One boundary buffer (host or device) / free it. */
 int rt_pool_alloc_one(ptc_exec *e, void **out);
 void rt_pool_free_one(ptc_exec *e, void *p);

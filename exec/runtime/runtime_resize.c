@@ -18,16 +18,6 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int agree(MPI_Comm comm, int rc)
-{
-    int all = rc;
-    if (MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
-        return rc != PTC_OK ? rc : ptc_error_set(PTC_E_MPI, "MPI_Allreduce failed");
-    if (all != PTC_OK && rc == PTC_OK)
-        return ptc_error_set(all, "the resize failed on another process");
-    return rc;
-}
-
 static void free_comm(MPI_Comm *c)
 {
     if (*c != MPI_COMM_NULL)
@@ -212,12 +202,12 @@ int ptc_exec_resize_owned(const ptc_layout *from, const int *from_owner,
         rc = ptc_plan_create(&plan, from, to, &po);
     if (rc == PTC_OK)
         rc = make_rounds(plan, np, from_owner, to_owner, budget, &rounds, &nrounds, &st);
-    rc = agree(world, rc);
+    rc = ptc_mpi_agree(world, rc, "resize");
     double t1 = now_s();
     for (size_t i = 0; rc == PTC_OK && i < nrounds; i++) {
         rc = ptc_reshard_host_owned_range(plan, world, rounds[i], rounds[i + 1], from_owner, src,
                                           to_owner, dst);
-        rc = agree(world, rc);
+        rc = ptc_mpi_agree(world, rc, "resize");
     }
     double t2 = now_s();
     if (rc == PTC_OK) {
@@ -261,7 +251,7 @@ int ptc_exec_resize(const ptc_layout *from, const void *const *src, const ptc_la
     void **nodst = ptc_calloc(nt ? nt : 1, sizeof *nodst);
     if (rc == PTC_OK && (!own || !sb || !db || !nosrc || !nodst))
         rc = PTC_E_NOMEM;
-    rc = agree(world, rc);
+    rc = ptc_mpi_agree(world, rc, "resize");
     ptc_exec_resize_stats st;
     memset(&st, 0, sizeof st);
     if (rc == PTC_OK) {
@@ -275,7 +265,8 @@ int ptc_exec_resize(const ptc_layout *from, const void *const *src, const ptc_la
     }
     double t2 = now_s();
     if (rc == PTC_OK && groups)
-        rc = agree(world, ptc_exec_groups_create(groups, ptc_layout_config(to), world));
+        rc = ptc_mpi_agree(world, ptc_exec_groups_create(groups, ptc_layout_config(to), world),
+                           "resize");
     st.groups_seconds = now_s() - t2;
     ptc_free(own);
     ptc_free(sb);

@@ -15,8 +15,8 @@
  * little-endian. Buffer arrays are indexed `bufs[i * ntensors + t]` for
  * `ranks[i]` and tensor index t of the layout.
  *
- * Saving, as three non-collective steps (what ptc_ckpt_save runs over MPI;
- * a binding may run them over any other transport):
+ * Saving, as three non-collective steps (what ptc_ckpt_save_over runs over
+ * a transport: MPI in C, torch.distributed in the Python package):
  *  1. one process: ptc_ckpt_begin() takes the store's writer lock and
  *     allocates the version number V;
  *  2. every process: ptc_ckpt_write_local() writes its ranks' shards into
@@ -53,6 +53,7 @@
 #include "ptc/layout.h"
 #include "ptc/rules.h"
 #include "ptc/store.h"
+#include "ptc/transport.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -298,33 +299,48 @@ PTC_API int ptc_ckpt_load_local(ptc_store *s, uint64_t version, const ptc_layout
                                 const ptc_ckpt_options *opts, ptc_ckpt_record *rec,
                                 uint64_t *loaded);
 
-/* ---- collective over MPI ------------------------------------------------------ */
+/* ---- collective: the protocol over a transport ------------------------------------ */
 
 /**
- * Save collectively: process 0 of @p comm begins and sends the version
- * number, every process writes its ranks' shards, the descriptors are
- * gathered to process 0, which commits; every process returns the same
- * outcome. A failure on any process makes every process return an error
- * whose message names the failing process and carries its message; then no
+ * Save collectively over a transport (include/ptc/transport.h): process 0
+ * begins and sends the version number, every process writes its ranks'
+ * shards, the descriptors are gathered to process 0, which commits; every
+ * process returns the same outcome. A failure on any process makes every
+ * process return an error whose message names the failing process and
+ * carries its message ("checkpoint save failed on process P: ..."); then no
  * version becomes visible and the version's pack files are removed.
  * @param rules   used on process 0 (others may pass NULL)
  * @param rec     used on process 0 (others may pass NULL); checked before
  *                any process writes; NULL on process 0: no record
  * @param version receives the committed version on every process (may be NULL)
- * @return PTC_OK, the errors of begin / write_local / commit, PTC_E_MPI.
+ * @return PTC_OK, the errors of begin / write_local / commit, or the
+ *   transport's (PTC_E_MPI over MPI).
  */
+PTC_API int ptc_ckpt_save_over(const ptc_transport *t, ptc_store *s, const ptc_layout *l,
+                               const ptc_rules *rules, const int *ranks, size_t nranks,
+                               const void *const *bufs, const ptc_ckpt_record *rec,
+                               const ptc_ckpt_options *opts, uint64_t *version);
+
+/**
+ * Load collectively over a transport: process 0 resolves @p version (0: the
+ * newest) so that every process reads the same one, every process runs
+ * ptc_ckpt_load_local() for its ranks, and all agree: a failure anywhere
+ * makes every process return an error naming the failing process and its
+ * message.
+ * @return PTC_OK, the errors of ptc_ckpt_load_local(), or the transport's.
+ */
+PTC_API int ptc_ckpt_load_over(const ptc_transport *t, ptc_store *s, uint64_t version,
+                               const ptc_layout *l, const int *ranks, size_t nranks,
+                               void *const *bufs, const ptc_ckpt_options *opts,
+                               ptc_ckpt_record *rec, uint64_t *loaded);
+
+/** ptc_ckpt_save_over() over the MPI communicator @p comm. */
 PTC_API int ptc_ckpt_save(ptc_store *s, const ptc_layout *l, const ptc_rules *rules,
                           const int *ranks, size_t nranks, const void *const *bufs,
                           const ptc_ckpt_record *rec, const ptc_ckpt_options *opts,
                           MPI_Comm comm, uint64_t *version);
 
-/**
- * Load collectively: process 0 resolves @p version (0: the newest) so that
- * every process reads the same one, every process runs ptc_ckpt_load_local()
- * for its ranks, and all agree: a failure anywhere makes every process
- * return an error naming the failing process and its message.
- * @return PTC_OK, the errors of ptc_ckpt_load_local(), PTC_E_MPI.
- */
+/** ptc_ckpt_load_over() over the MPI communicator @p comm. */
 PTC_API int ptc_ckpt_load(ptc_store *s, uint64_t version, const ptc_layout *l,
                           const int *ranks, size_t nranks, void *const *bufs,
                           const ptc_ckpt_options *opts, MPI_Comm comm, ptc_ckpt_record *rec,

@@ -12,17 +12,21 @@
 #include "ptc/error.h"
 #include "ptc/dtype.h"
 #include "ptc/box.h"
+#include "ptc/transport.h"
 /* kernels */
 #include "ptc/crc32c.h"
-/* ptc: the store and its formats */
+/* ptc/layout */
 #include "ptc/config.h"
 #include "ptc/rules.h"
 #include "ptc/layout.h"
-#include "ptc/store.h"
+/* ptc/formats */
 #include "ptc/safetensors.h"
 #include "ptc/npy.h"
+/* ptc/store */
+#include "ptc/store.h"
 #include "ptc/import.h"
 #include "ptc/vfile.h"
+/* ptc/ckpt */
 #include "ptc/ckpt.h"
 /* dataset */
 #include "ptc/order.h"

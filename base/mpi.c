@@ -1,0 +1,94 @@
+/* MPI: the transport of include/ptc/transport.h over a communicator, and
+ * the helpers of mpi_internal.h. A file of its own, so that a program that
+ * never talks MPI (the light `ptc`) links none of it. */
+#include <limits.h>
+#include <stdint.h>
+
+#include "ptc/transport.h"
+#include "base/mpi_internal.h"
+#include "base/util_internal.h"
+
+int ptc_mpi_error(int err, const char *call)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS)
+        len = 0;
+    return ptc_error_set(PTC_E_MPI, "%s failed: %.*s", call, len, msg);
+}
+
+/* The communicator travels in the transport's user pointer by its Fortran
+ * handle (an integer whatever MPI_Comm is). */
+static MPI_Comm comm_of(void *user)
+{
+    return MPI_Comm_f2c((MPI_Fint)(intptr_t)user);
+}
+
+static int mpi_allgather(void *user, const void *in, size_t n, void *out)
+{
+    if (n > INT_MAX)
+        return ptc_error_set(PTC_E_RANGE, "all-gather of %zu bytes per process", n);
+    PTC_MPI_TRY(MPI_Allgather(in, (int)n, MPI_BYTE, out, (int)n, MPI_BYTE, comm_of(user)));
+    return PTC_OK;
+}
+
+static int mpi_gather(void *user, const void *in, size_t n, void *out, int root)
+{
+    if (n > INT_MAX)
+        return ptc_error_set(PTC_E_RANGE, "gather of %zu bytes per process", n);
+    PTC_MPI_TRY(MPI_Gather(in, (int)n, MPI_BYTE, out, (int)n, MPI_BYTE, root, comm_of(user)));
+    return PTC_OK;
+}
+
+static int mpi_broadcast(void *user, void *buf, size_t n, int root)
+{
+    MPI_Comm comm = comm_of(user);
+    /* MPI counts are int: more bytes go as several broadcasts */
+    for (size_t off = 0; off < n; off += PTC_MPI_MSG_MAX) {
+        size_t k = PTC_MIN(PTC_MPI_MSG_MAX, n - off);
+        PTC_MPI_TRY(MPI_Bcast((uint8_t *)buf + off, (int)k, MPI_BYTE, root, comm));
+    }
+    return PTC_OK;
+}
+
+static int mpi_barrier(void *user)
+{
+    PTC_MPI_TRY(MPI_Barrier(comm_of(user)));
+    return PTC_OK;
+}
+
+int ptc_transport_mpi(ptc_transport *t, MPI_Comm comm)
+{
+    int me, np;
+    if (comm == MPI_COMM_NULL || MPI_Comm_rank(comm, &me) != MPI_SUCCESS ||
+        MPI_Comm_size(comm, &np) != MPI_SUCCESS)
+        return ptc_error_set(PTC_E_MPI, "not a usable MPI communicator");
+    *t = (ptc_transport){.rank = me, .size = np, .allgather = mpi_allgather,
+                         .gather = mpi_gather, .broadcast = mpi_broadcast, .barrier = mpi_barrier,
+                         .user = (void *)(intptr_t)MPI_Comm_c2f(comm)};
+    return PTC_OK;
+}
+
+int ptc_mpi_agree(MPI_Comm comm, int rc, const char *what)
+{
+    ptc_transport t;
+    PTC_TRY(ptc_transport_mpi(&t, comm));
+    return ptc_transport_agree(&t, rc, what);
+}
+
+int ptc_mpi_post(MPI_Request **req, size_t *nreq, size_t *cap, void *buf, size_t len, int peer,
+                 int tag0, MPI_Comm comm, bool send)
+{
+    size_t nmsg = len ? (len + PTC_MPI_MSG_MAX - 1) / PTC_MPI_MSG_MAX : 0;
+    for (size_t k = 0; k < nmsg; k++) {
+        PTC_TRY(ptc_grow((void **)req, cap, *nreq + 1, sizeof **req));
+        size_t off = k * PTC_MPI_MSG_MAX, n = PTC_MIN(PTC_MPI_MSG_MAX, len - off);
+        uint8_t *p = (uint8_t *)buf + off;
+        if (send)
+            PTC_MPI_TRY(MPI_Isend(p, (int)n, MPI_BYTE, peer, tag0 + (int)k, comm, &(*req)[*nreq]));
+        else
+            PTC_MPI_TRY(MPI_Irecv(p, (int)n, MPI_BYTE, peer, tag0 + (int)k, comm, &(*req)[*nreq]));
+        (*nreq)++;
+    }
+    return PTC_OK;
+}
