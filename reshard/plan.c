@@ -148,6 +148,9 @@ static void work_free(pl_work *w)
     ptc_free(w->cand);
     ptc_free(w->cand_off);
     ptc_free(w->qbuf);
+    ptc_free(w->own_src);
+    ptc_free(w->own_dst);
+    ptc_free(w->rk);
     ptc_free(w->wl);
     ptc_free(w->tmp);
 }
@@ -165,6 +168,19 @@ static int work_init(pl_work *w, const ptc_plan *p)
         return PTC_E_NOMEM;
     for (int h = 0; h < p->nhosts; h++)
         w->rv_head[h] = w->rv_tail[h] = -1;
+    w->one_host_proc = p->per_proc && p->nhosts == 1;
+    if (!w->one_host_proc)
+        return PTC_OK;
+    w->own_src = ptc_malloc(sizeof(int) * ((size_t)p->ws + 1));
+    w->own_dst = ptc_malloc(sizeof(int) * ((size_t)p->wt + 1));
+    if (!w->own_src || !w->own_dst)
+        return PTC_E_NOMEM;
+    for (int r = 0; r < p->ws; r++)
+        if (p->src_proc[r] == p->proc)
+            w->own_src[w->n_own_src++] = r;
+    for (int r = 0; r < p->wt; r++)
+        if (p->dst_proc[r] == p->proc)
+            w->own_dst[w->n_own_dst++] = r;
     return PTC_OK;
 }
 
@@ -191,10 +207,14 @@ static int plan_all(ptc_plan *p)
     pl_work w;
     int rc = work_init(&w, p);
     size_t nt = ptc_layout_count(p->dst);
+    /* a per-process plan on one host needs no holder lists (the owner
+     * provides), but finds its receivers through the target pieces */
+    unsigned sw = w.one_host_proc ? PL_INDEX : PL_HOLDERS | PL_INDEX;
+    unsigned dw = w.one_host_proc ? PL_INDEX : 0;
     for (size_t t = 0; t < nt && rc == PTC_OK; t++) {
-        rc = pl_side_load(&w.s, t, true);
+        rc = pl_side_load(&w.s, t, sw);
         if (rc == PTC_OK)
-            rc = pl_side_load(&w.d, t, false);
+            rc = pl_side_load(&w.d, t, dw);
         if (rc == PTC_OK)
             rc = pl_plan_tensor(p, &w, t);
         p->st.tensors++;

@@ -186,14 +186,14 @@ static int host_entries(const ptc_plan *p, pl_work *w, lb *b, size_t *n_out)
     size_t n = 0;
     for (int i = 0; i < d->nstg; i++)
         for (int q = 0; q < d->per; q++)
-            if (d->g[d->gq[q]].np)
-                b->f[n++] = (hk){p->dst_host[d->stg[i] * d->per + q], (uint32_t)d->gq[q]};
+            if (d->g[pl_gq(d, q)].np)
+                b->f[n++] = (hk){p->dst_host[d->stg[i] * d->per + q], (uint32_t)pl_gq(d, q)};
     size_t n1 = n;
     for (int i = 0; i < s->nstg; i++)
         for (int q = 0; q < s->per; q++)
-            if (s->g[s->gq[q]].np)
+            if (s->g[pl_gq(s, q)].np)
                 b->f[n++] = (hk){p->src_host[s->stg[i] * s->per + q],
-                                 (uint32_t)(d->ng + (size_t)s->gq[q])};
+                                 (uint32_t)(d->ng + (size_t)pl_gq(s, q))};
     if (!p->src_mono || !p->dst_mono) {
         qsort(b->f, n, sizeof *b->f, cmp_hk);
         memcpy(b->e, b->f, sizeof *b->e * n);

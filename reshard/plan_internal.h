@@ -29,7 +29,8 @@ typedef struct pl_side {
     int *stg;              /* stages holding the tensor, increasing */
     int nstg;
     uint8_t *onstg;        /* per stage: holds the tensor */
-    int *gq;               /* per position q < per: group index */
+    int *gq;               /* per position q < nq: group index (pl_gq) */
+    int nq;                /* per when zero-sharded, else T: shards repeat over dp */
     pl_group *g;
     size_t ng, capg;
     ptc_piece *pc;         /* pieces of every group, group by group */
@@ -38,10 +39,17 @@ typedef struct pl_side {
     int *hold;             /* source side: holders of every group */
     int *heap;             /* source side: per group, a heap of its holders */
     size_t caphold;
-    uint32_t *idx;         /* source side: piece ids sorted by lo[kdim] */
+    bool implicit;         /* holders not listed (one host: owner, next_holder) */
+    uint32_t *idx;         /* piece ids sorted by lo[kdim] (when indexed) */
     int kdim;              /* dimension of the index (-1: no dims) */
     int64_t maxlen;        /* longest piece along kdim */
 } pl_side;
+
+/* Group of position q (< per) of a stage holding the tensor. */
+static inline int pl_gq(const pl_side *sd, int q)
+{
+    return sd->gq[sd->nq == sd->per ? q : q % sd->T];
+}
 
 /* A box received over the network into a host: where it landed. */
 typedef struct pl_recv {
@@ -89,14 +97,22 @@ typedef struct pl_work {
     uint32_t *cand_off;    /* per target piece: [start, end) into cand */
     size_t capcand_off;
     uint32_t *qbuf;        /* scratch for an index query */
-    size_t capqbuf;
+    size_t nq, capqbuf;
+    bool one_host_proc;    /* a per-process plan with every rank on one host */
+    int *own_src, *own_dst; /* its source and target ranks, increasing */
+    size_t n_own_src, n_own_dst;
+    int *rk;               /* target ranks to plan for the tensor */
+    size_t nrk, caprk;
     ptc_box *wl, *tmp;     /* the work list of boxes still to provide */
     size_t nwl, capwl, captmp;
     void *lb;              /* the lower bound's scratch (plan_bound.c) */
 } pl_work;
 
-/* plan_tensor.c */
-int pl_side_load(pl_side *sd, size_t t, bool source);
+/* plan_tensor.c: load tensor t's groups and their pieces into @p sd, and
+ * what @p what asks for. */
+#define PL_HOLDERS 1u /* every group's holder list (and heap room) */
+#define PL_INDEX 2u   /* the index of the pieces */
+int pl_side_load(pl_side *sd, size_t t, unsigned what);
 void pl_side_free(pl_side *sd);
 int pl_plan_tensor(ptc_plan *p, pl_work *w, size_t t);
 

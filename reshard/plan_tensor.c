@@ -23,6 +23,16 @@
 #include "base/util_internal.h"
 #include "reshard/plan_internal.h"
 
+/* Whether two boxes of the same tensor share an element (what
+ * ptc_box_intersect answers, without writing the intersection). */
+static inline bool meets(const ptc_box *a, const ptc_box *b)
+{
+    for (int d = 0; d < a->ndim; d++)
+        if ((a->lo[d] > b->lo[d] ? a->lo[d] : b->lo[d]) >= (a->hi[d] < b->hi[d] ? a->hi[d] : b->hi[d]))
+            return false;
+    return true;
+}
+
 /* ---- one layout's groups --------------------------------------------------- */
 
 void pl_side_free(pl_side *sd)
@@ -123,7 +133,7 @@ static int load_holders(pl_side *sd)
     for (size_t g = 0; g < sd->ng; g++)
         sd->g[g].nh = 0;
     for (int q = 0; q < sd->per; q++)
-        sd->g[sd->gq[q]].nh += (uint32_t)sd->nstg;
+        sd->g[pl_gq(sd, q)].nh += (uint32_t)sd->nstg;
     uint32_t at = 0;
     for (size_t g = 0; g < sd->ng; g++) {
         sd->g[g].h0 = at;
@@ -132,13 +142,13 @@ static int load_holders(pl_side *sd)
     }
     for (int i = 0; i < sd->nstg; i++)
         for (int q = 0; q < sd->per; q++) {
-            pl_group *g = &sd->g[sd->gq[q]];
+            pl_group *g = &sd->g[pl_gq(sd, q)];
             sd->hold[g->h0 + g->nh++] = sd->stg[i] * sd->per + q;
         }
     return PTC_OK;
 }
 
-int pl_side_load(pl_side *sd, size_t t, bool source)
+int pl_side_load(pl_side *sd, size_t t, unsigned what)
 {
     sd->ng = 0;
     sd->npc = 0;
@@ -184,11 +194,12 @@ int pl_side_load(pl_side *sd, size_t t, bool source)
         sd->npc += np;
         sd->gq[q] = (int)sd->ng++;
     }
-    for (int q = nq; q < sd->per; q++)
-        sd->gq[q] = sd->gq[q % sd->T];
-    if (!source)
+    sd->nq = nq;
+    sd->implicit = !(what & PL_HOLDERS);
+    if (what & PL_HOLDERS)
+        PTC_TRY(load_holders(sd));
+    if (!(what & PL_INDEX))
         return PTC_OK;
-    PTC_TRY(load_holders(sd));
     void *a = ptc_realloc(sd->idx, sizeof *sd->idx * (sd->npc + 1));
     if (!a)
         return PTC_E_NOMEM;
@@ -196,11 +207,11 @@ int pl_side_load(pl_side *sd, size_t t, bool source)
     return build_index(sd, ptc_layout_tensor(sd->l, t)->ndim);
 }
 
-/* Source piece ids overlapping @p b, increasing (that is, in group order,
- * then piece order), appended to w->cand. */
-static int query(pl_work *w, const ptc_box *b)
+/* Piece ids of side @p s overlapping @p b, increasing (that is, in group
+ * order, then piece order), appended to *out. */
+static int query_side(const pl_side *s, const ptc_box *b, uint32_t **out, size_t *n,
+                      size_t *cap)
 {
-    const pl_side *s = &w->s;
     size_t lo = 0, hi = s->npc;
     if (s->kdim >= 0) {
         /* a piece overlapping b starts after b.lo - maxlen and before b.hi */
@@ -214,19 +225,23 @@ static int query(pl_work *w, const ptc_box *b)
         }
         hi = s->npc;
     }
-    size_t n0 = w->ncand;
+    size_t n0 = *n;
     for (size_t i = lo; i < hi; i++) {
         uint32_t id = s->idx[i];
         if (s->kdim >= 0 && s->pc[id].box.lo[s->kdim] >= b->hi[s->kdim])
             break;
-        ptc_box inter;
-        if (!ptc_box_intersect(&inter, b, &s->pc[id].box))
+        if (!meets(b, &s->pc[id].box))
             continue;
-        PTC_TRY(ptc_grow((void **)&w->cand, &w->capcand, w->ncand + 1, sizeof *w->cand));
-        w->cand[w->ncand++] = id;
+        PTC_TRY(ptc_grow((void **)out, cap, *n + 1, sizeof **out));
+        (*out)[(*n)++] = id;
     }
-    qsort(w->cand + n0, w->ncand - n0, sizeof *w->cand, cmp_u32);
+    qsort(*out + n0, *n - n0, sizeof **out, cmp_u32);
     return PTC_OK;
+}
+
+static int query(pl_work *w, const ptc_box *b)
+{
+    return query_side(&w->s, b, &w->cand, &w->ncand, &w->capcand);
 }
 
 /* Candidates of every piece of target group @p g (once per tensor). */
@@ -384,15 +399,25 @@ static int add_recv(take_ctx *c, const ptc_box *inter, uint64_t all, uint64_t ke
     return PTC_OK;
 }
 
+static bool wl_hits(const pl_work *w, const ptc_box *b)
+{
+    for (size_t k = 0; k < w->nwl; k++)
+        if (meets(&w->wl[k], b))
+            return true;
+    return false;
+}
+
 /* Provide what @p from holds of the work list: one transfer per overlap;
  * the rest stays in the list, in order. */
 static int take(take_ctx *c, const ptc_piece *from, int kind, int src_rank, uint64_t via)
 {
     pl_work *w = c->w;
+    if (!wl_hits(w, &from->box))
+        return PTC_OK;
     size_t nout = 0;
     for (size_t k = 0; k < w->nwl; k++) {
         ptc_box inter;
-        if (!ptc_box_intersect(&inter, &w->wl[k], &from->box)) {
+        if (!meets(&w->wl[k], &from->box) || !ptc_box_intersect(&inter, &w->wl[k], &from->box)) {
             PTC_TRY(ptc_grow((void **)&w->tmp, &w->captmp, nout + 1, sizeof(ptc_box)));
             w->tmp[nout++] = w->wl[k];
             continue;
@@ -415,19 +440,23 @@ static int take(take_ctx *c, const ptc_piece *from, int kind, int src_rank, uint
     return PTC_OK;
 }
 
-static bool wl_hits(const pl_work *w, const ptc_box *b)
+/* The second lowest holder of group @p g, or -1 (holders not listed): the
+ * next position of the owner's stage in the same group, else the owner's
+ * position on the next stage holding the tensor. */
+static int next_holder(const pl_side *s, const pl_group *g)
 {
-    for (size_t k = 0; k < w->nwl; k++) {
-        ptc_box inter;
-        if (ptc_box_intersect(&inter, &w->wl[k], b))
-            return true;
-    }
-    return false;
+    int base = s->stg[0] * s->per, q0 = g->owner - base, gi = pl_gq(s, q0);
+    for (int q = q0 + 1; q < s->per; q++)
+        if (pl_gq(s, q) == gi)
+            return base + q;
+    return s->nstg > 1 ? s->stg[1] * s->per + q0 : -1;
 }
 
 /* Lowest holder of group @p g on host @p h other than rank @p r, or -1. */
 static int host_holder(const ptc_plan *p, const pl_side *s, const pl_group *g, int h, int r)
 {
+    if (s->implicit) /* one host holds every rank: the owner, or the next holder */
+        return g->owner != r ? g->owner : next_holder(s, g);
     const int *hd = s->hold + g->h0;
     size_t n = g->nh, i = 0;
     if (p->src_mono) {
@@ -459,7 +488,7 @@ static int src_group(const ptc_plan *p, const pl_side *s, int r)
     if (r >= p->ws)
         return -1;
     int st = r / s->per;
-    return s->onstg[st] ? s->gq[r % s->per] : -1;
+    return s->onstg[st] ? pl_gq(s, r % s->per) : -1;
 }
 
 /* Fill target piece @p to of rank r (group tg), the reference's four steps. */
@@ -483,10 +512,14 @@ static int plan_piece(take_ctx *c, size_t id, int sg, bool local)
     if (p->src_count[h] > 0)
         for (const uint32_t *k = cb; k < ce && w->nwl;) {
             uint32_t gi = s->pgrp[*k];
-            int holder = host_holder(p, s, &s->g[gi], h, r);
-            for (; k < ce && s->pgrp[*k] == gi; k++)
-                if (holder >= 0 && w->nwl)
-                    PTC_TRY(take(c, &s->pc[*k], PTC_TRANSFER_HOST, holder, UINT64_MAX));
+            const uint32_t *e = k;
+            bool hit = false;
+            for (; e < ce && s->pgrp[*e] == gi; e++)
+                hit = hit || wl_hits(w, &s->pc[*e].box);
+            int holder = hit ? host_holder(p, s, &s->g[gi], h, r) : -1;
+            for (; holder >= 0 && k < e && w->nwl; k++)
+                PTC_TRY(take(c, &s->pc[*k], PTC_TRANSFER_HOST, holder, UINT64_MAX));
+            k = e;
         }
     /* 3. fan-out from a target rank of the host that received it */
     for (int64_t e = w->rv_head[h]; e >= 0 && w->nwl; e = w->rv[e].next) {
@@ -553,6 +586,94 @@ static int plan_rank(ptc_plan *p, pl_work *w, size_t t, size_t es, int r, pl_gro
     return PTC_OK;
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+static int add_rank(pl_work *w, int r)
+{
+    PTC_TRY(ptc_grow((void **)&w->rk, &w->caprk, w->nrk + 1, sizeof *w->rk));
+    w->rk[w->nrk++] = r;
+    return PTC_OK;
+}
+
+/* The target ranks that hold the tensor in target group @p c. */
+static int add_group_ranks(pl_work *w, int c)
+{
+    const pl_side *d = &w->d;
+    bool flat = d->g[c].sh.flat;
+    for (int i = 0; i < d->nstg; i++) {
+        int base = d->stg[i] * d->per;
+        if (flat) {
+            for (int q = 0; q < d->per; q++)
+                if (pl_gq(d, q) == c)
+                    PTC_TRY(add_rank(w, base + q));
+            continue;
+        }
+        for (int dp = 0; dp < d->D; dp++)
+            for (int tp = 0; tp < d->T; tp++)
+                if (d->gq[tp] == c)
+                    PTC_TRY(add_rank(w, base + dp * d->T + tp));
+    }
+    return PTC_OK;
+}
+
+/* Target ranks that source group @p g's owner provides HOST copies to
+ * (on one host the owner is everyone's lowest holder but its own): those
+ * whose shard overlaps the group's. */
+static int add_receivers(pl_work *w, const pl_group *g)
+{
+    size_t n0 = w->nq;
+    for (uint32_t i = 0; i < g->np; i++)
+        PTC_TRY(query_side(&w->d, &w->s.pc[g->p0 + i].box, &w->qbuf, &w->nq, &w->capqbuf));
+    int last = -1;
+    for (size_t i = n0; i < w->nq; i++) {
+        int c = (int)w->d.pgrp[w->qbuf[i]];
+        if (c != last) /* piece ids are sorted per query; groups repeat rarely */
+            PTC_TRY(add_group_ranks(w, c));
+        last = c;
+    }
+    w->nq = n0;
+    return PTC_OK;
+}
+
+/* A per-process plan on one host: every target rank's transfers depend on
+ * that rank alone, so only the ranks the process receives for or provides
+ * to are planned: its own target ranks, its source ranks (LOCAL copies),
+ * and the receivers of the groups its source ranks own (HOST copies: the
+ * owner is the lowest holder of every other rank). */
+static int plan_own(ptc_plan *p, pl_work *w, size_t t, size_t es)
+{
+    pl_side *s = &w->s, *d = &w->d;
+    w->nrk = 0;
+    w->nq = 0;
+    for (size_t i = 0; i < w->n_own_dst; i++) {
+        int r = w->own_dst[i];
+        if (d->onstg[r / d->per])
+            PTC_TRY(add_rank(w, r));
+    }
+    for (size_t i = 0; i < w->n_own_src; i++) {
+        int r = w->own_src[i];
+        if (r < p->wt && d->onstg[r / d->per])
+            PTC_TRY(add_rank(w, r));
+        if (!s->onstg[r / s->per])
+            continue;
+        const pl_group *g = &s->g[pl_gq(s, r % s->per)];
+        if (g->owner == r && g->np)
+            PTC_TRY(add_receivers(w, g));
+    }
+    qsort(w->rk, w->nrk, sizeof *w->rk, cmp_int);
+    for (size_t i = 0; i < w->nrk; i++) {
+        int r = w->rk[i];
+        if (i && r == w->rk[i - 1])
+            continue;
+        PTC_TRY(plan_rank(p, w, t, es, r, &d->g[pl_gq(d, r % d->per)]));
+    }
+    return PTC_OK;
+}
+
 int pl_plan_tensor(ptc_plan *p, pl_work *w, size_t t)
 {
     size_t es = ptc_dtype_size(ptc_layout_tensor(p->dst, t)->dtype);
@@ -563,10 +684,12 @@ int pl_plan_tensor(ptc_plan *p, pl_work *w, size_t t)
         w->rv_head[w->touched[i]] = -1;
     w->ntouched = 0;
     PTC_TRY(ptc_grow((void **)&w->cand_off, &w->capcand_off, 2 * d->npc + 2, sizeof(uint32_t)));
+    if (w->one_host_proc)
+        return plan_own(p, w, t, es);
     for (int i = 0; i < d->nstg; i++) {
         int base = d->stg[i] * d->per;
         for (int q = 0; q < d->per; q++)
-            PTC_TRY(plan_rank(p, w, t, es, base + q, &d->g[d->gq[q]]));
+            PTC_TRY(plan_rank(p, w, t, es, base + q, &d->g[pl_gq(d, q)]));
     }
     return p->per_proc ? PTC_OK : pl_lower_bound(p, w, t);
 }

@@ -14,6 +14,7 @@
 #ifndef PTC_SEARCH_STORE_H
 #define PTC_SEARCH_STORE_H
 
+#include "ptc/layout.h"
 #include "ptc/search.h"
 #include "ptc/store.h"
 
@@ -54,6 +55,36 @@ typedef struct ptc_search_store_info {
  */
 PTC_API int ptc_search_store_model(ptc_cost_model **out, ptc_store *s, uint64_t version,
                                    ptc_search_store_info *info);
+
+/* ---- the tensors of a description, for the resharding planner ------------ */
+
+/** The tensors a model description stands for (opaque, immutable). */
+typedef struct ptc_search_tensors ptc_search_tensors;
+
+/**
+ * The tensors of @p m as a stored copy of the model would hold them, with
+ * placement rules that give each its description's placement: layer
+ * tensors are named `layers.<L>.<name>` (rule `layer layers.{L}.`), the
+ * others keep their name; `tp_dim` < 0 is `tp=replicate`, else
+ * `tp=split(tp_dim)` (with `blocks=tp_blocks` when > 1); pp as described.
+ * With @p optim and no optimizer state in @p m, each parameter gets
+ * round(optim_bytes_per_param / 4) (at most 3) F32 tensors of its shape,
+ * `<name>.exp_avg`, `.exp_avg_sq`, `.master` in that order (`optim` rule:
+ * they take their parameter's placement, kind=optim, so zero=1 shards
+ * them). Used by `ptc plan --model` and `ptc suggest --from`.
+ * @return PTC_OK or PTC_E_NOMEM (on failure *out is NULL).
+ */
+PTC_API int ptc_search_tensors_create(ptc_search_tensors **out, const ptc_cost_model *m,
+                                      bool optim);
+
+/** Free; NULL is a no-op. */
+PTC_API void ptc_search_tensors_destroy(ptc_search_tensors *t);
+
+/** The tensors (owned by @p t, valid while it lives); *n receives the count. */
+PTC_API const ptc_tensor_info *ptc_search_tensors_list(const ptc_search_tensors *t, size_t *n);
+
+/** Their placement rules (owned by @p t). */
+PTC_API const ptc_rules *ptc_search_tensors_rules(const ptc_search_tensors *t);
 
 #ifdef __cplusplus
 }

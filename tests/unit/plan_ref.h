@@ -597,9 +597,9 @@ static void ref_plan_destroy(ref_plan *p)
 }
 
 
-static void ref_plan_stats_get(const ref_plan *p, ptc_plan_stats *out) { *out = p->st; }
+static inline void ref_plan_stats_get(const ref_plan *p, ptc_plan_stats *out) { *out = p->st; }
 
-static int ref_plan_host_stats_get(const ref_plan *p, int host, ptc_plan_host_stats *out)
+static inline int ref_plan_host_stats_get(const ref_plan *p, int host, ptc_plan_host_stats *out)
 {
     if (host < 0 || host >= p->nhosts)
         return ptc_error_set(PTC_E_RANGE, "host %d out of range (%d hosts)", host, p->nhosts);
@@ -607,13 +607,13 @@ static int ref_plan_host_stats_get(const ref_plan *p, int host, ptc_plan_host_st
     return PTC_OK;
 }
 
-static const ptc_transfer *ref_plan_transfers(const ref_plan *p, size_t *n)
+static inline const ptc_transfer *ref_plan_transfers(const ref_plan *p, size_t *n)
 {
     *n = p->nxf;
     return p->xf;
 }
 
-static bool ref_plan_reused(const ref_plan *p, size_t tensor, int rank)
+static inline bool ref_plan_reused(const ref_plan *p, size_t tensor, int rank)
 {
     if (tensor >= ptc_layout_count(p->dst) || rank < 0 || rank >= p->wt)
         return false;
