@@ -49,7 +49,8 @@ void rs_set_err(rs_ctx *c, int rc)
 /* ---- setup shared by both executors ------------------------------------- */
 
 int rs_ctx_open(rs_ctx *c, ptc_store *s, uint64_t version, const ptc_config *to,
-                    const ptc_reshard_options *opts, const int *src_host, const int *dst_host)
+                    const ptc_reshard_options *opts, const int *src_host, const int *dst_host,
+                    int me)
 {
     c->s = s;
     if (opts)
@@ -79,6 +80,11 @@ int rs_ctx_open(rs_ctx *c, ptc_store *s, uint64_t version, const ptc_config *to,
         c->o.dtype != PTC_DTYPE_BF16 && c->o.dtype != PTC_DTYPE_F16)
         return ptc_error_set(PTC_E_INVAL, "reshard converts only to F32, BF16 or F16");
     ptc_plan_options po = {.src_host = src_host, .dst_host = dst_host, .no_reuse = convert};
+    if (src_host) { /* MPI: each process is a host and keeps its own part */
+        po.src_proc = src_host;
+        po.dst_proc = dst_host;
+        po.proc = me;
+    }
     PTC_TRY(ptc_plan_create(&c->plan, c->ls, c->lt, &po));
     c->xf = ptc_plan_transfers(c->plan, &c->nxf);
     size_t ncell = c->nt * (size_t)c->wt;
@@ -378,7 +384,7 @@ int ptc_reshard_store(ptc_store *s, uint64_t version, const ptc_config *to,
     double t0 = rs_now_s();
     rs_ctx c = {0};
     int *ranks = NULL;
-    int rc = rs_ctx_open(&c, s, version, to, opts, NULL, NULL);
+    int rc = rs_ctx_open(&c, s, version, to, opts, NULL, NULL, -1);
     if (rc != PTC_OK)
         goto out_close;
     char cfg[PTC_CONFIG_MAX_STAGES * 11 + 64];

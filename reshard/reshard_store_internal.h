@@ -42,8 +42,11 @@ typedef struct rs_ctx {
 
 double rs_now_s(void);
 void rs_set_err(rs_ctx *c, int rc);
+/* src_host/dst_host NULL: one host, the whole plan (threads); else the
+ * process of every rank (MPI), and the plan keeps process @p me's part. */
 int rs_ctx_open(rs_ctx *c, ptc_store *s, uint64_t version, const ptc_config *to,
-                    const ptc_reshard_options *opts, const int *src_host, const int *dst_host);
+                    const ptc_reshard_options *opts, const int *src_host, const int *dst_host,
+                    int me);
 void rs_ctx_close(rs_ctx *c);
 int rs_add_tensors(rs_ctx *c, bool metadata);
 int rs_write_options(rs_ctx *c, ptc_store_write_options *wo, char *cfg, size_t cap);
