@@ -343,10 +343,14 @@ static int emit(take_ctx *c, int kind, int src_rank, uint64_t via, const ptc_box
     case PTC_TRANSFER_HOST:
         p->st.bytes_host_copy += b;
         p->st.bytes_local_copy += b;
+        if (!p->per_proc)
+            p->hs[c->host].bytes_copy += b;
         break;
     case PTC_TRANSFER_FANOUT:
         p->st.bytes_fanout += b;
         p->st.bytes_local_copy += b;
+        if (!p->per_proc)
+            p->hs[c->host].bytes_copy += b;
         break;
     default:
         p->st.bytes_local_copy += b;

@@ -57,41 +57,70 @@ static int put(text *b, const char *fmt, ...)
     }
 }
 
-/* Name of tensor i (layer tensors get the layer prefix). */
-static int name_of(text *b, const ptc_cost_tensor *c, size_t i)
+/* The name of layer tensor @p c within its layer: its name without a
+ * leading "layers.<L>." (how specs name them), else its whole name. */
+static const char *in_layer(const ptc_cost_tensor *c, char *buf, size_t cap, size_t i)
 {
     const char *nm = c->name && *c->name ? c->name : NULL;
-    char num[32];
     if (!nm) {
-        snprintf(num, sizeof num, "t%zu", i);
-        nm = num;
+        snprintf(buf, cap, "t%zu", i);
+        return buf;
     }
+    char pre[48];
+    int k = snprintf(pre, sizeof pre, LAYER_PREFIX "%lld.", (long long)c->layer);
+    if (c->pp == PTC_COST_PP_LAYER && k > 0 && !strncmp(nm, pre, (size_t)k))
+        return nm + k;
+    return nm;
+}
+
+/* Name of tensor i: layer tensors are layers.<L>.<name within the layer>. */
+static int name_of(text *b, const ptc_cost_tensor *c, size_t i)
+{
+    char buf[32];
+    const char *nm = in_layer(c, buf, sizeof buf, i);
     if (c->pp == PTC_COST_PP_LAYER)
         return put(b, LAYER_PREFIX "%lld.%s", (long long)c->layer, nm);
     return put(b, "%s", nm);
 }
 
-/* One rule per tensor kind: layer tensors by their name within a layer,
- * the others by their whole name (first match wins, so repeats are
- * harmless). */
+/* One rule per kind of tensor: layer tensors by their name within a layer
+ * (first match wins), the others by their whole name. */
 static int rule_of(text *r, const ptc_cost_tensor *c, size_t i)
 {
-    char tp[64];
+    char tp[64], buf[32];
     if (c->tp_dim < 0)
         snprintf(tp, sizeof tp, "tp=replicate");
     else if (c->tp_blocks > 1)
         snprintf(tp, sizeof tp, "tp=split(%d,blocks=%d)", c->tp_dim, c->tp_blocks);
     else
         snprintf(tp, sizeof tp, "tp=split(%d)", c->tp_dim);
-    PTC_TRY(put(r, "match "));
+    const char *nm = in_layer(c, buf, sizeof buf, i);
     if (c->pp == PTC_COST_PP_LAYER)
-        PTC_TRY(put(r, LAYER_PREFIX "*."));
-    if (c->name && *c->name)
-        PTC_TRY(put(r, "%s", c->name));
-    else
-        PTC_TRY(put(r, "t%zu", i));
-    const char *pp = pp_word(c->pp);
-    return pp ? put(r, " %s pp=%s\n", tp, pp) : put(r, " %s\n", tp);
+        return put(r, "match " LAYER_PREFIX "*.%s %s\n", nm, tp);
+    return put(r, "match %s %s pp=%s\n", nm, tp, pp_word(c->pp));
+}
+
+/* Whether an earlier layer tensor has layer tensor i's name within the
+ * layer (its rule is written once); PTC_E_INVAL if its placement differs. */
+static int seen_before(const ptc_cost_model *m, size_t i, bool *seen)
+{
+    const ptc_cost_tensor *c = ptc_cost_model_tensor(m, i);
+    char b1[32], b2[32];
+    *seen = false;
+    if (c->pp != PTC_COST_PP_LAYER)
+        return PTC_OK;
+    const char *nm = in_layer(c, b1, sizeof b1, i);
+    for (size_t j = 0; j < i && !*seen; j++) {
+        const ptc_cost_tensor *e = ptc_cost_model_tensor(m, j);
+        if (e->pp != PTC_COST_PP_LAYER || strcmp(in_layer(e, b2, sizeof b2, j), nm))
+            continue;
+        if (e->tp_dim != c->tp_dim ||
+            (e->tp_blocks > 1 ? e->tp_blocks : 0) != (c->tp_blocks > 1 ? c->tp_blocks : 0))
+            return ptc_error_set(PTC_E_INVAL, "model: layer tensors named '%.200s' are placed "
+                                              "differently in different layers", nm);
+        *seen = true;
+    }
+    return PTC_OK;
 }
 
 void ptc_search_tensors_destroy(ptc_search_tensors *t)
@@ -134,7 +163,10 @@ int ptc_search_tensors_create(ptc_search_tensors **out, const ptc_cost_model *m,
     for (size_t i = 0; rc == PTC_OK && i < n; i++) {
         const ptc_cost_tensor *c = ptc_cost_model_tensor(m, i);
         size_t copies = 1 + (c->kind == PTC_COST_PARAM ? nopt : 0);
-        rc = rule_of(&rules, c, i);
+        bool seen;
+        rc = seen_before(m, i, &seen);
+        if (rc == PTC_OK && !seen)
+            rc = rule_of(&rules, c, i);
         for (size_t k = 0; rc == PTC_OK && k < copies; k++) {
             ptc_tensor_info *ti = &st->t[st->n];
             at[st->n++] = names.n;
@@ -158,6 +190,53 @@ int ptc_search_tensors_create(ptc_search_tensors **out, const ptc_cost_model *m,
     ptc_free(at);
     ptc_free(names.s);
     ptc_free(rules.s);
+    if (rc != PTC_OK) {
+        ptc_search_tensors_destroy(st);
+        return rc;
+    }
+    *out = st;
+    return PTC_OK;
+}
+
+int ptc_search_tensors_from_store(ptc_search_tensors **out, ptc_store *s, uint64_t version)
+{
+    *out = NULL;
+    ptc_store_reader *r;
+    PTC_TRY(ptc_store_reader_open(&r, s, version));
+    const ptc_version_info *vi = ptc_store_reader_version(r);
+    size_t n = ptc_store_reader_tensor_count(r);
+    ptc_search_tensors *st = ptc_calloc(1, sizeof *st);
+    text names = {0};
+    size_t *at = NULL;
+    int rc = st ? PTC_OK : PTC_E_NOMEM;
+    if (rc == PTC_OK && (!(st->t = ptc_calloc(n + 1, sizeof *st->t)) ||
+                         !(at = ptc_calloc(n + 1, sizeof *at))))
+        rc = PTC_E_NOMEM;
+    for (size_t i = 0; rc == PTC_OK && i < n; i++) {
+        ptc_store_tensor ti;
+        rc = ptc_store_reader_tensor(r, i, &ti);
+        if (rc != PTC_OK)
+            break;
+        at[i] = names.n;
+        st->t[i].dtype = ti.dtype;
+        st->t[i].ndim = ti.ndim;
+        memcpy(st->t[i].shape, ti.shape, sizeof st->t[i].shape);
+        rc = put(&names, "%s%c", ti.name, '\0');
+        st->n++;
+    }
+    if (rc == PTC_OK) {
+        const char *rt = vi->rules ? vi->rules : "";
+        rc = ptc_rules_parse(&st->rules, rt, strlen(rt), "stored rules");
+    }
+    if (rc == PTC_OK) {
+        st->names = names.s;
+        names.s = NULL;
+        for (size_t i = 0; i < st->n; i++)
+            st->t[i].name = st->names + at[i];
+    }
+    ptc_free(at);
+    ptc_free(names.s);
+    ptc_store_reader_close(r);
     if (rc != PTC_OK) {
         ptc_search_tensors_destroy(st);
         return rc;

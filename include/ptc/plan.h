@@ -136,6 +136,9 @@ typedef struct ptc_plan_host_stats {
     uint64_t bytes_out;  /**< NETWORK bytes out of the host */
     uint64_t bytes_need; /**< bytes of the distinct elements the host's target ranks hold */
     uint64_t bytes_have; /**< bytes of the distinct elements the host's source ranks hold */
+    uint64_t bytes_copy; /**< HOST and FANOUT bytes into the host's target ranks: copies
+                              between its GPUs (what the link model charges to the
+                              links inside the host) */
 } ptc_plan_host_stats;
 
 /**
