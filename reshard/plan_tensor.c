@@ -33,6 +33,59 @@ static inline bool meets(const ptc_box *a, const ptc_box *b)
     return true;
 }
 
+/* ---- boxes, shards, what a plan keeps ------------------------------------- */
+
+size_t ptc_box_subtract(ptc_box *out, const ptc_box *b, const ptc_box *i)
+{
+    size_t n = 0;
+    ptc_box cur = *b;
+    for (int d = 0; d < b->ndim; d++) {
+        if (cur.lo[d] < i->lo[d]) {
+            out[n] = cur;
+            out[n].hi[d] = i->lo[d];
+            n++;
+        }
+        if (i->hi[d] < cur.hi[d]) {
+            out[n] = cur;
+            out[n].lo[d] = i->hi[d];
+            n++;
+        }
+        cur.lo[d] = i->lo[d];
+        cur.hi[d] = i->hi[d];
+    }
+    return n;
+}
+
+bool ptc_shard_same(const ptc_shard *a, const ptc_piece *pa, const ptc_shard *b,
+                    const ptc_piece *pb)
+{
+    if (a->present != b->present || a->flat != b->flat || a->ndim != b->ndim ||
+        a->npieces != b->npieces || a->flat_lo != b->flat_lo || a->flat_hi != b->flat_hi)
+        return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d])
+            return false;
+    for (size_t i = 0; i < a->npieces; i++) {
+        if (!ptc_box_equal(&pa[i].box, &pb[i].box) || pa[i].local_offset != pb[i].local_offset)
+            return false;
+        for (int d = 0; d < pa[i].box.ndim; d++)
+            if (pa[i].box.hi[d] - pa[i].box.lo[d] > 1 &&
+                pa[i].local_stride[d] != pb[i].local_stride[d])
+                return false;
+    }
+    return true;
+}
+
+bool pl_keep(const ptc_plan *p, int kind, int src_rank, int dst_rank)
+{
+    if (p->keep_all)
+        return true;
+    if (!p->per_proc)
+        return false;
+    int from = kind == PTC_TRANSFER_FANOUT ? p->dst_proc[src_rank] : p->src_proc[src_rank];
+    return from == p->proc || p->dst_proc[dst_rank] == p->proc;
+}
+
 /* ---- one layout's groups --------------------------------------------------- */
 
 void pl_side_free(pl_side *sd)

@@ -87,21 +87,27 @@ int rs_ctx_open(rs_ctx *c, ptc_store *s, uint64_t version, const ptc_config *to,
     }
     PTC_TRY(ptc_plan_create(&c->plan, c->ls, c->lt, &po));
     c->xf = ptc_plan_transfers(c->plan, &c->nxf);
-    size_t ncell = c->nt * (size_t)c->wt;
-    c->first = ptc_calloc(ncell + 1, sizeof *c->first);
-    if (!c->first)
-        return PTC_E_NOMEM;
-    for (size_t i = 0; i < c->nxf; i++)
-        c->first[c->xf[i].tensor * (size_t)c->wt + (size_t)c->xf[i].dst_rank + 1]++;
-    for (size_t i = 0; i < ncell; i++)
-        c->first[i + 1] += c->first[i];
     return PTC_OK;
+}
+
+size_t rs_first(const rs_ctx *c, size_t t, int r)
+{
+    /* transfers are sorted by (tensor, target rank) */
+    size_t lo = 0, hi = c->nxf;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const ptc_transfer *x = &c->xf[mid];
+        if (x->tensor < t || (x->tensor == t && x->dst_rank < r))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 void rs_ctx_close(rs_ctx *c)
 {
     ptc_store_writer_destroy(c->w);
-    ptc_free(c->first);
     ptc_free(c->out_dt);
     ptc_plan_destroy(c->plan);
     ptc_layout_destroy(c->ls);
@@ -206,7 +212,7 @@ static int write_shard(rs_ctx *c, size_t t, int r, const ptc_shard *sh, const pt
     for (int d = 0; d < sh->ndim; d++)
         nel *= sh->shape[d];
     int64_t per = (int64_t)(RS_CHUNK / es);
-    size_t x0 = c->first[t * (size_t)c->wt + (size_t)r], x1 = c->first[t * (size_t)c->wt + (size_t)r + 1];
+    size_t x0 = rs_first(c, t, r), x1 = rs_first(c, t, r + 1);
     for (int64_t a = 0; a < nel; a += per) {
         int64_t b = PTC_MIN(nel, a + per);
         fill_ctx f = {c, NULL, chunk, a, es};

@@ -23,7 +23,6 @@ typedef struct rs_ctx {
     ptc_plan *plan;
     const ptc_transfer *xf;
     size_t nxf;
-    size_t *first;        /* (t*wt + r) -> first transfer, size nt*wt+1 */
     ptc_dtype *out_dt;    /* per tensor */
     size_t nt;
     int ws, wt;
@@ -48,6 +47,10 @@ int rs_ctx_open(rs_ctx *c, ptc_store *s, uint64_t version, const ptc_config *to,
                     const ptc_reshard_options *opts, const int *src_host, const int *dst_host,
                     int me);
 void rs_ctx_close(rs_ctx *c);
+/* Index of the first transfer into (tensor t, target rank r) or after it:
+ * transfers [rs_first(t, r), rs_first(t, r + 1)) go to (t, r), and
+ * [rs_first(t, 0), rs_first(t + 1, 0)) are tensor t's. */
+size_t rs_first(const rs_ctx *c, size_t t, int r);
 int rs_add_tensors(rs_ctx *c, bool metadata);
 int rs_write_options(rs_ctx *c, ptc_store_write_options *wo, char *cfg, size_t cap);
 int rs_run_pool(rs_ctx *c);

@@ -105,7 +105,7 @@ static int exchange(rs_ctx *c, MPI_Comm comm, int me, int np, uint8_t ***bufs_ou
     size_t *at_out = NULL;
     MPI_Request *req = NULL;
     size_t nreq = 0, capreq = 0;
-    size_t x0 = c->first[c->t_lo * (size_t)c->wt], x1 = c->first[c->t_hi * (size_t)c->wt];
+    size_t x0 = rs_first(c, c->t_lo, 0), x1 = rs_first(c, c->t_hi, 0);
     if (!out_len || !in_len || !out) {
         rc = ptc_error_set(PTC_E_NOMEM, "out of memory for the reshard exchange");
         goto out_agree;
