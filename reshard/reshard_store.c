@@ -377,7 +377,8 @@ int rs_figures(rs_ctx *c, ptc_reshard_result *res)
         return PTC_OK;
     ptc_plan *p;
     ptc_plan_options po = {.hosts = c->o.hosts,
-                           .no_reuse = c->o.dtype != PTC_RESHARD_DTYPE_KEEP};
+                           .no_reuse = c->o.dtype != PTC_RESHARD_DTYPE_KEEP,
+                           .figures_only = true};
     PTC_TRY(ptc_plan_create(&p, c->ls, c->lt, &po));
     ptc_plan_stats_get(p, &res->plan);
     ptc_plan_destroy(p);
