@@ -22,6 +22,11 @@
  * network bytes equal the lower bound sum_h bytes(need(h) - have(h)).
  * The plan is a deterministic function of its inputs.
  *
+ * Cost: linear in the ranks that hold each tensor plus its pieces, never
+ * rank against rank (docs/reshard.md, "How the planner scales"); a plan
+ * with figures_only keeps no transfers, and a per-process plan only its
+ * process's.
+ *
  * @note Thread safety: a ptc_plan is immutable after creation; any number
  * of threads may query it concurrently.
  */
