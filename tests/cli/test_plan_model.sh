@@ -118,6 +118,13 @@ best=$(jget "$T/j0" "'dp=%d,tp=%d,pp=%d,zero=%d' % tuple(d['configs'][0][k] for 
 [ "$(jget "$T/j2" "d['configs'][0]['config']")" = "$best" ] && ok || bad "slow links: stay put"
 "$PTC" suggest $S --from "$best" >"$T/j3" && grep -q "ranked with the move from $best" "$T/j3" \
     && ok || bad "suggest --from text"
+# a stored model: its tensors (optimizer state as stored) move from its shapes
+"$PTC" suggest --store "$T/st1" --gpus 4 --global-batch 8 --from tp=2 --json >"$T/j4" \
+    && ok || bad "suggest --store --from"
+[ "$(jget "$T/j4" "[c['move_seconds'] == 0 for c in d['configs'] if c['config'] == 'dp=1,tp=2,pp=1,zero=0']")" \
+    != "[False]" ] && ok || bad "stored: staying put costs nothing"
+[ "$(jget "$T/j4" "all(c['move_bytes_network'] == 0 for c in d['configs'])")" = True ] && ok \
+    || bad "stored: one host of 8 GPUs, no network bytes"
 expect_fail 2 from -- "$PTC" suggest $S --from dp=x
 expect_fail 2 amortize -- "$PTC" suggest $S --from "$best" --amortize 0
 finish
