@@ -318,8 +318,8 @@ static int sweep(const char *title, const model *m, const char *from, int max_ra
         double k = exponent(xs, ys, nfit);
         bool ok = k <= 1.15;
         fails += !ok;
-        printf("fitted exponent (cpu time ~ ranks^k, %d cases from 8192 ranks): k = %.3f  %s\n", nfit,
-               k, ok ? "PASS (<= 1.15)" : "FAIL (> 1.15)");
+        printf("fitted exponent (cpu time ~ ranks^k, %d cases from 8192 ranks): k = %.3f  %s\n",
+               nfit, k, ok ? "PASS (<= 1.15)" : "FAIL (> 1.15)");
     }
     return fails;
 }

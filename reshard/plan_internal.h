@@ -38,7 +38,7 @@ typedef struct pl_side {
     size_t npc, cappc, cappgrp;
     int *hold;             /* source side: holders of every group */
     int *heap;             /* source side: per group, a heap of its holders */
-    size_t caphold;
+    size_t caphold, capheap;
     bool implicit;         /* holders not listed (one host: owner, next_holder) */
     uint32_t *idx;         /* piece ids sorted by lo[kdim] (when indexed) */
     int kdim;              /* dimension of the index (-1: no dims) */

@@ -27,9 +27,12 @@
  * ptc_box_intersect answers, without writing the intersection). */
 static inline bool meets(const ptc_box *a, const ptc_box *b)
 {
-    for (int d = 0; d < a->ndim; d++)
-        if ((a->lo[d] > b->lo[d] ? a->lo[d] : b->lo[d]) >= (a->hi[d] < b->hi[d] ? a->hi[d] : b->hi[d]))
+    for (int d = 0; d < a->ndim; d++) {
+        int64_t lo = a->lo[d] > b->lo[d] ? a->lo[d] : b->lo[d];
+        int64_t hi = a->hi[d] < b->hi[d] ? a->hi[d] : b->hi[d];
+        if (lo >= hi)
             return false;
+    }
     return true;
 }
 
@@ -157,7 +160,8 @@ static int build_index(pl_side *sd, int ndim)
     for (size_t i = 0; i < sd->npc; i++) {
         sd->idx[i] = (uint32_t)i;
         if (sd->kdim >= 0)
-            sd->maxlen = PTC_MAX(sd->maxlen, sd->pc[i].box.hi[sd->kdim] - sd->pc[i].box.lo[sd->kdim]);
+            sd->maxlen = PTC_MAX(sd->maxlen,
+                                 sd->pc[i].box.hi[sd->kdim] - sd->pc[i].box.lo[sd->kdim]);
     }
     if (sd->kdim < 0)
         return PTC_OK;
@@ -179,10 +183,7 @@ static int load_holders(pl_side *sd)
 {
     size_t n = (size_t)sd->nstg * (size_t)sd->per;
     PTC_TRY(ptc_grow((void **)&sd->hold, &sd->caphold, n + 1, sizeof(int)));
-    ptc_free(sd->heap);
-    sd->heap = ptc_malloc(sizeof(int) * sd->caphold);
-    if (!sd->heap)
-        return PTC_E_NOMEM;
+    PTC_TRY(ptc_grow((void **)&sd->heap, &sd->capheap, n + 1, sizeof(int)));
     for (size_t g = 0; g < sd->ng; g++)
         sd->g[g].nh = 0;
     for (int q = 0; q < sd->per; q++)

@@ -213,7 +213,8 @@ static void check_per_process(const ptc_layout *ls, const ptc_layout *lt, const 
     const ptc_transfer *x = ptc_plan_transfers(p, &nx);
     uint64_t *kept_at = malloc(sizeof(uint64_t) * (nx + 1));
     ptc_transfer *want = malloc(sizeof *want * (nx + 1));
-    uint64_t *sent = calloc((size_t)ws + 1, sizeof *sent), *got = calloc((size_t)wt + 1, sizeof *got);
+    uint64_t *sent = calloc((size_t)ws + 1, sizeof *sent);
+    uint64_t *got = calloc((size_t)wt + 1, sizeof *got);
     for (size_t i = 0; i < nx; i++)
         if (x[i].kind == PTC_TRANSFER_NETWORK) {
             uint64_t b = (uint64_t)ptc_box_volume(&x[i].box) *
