@@ -150,6 +150,11 @@ int ptc_cost_model_create(ptc_cost_model **out, const ptc_cost_tensor *t, size_t
 int64_t ptc_cost_model_layers(const ptc_cost_model *m) { return m->L; }
 double ptc_cost_model_params(const ptc_cost_model *m) { return m->params; }
 const ptc_cost_model_info *ptc_cost_model_get_info(const ptc_cost_model *m) { return &m->info; }
+size_t ptc_cost_model_count(const ptc_cost_model *m) { return m->n; }
+const ptc_cost_tensor *ptc_cost_model_tensor(const ptc_cost_model *m, size_t i)
+{
+    return i < m->n ? &m->t[i] : NULL;
+}
 
 /* ---- specs -------------------------------------------------------------------- */
 

@@ -112,7 +112,8 @@ class ImportOptions(Structure):
 
 class PlanOptions(Structure):
     _fields_ = [("hosts", c_int), ("src_host", POINTER(c_int)), ("dst_host", POINTER(c_int)),
-                ("no_reuse", c_bool)]
+                ("no_reuse", c_bool), ("figures_only", c_bool), ("src_proc", POINTER(c_int)),
+                ("dst_proc", POINTER(c_int)), ("proc", c_int)]
 
 
 class PlanStats(Structure):
@@ -127,7 +128,7 @@ class PlanStats(Structure):
 
 class PlanHostStats(Structure):
     _fields_ = [("bytes_in", c_uint64), ("bytes_out", c_uint64), ("bytes_need", c_uint64),
-                ("bytes_have", c_uint64)]
+                ("bytes_have", c_uint64), ("bytes_copy", c_uint64)]
 
 
 class ReshardOptions(Structure):

@@ -330,7 +330,8 @@ class Store:
                     hs = L.PlanHostStats()
                     call("ptc_plan_host_stats_get", p.ptr, h, byref(hs))
                     per.append({"host": h, "bytes_in": hs.bytes_in, "bytes_out": hs.bytes_out,
-                                "bytes_need": hs.bytes_need, "bytes_have": hs.bytes_have})
+                                "bytes_need": hs.bytes_need, "bytes_have": hs.bytes_have,
+                                "bytes_copy": hs.bytes_copy})
                 d["per_host"] = per
                 return d
             finally:
