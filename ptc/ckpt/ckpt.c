@@ -17,7 +17,7 @@
 
 #include <jansson.h>
 
-#include "ptc/ckpt.h"
+#include "ptc/ckpt/ckpt_internal.h"
 #include "ptc/store/store_ranks.h"
 #include "base/pool_internal.h"
 #include "base/util_internal.h"
@@ -486,13 +486,6 @@ static int check_ranks(const ptc_layout *l, const int *ranks, size_t nranks)
     return PTC_OK;
 }
 
-static int64_t shard_volume(const ptc_shard *sh)
-{
-    int64_t v = 1;
-    for (int d = 0; d < sh->ndim; d++)
-        v *= sh->shape[d];
-    return v;
-}
 
 static int format_config(const ptc_layout *l, char *buf, size_t cap)
 {
@@ -711,7 +704,7 @@ typedef struct wr_rank {
 
 static uint64_t shard_bytes(const wr_ctx *c, size_t t, const ptc_shard *sh)
 {
-    return (uint64_t)shard_volume(sh) * ptc_dtype_size(ptc_layout_tensor(c->l, t)->dtype);
+    return (uint64_t)ptc_ckpt_shard_volume(sh) * ptc_dtype_size(ptc_layout_tensor(c->l, t)->dtype);
 }
 
 /* ptc_rank_source.find: the parent's stored shard with the same place and
@@ -876,11 +869,9 @@ static int ld_run_copy(void *arg, size_t i)
 
 static void shape_text(char *buf, size_t cap, ptc_dtype dt, int ndim, const int64_t *shape)
 {
-    size_t at = (size_t)snprintf(buf, cap, "%s [", ptc_dtype_name(dt));
-    for (int d = 0; d < ndim && at < cap; d++)
-        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    size_t at = (size_t)snprintf(buf, cap, "%s ", ptc_dtype_name(dt));
     if (at < cap)
-        snprintf(buf + at, cap - at, "]");
+        ptc_ckpt_shape_text(buf + at, cap - at, ndim, shape);
 }
 
 /* Map the layout's tensors to the version's; refuse what does not match. */
@@ -954,7 +945,7 @@ static int ld_plan(ld_ctx *c, const ptc_layout *l, const uint32_t *map, const in
                 ptc_shard sh;
                 if ((rc = ptc_layout_shard(l, t, ranks[i], &sh)) < 0)
                     break;
-                int64_t vol = shard_volume(&sh);
+                int64_t vol = ptc_ckpt_shard_volume(&sh);
                 if (!sh.present || vol == 0)
                     continue;
                 uint8_t *dst = bufs[i * nt + t];
