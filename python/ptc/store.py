@@ -223,12 +223,12 @@ class Store:
         opts.codec, opts.level = L.parse_compress(compress)
         step_b = enc(str(step)) if step is not None else None
         opts.step = step_b
-        cb = L.progress_callback(progress)
-        opts.progress = cb
         arr = (c_char_p * len(paths))(*paths)
         version = c_uint64()
-        call("ptc_import", self._ptr(), arr, len(paths), byref(cfg), rl.ptr, byref(opts),
-             byref(version))
+        with L.Progress(progress) as cb:
+            opts.progress = cb.c
+            call("ptc_import", self._ptr(), arr, len(paths), byref(cfg), rl.ptr, byref(opts),
+                 byref(version))
         return version.value
 
     def export(self, out, version=None, config=None, rank=None, dtype=None, progress=None):
@@ -243,14 +243,13 @@ class Store:
         files written.
         """
         dt = _convert_dtype(dtype, "dtype")
-        cb = L.progress_callback(progress)
         out = os.fspath(out)
-        with self.reader(version) as r:
+        with self.reader(version) as r, L.Progress(progress) as cb:
             if config is None and rank is None:
                 f = L.Handle("ptc_vfile_destroy")
                 call("ptc_vfile_whole", byref(f.ptr), r.ptr, dt)
                 try:
-                    call("ptc_vfile_write", f.ptr, enc(out), cb, None)
+                    call("ptc_vfile_write", f.ptr, enc(out), cb.c, None)
                 finally:
                     f.close()
                 return [out]
@@ -274,7 +273,7 @@ class Store:
                     f = L.Handle("ptc_vfile_destroy")
                     call("ptc_vfile_rank", byref(f.ptr), r.ptr, lay.ptr, k, dt)
                     try:
-                        call("ptc_vfile_write", f.ptr, enc(p), cb, None)
+                        call("ptc_vfile_write", f.ptr, enc(p), cb.c, None)
                     finally:
                         f.close()
                 return paths
@@ -371,9 +370,9 @@ class Store:
         latest = self.latest()
         if latest == 0:
             raise _errors.NotFoundError("store %s holds no version" % self.path)
-        cb = L.progress_callback(progress)
         v = L.STORE_ALL_VERSIONS if all else int(version or 0)
-        call("ptc_store_verify", self._ptr(), v, cb, None)
+        with L.Progress(progress) as cb:
+            call("ptc_store_verify", self._ptr(), v, cb.c, None)
         return 0 if all else int(version or latest)
 
     def gc(self):
@@ -417,12 +416,12 @@ class Store:
         o = L.DatasetIngestOptions()
         o.codec, o.level = L.parse_compress(compress)
         o.replace = bool(replace)
-        cb = L.progress_callback(progress)
-        o.progress = cb
         arr = (c_char_p * len(ins))(*ins)
         n = c_uint64()
-        call("ptc_dataset_ingest", self._ptr(), enc(name), enc(format), arr, len(ins),
-             byref(o), byref(n))
+        with L.Progress(progress) as cb:
+            o.progress = cb.c
+            call("ptc_dataset_ingest", self._ptr(), enc(name), enc(format), arr, len(ins),
+                 byref(o), byref(n))
         return self.dataset(name)
 
     def audit(self, name, seed, epoch, policy=None, batch=None, dp=None, start=0):

@@ -73,8 +73,8 @@ class _StoreSource:
         if size:
             call("ptc_view_pread", self.view, enc(path), 0, buf.ctypes.data, size, byref(got))
             if got.value != size:
-                raise _errors.IOError("short read of %s: %d of %d bytes"
-                                      % (path, got.value, size))
+                raise _errors.PtcIOError("short read of %s: %d of %d bytes"
+                                         % (path, got.value, size))
         return buf
 
     def open_empty(self, path):
@@ -110,7 +110,8 @@ class _MountSource:
             while done < size:
                 n = os.preadv(fd, [mv[done:]], done)
                 if n <= 0:
-                    raise _errors.IOError("short read of %s: %d of %d bytes" % (full, done, size))
+                    raise _errors.PtcIOError("short read of %s: %d of %d bytes"
+                                             % (full, done, size))
                 done += n
         finally:
             os.close(fd)
