@@ -22,6 +22,7 @@ newer library; calling one that is absent raises UnsupportedError.
 import ctypes
 import os
 import threading
+from typing import Any, Dict, Mapping, Optional, Union
 from ctypes import (POINTER, Structure, c_bool, c_char, c_char_p, c_double, c_int, c_int64,
                     c_long, c_size_t, c_uint, c_uint32, c_uint64, c_void_p)
 
@@ -458,7 +459,7 @@ def lib():
                           % ", ".join(tried))
 
 
-def library_path():
+def library_path() -> str:
     """Path of the loaded libptc."""
     lib()
     return _path
@@ -576,7 +577,7 @@ class Handle:
             pass
 
 
-def hf_params(config_json):
+def hf_params(config_json: Union[str, "os.PathLike[str]"]) -> Dict[str, int]:
     """The rules parameters of a Hugging Face config.json (ptc_rules_params_read):
     a dict name -> int (booleans as 0/1, num_key_value_heads and head_dim derived
     when the file leaves them out)."""
@@ -595,7 +596,7 @@ class Rules:
     (a dict name -> int, e.g. hf_params("config.json")) gives the values of `$NAME`
     in the rules (docs/rules.md, "Parameters")."""
 
-    def __init__(self, spec, params=None):
+    def __init__(self, spec: Any, params: Optional[Mapping[str, int]] = None) -> None:
         self._h = Handle("ptc_rules_destroy")
         if isinstance(spec, Rules):
             spec = spec.text
@@ -614,19 +615,19 @@ class Rules:
                  len(params))
 
     @property
-    def ptr(self):
+    def ptr(self) -> Any:
         return self._h.ptr
 
     @property
-    def text(self):
+    def text(self) -> str:
         """The canonical rules text (presets expanded)."""
         return dec(lib().ptc_rules_text(self._h.ptr))
 
-    def close(self):
+    def close(self) -> None:
         self._h.close()
 
 
-def as_rules(spec):
+def as_rules(spec: Any) -> "Rules":
     return spec if isinstance(spec, Rules) else Rules(spec)
 
 
