@@ -411,6 +411,10 @@ PTC_API int ptc_ckpt_collect_over(const ptc_transport *t, const int *ranks, size
  * holds elements of must be given — then run ptc_ckpt_save_over() with the
  * buffers. The check and process 0's begin end in one agreement.
  *
+ * A fault in this process's description is agreed as "checkpoint save
+ * failed on process P: ..." (ptc_ckpt_collect_over names the step "checkpoint
+ * collect").
+ *
  * @param rc   this process's outcome before the call: PTC_OK, or a PTC_E_*
  *             code with its message set (ptc_error_set): then every process
  *             returns "checkpoint save failed on process P: its message",

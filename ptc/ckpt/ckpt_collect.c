@@ -66,11 +66,40 @@ static int check_local(const int *ranks, size_t nranks, const ptc_ckpt_local *lo
     PTC_TRY(check_shape(x->name, "the local shape", x->ndim, x->shape));
     if (x->has_global)
         PTC_TRY(check_shape(x->name, "the global shape", x->global_ndim, x->global_shape));
-    for (size_t j = 0; j < i; j++)
-        if (locals[j].rank == x->rank && !strcmp(locals[j].name, x->name))
-            return ptc_error_set(PTC_E_INVAL, "tensor '%s' is given twice for rank %d",
-                                 x->name, x->rank);
     return PTC_OK;
+}
+
+static int cmp_local(const void *a, const void *b)
+{
+    const ptc_ckpt_local *x = *(const ptc_ckpt_local *const *)a;
+    const ptc_ckpt_local *y = *(const ptc_ckpt_local *const *)b;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x > y) - (x < y);
+}
+
+/* Every local tensor well formed and of one of @p ranks, none twice. */
+static int check_locals(const int *ranks, size_t nranks, const ptc_ckpt_local *locals,
+                        size_t n)
+{
+    if (n && !locals)
+        return ptc_error_set(PTC_E_INVAL, "local tensors is NULL with %zu of them", n);
+    for (size_t i = 0; i < n; i++)
+        PTC_TRY(check_local(ranks, nranks, locals, i));
+    const ptc_ckpt_local **by = ptc_malloc(sizeof *by * (n + 1));
+    if (!by)
+        return ptc_error_set(PTC_E_NOMEM, "checkpoint: no memory for %zu local tensors", n);
+    for (size_t i = 0; i < n; i++)
+        by[i] = &locals[i];
+    qsort(by, n, sizeof *by, cmp_local);
+    int rc = PTC_OK;
+    for (size_t i = 1; rc == PTC_OK && i < n; i++)
+        if (by[i]->rank == by[i - 1]->rank && !strcmp(by[i]->name, by[i - 1]->name))
+            rc = ptc_error_set(PTC_E_INVAL, "tensor '%s' is given twice for rank %d",
+                               by[i]->name, by[i]->rank);
+    ptc_free(by);
+    return rc;
 }
 
 static int check_ranks(const int *ranks, size_t nranks)
@@ -102,11 +131,8 @@ int ptc_ckpt_desc_encode(ptc_buf *b, const int *ranks, size_t nranks,
         return ptc_error_set(PTC_E_INVAL, "checkpoint: no configuration or rules");
     if (nranks > UINT32_MAX || n > UINT32_MAX)
         return ptc_error_set(PTC_E_RANGE, "checkpoint: %zu ranks, %zu local tensors", nranks, n);
-    if (n && !locals)
-        return ptc_error_set(PTC_E_INVAL, "local tensors is NULL with %zu of them", n);
     PTC_TRY(check_ranks(ranks, nranks));
-    for (size_t i = 0; i < n; i++)
-        PTC_TRY(check_local(ranks, nranks, locals, i));
+    PTC_TRY(check_locals(ranks, nranks, locals, n));
     char text[PTC_CONFIG_MAX_STAGES * 11 + 64];
     PTC_TRY(ptc_config_format(cfg, PTC_CONFIG_STYLE_KEYS, text, sizeof text));
     const char *rt = ptc_rules_text(rules);
@@ -617,10 +643,7 @@ int ptc_ckpt_bind(const ptc_layout *l, const int *ranks, size_t nranks,
 {
     *bufs = NULL;
     PTC_TRY(check_ranks(ranks, nranks));
-    if (n && !locals)
-        return ptc_error_set(PTC_E_INVAL, "local tensors is NULL with %zu of them", n);
-    for (size_t i = 0; i < n; i++)
-        PTC_TRY(check_local(ranks, nranks, locals, i));
+    PTC_TRY(check_locals(ranks, nranks, locals, n));
     int world = ptc_config_world(ptc_layout_config(l));
     for (size_t i = 0; i < nranks; i++)
         if (ranks[i] >= world)

@@ -25,12 +25,15 @@ on rank 1").
 import ctypes
 import os
 from ctypes import byref, c_int, c_uint64, c_void_p
-from typing import (Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union)
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _arrays, _errors
 from . import _lib as L
 from ._lib import call, dec
 from ._transport import Transport, set_error
+
+if TYPE_CHECKING:
+    from .store import Store
 
 CKPT_FUNCTIONS = L.CKPT_FUNCTIONS
 
@@ -38,7 +41,7 @@ CKPT_FUNCTIONS = L.CKPT_FUNCTIONS
 RECORD_FIELDS = {"schedule": str, "seed": "u64", "epoch": "u63", "sample": "u63",
                  "global_batch": "u63", "dataset": str, "loss": float, "rng": bytes}
 
-StoreLike = Union["os.PathLike[str]", str, Any]   # a path or a ptc.Store
+StoreLike = Union[str, "os.PathLike[str]", "Store"]   # a store's path or an open one
 State = Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]
 Ranks = Union[int, Sequence[int]]
 
