@@ -17,25 +17,6 @@
 /* The global shape is unknown (on the wire: a dimension count of all ones). */
 #define DESC_NO_GLOBAL UINT32_MAX
 
-void ptc_ckpt_shape_text(char *buf, size_t cap, int ndim, const int64_t *shape)
-{
-    size_t at = (size_t)snprintf(buf, cap, "[");
-    for (int d = 0; d < ndim && at < cap; d++)
-        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", d ? ", " : "", (long long)shape[d]);
-    if (at < cap)
-        snprintf(buf + at, cap - at, "]");
-}
-
-int64_t ptc_ckpt_shard_volume(const ptc_shard *sh)
-{
-    if (!sh->present)
-        return 0;
-    int64_t v = 1;
-    for (int d = 0; d < sh->ndim; d++)
-        v *= sh->shape[d];
-    return v;
-}
-
 /* ---- this process's description ------------------------------------------------------- */
 
 static int check_shape(const char *name, const char *what, int ndim, const int64_t *shape)
@@ -457,6 +438,11 @@ int ptc_ckpt_desc_layout(const ptc_ckpt_desc *d, size_t n, const ptc_config *cfg
 }
 
 /* ---- collectively -------------------------------------------------------------------------- */
+
+int ptc_ckpt_lost(int rc, const char *what, const char *step)
+{
+    return ptc_error_set(rc, "%s: %s: %s", what, step, ptc_last_error());
+}
 
 /* Every process's description, decoded. */
 static int decode_all(const ptc_transport *t, const uint8_t *all, const size_t *lens,

@@ -37,12 +37,6 @@ static int bcast_u64(const ptc_transport *t, uint64_t *v, size_t n)
     return PTC_OK;
 }
 
-/* A failure of the transport itself: the group cannot agree any more. */
-int ptc_ckpt_lost(int rc, const char *what, const char *step)
-{
-    return ptc_error_set(rc, "%s: %s: %s", what, step, ptc_last_error());
-}
-
 /* The save, with this process's outcome so far (@p rc) in its first
  * agreement. */
 static int save_run(const ptc_transport *t, ptc_store *s, const ptc_layout *l,

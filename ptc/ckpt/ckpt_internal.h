@@ -61,13 +61,19 @@ int ptc_ckpt_bind(const ptc_layout *l, const int *ranks, size_t nranks,
                   const ptc_ckpt_local *locals, size_t n, const char *where, bool raw,
                   void ***bufs);
 
+/* ---- the record (ckpt_record.c) -------------------------------------------------------- */
+
+/* The record of an open version into *rec; a version without one: PTC_E_NOTFOUND
+ * where @p required, else a zeroed record with format 0. */
+int ptc_ckpt_reader_record(const ptc_store_reader *rd, ptc_ckpt_record *rec, bool required);
+
 /* ---- shared pieces ------------------------------------------------------------------------ */
 
-/* "[a, b, c]" (Python's list notation, which the messages use). */
+/* "[a, b, c]" (Python's list notation, which the messages use; ckpt.c). */
 void ptc_ckpt_shape_text(char *buf, size_t cap, int ndim, const int64_t *shape);
 /* Elements of a shard (1 for a 0-d one; 0 where not present). */
 int64_t ptc_ckpt_shard_volume(const ptc_shard *sh);
-/* A failure of the transport itself: "WHAT: STEP: its message". */
+/* A failure of the transport itself: "WHAT: STEP: its message" (ckpt_collect.c). */
 int ptc_ckpt_lost(int rc, const char *what, const char *step);
 /* The collection of ptc_ckpt_collect_over, whose failures of one process
  * are agreed as "WHAT failed on process P: ..."; @p rc: this process's
