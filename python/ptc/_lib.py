@@ -22,6 +22,7 @@ newer library; calling one that is absent raises UnsupportedError.
 import ctypes
 import os
 import threading
+from typing import Any, Dict, Mapping, Optional, Union
 from ctypes import (POINTER, Structure, c_bool, c_char, c_char_p, c_double, c_int, c_int64,
                     c_long, c_size_t, c_uint, c_uint32, c_uint64, c_void_p)
 
@@ -200,6 +201,26 @@ class CkptOptions(Structure):
                 ("no_reuse", c_bool), ("ignore_extra", c_bool), ("threads", c_int)]
 
 
+# transport.h: the callbacks of a ptc_transport
+ALLGATHER_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t, c_void_p)
+GATHER_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t, c_void_p, c_int)
+BROADCAST_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t, c_int)
+BARRIER_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
+
+
+class Transport(Structure):
+    _fields_ = [("rank", c_int), ("size", c_int), ("allgather", ALLGATHER_FN),
+                ("gather", GATHER_FN), ("broadcast", BROADCAST_FN), ("barrier", BARRIER_FN),
+                ("user", c_void_p)]
+
+
+class CkptLocal(Structure):
+    _fields_ = [("name", c_char_p), ("rank", c_int), ("dtype", c_int), ("ndim", c_int),
+                ("shape", c_int64 * MAX_DIMS), ("has_global", c_bool), ("global_ndim", c_int),
+                ("global_shape", c_int64 * MAX_DIMS), ("has_box", c_bool), ("box", Box),
+                ("data", c_void_p)]
+
+
 # Every struct the ABI test checks against the C headers: Python name -> C type name.
 STRUCTS = {
     "Box": "ptc_box", "Piece": "ptc_piece", "Config": "ptc_config",
@@ -215,7 +236,8 @@ STRUCTS = {
     "DatasetBatchPolicy": "ptc_dataset_batch_policy",
     "ViewStat": "ptc_view_stat", "ViewStoreOptions": "ptc_view_store_options",
     "CkptKv": "ptc_ckpt_kv", "CkptRecord": "ptc_ckpt_record",
-    "CkptOptions": "ptc_ckpt_options",
+    "CkptOptions": "ptc_ckpt_options", "Transport": "ptc_transport",
+    "CkptLocal": "ptc_ckpt_local",
 }
 
 # ---- the function table ---------------------------------------------------------------
@@ -230,6 +252,8 @@ FUNCTIONS = {
     "ptc_strerror": (c_char_p, [c_int]),
     "ptc_last_error": (c_char_p, []),
     "ptc_error_clear": (None, []),
+    # variadic in C; bound with the format alone (callers escape '%')
+    "ptc_error_set": (c_int, [c_int, c_char_p]),
     "ptc_version": (c_char_p, []),
     "ptc_fault_alloc_at": (None, [c_long]),
     "ptc_fault_write_at": (None, [c_long, c_int]),
@@ -335,34 +359,32 @@ FUNCTIONS = {
     "ptc_view_store_destroy": (None, [P]),
     "ptc_view_stat_path": (c_int, [P, c_char_p, POINTER(ViewStat)]),
     "ptc_view_pread": (c_int, [P, c_char_p, c_uint64, c_void_p, c_size_t, POINTER(c_size_t)]),
-    # ckpt.h: the non-collective steps (ptc.save / ptc.load run the collective
-    # parts over torch.distributed; ptc_ckpt_save / ptc_ckpt_load take an
-    # MPI_Comm and are not bound)
+    # transport.h and ckpt.h: ptc.save / ptc.load hand libptc a transport over
+    # torch.distributed (ptc._transport) and the described local tensors; the
+    # protocol is libptc's (ptc_ckpt_save_locals_over / _load_locals_over)
+    "ptc_transport_self": (None, [POINTER(Transport)]),
     "ptc_ckpt_options_init": (None, [POINTER(CkptOptions)]),
     "ptc_ckpt_record_free": (None, [POINTER(CkptRecord)]),
     "ptc_ckpt_record_to_json": (c_int, [POINTER(CkptRecord), POINTER(c_void_p)]),
     "ptc_ckpt_record_from_json": (c_int, [c_char_p, c_size_t, POINTER(CkptRecord)]),
     "ptc_ckpt_read_record": (c_int, [P, c_uint64, POINTER(CkptRecord)]),
-    "ptc_ckpt_local_bytes": (c_int, [P, c_size_t, c_int, POINTER(c_size_t)]),
-    "ptc_ckpt_begin": (c_int, [PP, P, P, P, POINTER(CkptOptions)]),
-    "ptc_ckpt_txn_version": (c_uint64, [P]),
-    "ptc_ckpt_txn_parent": (c_uint64, [P]),
-    "ptc_ckpt_write_local": (c_int, [P, c_uint64, c_uint64, P, POINTER(c_int), c_size_t,
-                                     POINTER(c_void_p), POINTER(CkptOptions), POINTER(c_void_p),
-                                     POINTER(c_size_t)]),
-    "ptc_ckpt_commit": (c_int, [P, POINTER(c_void_p), POINTER(c_size_t), c_size_t,
-                                POINTER(CkptRecord), u64p]),
-    "ptc_ckpt_abort": (None, [P]),
-    "ptc_ckpt_load_local": (c_int, [P, c_uint64, P, POINTER(c_int), c_size_t,
-                                    POINTER(c_void_p), POINTER(CkptOptions),
-                                    POINTER(CkptRecord), u64p]),
+    "ptc_ckpt_collect_over": (c_int, [POINTER(Transport), POINTER(c_int), c_size_t,
+                                      POINTER(CkptLocal), c_size_t, POINTER(Config), P, PP]),
+    "ptc_ckpt_save_locals_over": (c_int, [POINTER(Transport), c_int, P, POINTER(c_int),
+                                          c_size_t, POINTER(CkptLocal), c_size_t,
+                                          POINTER(Config), P, POINTER(CkptRecord),
+                                          POINTER(CkptOptions), u64p]),
+    "ptc_ckpt_load_locals_over": (c_int, [POINTER(Transport), c_int, P, c_uint64,
+                                          POINTER(c_int), c_size_t, POINTER(CkptLocal),
+                                          c_size_t, POINTER(Config), POINTER(CkptOptions),
+                                          POINTER(CkptRecord), u64p]),
 }
 
 # Functions a library may lack; calling one that is absent raises UnsupportedError.
-# The training-state checkpoint API (ckpt.h) is newer than the rest: a library
-# built before it still loads, and ptc.save / ptc.load then raise
-# UnsupportedError.
-CKPT_FUNCTIONS = tuple(n for n in FUNCTIONS if n.startswith("ptc_ckpt_"))
+# The training-state checkpoint API (ckpt.h, over transport.h) is newer than
+# the rest: a library built before it still loads, and ptc.save / ptc.load
+# then raise UnsupportedError.
+CKPT_FUNCTIONS = tuple(n for n in FUNCTIONS if n.startswith(("ptc_ckpt_", "ptc_transport_")))
 _OPTIONAL = set(CKPT_FUNCTIONS)
 
 _lock = threading.Lock()
@@ -438,7 +460,7 @@ def lib():
                           % ", ".join(tried))
 
 
-def library_path():
+def library_path() -> str:
     """Path of the loaded libptc."""
     lib()
     return _path
@@ -556,7 +578,7 @@ class Handle:
             pass
 
 
-def hf_params(config_json):
+def hf_params(config_json: Union[str, "os.PathLike[str]"]) -> Dict[str, int]:
     """The rules parameters of a Hugging Face config.json (ptc_rules_params_read):
     a dict name -> int (booleans as 0/1, num_key_value_heads and head_dim derived
     when the file leaves them out)."""
@@ -575,7 +597,7 @@ class Rules:
     (a dict name -> int, e.g. hf_params("config.json")) gives the values of `$NAME`
     in the rules (docs/rules.md, "Parameters")."""
 
-    def __init__(self, spec, params=None):
+    def __init__(self, spec: Any, params: Optional[Mapping[str, int]] = None) -> None:
         self._h = Handle("ptc_rules_destroy")
         if isinstance(spec, Rules):
             spec = spec.text
@@ -594,30 +616,49 @@ class Rules:
                  len(params))
 
     @property
-    def ptr(self):
+    def ptr(self) -> Any:
         return self._h.ptr
 
     @property
-    def text(self):
+    def text(self) -> str:
         """The canonical rules text (presets expanded)."""
         return dec(lib().ptc_rules_text(self._h.ptr))
 
-    def close(self):
+    def close(self) -> None:
         self._h.close()
 
 
-def as_rules(spec):
+def as_rules(spec: Any) -> "Rules":
     return spec if isinstance(spec, Rules) else Rules(spec)
 
 
-def progress_callback(fn):
-    """A C progress callback calling fn(what, done, total), or a NULL one."""
-    if fn is None:
-        return PROGRESS_FN()
+class Progress:
+    """A C progress callback calling fn(what, done, total) (a NULL one for
+    fn None), used as a context manager around the libptc call.
 
-    def cb(what, done, total, user):
+    libptc's progress callbacks cannot stop the work (ptc_progress_fn returns
+    nothing), so an exception that fn raises is kept, fn is not called again,
+    and the exception is raised when the call returns (from ``__exit__``,
+    chained to the call's own error if it failed too)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.exc = None
+        self.c = PROGRESS_FN(self._cb) if fn is not None else PROGRESS_FN()
+
+    def _cb(self, what, done, total, user):
+        if self.exc is not None:
+            return
         try:
-            fn(dec(what), done, total)
-        except Exception:
-            pass
-    return PROGRESS_FN(cb)
+            self.fn(dec(what), done, total)
+        except BaseException as e:  # noqa: B036 -- raised again by __exit__
+            self.exc = e
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        e, self.exc = self.exc, None
+        if e is not None:
+            raise e
+        return False
