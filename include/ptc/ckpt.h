@@ -110,6 +110,62 @@ typedef struct ptc_ckpt_record {
     size_t nextra;           /**< number of @ref extra (<= PTC_CKPT_EXTRA_MAX) */
 } ptc_ckpt_record;
 
+/** Default bytes of one pull or push of a streamed tensor (ptc_ckpt_stream). */
+#define PTC_CKPT_STREAM_CHUNK ((size_t)8 << 20)
+
+/**
+ * Local tensors whose bytes are not in host memory (device memory): a save
+ * pulls a streamed tensor's bytes chunk by chunk and a load pushes them, so
+ * that the caller copies each chunk between its memory and a host buffer of
+ * its own (the Python package: a bounded ring of pinned buffers, CUDA
+ * copies on a side stream). libptc never touches the device.
+ *
+ * A streamed tensor is a ptc_ckpt_local with @c streamed set: its @c data is
+ * a token handed back to the callbacks, never dereferenced. A range is
+ * [off, off + n) in bytes of the tensor's row-major local buffer; @p off is
+ * a multiple of the chunk and @p n the chunk (less at the tensor's end).
+ *
+ * Saving, for each owned shard of a streamed tensor: pull(0), release(0),
+ * pull(chunk), release(chunk), ... in order. Where the parent version holds
+ * a shard of the same place, the block checksums of the pulled bytes are
+ * compared with it and nothing is written while they are equal: equal to the
+ * end, the shard references the parent's bytes; at the first difference the
+ * shard is written from its start, pulling the equal ranges again. So a
+ * range may be pulled more than once, and the order of plan() is the usual
+ * order, not a promise.
+ *
+ * Loading, for each window of a streamed destination: acquire() a host
+ * buffer of the range, the library reads and verifies the stored blocks into
+ * it, then push() (the bytes are the caller's to copy into the tensor) — or
+ * release() when the load fails before the window is filled.
+ *
+ * @note Thread safety: the library calls the callbacks from several of its
+ * threads at once (different ranges): they must be thread-safe. A callback
+ * returns PTC_OK or a PTC_E_* code with its message set (ptc_error_set),
+ * which fails the save or load on every process.
+ */
+typedef struct ptc_ckpt_stream {
+    /** Bytes per range (0: PTC_CKPT_STREAM_CHUNK); a save rounds it up to
+     * a multiple of the store's block size (1 MiB). */
+    size_t chunk;
+    /** Optional, save: called once per process before the first pull, with
+     * the streamed tensors in the order their shards will be written (their
+     * @p n tokens and byte counts), so that the caller can copy ahead. */
+    int (*plan)(void *user, void *const *tokens, const uint64_t *bytes, size_t n);
+    /** save: bytes [off, off + n) of the tensor at *data (host memory),
+     * valid until the matching release. */
+    int (*pull)(void *user, void *token, uint64_t off, size_t n, const void **data);
+    /** save and load: the library is done with the range's host buffer. */
+    void (*release)(void *user, void *token, uint64_t off, size_t n);
+    /** load: a host buffer of @p n bytes for the range into *buf. */
+    int (*acquire)(void *user, void *token, uint64_t off, size_t n, void **buf);
+    /** load: the buffer of the range holds its bytes, read and verified;
+     * it is the caller's again, whatever push returns (copy it into the
+     * tensor). */
+    int (*push)(void *user, void *token, uint64_t off, size_t n);
+    void *user; /**< passed to the callbacks */
+} ptc_ckpt_stream;
+
 /** Options of saving and loading. Initialise with ptc_ckpt_options_init(). */
 typedef struct ptc_ckpt_options {
     /** save: version the new one derives from and whose unchanged shards it
@@ -129,10 +185,21 @@ typedef struct ptc_ckpt_options {
      * and for a load at least 8, as its threads mostly wait on reads; with
      * several processes per host give each its share). */
     int threads;
+    /** save and load of described tensors: the callbacks of the streamed
+     * ones (ptc_ckpt_local.streamed); NULL: none may be streamed. Read
+     * during the call only. */
+    const ptc_ckpt_stream *stream;
+    /** ptc_ckpt_save_async: run the collective steps on the calling thread
+     * (the begin inside ptc_ckpt_save_async, the commit inside
+     * ptc_ckpt_async_wait) and only the writes in the background, for a
+     * transport that must not be used from another thread (MPI below
+     * MPI_THREAD_MULTIPLE). Default false: all of it in the background. */
+    bool collectives_in_caller;
 } ptc_ckpt_options;
 
 /** Defaults: parent PTC_CKPT_PARENT_LATEST, no compression, reuse on,
- * extra tensors refused, threads 0. */
+ * extra tensors refused, threads 0, no stream, collectives in the
+ * background. */
 PTC_API void ptc_ckpt_options_init(ptc_ckpt_options *o);
 
 /* ---- records -------------------------------------------------------------- */
@@ -363,7 +430,10 @@ typedef struct ptc_ckpt_local {
                                checked against the layout's piece */
     ptc_box box;          /**< the global box the buffer holds (has_box) */
     void *data;           /**< the local tensor, row-major: read by a save,
-                               filled by a load; NULL if it has no elements */
+                               filled by a load; NULL if it has no elements;
+                               where @ref streamed: the tensor's token */
+    bool streamed;        /**< the bytes are not host memory: they go through
+                               ptc_ckpt_options.stream (ptc_ckpt_stream) */
 } ptc_ckpt_local;
 
 /**
@@ -451,6 +521,103 @@ PTC_API int ptc_ckpt_load_locals_over(const ptc_transport *t, int rc, ptc_store 
                                       const ptc_ckpt_local *locals, size_t n,
                                       const ptc_config *cfg, const ptc_ckpt_options *opts,
                                       ptc_ckpt_record *rec, uint64_t *loaded);
+
+/* ---- asynchronous saves ------------------------------------------------------------ */
+
+/**
+ * A reusable snapshot area (opaque): host memory that an asynchronous save
+ * copies the state into before it returns. It grows to the largest state
+ * saved through it and is reused, never shrunk, by later saves; one save at
+ * a time uses it.
+ */
+typedef struct ptc_ckpt_stage ptc_ckpt_stage;
+
+/** A save running in the background (opaque); ptc_ckpt_async_wait() ends it. */
+typedef struct ptc_ckpt_async ptc_ckpt_async;
+
+/** A new, empty snapshot area. @return PTC_OK or PTC_E_NOMEM. */
+PTC_API int ptc_ckpt_stage_create(ptc_ckpt_stage **out);
+
+/** Bytes the area holds now (its memory). */
+PTC_API size_t ptc_ckpt_stage_bytes(const ptc_ckpt_stage *st);
+
+/** Free the area (NULL: no-op). Not while a save uses it. */
+PTC_API void ptc_ckpt_stage_destroy(ptc_ckpt_stage *st);
+
+/**
+ * Save collectively in the background: the call returns once this process's
+ * state is snapshotted — its buffers copied into @p stage (in parallel over
+ * opts->threads; streamed tensors pulled through opts->stream) — and the
+ * save of ptc_ckpt_save_over() continues on a thread of its own: the
+ * buffers may change as soon as the call returns. ptc_ckpt_async_wait()
+ * gives its outcome. A crash meanwhile leaves the store as it was: no
+ * version is visible until the commit, and the next save removes the
+ * partial pack files.
+ *
+ * The collective steps run on the background thread over @p t, unless
+ * opts->collectives_in_caller: then the begin runs here and the commit in
+ * ptc_ckpt_async_wait(), and the thread only writes. Over MPI, a transport
+ * used from the background thread needs a communicator of its own
+ * (MPI_Comm_dup) and MPI_THREAD_MULTIPLE when the caller's thread makes MPI
+ * calls meanwhile; with less, set collectives_in_caller.
+ *
+ * @param out    receives the save; NULL on failure
+ * @param t,s,l,rules,ranks,nranks,rec,opts  as ptc_ckpt_save_over(); the
+ *               record and options are copied; @p t (the struct and what its
+ *               user points to), @p s, @p l and @p rules must stay alive
+ *               until ptc_ckpt_async_wait() returns
+ * @param bufs   read during the call only
+ * @param stage  the snapshot area; where the background part of an earlier
+ *               save still uses it, the call first waits for that part to
+ *               end (so a save through the same area never overlaps the
+ *               previous one, nor its use of @p t). NULL: no copy — the
+ *               buffers are the caller's own snapshot and must stay
+ *               unchanged until ptc_ckpt_async_wait() returns
+ * @return PTC_OK, and the save's outcome at ptc_ckpt_async_wait(): a
+ *   failure of this process's snapshot (PTC_E_NOMEM, PTC_E_INVAL, a stream
+ *   callback's) is this process's part of the protocol's first agreement,
+ *   so that every process fails alike. PTC_E_INVAL (no transport or
+ *   layout) or PTC_E_NOMEM (no handle) at once; with
+ *   collectives_in_caller, the errors of the begin as ptc_ckpt_save_over()
+ *   gives them, on every process. Nothing runs in the background then.
+ */
+PTC_API int ptc_ckpt_save_async(ptc_ckpt_async **out, const ptc_transport *t, ptc_store *s,
+                                const ptc_layout *l, const ptc_rules *rules, const int *ranks,
+                                size_t nranks, const void *const *bufs,
+                                const ptc_ckpt_record *rec, const ptc_ckpt_options *opts,
+                                ptc_ckpt_stage *stage);
+
+/**
+ * ptc_ckpt_save_locals_over() in the background, as ptc_ckpt_save_async():
+ * the local tensors' bytes are copied into @p stage before the call returns
+ * (NULL: not copied, as there; streamed tensors need a stage); their
+ * descriptions, @p cfg and the record are copied; the collection of the
+ * layout runs with the rest of the protocol. @p rc, as in
+ * ptc_ckpt_save_locals_over(), is agreed there. @p rules must stay alive
+ * until the wait.
+ */
+PTC_API int ptc_ckpt_save_locals_async(ptc_ckpt_async **out, const ptc_transport *t, int rc,
+                                       ptc_store *s, const int *ranks, size_t nranks,
+                                       const ptc_ckpt_local *locals, size_t n,
+                                       const ptc_config *cfg, const ptc_rules *rules,
+                                       const ptc_ckpt_record *rec,
+                                       const ptc_ckpt_options *opts, ptc_ckpt_stage *stage);
+
+/**
+ * Whether the background part has finished (committed or failed; with
+ * collectives_in_caller: written, the commit left to the wait). Never
+ * blocks.
+ */
+PTC_API bool ptc_ckpt_async_done(const ptc_ckpt_async *a);
+
+/**
+ * Wait for the save to end and free @p a (collective when the save runs its
+ * collective steps on the caller's thread): the outcome of the whole save
+ * as ptc_ckpt_save_over() gives it, with its message set on this thread.
+ * The stage is free again on return. NULL: PTC_OK.
+ * @param version  receives the committed version (may be NULL)
+ */
+PTC_API int ptc_ckpt_async_wait(ptc_ckpt_async *a, uint64_t *version);
 
 /** ptc_ckpt_save_over() over the MPI communicator @p comm. */
 PTC_API int ptc_ckpt_save(ptc_store *s, const ptc_layout *l, const ptc_rules *rules,

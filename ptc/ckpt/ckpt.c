@@ -291,6 +291,7 @@ typedef struct wr_ctx {
     ptc_store_reader *parent; /* NULL: no reuse */
     const int *ranks;
     const void *const *bufs;
+    const ptc_ckpt_io *io;    /* streamed buffers (may be NULL) */
     size_t nt;
 } wr_ctx;
 
@@ -314,7 +315,8 @@ static int wr_find(void *user, size_t t, int r, const ptc_shard *sh, const ptc_p
     const uint8_t *buf = k->c->bufs[k->i * k->c->nt + t];
     *rd = k->c->parent;
     *from = -1;
-    if (k->c->parent && buf)
+    /* a streamed shard is compared as its bytes pass (wr_write) */
+    if (k->c->parent && buf && !ptc_ckpt_io_streamed(k->c->io, k->i, k->c->nt, t))
         *from = ptc_store_find_unchanged(k->c->parent, k->c->l, t, r, sh, pc, buf,
                                          shard_bytes(k->c, t, sh), st);
     return PTC_OK;
@@ -331,6 +333,12 @@ static int wr_write(void *user, ptc_store_writer *w, size_t t, int r, const ptc_
         return ptc_error_set(PTC_E_INVAL,
                              "checkpoint: no buffer for tensor '%.200s' on rank %d (%llu bytes)",
                              ptc_layout_tensor(k->c->l, t)->name, r, (unsigned long long)bytes);
+    if (ptc_ckpt_io_streamed(k->c->io, k->i, k->c->nt, t)) {
+        ptc_store_candidate cand;
+        bool have = ptc_store_candidate_find(&cand, k->c->parent, k->c->l, t, r, sh, pc, bytes);
+        return ptc_ckpt_stream_write(w, k->c->io->stream, (void *)buf, have ? &cand : NULL, t, r,
+                                     sh, pc, np, bytes);
+    }
     return ptc_store_shard_put(w, (uint32_t)t, (uint32_t)r, sh->ndim, sh->shape, pc, np, buf,
                                (size_t)bytes);
 }
@@ -347,6 +355,15 @@ int ptc_ckpt_write_local(ptc_store *s, uint64_t version, uint64_t parent, const 
                          const int *ranks, size_t nranks, const void *const *bufs,
                          const ptc_ckpt_options *opts, void **desc, size_t *desc_len)
 {
+    return ptc_ckpt_write_local_io(s, version, parent, l, ranks, nranks, bufs, opts, NULL, desc,
+                                   desc_len);
+}
+
+int ptc_ckpt_write_local_io(ptc_store *s, uint64_t version, uint64_t parent, const ptc_layout *l,
+                            const int *ranks, size_t nranks, const void *const *bufs,
+                            const ptc_ckpt_options *opts, const ptc_ckpt_io *io, void **desc,
+                            size_t *desc_len)
+{
     *desc = NULL;
     *desc_len = 0;
     if (!s || !l || (nranks && !bufs))
@@ -355,7 +372,7 @@ int ptc_ckpt_write_local(ptc_store *s, uint64_t version, uint64_t parent, const 
     PTC_TRY(check_ranks(l, ranks, nranks));
     char cfg[CFG_TEXT_MAX];
     PTC_TRY(format_config(l, cfg, sizeof cfg));
-    wr_ctx c = {.l = l, .ranks = ranks, .bufs = bufs, .nt = ptc_layout_count(l)};
+    wr_ctx c = {.l = l, .ranks = ranks, .bufs = bufs, .io = io, .nt = ptc_layout_count(l)};
     uint32_t *r32 = ptc_malloc(sizeof *r32 * (nranks + 1));
     if (!r32)
         return PTC_E_NOMEM;
@@ -373,7 +390,8 @@ int ptc_ckpt_write_local(ptc_store *s, uint64_t version, uint64_t parent, const 
         goto out_free;
     }
     int threads = ptc_pool_threads(o.threads, DEFAULT_THREADS_MAX);
-    if ((rc = ptc_pool_for(threads, nranks, write_rank, &c)) < 0 ||
+    if ((rc = ptc_ckpt_stream_plan(io, l, ranks, nranks, (void *const *)bufs)) < 0 ||
+        (rc = ptc_pool_for(threads, nranks, write_rank, &c)) < 0 ||
         (rc = ptc_store_writer_export(c.w, desc, desc_len)) < 0)
         goto out_free;
 out_free:
@@ -406,6 +424,8 @@ typedef struct ld_ctx {
     size_t n, cap;
     size_t ncopy_first; /* items [ncopy_first, n) are copies (second phase) */
     int64_t chunk;      /* target bytes of a read item */
+    const ptc_ckpt_io *io;
+    ptc_ckpt_windows win; /* the streamed destinations' windows */
 } ld_ctx;
 
 static int ld_push(ld_ctx *c, const ld_item *it)
@@ -457,6 +477,15 @@ static int ld_run(void *arg, size_t i)
         return PTC_OK;
     }
     return ptc_store_reader_read_box(c->rd, it->st, &it->box, it->dst, it->stride);
+}
+
+/* The first phase: the reads, then the windows of streamed destinations. */
+static int ld_run_read(void *arg, size_t i)
+{
+    ld_ctx *c = arg;
+    if (i < c->ncopy_first)
+        return ld_run(c, i);
+    return ptc_ckpt_window_run(&c->win, c->rd, c->io->stream, i - c->ncopy_first);
 }
 
 static int ld_run_copy(void *arg, size_t i)
@@ -572,8 +601,15 @@ static int ld_plan(ld_ctx *c, const ptc_layout *l, const uint32_t *map, const in
                                        ti->name, ranks[i]);
                     break;
                 }
-                size_t j = 0; /* an earlier rank of this process with the same shard */
+                /* an earlier rank of this process with the same shard in host
+                 * memory (a streamed one is read for itself) */
+                bool streamed = ptc_ckpt_io_streamed(c->io, i, nt, t);
+                size_t j = streamed ? i : 0;
                 while (j < i) {
+                    if (ptc_ckpt_io_streamed(c->io, j, nt, t)) {
+                        j++;
+                        continue;
+                    }
                     ptc_shard sj;
                     if ((rc = ptc_layout_shard(l, t, ranks[j], &sj)) < 0)
                         break;
@@ -596,6 +632,11 @@ static int ld_plan(ld_ctx *c, const ptc_layout *l, const uint32_t *map, const in
                 if ((rc = ptc_grow((void **)&pc, &cap, sh.npieces + 1, sizeof *pc)) < 0 ||
                     (rc = ptc_layout_pieces(l, t, ranks[i], pc, cap, &np)) < 0)
                     break;
+                if (streamed) {
+                    rc = ptc_ckpt_windows_add(&c->win, l, t, map[t], pc, np, dst,
+                                              ptc_ckpt_stream_chunk(c->io->stream, false));
+                    continue;
+                }
                 for (size_t k = 0; k < np && rc == PTC_OK; k++)
                     rc = ld_split(c, map[t], &pc[k], dst, es);
             }
@@ -608,6 +649,13 @@ int ptc_ckpt_load_local(ptc_store *s, uint64_t version, const ptc_layout *l, con
                         size_t nranks, void *const *bufs, const ptc_ckpt_options *opts,
                         ptc_ckpt_record *rec, uint64_t *loaded)
 {
+    return ptc_ckpt_load_local_io(s, version, l, ranks, nranks, bufs, opts, NULL, rec, loaded);
+}
+
+int ptc_ckpt_load_local_io(ptc_store *s, uint64_t version, const ptc_layout *l, const int *ranks,
+                           size_t nranks, void *const *bufs, const ptc_ckpt_options *opts,
+                           const ptc_ckpt_io *io, ptc_ckpt_record *rec, uint64_t *loaded)
+{
     if (rec)
         memset(rec, 0, sizeof *rec);
     if (!s || !l || (nranks && !bufs))
@@ -618,7 +666,7 @@ int ptc_ckpt_load_local(ptc_store *s, uint64_t version, const ptc_layout *l, con
     PTC_TRY(ptc_store_reader_open(&rd, s, version));
     int threads = o.threads > 0 ? o.threads
                                 : PTC_MAX(ptc_pool_threads(0, DEFAULT_THREADS_MAX), LOAD_THREADS_MIN);
-    ld_ctx c = {.rd = rd};
+    ld_ctx c = {.rd = rd, .io = io};
     uint32_t *map = ptc_malloc(sizeof *map * (ptc_layout_count(l) + 1));
     int rc = map ? PTC_OK : PTC_E_NOMEM;
     if (rc == PTC_OK)
@@ -629,7 +677,7 @@ int ptc_ckpt_load_local(ptc_store *s, uint64_t version, const ptc_layout *l, con
         rc = ld_plan(&c, l, map, ranks, nranks, bufs, threads);
     /* reads first; then the copies from what they filled */
     if (rc == PTC_OK)
-        rc = ptc_pool_for(threads, c.ncopy_first, ld_run, &c);
+        rc = ptc_pool_for(threads, c.ncopy_first + c.win.n, ld_run_read, &c);
     if (rc == PTC_OK)
         rc = ptc_pool_for(threads, c.n - c.ncopy_first, ld_run_copy, &c);
     if (rc == PTC_OK && loaded)
@@ -637,6 +685,7 @@ int ptc_ckpt_load_local(ptc_store *s, uint64_t version, const ptc_layout *l, con
     if (rc < 0 && rec)
         ptc_ckpt_record_free(rec);
     ptc_free(c.items);
+    ptc_ckpt_windows_free(&c.win);
     ptc_free(map);
     ptc_store_reader_close(rd);
     return rc;

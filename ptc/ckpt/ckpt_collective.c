@@ -37,20 +37,12 @@ static int bcast_u64(const ptc_transport *t, uint64_t *v, size_t n)
     return PTC_OK;
 }
 
-/* The save, with this process's outcome so far (@p rc) in its first
- * agreement. */
-static int save_run(const ptc_transport *t, ptc_store *s, const ptc_layout *l,
-                    const ptc_rules *rules, const int *ranks, size_t nranks,
-                    const void *const *bufs, const ptc_ckpt_record *rec,
-                    const ptc_ckpt_options *opts, int rc, uint64_t *version)
+int ptc_ckpt_save_begin(const ptc_transport *t, ptc_store *s, const ptc_layout *l,
+                        const ptc_rules *rules, const ptc_ckpt_record *rec,
+                        const ptc_ckpt_options *opts, int rc, ptc_ckpt_saving *sv)
 {
     static const char what[] = "checkpoint save";
-    ptc_ckpt_txn *txn = NULL;
-    void *desc = NULL, *all = NULL;
-    size_t dlen = 0, *lens = NULL;
-    const void **descs = NULL;
     uint64_t vp[2] = {0, 0};
-
     /* process 0: check the record before anyone writes, then begin */
     if (t->rank == 0 && rc == PTC_OK) {
         char *json = NULL;
@@ -58,28 +50,49 @@ static int save_run(const ptc_transport *t, ptc_store *s, const ptc_layout *l,
             rc = ptc_ckpt_record_to_json(rec, &json);
         ptc_store_free(json);
         if (rc == PTC_OK)
-            rc = ptc_ckpt_begin(&txn, s, l, rules, opts);
+            rc = ptc_ckpt_begin(&sv->txn, s, l, rules, opts);
         if (rc == PTC_OK) {
-            vp[0] = ptc_ckpt_txn_version(txn);
-            vp[1] = ptc_ckpt_txn_parent(txn);
+            vp[0] = ptc_ckpt_txn_version(sv->txn);
+            vp[1] = ptc_ckpt_txn_parent(sv->txn);
         }
     }
     if ((rc = ptc_transport_agree(t, rc, what)) < 0)
-        goto out_free;
+        goto out_abort;
     if ((rc = bcast_u64(t, vp, 2)) < 0) {
         rc = ptc_ckpt_lost(rc, what, "broadcast of the version");
-        goto out_free;
+        goto out_abort;
     }
+    sv->version = vp[0];
+    sv->parent = vp[1];
+    return PTC_OK;
+out_abort:
+    ptc_ckpt_saving_free(sv);
+    return rc;
+}
 
-    /* every process: its ranks' shards */
-    rc = ptc_ckpt_write_local(s, vp[0], vp[1], l, ranks, nranks, bufs, opts, &desc, &dlen);
+void ptc_ckpt_saving_free(ptc_ckpt_saving *sv)
+{
+    /* after a failed agreement every process is past its writes, so the
+     * version's pack files can go */
+    ptc_ckpt_abort(sv->txn);
+    ptc_store_free(sv->desc);
+    memset(sv, 0, sizeof *sv);
+}
+
+int ptc_ckpt_save_finish(const ptc_transport *t, int rc, const ptc_ckpt_record *rec,
+                         ptc_ckpt_saving *sv, uint64_t *version)
+{
+    static const char what[] = "checkpoint save";
+    void *all = NULL;
+    size_t *lens = NULL;
+    const void **descs = NULL;
     if (rc == PTC_OK && !(lens = ptc_calloc((size_t)t->size, sizeof *lens)))
         rc = PTC_E_NOMEM;
     if ((rc = ptc_transport_agree(t, rc, what)) < 0)
         goto out_free;
 
     /* the descriptors to process 0, which commits them */
-    if ((rc = ptc_transport_gatherv(t, desc, dlen, 0, &all, lens)) < 0) {
+    if ((rc = ptc_transport_gatherv(t, sv->desc, sv->dlen, 0, &all, lens)) < 0) {
         rc = ptc_ckpt_lost(rc, what, "gather of the shard descriptors");
         goto out_free;
     }
@@ -93,8 +106,8 @@ static int save_run(const ptc_transport *t, ptc_store *s, const ptc_layout *l,
                 descs[p] = (const uint8_t *)all + at;
                 at += lens[p];
             }
-            rc = ptc_ckpt_commit(txn, descs, lens, (size_t)t->size, rec, &committed);
-            txn = NULL; /* consumed either way */
+            rc = ptc_ckpt_commit(sv->txn, descs, lens, (size_t)t->size, rec, &committed);
+            sv->txn = NULL; /* consumed either way */
         }
     }
     if ((rc = ptc_transport_agree(t, rc, what)) < 0)
@@ -106,14 +119,26 @@ static int save_run(const ptc_transport *t, ptc_store *s, const ptc_layout *l,
     if (version)
         *version = committed;
 out_free:
-    /* after a failed agreement every process is past its writes, so the
-     * version's pack files can go */
-    ptc_ckpt_abort(txn);
-    ptc_store_free(desc);
+    ptc_ckpt_saving_free(sv);
     ptc_transport_free(all);
     ptc_free(lens);
     ptc_free(descs);
     return rc;
+}
+
+/* The save, with this process's outcome so far (@p rc) in its first
+ * agreement. */
+static int save_run(const ptc_transport *t, ptc_store *s, const ptc_layout *l,
+                    const ptc_rules *rules, const int *ranks, size_t nranks,
+                    const void *const *bufs, const ptc_ckpt_record *rec,
+                    const ptc_ckpt_options *opts, const ptc_ckpt_io *io, int rc,
+                    uint64_t *version)
+{
+    ptc_ckpt_saving sv = {0};
+    PTC_TRY(ptc_ckpt_save_begin(t, s, l, rules, rec, opts, rc, &sv));
+    rc = ptc_ckpt_write_local_io(s, sv.version, sv.parent, l, ranks, nranks, bufs, opts, io,
+                                 &sv.desc, &sv.dlen);
+    return ptc_ckpt_save_finish(t, rc, rec, &sv, version);
 }
 
 int ptc_ckpt_save_over(const ptc_transport *t, ptc_store *s, const ptc_layout *l,
@@ -121,7 +146,7 @@ int ptc_ckpt_save_over(const ptc_transport *t, ptc_store *s, const ptc_layout *l
                        const void *const *bufs, const ptc_ckpt_record *rec,
                        const ptc_ckpt_options *opts, uint64_t *version)
 {
-    return save_run(t, s, l, rules, ranks, nranks, bufs, rec, opts, PTC_OK, version);
+    return save_run(t, s, l, rules, ranks, nranks, bufs, rec, opts, NULL, PTC_OK, version);
 }
 
 int ptc_ckpt_save_locals_over(const ptc_transport *t, int rc, ptc_store *s, const int *ranks,
@@ -133,11 +158,17 @@ int ptc_ckpt_save_locals_over(const ptc_transport *t, int rc, ptc_store *s, cons
     static const char what[] = "checkpoint save";
     ptc_layout *l = NULL;
     void **bufs = NULL;
+    uint8_t *tab = NULL;
+    ptc_ckpt_io io = {0};
     PTC_TRY(ptc_ckpt_collect(t, what, rc, ranks, nranks, locals, n, cfg, rules, &l));
     /* a local tensor that does not fit is agreed with process 0's begin */
     rc = ptc_ckpt_bind(l, ranks, nranks, locals, n, "the layout", false, &bufs);
-    rc = save_run(t, s, l, rules, ranks, nranks, (const void *const *)bufs, rec, opts, rc,
+    if (rc == PTC_OK)
+        rc = ptc_ckpt_io_bind(&io, &tab, l, ranks, nranks, locals, n,
+                              opts ? opts->stream : NULL, true);
+    rc = save_run(t, s, l, rules, ranks, nranks, (const void *const *)bufs, rec, opts, &io, rc,
                   version);
+    ptc_free(tab);
     ptc_free(bufs);
     ptc_layout_destroy(l);
     return rc;
@@ -185,6 +216,8 @@ static int load_locals(ptc_store *s, uint64_t version, const int *ranks, size_t 
     ptc_store_reader *rd = NULL;
     ptc_layout *l = NULL;
     void **bufs = NULL;
+    uint8_t *tab = NULL;
+    ptc_ckpt_io io = {0};
     char where[48];
     snprintf(where, sizeof where, "version %llu", (unsigned long long)version);
     int rc = ptc_store_reader_open(&rd, s, version);
@@ -194,7 +227,11 @@ static int load_locals(ptc_store *s, uint64_t version, const int *ranks, size_t 
     if (rc == PTC_OK)
         rc = ptc_ckpt_bind(l, ranks, nranks, locals, n, where, true, &bufs);
     if (rc == PTC_OK)
-        rc = ptc_ckpt_load_local(s, version, l, ranks, nranks, bufs, opts, rec, loaded);
+        rc = ptc_ckpt_io_bind(&io, &tab, l, ranks, nranks, locals, n,
+                              opts ? opts->stream : NULL, false);
+    if (rc == PTC_OK)
+        rc = ptc_ckpt_load_local_io(s, version, l, ranks, nranks, bufs, opts, &io, rec, loaded);
+    ptc_free(tab);
     ptc_free(bufs);
     ptc_layout_destroy(l);
     return rc;

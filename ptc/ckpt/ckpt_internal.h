@@ -5,6 +5,7 @@
 #define PTC_CKPT_INTERNAL_H
 
 #include "ptc/ckpt.h"
+#include "ptc/store/store_ranks.h"
 #include "base/buf_internal.h"
 
 /* ---- one process's description on the wire (docs/format.md §9.1) ---------------- */
@@ -60,6 +61,109 @@ int ptc_ckpt_desc_layout(const ptc_ckpt_desc *d, size_t n, const ptc_config *cfg
 int ptc_ckpt_bind(const ptc_layout *l, const int *ranks, size_t nranks,
                   const ptc_ckpt_local *locals, size_t n, const char *where, bool raw,
                   void ***bufs);
+
+/* ---- streamed tensors (ckpt_stream.c) ------------------------------------------------- */
+
+/* The streamed buffers of a save or load: where streamed[i * ntensors + t]
+ * is set, bufs[i * ntensors + t] is a token of @p stream. */
+typedef struct ptc_ckpt_io {
+    const ptc_ckpt_stream *stream;
+    const uint8_t *streamed; /* NULL: nothing is streamed */
+} ptc_ckpt_io;
+
+/* Whether buffer (i, t) of a table of @p nt tensors is streamed. */
+static inline bool ptc_ckpt_io_streamed(const ptc_ckpt_io *io, size_t i, size_t nt, size_t t)
+{
+    return io && io->streamed && io->streamed[i * nt + t];
+}
+
+/* The bytes of one pull / push: the stream's chunk (for a save rounded up
+ * to whole store blocks). */
+size_t ptc_ckpt_stream_chunk(const ptc_ckpt_stream *s, bool save);
+
+/* The table of @p io for the described tensors bound to @p l (the layout
+ * their bufs table was made for): *tab (ptc_free) is NULL where none is
+ * streamed. PTC_E_INVAL where one is streamed and @p stream is NULL or
+ * lacks the callbacks of a save (@p save) or a load. */
+int ptc_ckpt_io_bind(ptc_ckpt_io *io, uint8_t **tab, const ptc_layout *l, const int *ranks,
+                     size_t nranks, const ptc_ckpt_local *locals, size_t n,
+                     const ptc_ckpt_stream *stream, bool save);
+
+/* Tell the stream the order of the streamed owned shards of this process
+ * (its plan callback, when it has one). */
+int ptc_ckpt_stream_plan(const ptc_ckpt_io *io, const ptc_layout *l, const int *ranks,
+                         size_t nranks, void *const *bufs);
+
+/* Save the owned shard (t, r) of streamed tensor @p tok into @p w: pulled
+ * chunk by chunk and compared with @p cand (may be NULL) block by block
+ * while equal; equal to the end: a reference to the candidate; else written
+ * (the equal prefix pulled again). */
+int ptc_ckpt_stream_write(ptc_store_writer *w, const ptc_ckpt_stream *s, void *tok,
+                          const ptc_store_candidate *cand, size_t t, int r,
+                          const ptc_shard *sh, const ptc_piece *pc, size_t np, uint64_t bytes);
+
+/* The windows of the streamed destinations of a load: each a range of one
+ * local tensor, filled by reads of the stored boxes that land in it. */
+typedef struct ptc_ckpt_part {
+    uint32_t st;                  /* the stored tensor */
+    ptc_box box;                  /* global box */
+    int64_t stride[PTC_MAX_DIMS]; /* its strides in the window */
+    uint64_t at;                  /* byte offset of box.lo in the window */
+} ptc_ckpt_part;
+
+typedef struct ptc_ckpt_window {
+    void *tok;
+    uint64_t off, n;     /* bytes of the local tensor */
+    size_t first, count; /* its parts */
+} ptc_ckpt_window;
+
+typedef struct ptc_ckpt_windows {
+    ptc_ckpt_window *w;
+    size_t n, cap;
+    ptc_ckpt_part *p;
+    size_t np, pcap;
+} ptc_ckpt_windows;
+
+/* Add the windows of rank @p r's local tensor @p t (stored as @p st) of
+ * layout @p l, whose pieces are @p pc[np], streamed as @p tok. */
+int ptc_ckpt_windows_add(ptc_ckpt_windows *ws, const ptc_layout *l, size_t t, uint32_t st,
+                         const ptc_piece *pc, size_t np, void *tok, size_t chunk);
+/* Fill window @p i: acquire, read its parts from @p rd, push (or release). */
+int ptc_ckpt_window_run(const ptc_ckpt_windows *ws, const ptc_store_reader *rd,
+                        const ptc_ckpt_stream *s, size_t i);
+void ptc_ckpt_windows_free(ptc_ckpt_windows *ws);
+
+/* ptc_ckpt_write_local / ptc_ckpt_load_local with streamed buffers (@p io
+ * may be NULL). */
+int ptc_ckpt_write_local_io(ptc_store *s, uint64_t version, uint64_t parent, const ptc_layout *l,
+                            const int *ranks, size_t nranks, const void *const *bufs,
+                            const ptc_ckpt_options *opts, const ptc_ckpt_io *io, void **desc,
+                            size_t *desc_len);
+int ptc_ckpt_load_local_io(ptc_store *s, uint64_t version, const ptc_layout *l, const int *ranks,
+                           size_t nranks, void *const *bufs, const ptc_ckpt_options *opts,
+                           const ptc_ckpt_io *io, ptc_ckpt_record *rec, uint64_t *loaded);
+
+/* ---- the save's collective steps (ckpt_collective.c), apart for async saves -------------- */
+
+/* A save between its steps. Zero-initialise. */
+typedef struct ptc_ckpt_saving {
+    ptc_ckpt_txn *txn;         /* process 0, after the begin */
+    uint64_t version, parent;  /* every process, after the begin */
+    void *desc;                /* after the write */
+    size_t dlen;
+} ptc_ckpt_saving;
+
+/* Agree on @p rc; process 0 checks @p rec and begins; all learn the version. */
+int ptc_ckpt_save_begin(const ptc_transport *t, ptc_store *s, const ptc_layout *l,
+                        const ptc_rules *rules, const ptc_ckpt_record *rec,
+                        const ptc_ckpt_options *opts, int rc, ptc_ckpt_saving *sv);
+/* Agree on this process's write (@p rc), gather the descriptors, process 0
+ * commits, all learn the outcome and version. Frees what @p sv holds
+ * (aborting the version on failure). */
+int ptc_ckpt_save_finish(const ptc_transport *t, int rc, const ptc_ckpt_record *rec,
+                         ptc_ckpt_saving *sv, uint64_t *version);
+/* Drop a save that will not finish (process 0: abort). */
+void ptc_ckpt_saving_free(ptc_ckpt_saving *sv);
 
 /* ---- the record (ckpt_record.c) -------------------------------------------------------- */
 

@@ -87,30 +87,44 @@ static bool same_bytes(const ptc_shard_rec *rec, const uint8_t *buf, uint64_t by
     return true;
 }
 
-int64_t ptc_store_find_unchanged(const ptc_store_reader *parent, const ptc_layout *l, size_t t,
-                                 int r, const ptc_shard *sh, const ptc_piece *pc,
-                                 const void *buf, uint64_t bytes, size_t *pt)
+/* Tensor @p t of @p l in @p parent under the same name, dtype and shape:
+ * its index there in *pt. */
+static bool same_tensor(const ptc_store_reader *parent, const ptc_layout *l, size_t t, size_t *pt)
 {
     const ptc_tensor_info *ti = ptc_layout_tensor(l, t);
     if (ptc_store_reader_find(parent, ti->name, strlen(ti->name), pt) != PTC_OK) {
         ptc_error_clear();
-        return -1;
+        return false;
     }
     ptc_store_tensor st;
     if (ptc_store_reader_tensor(parent, *pt, &st) != PTC_OK || st.dtype != ti->dtype ||
         st.ndim != ti->ndim)
-        return -1;
+        return false;
     for (int d = 0; d < ti->ndim; d++)
         if (st.shape[d] != ti->shape[d])
-            return -1;
+            return false;
+    return true;
+}
+
+/* Rank @p r's data record of stored tensor @p pt, or NULL. */
+static const ptc_shard_rec *rank_rec(const ptc_store_reader *parent, size_t pt, int r)
+{
     const ptc_shard_rec *rec;
-    if (ptc_store_reader_rec(parent, *pt, (uint32_t)r, true, &rec) == PTC_OK) {
-        if (same_place(rec, sh, pc) && same_bytes(rec, buf, bytes))
-            return r;
-    } else {
-        ptc_error_clear();
-        rec = NULL;
-    }
+    if (ptc_store_reader_rec(parent, pt, (uint32_t)r, true, &rec) == PTC_OK)
+        return rec;
+    ptc_error_clear();
+    return NULL;
+}
+
+int64_t ptc_store_find_unchanged(const ptc_store_reader *parent, const ptc_layout *l, size_t t,
+                                 int r, const ptc_shard *sh, const ptc_piece *pc,
+                                 const void *buf, uint64_t bytes, size_t *pt)
+{
+    if (!same_tensor(parent, l, t, pt))
+        return -1;
+    const ptc_shard_rec *rec = rank_rec(parent, *pt, r);
+    if (rec && same_place(rec, sh, pc) && same_bytes(rec, buf, bytes))
+        return r;
     const ptc_shard_rec *all;
     size_t n;
     ptc_store_reader_recs(parent, *pt, &all, &n);
@@ -118,6 +132,37 @@ int64_t ptc_store_find_unchanged(const ptc_store_reader *parent, const ptc_layou
         if (&all[i] != rec && same_place(&all[i], sh, pc) && same_bytes(&all[i], buf, bytes))
             return all[i].rank;
     return -1;
+}
+
+bool ptc_store_candidate_find(ptc_store_candidate *c, const ptc_store_reader *parent,
+                              const ptc_layout *l, size_t t, int r, const ptc_shard *sh,
+                              const ptc_piece *pc, uint64_t bytes)
+{
+    memset(c, 0, sizeof *c);
+    size_t pt;
+    if (!parent || !same_tensor(parent, l, t, &pt))
+        return false;
+    const uint64_t BS = PTC_STORE_BLOCK_SIZE;
+    const ptc_shard_rec *rec = rank_rec(parent, pt, r), *all;
+    size_t n;
+    ptc_store_reader_recs(parent, pt, &all, &n);
+    /* rank r's own first, then the others in rank order */
+    for (size_t i = 0; i <= n; i++) {
+        const ptc_shard_rec *x = i == 0 ? rec : &all[i - 1];
+        if (!x || (i > 0 && x == rec) || !same_place(x, sh, pc) || x->raw_length != bytes ||
+            x->nblocks != (bytes + BS - 1) / BS)
+            continue;
+        *c = (ptc_store_candidate){.rd = parent, .st = pt, .rank = x->rank,
+                                   .nblocks = x->nblocks, .rec = x};
+        return true;
+    }
+    return false;
+}
+
+bool ptc_store_candidate_block(const ptc_store_candidate *c, uint64_t k, uint64_t xxh3)
+{
+    const ptc_shard_rec *rec = c->rec;
+    return rec && k < rec->nblocks && rec->blocks[k].xxh3 == xxh3;
 }
 
 /* Mark the (tensor, rank) cells the descriptors hold. */

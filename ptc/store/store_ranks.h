@@ -22,7 +22,9 @@ typedef struct ptc_rank_source {
     int (*find)(void *user, size_t t, int r, const ptc_shard *sh, const ptc_piece *pc,
                 size_t np, const ptc_store_reader **rd, size_t *st, int64_t *from);
     /* Write the owned shard (t, r) into @p w: ptc_store_shard_put, or
-     * ptc_store_shard_begin / _write / _end. */
+     * ptc_store_shard_begin / _write / _end — or, where the bytes turn out
+     * to equal a stored shard as they stream by (ptc_store_candidate_*),
+     * reference it (ptc_store_shard_reuse). */
     int (*write)(void *user, ptc_store_writer *w, size_t t, int r, const ptc_shard *sh,
                  const ptc_piece *pc, size_t np);
     void *user;
@@ -51,6 +53,28 @@ int ptc_store_write_rank(ptc_store_writer *w, const ptc_layout *l, int r, size_t
 int64_t ptc_store_find_unchanged(const ptc_store_reader *parent, const ptc_layout *l, size_t t,
                                  int r, const ptc_shard *sh, const ptc_piece *pc,
                                  const void *buf, uint64_t bytes, size_t *pt);
+
+/* A stored shard that an owned shard whose bytes are not at hand (pulled
+ * chunk by chunk, e.g. from device memory) may turn out to equal: found by
+ * place, compared block by block as the bytes pass. */
+typedef struct ptc_store_candidate {
+    const ptc_store_reader *rd; /* the parent version */
+    size_t st;                  /* the tensor's index in rd */
+    uint32_t rank;              /* the stored shard's rank */
+    uint64_t nblocks;           /* its 1 MiB blocks */
+    const void *rec;            /* its record (rd's, valid while rd is open) */
+} ptc_store_candidate;
+
+/* The stored shard of @p parent (may be NULL) with the tensor (name, dtype,
+ * shape), local shape, pieces and length @p bytes of (t, r)'s shard @p sh /
+ * @p pc — rank @p r's first — into *c: true; else false (never an error). */
+bool ptc_store_candidate_find(ptc_store_candidate *c, const ptc_store_reader *parent,
+                              const ptc_layout *l, size_t t, int r, const ptc_shard *sh,
+                              const ptc_piece *pc, uint64_t bytes);
+
+/* Block @p k of the candidate has checksum @p xxh3 (XXH3-64 of its raw
+ * bytes). */
+bool ptc_store_candidate_block(const ptc_store_candidate *c, uint64_t k, uint64_t xxh3);
 
 /* Every (tensor, rank) that layout @p l places has a shard record in one of
  * the @p n descriptor buffers (ptc_store_writer_export) — PTC_OK — or

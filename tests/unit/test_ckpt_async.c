@@ -1,0 +1,306 @@
+/* Asynchronous saves (ptc_ckpt_save_async, ptc_ckpt_save_locals_async) over
+ * a transport of threads: the call returns once the state is copied into the
+ * snapshot area, the buffers are overwritten at once, and the version holds
+ * the bytes of the call (loaded back under another configuration, byte for
+ * byte); the collective steps on a background transport of their own or on
+ * the caller's (collectives_in_caller); two saves back to back through one
+ * area run one after the other and commit in order; the area grows to the
+ * state once and is reused; streamed tensors are pulled into it; a failure
+ * of one process (its outcome before the call, its snapshot) reaches every
+ * process at the wait and nothing is committed. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ptc/ckpt/ckpt_internal.h"
+#include "base/util_internal.h"
+#include "tests/unit/ckpt_test_device.h"
+#include "tests/unit/thread_transport.h"
+
+enum { A_BACKGROUND, A_CALLER, A_LOCALS, A_FAIL_RC, A_FAIL_SNAP };
+
+typedef struct async_case {
+    ptc_store *s;
+    int what;
+    group bg;             /* the background transport's group */
+    size_t stage_bytes[MAXP][2];
+    int mismatched[MAXP];
+    uint64_t versions[MAXP][2];
+    bool done_early[MAXP];
+} async_case;
+
+/* tp=2, one rank per process: this rank's local tensors of round @p gen. */
+static void locals_of(const ptc_layout *l, int r, int gen, uint8_t **buf, uint64_t *bytes)
+{
+    for (size_t t = 0; t < NT; t++)
+        buf[t] = local_of(l, t, r, gen, &bytes[t]);
+}
+
+/* Load version @p v under dp=1 on process 0 and compare with round @p gen. */
+static int check_version(proc *p, async_case *c, uint64_t v, int gen)
+{
+    ptc_layout *l = make_layout("dp=1");
+    uint8_t *want[NT], *got[NT];
+    uint64_t bytes[NT];
+    int rank = 0;
+    size_t nr = p->rank == 0 ? 1 : 0;
+    locals_of(l, 0, gen, want, bytes);
+    for (size_t t = 0; t < NT; t++)
+        got[t] = calloc((size_t)bytes[t] + 1, 1);
+    uint64_t loaded = 0;
+    int rc = ptc_ckpt_load_over(&p->t, c->s, v, l, &rank, nr, (void *const *)got, NULL, NULL,
+                                &loaded);
+    for (size_t t = 0; rc == PTC_OK && nr && t < NT; t++)
+        if (memcmp(got[t], want[t], (size_t)bytes[t]))
+            c->mismatched[p->rank]++;
+    for (size_t t = 0; t < NT; t++) {
+        free(want[t]);
+        free(got[t]);
+    }
+    ptc_layout_destroy(l);
+    return rc;
+}
+
+static int async_body(proc *p)
+{
+    async_case *c = (async_case *)p->arg;
+    int r = p->rank;
+    member bm = {&c->bg, r};
+    ptc_transport bt = th_transport(&bm);
+    bool caller = c->what == A_CALLER;
+    const ptc_transport *t = caller ? &p->t : &bt;
+    ptc_layout *l = make_layout("tp=2");
+    ptc_rules *rules;
+    ptc_config cfg;
+    assert_int_equal(ptc_rules_parse(&rules, RULES, strlen(RULES), "rules"), PTC_OK);
+    assert_int_equal(ptc_config_parse(&cfg, "tp=2"), PTC_OK);
+    ptc_ckpt_stage *stage;
+    assert_int_equal(ptc_ckpt_stage_create(&stage), PTC_OK);
+    device d;
+    dev_init(&d, 1 << 20);
+    ptc_ckpt_stream stream = dev_stream(&d);
+    ptc_ckpt_options o;
+    ptc_ckpt_options_init(&o);
+    o.collectives_in_caller = caller;
+    o.stream = &stream;
+    ptc_ckpt_record rec = {.step = 7};
+    int rc = PTC_OK;
+    for (int k = 0; k < 2 && rc == PTC_OK; k++) {
+        uint8_t *buf[NT];
+        uint64_t bytes[NT];
+        dev_tensor dt[NT];
+        ptc_ckpt_local x[NT];
+        size_t n = 0;
+        locals_of(l, r, k, buf, bytes);
+        for (size_t i = 0; i < NT; i++) {
+            ptc_shard sh;
+            assert_int_equal(ptc_layout_shard(l, i, r, &sh), PTC_OK);
+            x[n] = (ptc_ckpt_local){.name = TENSORS[i].name, .rank = r, .dtype = TENSORS[i].dt,
+                                    .ndim = sh.ndim, .has_global = true,
+                                    .global_ndim = TENSORS[i].ndim, .data = buf[i]};
+            memcpy(x[n].shape, sh.shape, sizeof sh.shape);
+            memcpy(x[n].global_shape, TENSORS[i].shape, sizeof TENSORS[i].shape);
+            dt[i] = (dev_tensor){buf[i], bytes[i]};
+            if ((c->what == A_LOCALS || c->what == A_FAIL_SNAP) && i % 2 == 0) {
+                x[n].streamed = true;
+                x[n].data = &dt[i];
+            }
+            n++;
+        }
+        ptc_ckpt_async *a = NULL;
+        int rank = r;
+        if (c->what == A_BACKGROUND || c->what == A_CALLER) {
+            rc = ptc_ckpt_save_async(&a, t, c->s, l, rules, &rank, 1, (const void *const *)buf,
+                                     r == 0 ? &rec : NULL, &o, stage);
+        } else {
+            int in = PTC_OK;
+            if (c->what == A_FAIL_RC && r == 1)
+                in = ptc_error_set(PTC_E_IO, "disk on fire");
+            if (c->what == A_FAIL_SNAP && r == 1)
+                d.fail_after = 1;
+            rc = ptc_ckpt_save_locals_async(&a, t, in, c->s, &rank, 1, x, n, &cfg, rules,
+                                            r == 0 ? &rec : NULL, &o, stage);
+        }
+        /* the job goes on: the state changes at once */
+        for (size_t i = 0; i < NT; i++) {
+            memset(buf[i], 0xEE, (size_t)bytes[i]);
+            free(buf[i]);
+        }
+        c->stage_bytes[r][k] = ptc_ckpt_stage_bytes(stage);
+        if (rc == PTC_OK)
+            rc = ptc_ckpt_async_wait(a, &c->versions[r][k]);
+        if (rc == PTC_OK)
+            rc = check_version(p, c, c->versions[r][k], k);
+    }
+    dev_clean(&d);
+    dev_free(&d);
+    ptc_ckpt_stage_destroy(stage);
+    ptc_rules_destroy(rules);
+    ptc_layout_destroy(l);
+    return rc;
+}
+
+static char *mkstore(ptc_store **s)
+{
+    char *dir = strdup("/tmp/ptc_ckpt_async_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(ptc_store_open(s, dir, PTC_STORE_CREATE), PTC_OK);
+    return dir;
+}
+
+static void rmstore(ptc_store *s, char *dir)
+{
+    ptc_store_close(s);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    free(dir);
+}
+
+static void run_case(int what, async_case *c)
+{
+    proc ps[2];
+    c->what = what;
+    assert_int_equal(group_init(&c->bg, 2), 0);
+    run(ps, 2, async_body, c);
+    pthread_barrier_destroy(&c->bg.bar);
+    if (what == A_FAIL_RC) {
+        all_fail(ps, 2, PTC_E_IO, "checkpoint save failed on process 1: disk on fire");
+        return;
+    }
+    if (what == A_FAIL_SNAP) {
+        all_fail(ps, 2, PTC_E_IO, "checkpoint save failed on process 1: device copy failed at "
+                                  "byte 0");
+        return;
+    }
+    for (int r = 0; r < 2; r++) {
+        if (ps[r].rc != PTC_OK)
+            fail_msg("case %d process %d: %s", what, r, ps[r].msg);
+        assert_int_equal(c->mismatched[r], 0);
+        /* the area holds the state once and is reused */
+        assert_true(c->stage_bytes[r][0] > 4u << 20);
+        assert_int_equal(c->stage_bytes[r][1], c->stage_bytes[r][0]);
+    }
+}
+
+static void test_async_background(void **state)
+{
+    (void)state;
+    ptc_store *s;
+    char *dir = mkstore(&s);
+    async_case c = {.s = s};
+    run_case(A_BACKGROUND, &c);
+    assert_int_equal(c.versions[0][0], 1);
+    assert_int_equal(c.versions[1][1], 2);
+    run_case(A_CALLER, &c);
+    assert_int_equal(c.versions[0][0], 3);
+    assert_int_equal(c.versions[1][1], 4);
+    run_case(A_LOCALS, &c);
+    assert_int_equal(c.versions[1][1], 6);
+    rmstore(s, dir);
+}
+
+static void test_async_failures(void **state)
+{
+    (void)state;
+    ptc_store *s;
+    char *dir = mkstore(&s);
+    async_case c = {.s = s};
+    run_case(A_FAIL_RC, &c);
+    run_case(A_FAIL_SNAP, &c);
+    uint64_t latest = 9;
+    assert_int_equal(ptc_store_latest(s, &latest), PTC_OK);
+    assert_int_equal(latest, 0);
+    rmstore(s, dir);
+}
+
+/* Two saves through one area without a wait between them: the second
+ * starts after the first's background part and both commit, in order. */
+static int back_to_back_body(proc *p)
+{
+    async_case *c = (async_case *)p->arg;
+    member bm = {&c->bg, p->rank};
+    ptc_transport bt = th_transport(&bm);
+    ptc_layout *l = make_layout("tp=2");
+    ptc_rules *rules;
+    assert_int_equal(ptc_rules_parse(&rules, RULES, strlen(RULES), "rules"), PTC_OK);
+    ptc_ckpt_stage *stage;
+    assert_int_equal(ptc_ckpt_stage_create(&stage), PTC_OK);
+    ptc_ckpt_async *a[2] = {NULL, NULL};
+    int rank = p->rank, rc = PTC_OK;
+    for (int k = 0; k < 2 && rc == PTC_OK; k++) {
+        uint8_t *buf[NT];
+        uint64_t bytes[NT];
+        locals_of(l, rank, k, buf, bytes);
+        rc = ptc_ckpt_save_async(&a[k], &bt, c->s, l, rules, &rank, 1, (const void *const *)buf,
+                                 NULL, NULL, stage);
+        for (size_t t = 0; t < NT; t++)
+            free(buf[t]);
+    }
+    /* the first's background part ended before the second began */
+    c->done_early[p->rank] = ptc_ckpt_async_done(a[0]);
+    for (int k = 0; k < 2; k++) {
+        int w = ptc_ckpt_async_wait(a[k], &c->versions[p->rank][k]);
+        rc = rc == PTC_OK ? w : rc;
+    }
+    for (int k = 0; rc == PTC_OK && k < 2; k++)
+        rc = check_version(p, c, c->versions[p->rank][k], k);
+    ptc_ckpt_stage_destroy(stage);
+    ptc_rules_destroy(rules);
+    ptc_layout_destroy(l);
+    return rc;
+}
+
+static void test_async_back_to_back(void **state)
+{
+    (void)state;
+    ptc_store *s;
+    char *dir = mkstore(&s);
+    async_case c = {.s = s};
+    proc ps[2];
+    assert_int_equal(group_init(&c.bg, 2), 0);
+    run(ps, 2, back_to_back_body, &c);
+    pthread_barrier_destroy(&c.bg.bar);
+    for (int r = 0; r < 2; r++) {
+        if (ps[r].rc != PTC_OK)
+            fail_msg("process %d: %s", r, ps[r].msg);
+        assert_true(c.done_early[r]);
+        assert_int_equal(c.versions[r][0], 1);
+        assert_int_equal(c.versions[r][1], 2);
+        assert_int_equal(c.mismatched[r], 0);
+    }
+    rmstore(s, dir);
+}
+
+/* The handle's edges: a wait of NULL, done of NULL, bad arguments. */
+static void test_async_edges(void **state)
+{
+    (void)state;
+    assert_int_equal(ptc_ckpt_async_wait(NULL, NULL), PTC_OK);
+    assert_true(ptc_ckpt_async_done(NULL));
+    ptc_ckpt_async *a = (ptc_ckpt_async *)1;
+    assert_int_equal(ptc_ckpt_save_async(&a, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL,
+                                         NULL),
+                     PTC_E_INVAL);
+    assert_null(a);
+    assert_int_equal(ptc_ckpt_stage_bytes(NULL), 0);
+    ptc_ckpt_stage_destroy(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_async_background),
+        cmocka_unit_test(test_async_failures),
+        cmocka_unit_test(test_async_back_to_back),
+        cmocka_unit_test(test_async_edges),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
