@@ -20,6 +20,7 @@ from ._errors import (BusyError, ChecksumError, ConfigError, CudaError, Deadlock
 from ._errors import deprecated as _deprecated
 from ._arrays import dtype_name
 from ._lib import Rules, hf_params, library_path
+from ._async import AsyncSave, async_save
 from .checkpoint import load, read_record, save
 from .layout import Layout, Piece, Shard, layout
 from .store import Store
@@ -44,7 +45,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["Store", "Layout", "Shard", "Piece", "Rules", "hf_params", "layout", "save", "load",
-           "read_record",
+           "read_record", "async_save", "AsyncSave",
            "dtype_name", "library_path", "lib_version", "Error", "InvalidError",
            "NoMemoryError", "PtcIOError", "FormatError", "NotFoundError", "ExistsError",
            "ChecksumError", "UnsupportedError", "RangeError", "BusyError", "RuleError",

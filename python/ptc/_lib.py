@@ -196,9 +196,27 @@ class CkptRecord(Structure):
                 ("rng_len", c_size_t), ("extra", POINTER(CkptKv)), ("nextra", c_size_t)]
 
 
+# ckpt.h: the callbacks of a ptc_ckpt_stream (device tensors through host buffers)
+STREAM_PLAN_FN = ctypes.CFUNCTYPE(c_int, c_void_p, POINTER(c_void_p), POINTER(c_uint64),
+                                  c_size_t)
+STREAM_PULL_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_uint64, c_size_t,
+                                  POINTER(c_void_p))
+STREAM_RELEASE_FN = ctypes.CFUNCTYPE(None, c_void_p, c_void_p, c_uint64, c_size_t)
+STREAM_ACQUIRE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_uint64, c_size_t,
+                                     POINTER(c_void_p))
+STREAM_PUSH_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_uint64, c_size_t)
+
+
+class CkptStream(Structure):
+    _fields_ = [("chunk", c_size_t), ("plan", STREAM_PLAN_FN), ("pull", STREAM_PULL_FN),
+                ("release", STREAM_RELEASE_FN), ("acquire", STREAM_ACQUIRE_FN),
+                ("push", STREAM_PUSH_FN), ("user", c_void_p)]
+
+
 class CkptOptions(Structure):
     _fields_ = [("parent", c_uint64), ("codec", c_uint), ("level", c_int),
-                ("no_reuse", c_bool), ("ignore_extra", c_bool), ("threads", c_int)]
+                ("no_reuse", c_bool), ("ignore_extra", c_bool), ("threads", c_int),
+                ("stream", POINTER(CkptStream)), ("collectives_in_caller", c_bool)]
 
 
 # transport.h: the callbacks of a ptc_transport
@@ -218,7 +236,7 @@ class CkptLocal(Structure):
     _fields_ = [("name", c_char_p), ("rank", c_int), ("dtype", c_int), ("ndim", c_int),
                 ("shape", c_int64 * MAX_DIMS), ("has_global", c_bool), ("global_ndim", c_int),
                 ("global_shape", c_int64 * MAX_DIMS), ("has_box", c_bool), ("box", Box),
-                ("data", c_void_p)]
+                ("data", c_void_p), ("streamed", c_bool)]
 
 
 # Every struct the ABI test checks against the C headers: Python name -> C type name.
@@ -237,7 +255,7 @@ STRUCTS = {
     "ViewStat": "ptc_view_stat", "ViewStoreOptions": "ptc_view_store_options",
     "CkptKv": "ptc_ckpt_kv", "CkptRecord": "ptc_ckpt_record",
     "CkptOptions": "ptc_ckpt_options", "Transport": "ptc_transport",
-    "CkptLocal": "ptc_ckpt_local",
+    "CkptLocal": "ptc_ckpt_local", "CkptStream": "ptc_ckpt_stream",
 }
 
 # ---- the function table ---------------------------------------------------------------
@@ -378,6 +396,14 @@ FUNCTIONS = {
                                           POINTER(c_int), c_size_t, POINTER(CkptLocal),
                                           c_size_t, POINTER(Config), POINTER(CkptOptions),
                                           POINTER(CkptRecord), u64p]),
+    # ptc.async_save: the snapshot is the package's (ptc._async), the
+    # protocol runs on libptc's thread over a process group of its own
+    "ptc_ckpt_save_locals_async": (c_int, [PP, POINTER(Transport), c_int, P, POINTER(c_int),
+                                           c_size_t, POINTER(CkptLocal), c_size_t,
+                                           POINTER(Config), P, POINTER(CkptRecord),
+                                           POINTER(CkptOptions), P]),
+    "ptc_ckpt_async_done": (c_bool, [P]),
+    "ptc_ckpt_async_wait": (c_int, [P, u64p]),
 }
 
 # Functions a library may lack; calling one that is absent raises UnsupportedError.

@@ -30,6 +30,16 @@ def _escape(text: str) -> bytes:
     return text.replace("%", "%%").encode("utf-8", "replace")
 
 
+def callback_error(exc: BaseException, what: str) -> int:
+    """libptc's error of this thread for an exception of a callback (@p what
+    names the step: "torch.distributed all_gather"); returns its code."""
+    if isinstance(exc, _errors.Error):
+        return set_error(exc)
+    code = _errors.NoMemoryError.code if isinstance(exc, MemoryError) else \
+        _errors.PtcIOError.code
+    return L.lib().ptc_error_set(code, _escape("%s: %s: %s" % (what, type(exc).__name__, exc)))
+
+
 def set_error(exc: BaseException) -> int:
     """Set libptc's error of this thread from @p exc; returns its code."""
     if isinstance(exc, _errors.Error):
@@ -87,14 +97,7 @@ class Transport:
                 return 0
             except BaseException as e:  # noqa: B036 -- never into C; raised by check()
                 self.exc = self.exc or e
-                if isinstance(e, _errors.Error):
-                    code = set_error(e)
-                else:
-                    code = _errors.NoMemoryError.code if isinstance(e, MemoryError) else \
-                        _errors.PtcIOError.code
-                    L.lib().ptc_error_set(code, _escape("torch.distributed %s: %s: %s"
-                                                        % (what, type(e).__name__, e)))
-                return code
+                return callback_error(e, "torch.distributed " + what)
         return cb
 
     def _view(self, ptr: int, n: int) -> Any:

@@ -27,7 +27,7 @@ import os
 from ctypes import byref, c_int, c_uint64, c_void_p
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _arrays, _errors
+from . import _arrays, _errors, _ring
 from . import _lib as L
 from ._lib import call, dec
 from ._transport import Transport, set_error
@@ -99,10 +99,13 @@ def _set_shape(dst: Any, shape: Sequence[int], what: str) -> int:
 
 class _Locals:
     """The ranks and the described local tensors of one call (ptc_ckpt_local),
-    and the arrays and bytes they point to."""
+    and the arrays and bytes they point to. Device tensors are streamed:
+    their description carries a token of ``stream`` (ptc._ring), which must be
+    closed after the call (``close()``)."""
 
     def __init__(self, rank: Ranks, state: State, writable: bool,
-                 global_shapes: Optional[Mapping[str, Sequence[int]]] = None) -> None:
+                 global_shapes: Optional[Mapping[str, Sequence[int]]] = None,
+                 ring_bytes: Optional[int] = None) -> None:
         items = _rank_states(rank, state)
         DTensor = _arrays.dtensor_class()
         gs = dict(global_shapes or {})
@@ -112,6 +115,17 @@ class _Locals:
         self.n = n
         self.arr = (L.CkptLocal * max(1, n))()
         self._keep: List[Any] = []
+        self.stream: Optional[_ring.Stream] = None
+        self.local: List[Any] = []   # per description: its array (host) or device tensor
+        self._ring_bytes = ring_bytes
+        try:
+            self._describe(items, DTensor, gs, writable)
+        except BaseException:
+            self.close()
+            raise
+
+    def _describe(self, items: List[Tuple[int, Mapping[str, Any]]], DTensor: Any,
+                  gs: Dict[str, Sequence[int]], writable: bool) -> None:
         i = 0
         for r, st in items:
             for name, x in st.items():
@@ -134,9 +148,12 @@ class _Locals:
                     x = local
                 elif name in gs:
                     g = tuple(int(s) for s in gs[name])
-                ref = _arrays.array_ref(x, writable=writable, what=what)
+                dev = _ring.device_of(x, what)
+                ref = (self._streamed(dev, x, what) if dev is not None
+                       else _arrays.array_ref(x, writable=writable, what=what))
                 b = name.encode("utf-8")
                 self._keep += [b, ref]
+                self.local.append(ref.obj)
                 loc.name, loc.rank = b, r
                 loc.dtype = _arrays.dtype_value(ref.dtype)
                 loc.ndim = _set_shape(loc.shape, ref.shape, what)
@@ -144,6 +161,31 @@ class _Locals:
                     loc.has_global = True
                     loc.global_ndim = _set_shape(loc.global_shape, g, what + " (global)")
                 loc.data = ref.ptr or None
+                loc.streamed = dev is not None
+
+    def _streamed(self, dev: Any, x: Any, what: str) -> _arrays.ArrayRef:
+        """A device tensor's description: its token in this call's stream."""
+        if self.stream is None:
+            self.stream = _ring.Stream(dev, self._ring_bytes)
+        elif self.stream.dev is not dev:
+            raise _errors.UnsupportedError(
+                "%s is on %s, other tensors of this process on another device: one "
+                "device per process" % (what, x.device))
+        tok = self.stream.add(x, what)
+        return _arrays.ArrayRef(x, tok, _arrays.dtype_name(x.dtype), tuple(x.shape),
+                                x.numel() * x.element_size())
+
+    def options(self, o: Any) -> Any:
+        """Options @p o with this call's stream, if it has one."""
+        if self.stream is not None:
+            self.stream.options(o)
+        return o
+
+    def close(self) -> None:
+        """After the libptc call: the stream's copies done, its ring free."""
+        if self.stream is not None:
+            s, self.stream = self.stream, None
+            s.close()
 
 
 def _u(v: Any, what: str, bits: int) -> int:
@@ -264,7 +306,8 @@ def save(store: StoreLike, state: State, *, config: Any, rules: Any, rank: Ranks
          group: Any = None, step: Optional[int] = None, meta: Optional[Mapping[str, str]] = None,
          record: Optional[Mapping[str, Any]] = None,
          global_shapes: Optional[Mapping[str, Sequence[int]]] = None, compress: Any = None,
-         threads: Optional[int] = None, reuse: bool = True) -> int:
+         threads: Optional[int] = None, reuse: bool = True,
+         ring_bytes: Optional[int] = None) -> int:
     """Save this process's local tensors as part of a new version; collective
     over @p group (default: torch.distributed's default group when one is
     initialised, else this process alone). Returns the committed version.
@@ -286,10 +329,17 @@ def save(store: StoreLike, state: State, *, config: Any, rules: Any, rank: Ranks
     @p reuse: reference shards unchanged since the newest version instead of
     writing them again.
 
+    CUDA tensors (and DTensors with CUDA shards) are copied to the host
+    through a ring of pinned buffers (@p ring_bytes, default PTC_RING_MIB or
+    256 MiB per process; ptc._ring) while libptc writes: never a copy of the
+    whole state. A save waits for this process's pending ``async_save``.
+
     Raises the ptc.Error of the first failing process on every process; then
     no version becomes visible and its pack files are removed.
     """
     _require_ckpt("ptc.save")
+    from ._async import wait_pending
+    wait_pending()
     tr = Transport(group)
 
     def convert() -> Tuple[Any, ...]:
@@ -297,9 +347,12 @@ def save(store: StoreLike, state: State, *, config: Any, rules: Any, rank: Ranks
         st._ptr()
         cfg = L.parse_config(config)
         rl = L.as_rules(rules)
-        loc = _Locals(rank, state, writable=False, global_shapes=global_shapes)
         rec = _Record(step, meta, record) if tr.rank == 0 else None
-        return st, cfg, rl, loc, rec, _options(threads, compress, reuse)
+        o = _options(threads, compress, reuse)
+        # last: a stream holds the ring until closed
+        loc = _Locals(rank, state, writable=False, global_shapes=global_shapes,
+                      ring_bytes=ring_bytes)
+        return st, cfg, rl, loc, rec, loc.options(o)
 
     got, rc, cause = _convert(tr, convert)
     v = c_uint64()
@@ -309,18 +362,37 @@ def save(store: StoreLike, state: State, *, config: Any, rules: Any, rank: Ranks
     else:
         st, cfg, rl, loc, rec, opts = got
         L.lib().ptc_error_clear()
-        rc = L.lib().ptc_ckpt_save_locals_over(
-            byref(tr.t), 0, st._ptr(), loc.ranks, loc.nranks, loc.arr, loc.n, byref(cfg),
-            rl.ptr, byref(rec.rec) if rec is not None else None, byref(opts), byref(v))
+        try:
+            rc = L.lib().ptc_ckpt_save_locals_over(
+                byref(tr.t), 0, st._ptr(), loc.ranks, loc.nranks, loc.arr, loc.n, byref(cfg),
+                rl.ptr, byref(rec.rec) if rec is not None else None, byref(opts), byref(v))
+        finally:
+            cause = _close(loc, rc, cause)
     tr.check(rc, cause)
     return v.value
+
+
+def _close(loc: _Locals, rc: int, cause: Optional[BaseException]) -> Optional[BaseException]:
+    """Close the call's stream; the cause of a failure: @p cause, else a
+    device copy's exception. A copy failing after a successful call raises."""
+    stream = loc.stream
+    if stream is None:
+        return cause
+    if rc >= 0:
+        loc.close()
+        return cause
+    try:
+        loc.close()
+    except BaseException:  # noqa: B036 -- the call failed already: its error is raised
+        pass
+    return cause or stream.exc
 
 
 # ---- load -----------------------------------------------------------------------------------
 
 def load(store: StoreLike, state: State, *, config: Any, rank: Ranks,
          version: Optional[int] = None, group: Any = None,
-         threads: Optional[int] = None) -> Dict[str, Any]:
+         threads: Optional[int] = None, ring_bytes: Optional[int] = None) -> Dict[str, Any]:
     """Fill this process's local tensors of @p state in place from a stored
     version (default: the newest, as process 0 sees it) under @p config, whatever
     configuration saved it; collective over @p group like save. Returns the
@@ -334,7 +406,11 @@ def load(store: StoreLike, state: State, *, config: Any, rank: Ranks,
     of their size, as raw bits); every tensor the rank holds must be there.
     Several ranks per process: sequences, as for save. Only the stored blocks
     that the local pieces touch are read, over libptc's threads (@p threads
-    per process; default: the CPUs, at most 16, at least 8).
+    per process; default: the CPUs, at most 16, at least 8). CUDA tensors are
+    filled through the pinned ring (@p ring_bytes, as for save): each window
+    is read and verified into a pinned buffer and copied to the device while
+    the next ones are read; the current CUDA stream is ordered after the
+    copies when load returns.
     """
     _require_ckpt("ptc.load")
     tr = Transport(group)
@@ -343,8 +419,9 @@ def load(store: StoreLike, state: State, *, config: Any, rank: Ranks,
         st = _store_of(store, writable=False)
         st._ptr()
         cfg = L.parse_config(config)
-        loc = _Locals(rank, state, writable=True)
-        return st, cfg, loc, _options(threads), _u(version or 0, "version", 64)
+        o, v = _options(threads), _u(version or 0, "version", 64)
+        loc = _Locals(rank, state, writable=True, ring_bytes=ring_bytes)  # last: see save
+        return st, cfg, loc, loc.options(o), v
 
     got, rc, cause = _convert(tr, convert)
     rec, loaded = L.CkptRecord(), c_uint64()
@@ -354,9 +431,12 @@ def load(store: StoreLike, state: State, *, config: Any, rank: Ranks,
     else:
         st, cfg, loc, opts, v = got
         L.lib().ptc_error_clear()
-        rc = L.lib().ptc_ckpt_load_locals_over(
-            byref(tr.t), 0, st._ptr(), v, loc.ranks, loc.nranks, loc.arr, loc.n, byref(cfg),
-            byref(opts), byref(rec), byref(loaded))
+        try:
+            rc = L.lib().ptc_ckpt_load_locals_over(
+                byref(tr.t), 0, st._ptr(), v, loc.ranks, loc.nranks, loc.arr, loc.n,
+                byref(cfg), byref(opts), byref(rec), byref(loaded))
+        finally:
+            cause = _close(loc, rc, cause)
     tr.check(rc, cause)
     try:
         return record_dict(rec, loaded.value)

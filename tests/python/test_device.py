@@ -1,0 +1,166 @@
+"""Device tensors in ptc.save / ptc.load, through the CUDA-free stand-in
+device (ptc._ring.fake_device: CPU tensors take the device path, copies run
+in order on a worker thread with events): the same ring of host buffers,
+stream callbacks and libptc streaming as CUDA tensors. Chunks of 1 MiB and a
+ring of 4 of them, smaller than the state, so that every path runs: copies
+ahead in libptc's order, buffers reused, windows of loads.
+
+Round trips byte-exact under other configurations (every dtype, device and
+host tensors in one call, several ranks per process); unchanged device
+shards referenced by the next version; the ring the only host memory of the
+copies (its size, every buffer given back); a failing copy failing the call
+with nothing written and the ring free again; what cannot be streamed. The
+real CUDA path runs in scripts/gpu-check.sh."""
+
+import os
+
+import pytest
+import torch
+
+import ptc
+from ptc import _ring
+from test_checkpoint import RULES, empty_states, local_states, model, raw, shapes
+
+MIB = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def small_ring(monkeypatch):
+    """1 MiB chunks, 4 of them: the ring is far smaller than the states."""
+    monkeypatch.setattr(_ring, "CHUNK", MIB)
+    monkeypatch.setenv("PTC_RING_MIB", "4")
+    with _ring.fake_device():
+        yield
+
+
+@pytest.fixture
+def st(tmp_path):
+    s = ptc.Store(tmp_path / "st", create=True)
+    yield s
+    s.close()
+
+
+def big_model():
+    """test_checkpoint's model plus tensors of several chunks per rank."""
+    g = model()
+    gen = torch.Generator().manual_seed(7)
+    g["blk.0.big.col"] = torch.randn(1536, 1024, generator=gen)              # 6 MiB
+    g["blk.1.big.row"] = torch.randn(512, 1536, generator=gen).to(torch.bfloat16)
+    g["blk.1.big.fused"] = torch.randn(768, 1000, generator=gen)             # blocks
+    return g
+
+
+def ring_clean():
+    for r in _ring._rings.values():
+        assert not r.lock.locked()
+        assert r.nbytes == 4 * MIB
+
+
+@pytest.mark.parametrize("src,dst", [("dp=2,tp=2,pp=2,zero=1", "tp=3"),
+                                     ("tp=3", "dp=2,pp=2,zero=1"), ("tp=2", "dp=1")])
+def test_device_round_trip_under_other_configs(st, src, dst):
+    g = big_model()
+    lay, states = local_states(g, src)
+    ranks = list(range(lay.world))
+    v = ptc.save(st, states, config=src, rules=RULES, rank=ranks, step=5,
+                 global_shapes=shapes(g))
+    ring_clean()
+    assert v == 1
+    for n, x in g.items():
+        assert raw(st.read(n, like="torch")) == raw(x), n
+    st.verify()
+    dlay, want = local_states(g, dst)
+    got = empty_states(dlay)
+    rec = ptc.load(st, got, config=dst, rank=list(range(dlay.world)))
+    ring_clean()
+    assert rec["step"] == 5
+    for r in range(dlay.world):
+        for n, x in want[r].items():
+            assert raw(got[r][n]) == raw(x), (r, n)
+
+
+def test_device_and_host_tensors_in_one_call(st):
+    g = big_model()
+    lay, states = local_states(g, "tp=2")
+    host = {n: x.numpy() for n, x in states[1].items() if x.dtype == torch.float32}
+    mixed = [states[0], dict(states[1], **host)]     # rank 1's F32 tensors as numpy
+    ptc.save(st, mixed, config="tp=2", rules=RULES, rank=[0, 1], global_shapes=shapes(g))
+    dlay, want = local_states(g, "tp=2")
+    got = empty_states(dlay)
+    got[0] = {n: x.numpy() if x.dtype == torch.float64 else x for n, x in got[0].items()}
+    ptc.load(st, got, config="tp=2", rank=[0, 1])
+    for r in range(2):
+        for n, x in want[r].items():
+            assert raw(got[r][n]) == raw(x), (r, n)
+
+
+def test_unchanged_device_shards_are_referenced(st):
+    g = big_model()
+    lay, states = local_states(g, "tp=2")
+    ptc.save(st, states, config="tp=2", rules=RULES, rank=[0, 1], global_shapes=shapes(g))
+    ptc.save(st, states, config="tp=2", rules=RULES, rank=[0, 1], global_shapes=shapes(g))
+    states[0]["blk.0.big.col"][-1, -1] += 1      # the last block of one shard only
+    ptc.save(st, states, config="tp=2", rules=RULES, rank=[0, 1], global_shapes=shapes(g))
+    v = st.versions()
+    assert [x["version"] for x in v] == [1, 2, 3]
+    # version 2 wrote nothing: no pack files of its own
+    assert not os.path.exists(os.path.join(st.path, "packs", "v2"))
+    assert v[2]["stored_bytes"] >= 3 * MIB       # the changed shard, written whole
+    got = empty_states(lay)
+    ptc.load(st, got, config="tp=2", rank=[0, 1])
+    assert raw(got[0]["blk.0.big.col"]) == raw(states[0]["blk.0.big.col"])
+    st.verify(all=True)
+
+
+def test_a_failing_copy_fails_the_call_and_frees_the_ring(st, monkeypatch):
+    g = big_model()
+    lay, states = local_states(g, "tp=2")
+    calls = {"n": 0}
+    real = _ring._Fake.copy
+
+    def copy(self, dst, src):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("DMA engine on fire")
+        return real(self, dst, src)
+
+    monkeypatch.setattr(_ring._Fake, "copy", copy)
+    with pytest.raises(ptc.PtcIOError) as e:
+        ptc.save(st, states, config="tp=2", rules=RULES, rank=[0, 1], global_shapes=shapes(g))
+    assert e.value.message == "device copy: RuntimeError: DMA engine on fire"
+    assert isinstance(e.value.__cause__, RuntimeError)
+    assert st.versions() == []
+    ring_clean()
+    monkeypatch.setattr(_ring._Fake, "copy", real)
+    assert ptc.save(st, states, config="tp=2", rules=RULES, rank=[0, 1],
+                    global_shapes=shapes(g)) == 1
+    calls["n"] = 0
+    monkeypatch.setattr(_ring._Fake, "copy", copy)
+    got = empty_states(lay)
+    with pytest.raises(ptc.PtcIOError, match="DMA engine on fire"):
+        ptc.load(st, got, config="tp=2", rank=[0, 1])
+    ring_clean()
+
+
+def test_what_cannot_be_streamed(st):
+    x = torch.zeros(4, 6)[:, :3]
+    with pytest.raises(ptc.InvalidError, match="tensor 'w' is not contiguous"):
+        ptc.save(st, {"w": x}, config="dp=1", rules="match * tp=replicate pp=all\n", rank=0)
+    with pytest.raises(ptc.UnsupportedError, match="tensor 'w' is on meta"):
+        ptc.save(st, {"w": torch.empty(3, device="meta")}, config="dp=1",
+                 rules="match * tp=replicate pp=all\n", rank=0)
+    ring_clean()
+    assert st.versions() == []
+
+
+def test_the_ring_is_bounded_and_reused(st):
+    g = big_model()
+    lay, states = local_states(g, "dp=1")
+    ptc.save(st, states[0], config="dp=1", rules=RULES, rank=0)
+    rings = dict(_ring._rings)
+    got = empty_states(lay)[0]
+    ptc.load(st, got, config="dp=1", rank=0)
+    assert {k: id(r) for k, r in _ring._rings.items()} == {k: id(r) for k, r in rings.items()}
+    (r,) = _ring._rings.values()
+    assert r.nbytes == 4 * MIB and len(r.slots) == 4
+    assert sum(x.numel() * x.element_size() for x in got.values()) > 2 * r.nbytes
