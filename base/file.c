@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -110,6 +112,36 @@ int ptc_pread_all(int fd, void *buf, size_t n, uint64_t off, const char *what)
         p += r;
         n -= (size_t)r;
         off += (uint64_t)r;
+    }
+    return PTC_OK;
+}
+
+int ptc_preadv_all(int fd, struct iovec *iov, int n, uint64_t off, const char *what)
+{
+    while (n > 0 && iov->iov_len == 0) {
+        iov++;
+        n--;
+    }
+    while (n > 0) {
+        ssize_t r = preadv(fd, iov, n < IOV_MAX ? n : IOV_MAX, (off_t)off);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return ptc_error_sys(PTC_E_IO, "read %s", what);
+        }
+        if (r == 0)
+            return ptc_error_set(PTC_E_FORMAT, "%s: truncated at byte %llu", what,
+                                 (unsigned long long)off);
+        off += (uint64_t)r;
+        while (n > 0 && (size_t)r >= iov->iov_len) {
+            r -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + r;
+            iov->iov_len -= (size_t)r;
+        }
     }
     return PTC_OK;
 }

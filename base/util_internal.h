@@ -39,6 +39,21 @@ void ptc_start_writeback(int fd, uint64_t off, uint64_t len);
 int ptc_fsync_dir(const char *dir);
 /* pread exactly n bytes; a short read is PTC_E_FORMAT ("truncated"). */
 int ptc_pread_all(int fd, void *buf, size_t n, uint64_t off, const char *what);
+struct iovec;
+/* XXH3-64 of @p n bytes at @p p (the store's block checksum), and of the
+ * bytes of @p n segments in order: the value of XXH3_64bits, computed with
+ * the widest vector unit of this CPU (base/hash.c). */
+uint64_t ptc_hash(const void *p, size_t n);
+uint64_t ptc_hash_iov(const struct iovec *seg, int n);
+/* Whether base/hash_avx2.c holds an AVX2 build (x86-64, GCC). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PTC_HASH_AVX2 1
+#else
+#define PTC_HASH_AVX2 0
+#endif
+/* preadv exactly the @p n segments of @p iov (any count: IOV_MAX at a time),
+ * as ptc_pread_all; @p iov is used up (advanced in place). */
+int ptc_preadv_all(int fd, struct iovec *iov, int n, uint64_t off, const char *what);
 
 /* Record errno-based failure: "<fmt>: <strerror(errno)>". Returns code. */
 int ptc_error_sys(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

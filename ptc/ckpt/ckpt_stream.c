@@ -22,8 +22,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "ptc/ckpt/ckpt_internal.h"
 #include "base/util_internal.h"
 
@@ -129,7 +127,7 @@ static bool range_equal(const ptc_store_candidate *cand, uint64_t off, const uin
     const uint64_t BS = PTC_STORE_BLOCK_SIZE;
     for (uint64_t at = 0; at < n; at += BS) {
         size_t m = (size_t)PTC_MIN(BS, n - at);
-        if (!ptc_store_candidate_block(cand, (off + at) / BS, XXH3_64bits(data + at, m)))
+        if (!ptc_store_candidate_block(cand, (off + at) / BS, ptc_hash(data + at, m)))
             return false;
     }
     return true;

@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <xxhash.h>
+#include <sys/uio.h>
 #include <zstd.h>
 
 #include "ptc/store/store_internal.h"
@@ -188,7 +188,7 @@ static int flush_block(ptc_blob_out *o, const uint8_t *raw, size_t n)
     ptc_blob_rec *c = &o->cur;
     PTC_TRY(ptc_grow((void **)&c->blocks, &o->bcap, (size_t)c->nblocks + 1, sizeof *c->blocks));
     ptc_block *b = &c->blocks[c->nblocks];
-    b->xxh3 = XXH3_64bits(raw, n);
+    b->xxh3 = ptc_hash(raw, n);
     const void *out = raw;
     size_t len = n;
     b->codec = PTC_BLOCK_RAW;
@@ -317,10 +317,24 @@ int ptc_blob_read_block(ptc_blob_scratch *sc, const ptc_blob_ref *b, uint64_t k,
         if (ZSTD_isError(z) || z != raw)
             return checksum_error(b, k, "corrupt compressed block");
     }
-    if (XXH3_64bits(dst, (size_t)raw) != bl->xxh3)
+    if (ptc_hash(dst, (size_t)raw) != bl->xxh3)
         return checksum_error(b, k, "checksum mismatch");
     if (b->verified && bl->codec == PTC_BLOCK_RAW)
         atomic_store_explicit((_Atomic unsigned char *)&b->verified[k], 1, memory_order_release);
+    return PTC_OK;
+}
+
+int ptc_blob_read_block_iov(const ptc_blob_ref *b, uint64_t k, const struct iovec *seg, int n,
+                            struct iovec *tmp)
+{
+    const ptc_block *bl = &b->blocks[k];
+    if (bl->codec != PTC_BLOCK_RAW)
+        return ptc_error_set(PTC_E_INVAL, "block %llu of %s is compressed",
+                             (unsigned long long)k, b->what);
+    memcpy(tmp, seg, sizeof *seg * (size_t)n);
+    PTC_TRY(ptc_preadv_all(b->fd, tmp, n, b->block_off[k], b->path));
+    if (ptc_hash_iov(seg, n) != bl->xxh3)
+        return checksum_error(b, k, "checksum mismatch");
     return PTC_OK;
 }
 
@@ -388,7 +402,7 @@ static int verify_mapped(const ptc_blob_ref *b, uint64_t k, uint64_t raw)
     /* one read of the whole block rather than a fault per read-around
      * window (best effort: the hash faults in what is missing) */
     willneed(b, k, raw);
-    if (XXH3_64bits(b->map + b->block_off[k], (size_t)raw) != b->blocks[k].xxh3)
+    if (ptc_hash(b->map + b->block_off[k], (size_t)raw) != b->blocks[k].xxh3)
         return checksum_error(b, k, "checksum mismatch");
     if (b->verified)
         atomic_store_explicit((_Atomic unsigned char *)&b->verified[k], 1, memory_order_release);

@@ -256,6 +256,13 @@ typedef struct ptc_blob_scratch {
 void ptc_blob_scratch_free(ptc_blob_scratch *sc);
 /* Read block @p k into @p dst (its raw size), decompressing and verifying. */
 int ptc_blob_read_block(ptc_blob_scratch *sc, const ptc_blob_ref *b, uint64_t k, uint8_t *dst);
+struct iovec;
+/* Read raw block @p k straight into the @p n segments @p seg (in block order,
+ * their lengths adding up to its raw size) and verify it over them, with no
+ * staging copy; @p tmp: room for @p n segments. PTC_E_INVAL for a compressed
+ * block (the caller stages it). */
+int ptc_blob_read_block_iov(const ptc_blob_ref *b, uint64_t k, const struct iovec *seg, int n,
+                            struct iovec *tmp);
 /* Block @p k decoded and verified in the scratch (kept for the next call
  * with the same @p key, which identifies the blob). */
 int ptc_blob_get_block(ptc_blob_scratch *sc, const ptc_blob_ref *b, const void *key, uint64_t k,

@@ -3,8 +3,6 @@
  * change, and the rest written by the caller's source. */
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "ptc/store/store_internal.h"
 #include "base/util_internal.h"
 
@@ -81,7 +79,7 @@ static bool same_bytes(const ptc_shard_rec *rec, const uint8_t *buf, uint64_t by
         return false;
     for (uint64_t k = 0; k < rec->nblocks; k++) {
         size_t n = (size_t)PTC_MIN(BS, bytes - k * BS);
-        if (XXH3_64bits(buf + k * BS, n) != rec->blocks[k].xxh3)
+        if (ptc_hash(buf + k * BS, n) != rec->blocks[k].xxh3)
             return false;
     }
     return true;

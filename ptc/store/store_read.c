@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "kernels/pack.h"
@@ -646,6 +647,62 @@ static int box_subtract(box_list *out, const ptc_box *a, const ptc_box *b)
     return PTC_OK;
 }
 
+/* Rows shorter than this go through the scratch block: a read call per
+ * short segment would cost more than the copy it saves. */
+#define SCATTER_ROW_MIN ((uint64_t)1024)
+/* Most segments of one block in the scatter path (rows of SCATTER_ROW_MIN,
+ * plus a partial one at each end). */
+#define SCATTER_SEG_MAX ((int)(PTC_STORE_BLOCK_SIZE / SCATTER_ROW_MIN) + 2)
+
+/* The region's source is the contiguous element range [src0, src0 + vol) of
+ * @p rec, its rows (@p e[n-1] elements) go to destination rows of strides
+ * @p ds: each raw block lying wholly in the range is read straight into the
+ * destination rows and verified over them (one copy, as a plain read); the
+ * range's ends, compressed blocks and a block already in the scratch go
+ * through the scratch block. */
+static int copy_scatter(blk_ctx *c, const ptc_shard_rec *rec, int64_t src0, const int64_t *e,
+                        const int64_t *ds, int n, uint8_t *dst, size_t es)
+{
+    const uint64_t BS = PTC_STORE_BLOCK_SIZE;
+    uint64_t row = (uint64_t)e[n - 1] * es, s0 = (uint64_t)src0 * es, vol = row;
+    for (int d = 0; d < n - 1; d++)
+        vol *= (uint64_t)e[d];
+    struct iovec *seg = ptc_malloc(sizeof *seg * 2 * SCATTER_SEG_MAX);
+    if (!seg)
+        return PTC_E_NOMEM;
+    rec_blob b;
+    int rc = rec_blob_init(c, rec, &b);
+    for (uint64_t k = s0 / BS; rc == PTC_OK && k * BS < s0 + vol; k++) {
+        uint64_t a = PTC_MAX(s0, k * BS), z = PTC_MIN(s0 + vol, (k + 1) * BS);
+        int nseg = 0;
+        for (uint64_t u = a; u < z;) {
+            uint64_t r = (u - s0) / row, in = (u - s0) - r * row, len = PTC_MIN(row - in, z - u);
+            int64_t off = 0;
+            for (int d = n - 2; d >= 0; d--) { /* the row's place in the destination */
+                off += (int64_t)(r % (uint64_t)e[d]) * ds[d];
+                r /= (uint64_t)e[d];
+            }
+            seg[nseg++] = (struct iovec){dst + off * (int64_t)es + in, (size_t)len};
+            u += len;
+        }
+        bool cached = c->sc.valid && c->sc.key == rec && c->sc.blk == k;
+        if (a == k * BS && z - a == blk_raw_len(rec, k) && !cached &&
+            rec->blocks[k].codec == PTC_BLOCK_RAW) {
+            rc = ptc_blob_read_block_iov(&b.ref, k, seg, nseg, seg + SCATTER_SEG_MAX);
+            continue;
+        }
+        const uint8_t *blk;
+        if ((rc = get_block(c, rec, k, &blk)) < 0)
+            break;
+        for (int i = 0; i < nseg; i++) {
+            memcpy(seg[i].iov_base, blk + (a - k * BS), seg[i].iov_len);
+            a += seg[i].iov_len;
+        }
+    }
+    ptc_free(seg);
+    return rc;
+}
+
 /* Copy the part @p J (inside piece @p p of @p rec) of the requested box. */
 static int copy_region(blk_ctx *c, const ptc_shard_rec *rec, const ptc_piece *p,
                        const ptc_box *J, const ptc_box *box, uint8_t *dst,
@@ -668,6 +725,13 @@ static int copy_region(blk_ctx *c, const ptc_shard_rec *rec, const ptc_piece *p,
         ds[0] = ss[0] = 1;
         n = 1;
     }
+    /* rows of a contiguous source range into rows of the destination */
+    bool dense = n >= 2 && ss[n - 1] == 1 && ds[n - 1] == 1 &&
+                 (uint64_t)e[n - 1] * es >= SCATTER_ROW_MIN;
+    for (int d = n - 2; dense && d >= 0; d--)
+        dense = ss[d] == ss[d + 1] * e[d + 1];
+    if (dense)
+        return copy_scatter(c, rec, src0, e, ds, n, dst + dst0 * (int64_t)es, es);
     int64_t idx[PTC_MAX_DIMS] = {0};
     for (;;) {
         int64_t so = src0, dof = dst0;
