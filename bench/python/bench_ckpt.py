@@ -4,11 +4,20 @@ checkpoint (DCP) against ptc.save / ptc.load, on the same Llama-style state
 
 Phases (each a fresh set of rank processes, so every figure is that phase's):
   save   4 ranks, dp=2 x tp=2, optimizer moments sharded over dp
-  load   into 2 ranks (dp=2, tp=1) and into 8 ranks (dp=2, tp=4), resharding
-         on the way; cold (the checkpoint's pages dropped from the page cache
-         with posix_fadvise DONTNEED first) and warm (read again at once)
+  async  4 ranks, the same state saved in the background (ptc.async_save,
+         dcp.async_save over a gloo group of its own), after one untimed
+         save (the snapshot memory, the group): the training stall (the
+         call's time), the snapshot copy alone (memcpy of the same bytes
+         into memory touched before), the time until the commit is durable
+  load   into 2 ranks and into 8 ranks, resharding on the way, into sharded
+         destinations (dp=2 x tp=N/2) and whole tensors (a pipeline layout:
+         pp=2, and dp=2 x pp=4); cold (the checkpoint's pages dropped from
+         the page cache with posix_fadvise DONTNEED first) and warm (read
+         again at once)
 Figures: wall time (slowest rank, between barriers), RSS per rank before
 the call and its peak (getrusage) when the call returns (before any check),
+and that peak above the rank's own tensors (for a load, whose destination
+pages are faulted in by the call, above before + the destination bytes),
 bytes on disk, bytes each rank received; every loaded element
 is checked against the value it was saved with (a function of its global
 index), so both sides are known to load the same bytes.
@@ -18,9 +27,12 @@ index), so both sides are known to load the same bytes.
 
 The plain-I/O bound of the same run (bench_io_bound.py): the data files of
 each side's checkpoint written again by one process each with write() +
-fsync(), then read back cold with plain preads (1 to 64 threads, and after
-fadvise WILLNEED); each side's save is compared with the write bound of its
-own files, the cold loads with the fastest cold read of the same bytes.
+fsync(), then read back cold with plain preads (1 to 16 threads, and after
+fadvise WILLNEED); each side's save and its async save's time to the commit
+are compared with the write bound of its own files, the cold loads with the
+fastest cold read of the same bytes, the warm loads with the memory bound
+measured right after them: one process per rank reading as many bytes from
+the page cache into memory (bench_io_bound.warm_bound).
 --settle S waits S seconds after each side's save before its cold loads
 (and makes the bound's reads wait as long): a cold read soon after a large
 write is slower on the virtual disk of the development machine.
@@ -140,6 +152,103 @@ def disk_bytes(path):
     return total
 
 
+# ---- destinations ---------------------------------------------------------------------------
+
+PTC_RULES = "llama"
+
+
+def whole_config(world):
+    """The pipeline layout of whole tensors for @p world ranks."""
+    return "pp=2" if world == 2 else "dp=%d,pp=4" % (world // 4)
+
+
+def whole_names(args, world, rank):
+    """The tensors rank @p rank holds whole under whole_config(world) (the
+    same sets on both sides)."""
+    import ptc
+    lay = ptc.Layout({n: ("F32", s) for n, s, _, _ in full_spec(args)}, whole_config(world),
+                     PTC_RULES)
+    return {n for n, sh in lay.shards(rank).items() if sh.present}
+
+
+def whole_state(torch, args, world, rank, fill):
+    """{name: whole tensor} of the tensors the rank holds; bytes."""
+    names = whole_names(args, world, rank)
+    state, nbytes = {}, 0
+    for tid, (name, shape, _, _) in enumerate(full_spec(args)):
+        if name in names:
+            state[name] = (values(torch, tid, shape, [0] * len(shape), shape) if fill
+                           else torch.empty(shape))
+            nbytes += state[name].numel() * 4
+    return state, nbytes
+
+
+def whole_check(torch, args, state):
+    bad = 0
+    for tid, (name, shape, _, _) in enumerate(full_spec(args)):
+        if name in state and not torch.equal(state[name],
+                                             values(torch, tid, shape, [0] * len(shape), shape)):
+            bad += 1
+    return bad
+
+
+def copy_bound(states):
+    """The snapshot copy alone: memcpy of every tensor into host memory
+    touched before (a second copy, timed)."""
+    import ctypes
+    import numpy as np
+    ts = [x for x in states.values() if x.numel()]
+    buf = np.empty(sum(x.numel() * x.element_size() for x in ts), dtype=np.uint8)
+    best = None
+    for _ in range(2):
+        at, t0 = buf.ctypes.data, time.perf_counter()
+        for x in ts:
+            ctypes.memmove(at, x.data_ptr(), x.numel() * x.element_size())
+            at += x.numel() * x.element_size()
+        best = time.perf_counter() - t0
+    return best
+
+
+def timed(dist, res, fn):
+    """@p fn between barriers: its time on this rank and the slowest's window."""
+    dist.barrier()
+    res["t_start_epoch"] = time.time()
+    t0 = time.perf_counter()
+    out = fn()
+    res["seconds"] = time.perf_counter() - t0
+    dist.barrier()
+    res["wall"] = time.perf_counter() - t0
+    res["peak_rss_op"] = peak_rss()     # the peak up to the end of the call (no checks yet)
+    return out
+
+
+def warm_wall(dist, fn):
+    """The same load again with the pages cached, every rank done checking."""
+    r = {}
+    timed(dist, r, fn)
+    return r["wall"]
+
+
+def async_phase(dist, res, save, wait, bump, states):
+    """One untimed async save and its wait, then the timed one: the stall
+    (the call), the time until its commit is durable (the wait's return),
+    and the snapshot copy alone. rss_before stays the RSS before the first
+    (the snapshot memory counts in the peak)."""
+    wait(save(0))
+    bump()                               # the next step's values: nothing to reuse
+    res["copy_s"] = copy_bound(states)
+    dist.barrier()
+    res["t_start_epoch"] = time.time()
+    t0 = time.perf_counter()
+    h = save(1)
+    res["stall"] = time.perf_counter() - t0
+    wait(h)
+    res["commit"] = time.perf_counter() - t0
+    res["peak_rss_op"] = peak_rss()
+    dist.barrier()
+    res["wall"] = res["commit"]
+
+
 # ---- the DCP side -------------------------------------------------------------------------
 
 def dcp_state(torch, args, dp, tp, fill):
@@ -180,36 +289,35 @@ def dcp_check(torch, args, state):
 
 def run_dcp(torch, dist, args, phase, rank, world, ckpt):
     import torch.distributed.checkpoint as dcp
-    dp = 2
-    tp = world // dp
-    state, nbytes = dcp_state(torch, args, dp, tp, fill=(phase == "save"))
-    res = {"bytes_local": nbytes, "rss_before": rss_now()}
-    dist.barrier()
-    res["t_start_epoch"] = time.time()
-    t0 = time.perf_counter()
-    if phase == "save":
-        dcp.save(state, checkpoint_id=ckpt)
+    whole = args.dest == "whole"
+    if whole:
+        state, nbytes = whole_state(torch, args, world, rank, fill=False)
     else:
-        dcp.load(state, checkpoint_id=ckpt)
-    res["seconds"] = time.perf_counter() - t0
-    dist.barrier()
-    res["wall"] = time.perf_counter() - t0
-    res["peak_rss_op"] = peak_rss()     # the peak up to the end of the call (no checks yet)
-    if phase != "save":
-        res["bad_tensors"] = dcp_check(torch, args, state)
-        if phase == "load-cold":        # the same again with the pages cached
-            dist.barrier()              # every rank done checking: the CPUs are free
-            t0 = time.perf_counter()
-            dcp.load(state, checkpoint_id=ckpt)
-            dist.barrier()
-            res["wall_warm"] = time.perf_counter() - t0
+        state, nbytes = dcp_state(torch, args, 2, world // 2, fill=phase in ("save", "async"))
+    res = {"bytes_local": nbytes, "rss_before": rss_now()}
+    if phase == "async":
+        bg = dist.new_group(backend="gloo")
+        locals_ = {n: x.to_local() for n, x in state.items()}
+
+        def bump():
+            for x in locals_.values():
+                x.add_(1.0)
+
+        async_phase(dist, res, lambda k: dcp.async_save(
+            state, checkpoint_id=os.path.join(ckpt, "async-%d" % k), process_group=bg),
+            lambda f: f.result(), bump, locals_)
+        return res
+    if phase == "save":
+        timed(dist, res, lambda: dcp.save(state, checkpoint_id=ckpt))
+        return res
+    check = whole_check if whole else dcp_check
+    timed(dist, res, lambda: dcp.load(state, checkpoint_id=ckpt))
+    res["bad_tensors"] = check(torch, args, state)
+    res["wall_warm"] = warm_wall(dist, lambda: dcp.load(state, checkpoint_id=ckpt))
     return res
 
 
 # ---- the ptc side (hooks for ptc.save / ptc.load) -------------------------------------------
-
-PTC_RULES = "llama"
-
 
 def ptc_state(torch, args, dp, tp, fill):
     """This rank's local tensors in PTC's layout of dp x tp with zero=1 (moments
@@ -233,47 +341,51 @@ def ptc_state(torch, args, dp, tp, fill):
     return state, nbytes, lay, cfg
 
 
+def ptc_check(torch, args, lay, rank, state):
+    bad = 0
+    for tid, (name, shape, _, _) in enumerate(full_spec(args)):
+        sh = lay.shard(name, rank)
+        flat = state[name].view(-1)
+        for p in sh.pieces:
+            v = values(torch, tid, shape, p.lo, p.shape)
+            if not torch.equal(torch.as_strided(flat, p.shape, p.strides, p.offset), v):
+                bad += 1
+                break
+    return bad
+
+
 def run_ptc(torch, dist, args, phase, rank, world, ckpt):
     import ptc
-    dp = 2
-    tp = world // dp
-    state, nbytes, lay, cfg = ptc_state(torch, args, dp, tp, fill=(phase == "save"))
+    whole = args.dest == "whole"
+    if whole:
+        state, nbytes = whole_state(torch, args, world, rank, fill=False)
+        cfg = whole_config(world)
+    else:
+        state, nbytes, lay, cfg = ptc_state(torch, args, 2, world // 2,
+                                            fill=phase in ("save", "async"))
     res = {"bytes_local": nbytes, "rss_before": rss_now()}
-    if rank == 0:                      # one process creates the store
+    if rank == 0 and phase != "load-cold":     # one process creates the store
         ptc.Store(ckpt, create=True).close()
     dist.barrier()
     st = ptc.Store(ckpt)
     global_shapes = {n: s for n, s, _, _ in full_spec(args)}
-    dist.barrier()
-    res["t_start_epoch"] = time.time()
-    t0 = time.perf_counter()
-    # these two calls are the whole ptc side
-    if phase == "save":
-        ptc.save(st, state, config=cfg, rules=PTC_RULES, rank=rank, group=None,
-                 step=1, global_shapes=global_shapes)
+    # these calls are the whole ptc side
+    if phase == "async":
+        def bump():
+            for x in state.values():
+                x.add_(1.0)
+
+        async_phase(dist, res, lambda k: ptc.async_save(
+            st, state, config=cfg, rules=PTC_RULES, rank=rank, step=k,
+            global_shapes=global_shapes), lambda h: h.wait(), bump, state)
+    elif phase == "save":
+        timed(dist, res, lambda: ptc.save(st, state, config=cfg, rules=PTC_RULES, rank=rank,
+                                          group=None, step=1, global_shapes=global_shapes))
     else:
-        ptc.load(st, state, config=cfg, rank=rank)
-    res["seconds"] = time.perf_counter() - t0
-    dist.barrier()
-    res["wall"] = time.perf_counter() - t0
-    res["peak_rss_op"] = peak_rss()     # the peak up to the end of the call (no checks yet)
-    if phase != "save":
-        bad = 0
-        for tid, (name, shape, _, _) in enumerate(full_spec(args)):
-            sh = lay.shard(name, rank)
-            flat = state[name].view(-1)
-            for p in sh.pieces:
-                v = values(torch, tid, shape, p.lo, p.shape)
-                if not torch.equal(torch.as_strided(flat, p.shape, p.strides, p.offset), v):
-                    bad += 1
-                    break
-        res["bad_tensors"] = bad
-        if phase == "load-cold":
-            dist.barrier()
-            t0 = time.perf_counter()
-            ptc.load(st, state, config=cfg, rank=rank)
-            dist.barrier()
-            res["wall_warm"] = time.perf_counter() - t0
+        timed(dist, res, lambda: ptc.load(st, state, config=cfg, rank=rank))
+        res["bad_tensors"] = (whole_check(torch, args, state) if whole
+                              else ptc_check(torch, args, lay, rank, state))
+        res["wall_warm"] = warm_wall(dist, lambda: ptc.load(st, state, config=cfg, rank=rank))
     st.close()
     return res
 
@@ -311,12 +423,12 @@ def free_port():
     return port
 
 
-def launch(args, impl, phase, world, ckpt, timeout):
+def launch(args, impl, phase, world, ckpt, timeout, dest="sharded"):
     results = tempfile.mkdtemp(prefix="ptc-bench-res-")
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
     base = [sys.executable, HERE, "--worker", "--impl", impl, "--phase", phase, "--ckpt", ckpt,
-            "--results", results] + model_args(args)
+            "--results", results, "--dest", dest] + model_args(args)
     procs = [subprocess.Popen(base, env=dict(env, RANK=str(r))) for r in range(world)]
     t0 = time.perf_counter()
     for p in procs:
@@ -341,17 +453,25 @@ def model_args(args):
             "--kv-heads", str(args.kv_heads)]
 
 
-def summarize(ranks, key="wall"):
+def summarize(ranks, phase):
     errs = [r["error"] for r in ranks if r.get("error")]
     if errs:
         return {"error": errs[0]}
-    out = {"wall_s": max(r[key] for r in ranks),
+    out = {"wall_s": max(r["wall"] for r in ranks),
            "peak_rss_per_rank": [r["peak_rss"] for r in ranks],
            "peak_rss_op_per_rank": [r["peak_rss_op"] for r in ranks],
            "rss_before_per_rank": [r["rss_before"] for r in ranks],
            "bytes_per_rank": [r["bytes_local"] for r in ranks]}
+    # the call's memory above the rank's own tensors (a load faults in its
+    # destination, a save and an async save find their state there already)
+    own = [r["bytes_local"] if phase == "load-cold" else 0 for r in ranks]
+    out["rss_over_own_per_rank"] = [r["peak_rss_op"] - r["rss_before"] - o
+                                    for r, o in zip(ranks, own)]
     out["t_start_epoch"] = min(r["t_start_epoch"] for r in ranks)
     out["t_end_epoch"] = max(r["t_end_epoch"] for r in ranks)
+    for k in ("stall", "commit", "copy_s"):
+        if k in ranks[0]:
+            out[k + ("" if k.endswith("_s") else "_s")] = max(r[k] for r in ranks)
     if "wall_warm" in ranks[0]:
         out["wall_warm_s"] = max(r["wall_warm"] for r in ranks)
     if "bad_tensors" in ranks[0]:
@@ -369,7 +489,11 @@ def main():
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--kv-heads", type=int, default=4)
     ap.add_argument("--load-worlds", default="2,8",
-                    help="rank counts to load into (dp=2 x tp=N/2), comma-separated")
+                    help="rank counts to load into, comma-separated (2 and 8)")
+    ap.add_argument("--dests", default="sharded,whole",
+                    help="load destinations: sharded (dp=2 x tp=N/2), whole (pp=2; dp=2 x pp=4)")
+    ap.add_argument("--no-async", dest="run_async", action="store_false",
+                    help="skip the async phase")
     ap.add_argument("--out", default=None, help="folder for the checkpoints (default: a temp)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--timeout", type=int, default=1800)
@@ -384,28 +508,47 @@ def main():
     ap.add_argument("--phase", help=argparse.SUPPRESS)
     ap.add_argument("--ckpt", help=argparse.SUPPRESS)
     ap.add_argument("--results", help=argparse.SUPPRESS)
+    ap.add_argument("--dest", default="sharded", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         sys.exit(worker(args))
 
+    sys.path.insert(0, os.path.dirname(HERE))
+    import bench_io_bound
     total = sum(4 * __import__("math").prod(s) for _, s, _, _ in full_spec(args))
     print("state: %d tensors, %.2f GiB (fp32 parameters + 2 AdamW moments)"
           % (len(full_spec(args)), total / 2 ** 30), flush=True)
     work = args.out or tempfile.mkdtemp(prefix="ptc-bench-")
-    report = {"state_bytes": total, "tensors": len(full_spec(args)), "results": {}}
+    report = {"state_bytes": total, "tensors": len(full_spec(args)), "results": {},
+              "warm_bound": {}}
+    worlds = [int(w) for w in args.load_worlds.split(",")]
     for impl in args.impl.split(","):
         ckpt = os.path.join(work, impl)
         shutil.rmtree(ckpt, ignore_errors=True)
         r = {}
-        r["save_4"] = summarize(launch(args, impl, "save", 4, ckpt, args.timeout))
+        r["save_4"] = summarize(launch(args, impl, "save", 4, ckpt, args.timeout), "save")
         if "error" not in r["save_4"]:
             r["save_4"]["disk_bytes"] = disk_bytes(ckpt)
             r["save_4"]["data_files"] = data_files(ckpt)
             time.sleep(args.settle)
-            for world in [int(w) for w in args.load_worlds.split(",")]:
-                drop_cache(ckpt)
-                r["load_%d" % world] = summarize(launch(args, impl, "load-cold", world, ckpt,
-                                                        args.timeout))
+            for dest in args.dests.split(","):
+                for world in worlds:
+                    drop_cache(ckpt)
+                    key = "load_%d" % world + ("_whole" if dest == "whole" else "")
+                    x = r[key] = summarize(launch(args, impl, "load-cold", world, ckpt,
+                                                  args.timeout, dest), "load-cold")
+                    if "error" not in x and args.io_bound:
+                        # the memory bound of the warm load, its files still cached
+                        paths = data_paths(ckpt)
+                        report["warm_bound"]["%s_%s" % (impl, key)] = \
+                            bench_io_bound.warm_bound(paths, x["bytes_per_rank"],
+                                                      reps=args.io_reps)
+        if args.run_async:
+            actx = os.path.join(work, impl + "-async")
+            shutil.rmtree(actx, ignore_errors=True)
+            r["async_4"] = summarize(launch(args, impl, "async", 4, actx, args.timeout),
+                                     "async")
+            shutil.rmtree(actx, ignore_errors=True)
         report["results"][impl] = r
         print(json.dumps({impl: r}), flush=True)
     # Both sides' checkpoints stay until the end, so that no side is measured
@@ -419,19 +562,42 @@ def main():
         print(json.dumps({"io_bound": report["io_bound"]}), flush=True)
     if not args.out and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
-    d, p = report["results"].get("dcp"), report["results"].get("ptc")
-    if d and p and all("error" not in x for x in list(d.values()) + list(p.values())):
-        report["ratios"] = {"save": d["save_4"]["wall_s"] / p["save_4"]["wall_s"]}
-        for k in d:
-            if k.startswith("load_") and k in p:
-                report["ratios"][k + "_cold"] = d[k]["wall_s"] / p[k]["wall_s"]
-                report["ratios"][k + "_warm"] = d[k]["wall_warm_s"] / p[k]["wall_warm_s"]
+    report["ratios"] = ratios(report)
     if "io_bound" in report:
         report["vs_io_bound"] = vs_bound(report)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
     print_table(report)
+
+
+def data_paths(path):
+    out = []
+    for root, _, files in os.walk(path):
+        out += [os.path.join(root, f) for f in sorted(files)
+                if f.endswith(".pack") or f.endswith(".distcp")]
+    return out
+
+
+def ratios(report):
+    """DCP over ptc (> 1: ptc faster), and ptc's async stall against its copy
+    and DCP's stall."""
+    d, p = report["results"].get("dcp", {}), report["results"].get("ptc", {})
+    ok = lambda x: x and "error" not in x  # noqa: E731
+    out = {}
+    if ok(d.get("save_4")) and ok(p.get("save_4")):
+        out["save"] = d["save_4"]["wall_s"] / p["save_4"]["wall_s"]
+    for k in p:
+        if k.startswith("load_") and ok(p[k]) and ok(d.get(k)):
+            out[k + "_cold"] = d[k]["wall_s"] / p[k]["wall_s"]
+            out[k + "_warm"] = d[k]["wall_warm_s"] / p[k]["wall_warm_s"]
+    a = p.get("async_4")
+    if ok(a):
+        out["ptc_stall_over_copy"] = a["stall_s"] / a["copy_s"]
+        if ok(d.get("async_4")):
+            out["async_stall"] = d["async_4"]["stall_s"] / a["stall_s"]
+            out["async_commit"] = d["async_4"]["commit_s"] / a["commit_s"]
+    return out
 
 
 def io_bound(report, work, reps):
@@ -461,37 +627,70 @@ def io_bound(report, work, reps):
 
 
 def vs_bound(report):
-    """Each figure over its bound (1.0 = at the bound): a save over the write
-    bound of its own files, a cold load over the fastest cold read."""
+    """Each figure over its bound (1.0 = at the bound): a save and an async
+    save's commit over the write bound of its own files, a cold load over the
+    fastest cold read, a warm load over the memory bound measured after it."""
     b = report["io_bound"]
     rd = next((x["read_best_s"] for x in b.values() if x.get("read")), None)
     out = {}
     for impl, r in report["results"].items():
         if impl in b and "wall_s" in r.get("save_4", {}):
             out["%s_save" % impl] = r["save_4"]["wall_s"] / b[impl]["write"]["wall_s"]
+        if impl in b and "commit_s" in r.get("async_4", {}):
+            out["%s_async_commit" % impl] = r["async_4"]["commit_s"] / b[impl]["write"]["wall_s"]
         for k, x in r.items():
             if k.startswith("load_") and "wall_s" in x and rd:
                 out["%s_%s_cold" % (impl, k)] = x["wall_s"] / rd
+            wb = report["warm_bound"].get("%s_%s" % (impl, k))
+            if k.startswith("load_") and "wall_warm_s" in x and wb:
+                out["%s_%s_warm" % (impl, k)] = x["wall_warm_s"] / wb["wall_s"]
+    return out
+
+
+def goals(report):
+    """[(goal, figure, holds)] of issue 29's targets that this run measured."""
+    rt, vb = report.get("ratios", {}), report.get("vs_io_bound", {})
+    p = report["results"].get("ptc", {})
+    out = []
+
+    def add(what, v, ok):
+        if v is not None:
+            out.append((what, v, ok(v)))
+    add("save: DCP / ptc >= 1.5", rt.get("save"), lambda v: v >= 1.5)
+    add("async stall / snapshot copy <= 1.2", rt.get("ptc_stall_over_copy"), lambda v: v <= 1.2)
+    add("async stall: DCP / ptc >= 1", rt.get("async_stall"), lambda v: v >= 1)
+    add("async commit / write+fsync <= 1.3", vb.get("ptc_async_commit"), lambda v: v <= 1.3)
+    for k in sorted(x for x in p if x.startswith("load_")):
+        add("%s warm / memory bound <= 1.2" % k, vb.get("ptc_%s_warm" % k), lambda v: v <= 1.2)
+        add("%s cold / storage bound <= 1.2" % k, vb.get("ptc_%s_cold" % k), lambda v: v <= 1.2)
+    for k, x in p.items():
+        if "rss_over_own_per_rank" in x:
+            extra = x.get("bytes_per_rank", [0]) if k.startswith("async") else None
+            over = max(v - (e if extra else 0) for v, e in
+                       zip(x["rss_over_own_per_rank"], extra or [0] * 99))
+            add("%s peak RSS above own tensors%s <= 64 MiB (MiB)" % (
+                k, " and the snapshot" if extra else ""), over / 2 ** 20, lambda v: v <= 64)
     return out
 
 
 def print_table(report):
-    print("\n%-5s %-8s %9s %9s %12s %26s %26s" % (
-        "impl", "phase", "wall s", "warm s", "disk MiB", "RSS MiB before (per rank)",
-        "peak RSS MiB of the call"))
+    print("\n%-5s %-13s %8s %8s %8s %8s %8s %10s %24s %24s" % (
+        "impl", "phase", "wall s", "warm s", "stall s", "copy s", "commit s", "disk MiB",
+        "RSS MiB before (ranks)", "peak RSS over own (MiB)"))
     for impl, r in report["results"].items():
         for phase, x in r.items():
             if "error" in x:
-                print("%-5s %-8s %s" % (impl, phase, x["error"][:100]))
+                print("%-5s %-13s %s" % (impl, phase, x["error"][:100]))
                 continue
-            print("%-5s %-8s %9.2f %9s %12s %26s %26s" % (
-                impl, phase, x["wall_s"],
-                "%.2f" % x["wall_warm_s"] if "wall_warm_s" in x else "-",
+            f = lambda k: "%.2f" % x[k] if k in x else "-"  # noqa: E731
+            print("%-5s %-13s %8.2f %8s %8s %8s %8s %10s %24s %24s" % (
+                impl, phase, x["wall_s"], f("wall_warm_s"), f("stall_s"), f("copy_s"),
+                f("commit_s"),
                 "%.0f" % (x["disk_bytes"] / 2 ** 20) if "disk_bytes" in x else "-",
                 ",".join("%.0f" % (v / 2 ** 20) for v in x["rss_before_per_rank"]),
-                ",".join("%.0f" % (v / 2 ** 20) for v in x["peak_rss_op_per_rank"])))
-    if "ratios" in report:
-        print("ratios DCP/ptc:", json.dumps(report["ratios"]))
+                ",".join("%.0f" % (v / 2 ** 20) for v in x["rss_over_own_per_rank"])))
+    if report.get("ratios"):
+        print("ratios DCP/ptc:", json.dumps({k: round(v, 2) for k, v in report["ratios"].items()}))
     for impl, x in report.get("io_bound", {}).items():
         w = x["write"]
         print("io bound, %s's %d data files (%.0f MiB): write()+fsync %.2f s (%.2f GB/s; "
@@ -504,9 +703,18 @@ def print_table(report):
             print("  cold read, %2d threads x %d MiB preads%s: %.2f s (%.2f GB/s) rounds %s" % (
                 rd["threads"], rd["chunk"] >> 20, " after WILLNEED" if rd["willneed"] else "",
                 rd["wall_s"], rd["gb_per_s"], " ".join("%.2f" % v for v in rd["rounds_s"])))
+    for k, w in report.get("warm_bound", {}).items():
+        print("memory bound of %s's warm load: %d processes reading %.0f MiB from the page "
+              "cache: %.2f s rounds %s" % (k, w["procs"], w["bytes"] / 2 ** 20, w["wall_s"],
+                                           " ".join("%.2f" % v for v in w["rounds_s"])))
     if "vs_io_bound" in report:
-        print("over the io bound (1.0 = at it):", json.dumps(
+        print("over the bounds (1.0 = at it):", json.dumps(
             {k: round(v, 2) for k, v in report["vs_io_bound"].items()}))
+    g = goals(report)
+    if g:
+        print("\ngoals (issue 29):")
+        for what, v, ok in g:
+            print("  %-62s %8.2f  %s" % (what, v, "yes" if ok else "NO"))
 
 
 if __name__ == "__main__":

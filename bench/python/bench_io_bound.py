@@ -11,6 +11,10 @@ at all, so that bench_ckpt.py can show how far DCP and ptc are from it.
          shared counter (queue depth N), or one thread after
          posix_fadvise(WILLNEED) of everything (the kernel queues the reads);
          each read follows a fresh write by --gap seconds
+  warm   the memory bound of a warm load: one process per loading rank, all
+         started together, each reading as many bytes as its rank loads from
+         the files (in the page cache) into memory it touched before, with 1
+         MiB preads on one thread (a plain read); slowest end - first start
 
     python bench/python/bench_io_bound.py --sizes 400M,400M,200M,200M [--dir DIR]
 
@@ -160,6 +164,80 @@ def read_bound(paths, threads, chunk=MIB, willneed=False):
 READ_VARIANTS = [(1, MIB, False), (4, MIB, False), (16, MIB, False), (1, MIB, True)]
 
 
+# ---- warm: one process per loading rank, from the page cache -----------------------------------
+
+def warm_worker(spec, ready, go, result):
+    """Read the (path, offset, bytes) ranges of @p spec (JSON) into a buffer
+    touched beforehand, after @p go appears; report the times."""
+    ranges = json.loads(spec)
+    total = sum(n for _, _, n in ranges)
+    buf = bytearray(total)          # zeroed: its pages are there
+    mv = memoryview(buf)
+    fds = {p: os.open(p, os.O_RDONLY) for p in {r[0] for r in ranges}}
+    open(ready, "w").close()
+    while not os.path.exists(go):
+        time.sleep(0.0005)
+    t0 = time.time()
+    at = 0
+    for path, off, n in ranges:
+        end = at + n
+        while at < end:
+            at += os.preadv(fds[path], [mv[at:min(end, at + MIB)]], off + (at - (end - n)))
+    t1 = time.time()
+    for fd in fds.values():
+        os.close(fd)
+    with open(result, "w") as f:
+        json.dump({"t0": t0, "t1": t1, "bytes": total}, f)
+
+
+def warm_bound(paths, per_proc, reps=3, timeout=600):
+    """The memory bound of a warm load of @p per_proc bytes per rank from the
+    files @p paths (already in the page cache): len(per_proc) processes, each
+    reading its share from the files' bytes in turn (wrapping around), all
+    started together; median of @p reps rounds of the slowest end - first
+    start."""
+    sizes = [os.path.getsize(p) for p in paths]
+    flat = sum(sizes)
+    rounds = []
+    for _ in range(reps):
+        ctl = tempfile.mkdtemp(prefix="ptc-io-warm-")
+        go = os.path.join(ctl, "go")
+        procs, start = [], 0
+        for i, want in enumerate(per_proc):
+            ranges, left, at = [], int(want), start
+            while left > 0:
+                f, off = 0, at % flat
+                while off >= sizes[f]:
+                    off -= sizes[f]
+                    f += 1
+                n = min(left, sizes[f] - off)
+                ranges.append((paths[f], off, n))
+                left -= n
+                at += n
+            start = at
+            procs.append(subprocess.Popen(
+                [sys.executable, HERE, "--warm-worker", json.dumps(ranges),
+                 os.path.join(ctl, "ready-%d" % i), go, os.path.join(ctl, "res-%d" % i)]))
+        t_wait = time.time()
+        while not all(os.path.exists(os.path.join(ctl, "ready-%d" % i))
+                      for i in range(len(per_proc))):
+            if time.time() - t_wait > timeout or any(p.poll() not in (None, 0) for p in procs):
+                for p in procs:
+                    p.kill()
+                raise RuntimeError("warm bound: a reader did not start")
+            time.sleep(0.005)
+        open(go, "w").close()
+        for p in procs:
+            p.wait(timeout=timeout)
+        res = [json.load(open(os.path.join(ctl, "res-%d" % i))) for i in range(len(per_proc))]
+        for name in os.listdir(ctl):
+            os.unlink(os.path.join(ctl, name))
+        os.rmdir(ctl)
+        rounds.append(max(r["t1"] for r in res) - min(r["t0"] for r in res))
+    return {"procs": len(per_proc), "bytes": int(sum(per_proc)), "rounds_s": rounds,
+            "wall_s": median(rounds)}
+
+
 def median(xs):
     xs = sorted(xs)
     return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
@@ -210,6 +288,9 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--write-worker":
         path, size, ready, go, result = sys.argv[2:7]
         write_worker(path, int(size), ready, go, result)
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--warm-worker":
+        warm_worker(*sys.argv[2:6])
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", required=True, help="file sizes, comma-separated (e.g. 400M,200M)")
