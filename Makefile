@@ -6,7 +6,7 @@ MAKEFLAGS += --no-print-directory
 WERROR  := $(if $(CI),ON,OFF)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test test-unit test-python test-asan bench bench-python fuzz install clean
+.PHONY: all deps configure build demo test test-unit test-python test-asan bench bench-python gpu-check fuzz install clean
 
 all: build
 
@@ -62,6 +62,12 @@ bench: build
 # torch.distributed.checkpoint against ptc.save/ptc.load (bench/python/).
 bench-python: build
 	@sh bench/python/run.sh $(BUILD)
+
+# The GPU check (one GPU, <= 6 minutes; never part of CI): the gpu tests and
+# the GPU benchmark of CUDA tensors in ptc.save/load/async_save, figures in
+# $(BUILD)/gpu-check.txt. Without a GPU the GPU stages are skipped.
+gpu-check: build
+	@bash scripts/gpu-check.sh --build $(BUILD) --no-build
 
 # libFuzzer binaries (clang): make fuzz, then run build-fuzz/fuzz_<name>_lf.
 fuzz: deps

@@ -164,3 +164,47 @@ def test_the_ring_is_bounded_and_reused(st):
     (r,) = _ring._rings.values()
     assert r.nbytes == 4 * MIB and len(r.slots) == 4
     assert sum(x.numel() * x.element_size() for x in got.values()) > 2 * r.nbytes
+
+
+# ---- CUDA, where there is one (tests/gpu/test_python_cuda.sh) ---------------------------------
+
+def cuda_or_skip():
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+
+
+def to_cuda(states):
+    return [{n: x.cuda() for n, x in s.items()} for s in states]
+
+
+@pytest.mark.parametrize("dst", ["tp=3", "dp=2,pp=2,zero=1"])
+def test_cuda_round_trip(st, dst):
+    cuda_or_skip()
+    g = big_model()
+    lay, states = local_states(g, "tp=2")
+    ptc.save(st, to_cuda(states), config="tp=2", rules=RULES, rank=[0, 1],
+             global_shapes=shapes(g))
+    for n, x in g.items():
+        assert raw(st.read(n, like="torch")) == raw(x), n
+    dlay, want = local_states(g, dst)
+    got = to_cuda(empty_states(dlay))
+    ptc.load(st, got, config=dst, rank=list(range(dlay.world)))
+    for r in range(dlay.world):
+        for n, x in want[r].items():
+            assert raw(got[r][n].cpu()) == raw(x), (r, n)
+    ring_clean()
+
+
+def test_cuda_async_save_is_a_snapshot(st):
+    cuda_or_skip()
+    g = big_model()
+    lay, states = local_states(g, "tp=2")
+    dev = to_cuda(states)
+    h = ptc.async_save(st, dev, config="tp=2", rules=RULES, rank=[0, 1],
+                       global_shapes=shapes(g))
+    for s in dev:                        # queued on the current stream after the call
+        for x in s.values():
+            x.reshape(-1).view(torch.uint8).fill_(0xEE)
+    assert h.wait() == 1
+    for n, x in g.items():
+        assert raw(st.read(n, like="torch")) == raw(x), n
