@@ -31,6 +31,7 @@
 /* dataset */
 #include "ptc/order.h"
 #include "ptc/batch.h"
+#include "ptc/step.h"
 #include "ptc/ingest.h"
 #include "ptc/dataset.h"
 /* reshard */
