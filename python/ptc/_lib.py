@@ -51,7 +51,8 @@ CKPT_EXTRA_MAX = 4096
 CKPT_PARENT_LATEST = (1 << 64) - 1
 # step.h
 DATASET_STEP_PATH_MAX = 256
-DATASET_STEP_LEVEL_FILE = 8    # ptc_dataset_step_level: .../rank-<R>/step-<K>
+DATASET_STEP_LEVEL_RANK = 7    # ptc_dataset_step_level: .../rank-<R>
+DATASET_STEP_LEVEL_FILE = 8    # .../rank-<R>/step-<K>
 DATASET_STEP_LEVEL_INDEX = 9   # .../rank-<R>/step-<K>.idx
 
 

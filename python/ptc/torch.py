@@ -206,12 +206,16 @@ class StepDataset(torch.utils.data.IterableDataset):
 
     # -- positions --------------------------------------------------------------------
     def _path(self, step, level=L.DATASET_STEP_LEVEL_FILE):
-        """The view path of this rank's step file @p step (its .idx at level INDEX)."""
+        """The view path of this rank's step file @p step (level INDEX: its .idx; level
+        RANK: their directory), as libptc spells it (ptc_dataset_step_format)."""
         s = L.DatasetStep(self.seed, self.epoch, self.batch, self.start, self.dp, self.rank,
                           step, self._policy)
         buf = create_string_buffer(L.DATASET_STEP_PATH_MAX)
         call("ptc_dataset_step_format", byref(s), level, buf, len(buf))
         return "/datasets/%s/%s" % (self.name, buf.value.decode())
+
+    def _prefix(self):
+        return self._path(0, L.DATASET_STEP_LEVEL_RANK)
 
     def steps(self):
         """Number of steps from `start` to the end of the epoch (under the policy)."""
