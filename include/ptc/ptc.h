@@ -15,6 +15,7 @@
 #include "ptc/transport.h"
 /* kernels */
 #include "ptc/crc32c.h"
+#include "ptc/convert.h"
 /* ptc/layout */
 #include "ptc/config.h"
 #include "ptc/rules.h"
