@@ -1,7 +1,7 @@
 /* Dataset steps: the records of step K of rank R (positions by the batch
  * arithmetic, ids by the epoch order) and the step path's text, both ways.
  * The one place that computes a step and spells its path; docs/dataset.md
- * ("Step paths") is the grammar. */
+ * ("Steps: the records and the path", "Names") is the grammar. */
 #include <stdio.h>
 #include <string.h>
 

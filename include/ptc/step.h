@@ -4,7 +4,8 @@
  *        and the path that names it (dataset/step.c).
  *
  * A step is named by the parameters of its path in the mounted tree
- * (DESIGN.md, "Dataset view"; docs/dataset.md, "Step paths"):
+ * (DESIGN.md, "Dataset view"; docs/dataset.md, "Steps: the records and
+ * the path"):
  *
  *     seed-<S>/epoch-<E>/batch-<B>/start-<X>/dp-<D>/[policy-<P>/]rank-<R>/step-<K>[.idx]
  *
