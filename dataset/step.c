@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/util_internal.h"
 #include "ptc/dataset.h"
 #include "ptc/step.h"
 
@@ -100,8 +101,10 @@ int ptc_dataset_step_format(const ptc_dataset_step *s, ptc_dataset_step_level le
     int ncomp = level_comps(level);
     if (ncomp == 0)
         return ptc_error_set(PTC_E_INVAL, "step path: unknown level %d", (int)level);
+    /* the policy is a field of the levels below dp-<D> */
+    bool with_policy = level > PTC_DATASET_STEP_LEVEL_DP && s->policy != 0;
     const char *policy = ptc_batch_policy_name(s->policy);
-    if (!policy)
+    if (with_policy && !policy)
         return ptc_error_set(PTC_E_INVAL, "step path: unknown batch policy flags 0x%x",
                              s->policy);
     if (level == PTC_DATASET_STEP_LEVEL_POLICY && s->policy == 0)
@@ -113,7 +116,7 @@ int ptc_dataset_step_format(const ptc_dataset_step *s, ptc_dataset_step_level le
     size_t len = 0;
     for (int c = 0; c < ncomp; c++) {
         /* the policy directory sits between dp-<D> and rank-<R> */
-        bool pol = c == COMP_DP && s->policy && level != PTC_DATASET_STEP_LEVEL_DP;
+        bool pol = c == COMP_DP && with_policy;
         size_t room = cap - len; /* len < cap after every write */
         int w = snprintf(buf + len, room, "%s%s%llu%s%s", c ? "/" : "", comp_prefix[c],
                          (unsigned long long)comp_value(s, c), pol ? "/policy-" : "",
@@ -137,11 +140,19 @@ typedef struct comp {
     size_t len;
 } comp;
 
-/* The error of a malformed path (PTC_E_INVAL), naming it (at most 200 bytes). */
+/* The error @p rc of path @p path: "<what> '<path>' (<why>)", the path
+ * quoted as untrusted text. */
+static int path_error(int rc, const char *what, const char *path, size_t len, const char *why)
+{
+    char q[PTC_DATASET_STEP_PATH_MAX + 128];
+    ptc_quote_name(q, sizeof q, path, len);
+    return ptc_error_set(rc, "%s '%s' (%s)", what, q, why);
+}
+
+/* The error of a malformed path (PTC_E_INVAL). */
 static int bad_path(const char *path, size_t len, const char *why)
 {
-    return ptc_error_set(PTC_E_INVAL, "not a step path: '%.*s'%s (%s)",
-                         (int)(len > 200 ? 200 : len), path, len > 200 ? "..." : "", why);
+    return path_error(PTC_E_INVAL, "not a step path:", path, len, why);
 }
 
 /* "<prefix><canonical decimal><suffix>": PTC_OK, PTC_E_INVAL (not that
@@ -162,8 +173,8 @@ static int parse_num(const comp *c, const char *prefix, const char *suffix, uint
         if (d[i] < '0' || d[i] > '9')
             return PTC_E_INVAL;
         if (x > (UINT64_MAX - (uint64_t)(d[i] - '0')) / 10)
-            return ptc_error_set(PTC_E_RANGE, "number out of range in %.*s of a step path",
-                                 (int)c->len, c->s);
+            return path_error(PTC_E_RANGE, "a number out of range in", c->s, c->len,
+                              "more than 2^64 - 1");
         x = x * 10 + (uint64_t)(d[i] - '0');
     }
     *v = x;
@@ -247,8 +258,7 @@ int ptc_dataset_step_parse(const char *path, size_t len, ptc_dataset_step *s,
     if (rc == PTC_E_INVAL)
         return bad_path(path, len, why);
     if (rc != PTC_OK)
-        return ptc_error_set(rc, "step path '%.*s': %s", (int)(len > 200 ? 200 : len), path,
-                             why);
+        return path_error(rc, "step path", path, len, why);
     static const ptc_dataset_step_level levels[NCOMP] = {
         PTC_DATASET_STEP_LEVEL_SEED,  PTC_DATASET_STEP_LEVEL_EPOCH, PTC_DATASET_STEP_LEVEL_BATCH,
         PTC_DATASET_STEP_LEVEL_START, PTC_DATASET_STEP_LEVEL_DP,    PTC_DATASET_STEP_LEVEL_RANK,

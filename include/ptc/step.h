@@ -101,9 +101,11 @@ PTC_API int ptc_dataset_step_ids(uint64_t n, const ptc_dataset_step *s, uint64_t
  * Write the path of step @p s down to @p level, relative to the dataset's
  * directory (no leading or trailing '/'), e.g.
  * "seed-7/epoch-0/batch-64/start-0/dp-2/policy-equal/rank-1/step-3.idx".
- * The policy-<P> component is written at levels POLICY and below it when
- * s->policy is not 0; fields below @p level are not read. Numbers are
- * canonical decimal, so ptc_dataset_step_parse() gives back @p s.
+ * The policy-<P> component is written at level POLICY and the levels
+ * below it when s->policy is not 0. The fields of the levels below
+ * @p level are not read (the policy counts as a field of the levels below
+ * dp-<D>). Numbers are canonical decimal, so ptc_dataset_step_parse()
+ * gives back @p s.
  * @param cap  room in @p buf (PTC_DATASET_STEP_PATH_MAX always suffices)
  * @return PTC_OK; PTC_E_INVAL for an unknown level, a field the level
  *         names out of range (batch 0, dp 0, rank >= dp, an unknown policy

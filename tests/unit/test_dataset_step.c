@@ -269,6 +269,8 @@ static void test_format_errors(void **state)
                      PTC_E_INVAL); /* no policy */
     s.policy = 4;
     assert_int_equal(ptc_dataset_step_format(&s, file, buf, 256), PTC_E_INVAL);
+    assert_int_equal(ptc_dataset_step_format(&s, PTC_DATASET_STEP_LEVEL_DP, buf, 256), PTC_OK);
+    assert_string_equal(buf, "seed-0/epoch-0/batch-4/start-0/dp-2"); /* not read there */
     s.policy = 0;
     s.rank = 2;
     assert_int_equal(ptc_dataset_step_format(&s, file, buf, 256), PTC_E_INVAL);
