@@ -49,7 +49,8 @@ typedef struct ptc_dataset_step {
     uint64_t epoch;  /**< epoch E */
     uint64_t batch;  /**< global batch B (>= 1) */
     uint64_t start;  /**< start position X: the epoch position of step 0 */
-    uint64_t dp;     /**< data-parallel degree D (1 to PTC_DATASET_STEP_MAX_DP) */
+    uint64_t dp;     /**< data-parallel degree D (>= 1; a path names at most
+                          PTC_DATASET_STEP_MAX_DP) */
     uint64_t rank;   /**< data-parallel rank R (< D) */
     uint64_t step;   /**< step K */
     unsigned policy; /**< ptc_batch_policy flags; 0 (the split rule) has no
@@ -85,8 +86,9 @@ PTC_API int ptc_dataset_step_range(uint64_t n, const ptc_dataset_step *s, uint64
                                    uint64_t *hi);
 
 /**
- * The sample ids of the records of step @p s, in epoch order: id i is
- * ptc_order_sample(position *lo + i) of the order (n, seed, epoch).
+ * The sample ids of the records of step @p s, in epoch order: id i is the
+ * sample at position lo + i of the order (n, seed, epoch), [lo, hi) as
+ * ptc_dataset_step_range() gives them.
  * @param ids    receives *count ids
  * @param cap    room in @p ids
  * @param count  receives hi - lo (ptc_dataset_step_range), also when
