@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "ptc/dtype.h"
+#include "ptc/convert.h"
 #include "ptc/safetensors.h"
 
 const char ptc_cmd_synth_help[] =

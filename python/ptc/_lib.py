@@ -50,6 +50,11 @@ CKPT_RECORD_FORMAT = 1
 CKPT_RNG_MAX = 4 << 20
 CKPT_EXTRA_MAX = 4096
 CKPT_PARENT_LATEST = (1 << 64) - 1
+# step.h
+DATASET_STEP_PATH_MAX = 256
+DATASET_STEP_LEVEL_RANK = 7    # ptc_dataset_step_level: .../rank-<R>
+DATASET_STEP_LEVEL_FILE = 8    # .../rank-<R>/step-<K>
+DATASET_STEP_LEVEL_INDEX = 9   # .../rank-<R>/step-<K>.idx
 
 
 # ---- structs (include/ptc/*.h) ---------------------------------------------------------
@@ -176,6 +181,12 @@ class Order(Structure):
                 ("mask", c_uint64)]
 
 
+class DatasetStep(Structure):
+    _fields_ = [("seed", c_uint64), ("epoch", c_uint64), ("batch", c_uint64),
+                ("start", c_uint64), ("dp", c_uint64), ("rank", c_uint64), ("step", c_uint64),
+                ("policy", c_uint)]
+
+
 class ViewStat(Structure):
     _fields_ = [("is_dir", c_bool), ("size", c_uint64)]
 
@@ -233,7 +244,7 @@ STRUCTS = {
     "GcStats": "ptc_store_gc_stats", "DatasetInfo": "ptc_store_dataset_info",
     "DatasetIngestOptions": "ptc_dataset_ingest_options",
     "AuditResult": "ptc_dataset_audit_result", "Order": "ptc_order",
-    "DatasetBatchPolicy": "ptc_dataset_batch_policy",
+    "DatasetBatchPolicy": "ptc_dataset_batch_policy", "DatasetStep": "ptc_dataset_step",
     "ViewStat": "ptc_view_stat", "ViewStoreOptions": "ptc_view_store_options",
     "CkptKv": "ptc_ckpt_kv", "CkptRecord": "ptc_ckpt_record",
     "CkptOptions": "ptc_ckpt_options", "Transport": "ptc_transport",
@@ -342,6 +353,7 @@ FUNCTIONS = {
     "ptc_batch_steps_policy": (c_int, [c_uint64, c_uint64, c_uint64, c_uint, u64p]),
     "ptc_batch_part_policy": (c_int, [c_uint64, c_uint64, c_uint64, c_uint64, c_uint64,
                                       c_uint64, c_uint, u64p, u64p]),
+    "ptc_dataset_step_format": (c_int, [POINTER(DatasetStep), c_int, c_char_p, c_size_t]),
     "ptc_dataset_ingest": (c_int, [P, c_char_p, c_char_p, POINTER(c_char_p), c_size_t,
                                    POINTER(DatasetIngestOptions), u64p]),
     "ptc_dataset_audit": (c_int, [P, c_char_p, c_uint64, c_uint64, POINTER(AuditResult)]),

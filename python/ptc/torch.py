@@ -34,7 +34,7 @@ workers have read.
 
 import json
 import os
-from ctypes import byref, c_size_t, c_uint, c_uint64
+from ctypes import byref, c_size_t, c_uint, c_uint64, create_string_buffer
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
@@ -209,10 +209,17 @@ class StepDataset(torch.utils.data.IterableDataset):
         self._counter = None
 
     # -- positions --------------------------------------------------------------------
-    def _prefix(self):
-        pol = "/policy-%s" % self.policy if self.policy else ""
-        return "/datasets/%s/seed-%d/epoch-%d/batch-%d/start-%d/dp-%d%s/rank-%d" % (
-            self.name, self.seed, self.epoch, self.batch, self.start, self.dp, pol, self.rank)
+    def _path(self, step: int, level: int = L.DATASET_STEP_LEVEL_FILE) -> str:
+        """The view path of this rank's step file @p step (level INDEX: its .idx; level
+        RANK: their directory), as libptc spells it (ptc_dataset_step_format)."""
+        s = L.DatasetStep(self.seed, self.epoch, self.batch, self.start, self.dp, self.rank,
+                          step, self._policy)
+        buf = create_string_buffer(L.DATASET_STEP_PATH_MAX)
+        call("ptc_dataset_step_format", byref(s), level, buf, len(buf))
+        return "/datasets/%s/%s" % (self.name, buf.value.decode())
+
+    def _prefix(self) -> str:
+        return self._path(0, L.DATASET_STEP_LEVEL_RANK)
 
     def steps(self) -> int:
         """Number of steps from `start` to the end of the epoch (under the policy)."""
@@ -273,8 +280,9 @@ class StepDataset(torch.utils.data.IterableDataset):
         lo, hi = self.part(step)
         n = hi - lo
         src = self._source()
-        path = "%s/step-%d" % (self._prefix(), step)
-        idx = np.frombuffer(src.read(path + ".idx", 8 * (n + 1)).data, dtype="<u8")
+        path = self._path(step)
+        idx_path = self._path(step, L.DATASET_STEP_LEVEL_INDEX)
+        idx = np.frombuffer(src.read(idx_path, 8 * (n + 1)).data, dtype="<u8")
         size = int(idx[-1])
         if size == 0:
             if n:
