@@ -34,7 +34,7 @@ workers have read.
 
 import json
 import os
-from ctypes import byref, c_size_t, c_uint, c_uint64, create_string_buffer
+from ctypes import POINTER, byref, c_size_t, c_uint, c_uint64, create_string_buffer
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
@@ -212,10 +212,8 @@ class StepDataset(torch.utils.data.IterableDataset):
     def _path(self, step: int, level: int = L.DATASET_STEP_LEVEL_FILE) -> str:
         """The view path of this rank's step file @p step (level INDEX: its .idx; level
         RANK: their directory), as libptc spells it (ptc_dataset_step_format)."""
-        s = L.DatasetStep(self.seed, self.epoch, self.batch, self.start, self.dp, self.rank,
-                          step, self._policy)
         buf = create_string_buffer(L.DATASET_STEP_PATH_MAX)
-        call("ptc_dataset_step_format", byref(s), level, buf, len(buf))
+        call("ptc_dataset_step_format", byref(self._step(step)), level, buf, len(buf))
         return "/datasets/%s/%s" % (self.name, buf.value.decode())
 
     def _prefix(self) -> str:
@@ -228,24 +226,24 @@ class StepDataset(torch.utils.data.IterableDataset):
              byref(n))
         return n.value
 
+    def _step(self, step: int) -> Any:
+        return L.DatasetStep(self.seed, self.epoch, self.batch, self.start, self.dp, self.rank,
+                             step, self._policy)
+
     def part(self, step: int) -> Tuple[int, int]:
         """Positions [lo, hi) of the epoch order that this rank reads at @p step."""
         lo, hi = c_uint64(), c_uint64()
-        call("ptc_batch_part_policy", self.samples, self.batch, self.start, self.dp,
-             self.rank, step, self._policy, byref(lo), byref(hi))
+        call("ptc_dataset_step_range", self.samples, byref(self._step(step)), byref(lo),
+             byref(hi))
         return lo.value, hi.value
 
     def ids(self, step: int) -> np.ndarray:
         """Sample ids of this rank's records of @p step, in epoch order."""
         lo, hi = self.part(step)
-        o = L.Order()
-        call("ptc_order_init", byref(o), self.samples, self.seed, self.epoch)
         out = np.empty(hi - lo, dtype=np.uint64)
-        v = c_uint64()
-        f = L.lib().ptc_order_sample
-        for i, p in enumerate(range(lo, hi)):
-            L.check(f(byref(o), p, byref(v)))
-            out[i] = v.value
+        n = c_uint64()
+        call("ptc_dataset_step_ids", self.samples, byref(self._step(step)),
+             out.ctypes.data_as(POINTER(c_uint64)), hi - lo, byref(n))
         return out
 
     @property
