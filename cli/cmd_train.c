@@ -23,7 +23,7 @@ const char ptc_cmd_train_help[] =
     "         [--device cpu|cuda] [--lr LR]\n"
     "         [--timeout SEC] [--fake-compute [--unit-ms U] [--cost-f F]\n"
     "         [--cost-b B] [--cost-w W] [--act-bytes N]] [--jitter MS]\n"
-    "         [--prepost N] [--overlap-reduce] [--save FILE.safetensors] [--json]\n"
+    "         [--prepost N] [--overlap-reduce] [--json]\n"
     "\n"
     "  KIND         1f1b gpipe interleaved kfkb zb-h1 zb-v chimera; or a schedule\n"
     "               text file (docs/schedule-format.md), validated before any\n"
@@ -47,7 +47,9 @@ const char ptc_cmd_train_help[] =
     "               after the last (0: after the last only): parameters, AdamW\n"
     "               moments and the training-state record (step, configuration,\n"
     "               seed, epoch and sample position), each process writing its own\n"
-    "               shards under the ptc-mlp rules (docs/checkpoint.md)\n"
+    "               shards under the ptc-mlp rules (docs/checkpoint.md); the final\n"
+    "               parameters as one file: --save-every 0, then ptc export --store\n"
+    "               DIR --out FILE --params-only\n"
     "  --resize STEP:CFG[,STEP:CFG...]  online resizes: at the start of step STEP\n"
     "               the job moves to CFG in memory (parameters, AdamW moments, step,\n"
     "               data position) by the minimal plan; start it with processes for\n"
@@ -71,7 +73,6 @@ const char ptc_cmd_train_help[] =
     "  --fake-compute  no model: each action sleeps its simulator cost times U ms\n"
     "               (default 1) and checks that its inputs came from the right place\n"
     "  --jitter MS  extra random sleep in [0, MS) ms before every compute action\n"
-    "  --save FILE  write the final parameters (global names) from rank 0\n"
     "  --json       one JSON object with per-step records and timings\n"
     "Prints `step K loss X` per step (rank 0). Single process = the reference run.\n";
 
@@ -266,8 +267,9 @@ static int parse_args(int argc, char **argv, cli_train *ct)
             ct->json = true;
             break;
         case OPT_SAVE:
-            o->save = optarg;
-            break;
+            return ptc_cli_usage_error("--save was removed: use --store DIR --save-every 0 "
+                                       "and then ptc export --store DIR --out FILE "
+                                       "--params-only");
         case OPT_UNIT:
             if (!parse_double(optarg, 0, &o->unit_ms))
                 return ptc_cli_usage_error("--unit-ms: expected milliseconds >= 0");
