@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Edges of the command line contract: usage errors exit 2 (an unknown ingest
-# format, --all with --version), `verify --all --json` names the versions it
+# format, --all with --version, the removed train --save), `verify --all --json` names the versions it
 # checked, `export --out` refuses a target its final rename could not replace
 # before writing anything, a failed first import or ingest leaves no empty
 # store behind, and `info` prints tensor names escaped.
@@ -17,6 +17,10 @@ expect_fail 2 format tokens -- "$PTC" dataset ingest --store st --name d --forma
 expect_fail 2 format -- "$PTC" dataset ingest --store nowhere --name d --format bogus l.txt
 [ ! -e nowhere ] && ok || bad "a usage error created a store"
 expect_fail 2 all version -- "$PTC" verify --store st --all --version 1
+# train --save (the gathered save) is gone: the error names what replaces it, and nothing runs
+expect_fail 2 "--save was removed" "--store DIR --save-every 0" "ptc export --store DIR --out FILE" \
+    -- "$PTC" train --config pp=1 --schedule 1f1b --microbatches 1 --steps 1 --save g.safetensors
+[ ! -e g.safetensors ] && ok || bad "train --save wrote a file"
 
 # ---- verify --all --json names the versions ----------------------------------------
 "$PTC" verify --store st --all --json >"$T/v.json"
