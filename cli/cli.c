@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,6 +258,14 @@ static int set_value(const ptc_cli_opt *o, const char *v)
             break;
         *(uint64_t *)o->dest = u;
         return PTC_CLI_OK;
+    case PTC_CLI_DOUBLE: {
+        char *end;
+        double d = strtod(v, &end);
+        if (end == v || *end || !isfinite(d) || d < (double)o->lo)
+            break;
+        *(double *)o->dest = d;
+        return PTC_CLI_OK;
+    }
     case PTC_CLI_COMPRESS: {
         ptc_cli_compress *z = o->dest;
         return ptc_cli_parse_compress(v, &z->codec, &z->level);

@@ -65,6 +65,7 @@ typedef enum ptc_cli_opt_kind {
     PTC_CLI_INT,      /* *(int *)dest: a decimal in lo..hi */
     PTC_CLI_U64,      /* *(uint64_t *)dest: a decimal >= lo (and <= hi unless hi is 0) */
     PTC_CLI_VERSION,  /* *(uint64_t *)dest: a version number >= 1 */
+    PTC_CLI_DOUBLE,   /* *(double *)dest: a finite number >= lo */
     PTC_CLI_COMPRESS, /* *(ptc_cli_compress *)dest: zstd[:LEVEL] (its own errors) */
     PTC_CLI_CALL,     /* call(value, dest): PTC_CLI_OK, or PTC_CLI_USAGE after printing */
 } ptc_cli_opt_kind;
@@ -74,7 +75,7 @@ typedef struct ptc_cli_opt {
     char short_name;              /* also -X (0: none) */
     ptc_cli_opt_kind kind;
     void *dest;
-    long long lo;                 /* PTC_CLI_INT, PTC_CLI_U64 */
+    long long lo;                 /* PTC_CLI_INT, PTC_CLI_U64, PTC_CLI_DOUBLE */
     unsigned long long hi;
     const char *bad;              /* the usage error of a bad value: a format
                                      with at most one %s (the value) */
@@ -96,6 +97,8 @@ typedef struct ptc_cli_compress {
 #define PTC_CLI_OPT_U64(n, p, l, h, msg)                                                     \
     {.name = (n), .kind = PTC_CLI_U64, .dest = (uint64_t *){p}, .lo = (l), .hi = (h),       \
      .bad = (msg)}
+#define PTC_CLI_OPT_DOUBLE(n, p, l, msg)                                                     \
+    {.name = (n), .kind = PTC_CLI_DOUBLE, .dest = (double *){p}, .lo = (l), .bad = (msg)}
 #define PTC_CLI_OPT_CALL(n, fn, p) {.name = (n), .kind = PTC_CLI_CALL, .dest = (p), .call = (fn)}
 #define PTC_CLI_OPT_COMPRESS(p)                                                              \
     {.name = "compress", .kind = PTC_CLI_COMPRESS, .dest = (ptc_cli_compress *){p}}

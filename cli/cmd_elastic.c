@@ -4,7 +4,6 @@
  * and talks no MPI, so the light `ptc` runs it); this command parses the
  * options and the train command, and prints the job's output and the
  * supervisor's events. */
-#include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -186,132 +185,114 @@ static void drop_steps(elastic *e)
     e->ntargs = w;
 }
 
-enum { OPT_STORE = 256, OPT_SLOTS, OPT_HOSTFILE, OPT_MIN, OPT_TP, OPT_PP, OPT_ZERO, OPT_WATCH,
-       OPT_MAXR, OPT_MPIRUN, OPT_JSON, OPT_CHOOSE, OPT_TFLOPS, OPT_MEM, OPT_INTRA_BW,
-       OPT_INTER_BW, OPT_ONLINE };
-
-static bool parse_degree(const char *s, int *out)
+static int opt_slots(const char *v, void *dest)
 {
-    if (!strcmp(s, "auto")) {
-        *out = 0;
-        return true;
-    }
-    return ptc_cli_parse_int(s, 1, PTC_CONFIG_MAX_WORLD, out);
+    elastic *e = dest;
+    e->slots_arg = v;
+    e->o.slots_file = NULL;
+    if (ptc_cli_parse_int(v, 0, PTC_CONFIG_MAX_WORLD, &e->o.slots))
+        return PTC_CLI_OK;
+    e->o.slots = -1;
+    e->o.slots_file = v;
+    if ((v[0] >= '0' && v[0] <= '9' && access(v, F_OK)) || v[0] == '-' || !v[0])
+        return ptc_cli_usage_error("--slots: expected a number of slots or a file");
+    return PTC_CLI_OK;
 }
+
+/* --tp, --pp: a degree or auto (0) */
+static int opt_degree(const char *v, int *out, const char *name)
+{
+    if (!strcmp(v, "auto")) {
+        *out = 0;
+        return PTC_CLI_OK;
+    }
+    if (!ptc_cli_parse_int(v, 1, PTC_CONFIG_MAX_WORLD, out))
+        return ptc_cli_usage_error("--%s: expected a positive number or auto", name);
+    return PTC_CLI_OK;
+}
+static int opt_tp(const char *v, void *dest) { return opt_degree(v, dest, "tp"); }
+static int opt_pp(const char *v, void *dest) { return opt_degree(v, dest, "pp"); }
+
+static int opt_watchdog(const char *v, void *dest)
+{
+    char *end;
+    double d = strtod(v, &end);
+    if (end == v || *end || !isfinite(d) || d <= 0)
+        return ptc_cli_usage_error("--watchdog: expected seconds > 0");
+    *(double *)dest = d;
+    return PTC_CLI_OK;
+}
+
+static int opt_choose(const char *v, void *dest)
+{
+    if (strcmp(v, "rule") && strcmp(v, "search"))
+        return ptc_cli_usage_error("--choose: expected rule or search, got '%s'", v);
+    *(bool *)dest = !strcmp(v, "search");
+    return PTC_CLI_OK;
+}
+
+/* A figure of the cluster (--tflops, --mem, --intra-bw, --inter-bw): a
+ * positive number up to 1e12 in the option's unit. */
+static int opt_figure(const char *v, double *dest, const char *name, double unit)
+{
+    char *end;
+    double d = strtod(v, &end);
+    if (end == v || *end || !isfinite(d) || d <= 0 || d > 1e12)
+        return ptc_cli_usage_error("--%s: expected a positive number, got '%s'", name, v);
+    *dest = d * unit;
+    return PTC_CLI_OK;
+}
+static int opt_tflops(const char *v, void *dest) { return opt_figure(v, dest, "tflops", 1e12); }
+static int opt_mem(const char *v, void *dest)
+{
+    return opt_figure(v, dest, "mem", (double)(1ull << 30));
+}
+static int opt_intra(const char *v, void *dest) { return opt_figure(v, dest, "intra-bw", 1e9); }
+static int opt_inter(const char *v, void *dest) { return opt_figure(v, dest, "inter-bw", 1e9); }
 
 static int parse_args(int argc, char **argv, elastic *e)
 {
-    static const struct option longopts[] = {
-        {"store", 1, 0, OPT_STORE},   {"slots", 1, 0, OPT_SLOTS},
-        {"hostfile", 1, 0, OPT_HOSTFILE}, {"min-slots", 1, 0, OPT_MIN},
-        {"tp", 1, 0, OPT_TP},         {"pp", 1, 0, OPT_PP},
-        {"zero", 0, 0, OPT_ZERO},     {"watchdog", 1, 0, OPT_WATCH},
-        {"max-restarts", 1, 0, OPT_MAXR}, {"mpirun", 1, 0, OPT_MPIRUN},
-        {"json", 0, 0, OPT_JSON},     {"choose", 1, 0, OPT_CHOOSE},
-        {"tflops", 1, 0, OPT_TFLOPS}, {"mem", 1, 0, OPT_MEM},
-        {"intra-bw", 1, 0, OPT_INTRA_BW}, {"inter-bw", 1, 0, OPT_INTER_BW},
-        {"online", 0, 0, OPT_ONLINE}, {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
     ptc_elastic_opts_init(&e->o);
-    int c;
-    optind = 1;
-    /* '+': stop at the first non-option, so the train command stays untouched */
-    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'h':
-            ptc_cli_help(ptc_cmd_elastic_help);
-            exit(0);
-        case OPT_STORE:
-            e->o.store = optarg;
-            break;
-        case OPT_SLOTS:
-            e->slots_arg = optarg;
-            e->o.slots_file = NULL;
-            if (!ptc_cli_parse_int(optarg, 0, PTC_CONFIG_MAX_WORLD, &e->o.slots)) {
-                e->o.slots = -1;
-                e->o.slots_file = optarg;
-                if ((optarg[0] >= '0' && optarg[0] <= '9' && access(optarg, F_OK)) ||
-                    optarg[0] == '-' || !optarg[0])
-                    return ptc_cli_usage_error("--slots: expected a number of slots or a file");
-            }
-            break;
-        case OPT_HOSTFILE:
-            e->o.hostfile = optarg;
-            break;
-        case OPT_MIN:
-            if (!ptc_cli_parse_int(optarg, 1, PTC_CONFIG_MAX_WORLD, &e->o.min_slots))
-                return ptc_cli_usage_error("--min-slots: expected a positive number");
-            break;
-        case OPT_TP:
-        case OPT_PP:
-            if (!parse_degree(optarg, c == OPT_TP ? &e->o.want.tp : &e->o.want.pp))
-                return ptc_cli_usage_error("--%s: expected a positive number or auto",
-                                           c == OPT_TP ? "tp" : "pp");
-            break;
-        case OPT_ZERO:
-            e->o.want.zero = true;
-            break;
-        case OPT_WATCH: {
-            char *end;
-            e->o.watchdog = strtod(optarg, &end);
-            if (end == optarg || *end || !isfinite(e->o.watchdog) || e->o.watchdog <= 0)
-                return ptc_cli_usage_error("--watchdog: expected seconds > 0");
-            break;
-        }
-        case OPT_MAXR:
-            if (!ptc_cli_parse_int(optarg, 0, 1 << 20, &e->o.max_restarts))
-                return ptc_cli_usage_error("--max-restarts: expected a number >= 0");
-            break;
-        case OPT_MPIRUN:
-            e->o.mpirun = optarg;
-            break;
-        case OPT_JSON:
-            e->json = true;
-            break;
-        case OPT_ONLINE:
-            e->o.online = true;
-            break;
-        case OPT_CHOOSE:
-            if (strcmp(optarg, "rule") && strcmp(optarg, "search"))
-                return ptc_cli_usage_error("--choose: expected rule or search, got '%s'", optarg);
-            e->o.search = !strcmp(optarg, "search");
-            break;
-        case OPT_TFLOPS:
-        case OPT_MEM:
-        case OPT_INTRA_BW:
-        case OPT_INTER_BW: {
-            char *end;
-            double d = strtod(optarg, &end);
-            if (end == optarg || *end || !isfinite(d) || d <= 0 || d > 1e12)
-                return ptc_cli_usage_error("--%s: expected a positive number, got '%s'",
-                                           c == OPT_TFLOPS ? "tflops" : c == OPT_MEM ? "mem"
-                                           : c == OPT_INTRA_BW ? "intra-bw" : "inter-bw",
-                                           optarg);
-            if (c == OPT_TFLOPS)
-                e->o.cluster.flops = d * 1e12;
-            else if (c == OPT_MEM)
-                e->o.cluster.mem_bytes = d * (double)(1ull << 30);
-            else if (c == OPT_INTRA_BW)
-                e->o.cluster.intra_bw = d * 1e9;
-            else
-                e->o.cluster.inter_bw = d * 1e9;
-            break;
-        }
-        default:
-            return ptc_cli_bad_option(argv);
-        }
-    }
+    ptc_elastic_opts *o = &e->o;
+    const ptc_cli_opt opts[] = {
+        PTC_CLI_OPT_STORE(&o->store),
+        PTC_CLI_OPT_CALL("slots", opt_slots, e),
+        PTC_CLI_OPT_STR("hostfile", &o->hostfile),
+        PTC_CLI_OPT_INT("min-slots", &o->min_slots, 1, PTC_CONFIG_MAX_WORLD,
+                        "--min-slots: expected a positive number"),
+        PTC_CLI_OPT_CALL("tp", opt_tp, &o->want.tp),
+        PTC_CLI_OPT_CALL("pp", opt_pp, &o->want.pp),
+        PTC_CLI_OPT_FLAG("zero", &o->want.zero),
+        PTC_CLI_OPT_CALL("watchdog", opt_watchdog, &o->watchdog),
+        PTC_CLI_OPT_INT("max-restarts", &o->max_restarts, 0, 1 << 20,
+                        "--max-restarts: expected a number >= 0"),
+        PTC_CLI_OPT_STR("mpirun", &o->mpirun),
+        PTC_CLI_OPT_JSON(&e->json),
+        PTC_CLI_OPT_CALL("choose", opt_choose, &o->search),
+        PTC_CLI_OPT_CALL("tflops", opt_tflops, &o->cluster.flops),
+        PTC_CLI_OPT_CALL("mem", opt_mem, &o->cluster.mem_bytes),
+        PTC_CLI_OPT_CALL("intra-bw", opt_intra, &o->cluster.intra_bw),
+        PTC_CLI_OPT_CALL("inter-bw", opt_inter, &o->cluster.inter_bw),
+        PTC_CLI_OPT_FLAG("online", &o->online),
+        PTC_CLI_OPT_END};
+    /* in order: the options stop at the first operand, so the train command
+     * stays untouched */
+    int next;
+    int rc = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_elastic_help,
+                           PTC_CLI_ARGS | PTC_CLI_IN_ORDER, &next);
+    if (rc != PTC_CLI_CONTINUE)
+        return rc;
     if (!e->o.store || !*e->o.store)
         return ptc_cli_usage_error("elastic: --store DIR is required");
     if (!e->slots_arg && !e->o.hostfile)
         return ptc_cli_usage_error("elastic: no slots: give --slots N|FILE or --hostfile F");
-    if (optind >= argc || strcmp(argv[optind - 1], "--"))
+    if (next >= argc || strcmp(argv[next - 1], "--"))
         return ptc_cli_usage_error("elastic: expected -- ptc train ARGS after the options");
-    if (argc - optind < 2 || strcmp(argv[optind + 1], "train"))
+    if (argc - next < 2 || strcmp(argv[next + 1], "train"))
         return ptc_cli_usage_error("elastic: the command after -- must be `ptc train ARGS`");
-    if (argc - optind - 2 > MAX_ARGS)
+    if (argc - next - 2 > MAX_ARGS)
         return ptc_cli_usage_error("elastic: more than %d train arguments", MAX_ARGS);
-    const char *prog = argv[optind];
+    const char *prog = argv[next];
     if (!strchr(prog, '/')) {
         /* the same binary as this one, found without PATH */
         ssize_t n = readlink("/proc/self/exe", e->self, sizeof e->self - 1);
@@ -321,13 +302,14 @@ static int parse_args(int argc, char **argv, elastic *e)
         }
     }
     e->o.prog = prog;
-    e->targs = argv + optind + 2;
-    e->ntargs = argc - optind - 2;
+    e->targs = argv + next + 2;
+    e->ntargs = argc - next - 2;
     struct stat sb;
     if (stat(e->o.store, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return ptc_cli_usage_error("elastic: --store %s: no such store (ingest the job's dataset "
                                    "or import a model first)", e->o.store);
-    return check_train_args(e);
+    rc = check_train_args(e);
+    return rc == PTC_CLI_OK ? PTC_CLI_CONTINUE : rc;
 }
 
 /* ---- printing ----------------------------------------------------------------------- */
@@ -438,7 +420,7 @@ int ptc_cmd_elastic(int argc, char **argv)
     static elastic e;
     memset(&e, 0, sizeof e);
     int rc = parse_args(argc, argv, &e);
-    if (rc != PTC_CLI_OK)
+    if (rc != PTC_CLI_CONTINUE)
         return rc;
     drop_steps(&e);
     e.o.train_args = (const char *const *)e.targs;
