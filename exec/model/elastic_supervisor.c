@@ -22,6 +22,7 @@
 #include "ptc/elastic.h"
 #include "ptc/store.h"
 #include "exec/model/elastic_internal.h"
+#include "base/buf_internal.h"
 #include "base/util_internal.h"
 
 #define MAX_HOSTS ELASTIC_MAX_HOSTS
@@ -373,13 +374,14 @@ static int write_hostfile(ptc_elastic *e)
         snprintf(e->run[i].name, sizeof e->run[i].name, "%s", e->hosts[h[i]].name);
         e->run[i].n = c[i];
     }
-    char hf[16384] = "";
-    size_t off = 0;
+    ptc_buf hf = {0};
+    ptc_buf_puts(&hf, ""); /* no hosts: an empty file */
     for (int i = 0; i < e->nhosts; i++)
-        if (e->usable[i] > 0 && off < sizeof hf)
-            off += (size_t)snprintf(hf + off, sizeof hf - off, "%s slots=%d\n",
-                                    e->hosts[i].name, e->usable[i]);
-    return elastic_write_file(e->hf, hf);
+        if (e->usable[i] > 0)
+            ptc_buf_printf(&hf, "%s slots=%d\n", e->hosts[i].name, e->usable[i]);
+    int rc = hf.err ? hf.err : elastic_write_file(e->hf, hf.s);
+    ptc_buf_free(&hf);
+    return rc;
 }
 
 /* Launch the job for @p steps more steps on e->cfg and e->usable. */

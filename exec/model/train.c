@@ -147,9 +147,10 @@ static int active_boundary(run *r, train_decision *d)
         if (rc == PTC_OK && r->k < end)
             train_decide(o, r->k, r->next_resize, d);
     }
-    if (MPI_Bcast(d, (int)sizeof *d, MPI_BYTE, 0, g->comm) != MPI_SUCCESS) {
+    int mrc = MPI_Bcast(d, (int)sizeof *d, MPI_BYTE, 0, g->comm);
+    if (mrc != MPI_SUCCESS) {
         r->res->failed_step = (int)r->k - 1;
-        return ptc_error_set(PTC_E_MPI, "MPI_Bcast failed");
+        return ptc_mpi_error(mrc, "MPI_Bcast of the step boundary's decision");
     }
     rc = d->rc;
     bool last = r->k == end, stopping = d->action == TRAIN_STOP;
@@ -279,9 +280,8 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
              .user = user, .res = res ? res : &dummy};
     memset(r.res, 0, sizeof *r.res);
     r.res->failed_step = -1;
-    if (MPI_Comm_rank(world, &r.wrank) != MPI_SUCCESS ||
-        MPI_Comm_size(world, &r.wsize) != MPI_SUCCESS)
-        return ptc_error_set(PTC_E_MPI, "MPI_Comm_rank/size failed");
+    PTC_MPI_TRY(MPI_Comm_rank(world, &r.wrank));
+    PTC_MPI_TRY(MPI_Comm_size(world, &r.wsize));
     int rc = run_begin(&r);
     while (rc == PTC_OK && r.k < r.first + t->o.steps) {
         train_decision d = {0};

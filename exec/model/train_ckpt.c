@@ -109,8 +109,9 @@ int train_state_open(const ptc_train_opts *o, bool create, MPI_Comm world, int w
     if (wrank == 0)
         rc = ptc_store_open(out, o->store, create ? PTC_STORE_CREATE : 0);
     int r0 = rc;
-    if (MPI_Bcast(&r0, 1, MPI_INT, 0, world) != MPI_SUCCESS)
-        r0 = PTC_E_MPI;
+    int mrc = MPI_Bcast(&r0, 1, MPI_INT, 0, world);
+    if (mrc != MPI_SUCCESS)
+        r0 = ptc_mpi_error(mrc, "MPI_Bcast of the store's opening");
     if (wrank != 0 && r0 == PTC_OK)
         rc = ptc_store_open(out, o->store, 0);
     else if (wrank != 0)
@@ -135,8 +136,7 @@ int train_state_resume_record(ptc_store *store, const ptc_train_opts *o, MPI_Com
                                o->store);
     }
     int64_t msg[2] = {rc, (int64_t)v};
-    if (MPI_Bcast(msg, 2, MPI_INT64_T, 0, world) != MPI_SUCCESS)
-        return ptc_error_set(PTC_E_MPI, "MPI_Bcast failed");
+    PTC_MPI_TRY(MPI_Bcast(msg, 2, MPI_INT64_T, 0, world));
     if (rc == PTC_OK && msg[0] != PTC_OK)
         rc = ptc_error_set((int)msg[0], "resolving the version to resume from failed on "
                                         "process 0");

@@ -69,8 +69,7 @@ int train_tell_waiting(MPI_Comm world, int nactive, const train_decision *d)
     int n;
     PTC_MPI_TRY(MPI_Comm_size(world, &n));
     for (int r = nactive; r < n; r++)
-        if (MPI_Send(d, (int)sizeof *d, MPI_BYTE, r, TAG_DECISION, world) != MPI_SUCCESS)
-            return ptc_error_set(PTC_E_MPI, "MPI_Send of a decision to process %d failed", r);
+        PTC_MPI_TRY(MPI_Send(d, (int)sizeof *d, MPI_BYTE, r, TAG_DECISION, world));
     return PTC_OK;
 }
 
@@ -133,10 +132,12 @@ static int seg_owners_get(const train_seg *g, MPI_Comm world, int wrank, seg_own
     }
     /* every process learns the others' ranks (same code on all: collective) */
     int bad = rc != PTC_OK;
-    if (MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, world) != MPI_SUCCESS)
-        bad = 1, rc = rc != PTC_OK ? rc : ptc_error_set(PTC_E_MPI, "MPI_Allreduce failed");
-    if (!bad && MPI_Allreduce(MPI_IN_PLACE, o->owner, w, MPI_INT, MPI_MAX, world) != MPI_SUCCESS)
-        rc = ptc_error_set(PTC_E_MPI, "MPI_Allreduce failed");
+    int mrc = MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, world);
+    if (mrc != MPI_SUCCESS)
+        bad = 1, rc = rc != PTC_OK ? rc : ptc_mpi_error(mrc, "MPI_Allreduce of the owners");
+    if (!bad && (mrc = MPI_Allreduce(MPI_IN_PLACE, o->owner, w, MPI_INT, MPI_MAX, world)) !=
+                    MPI_SUCCESS)
+        rc = ptc_mpi_error(mrc, "MPI_Allreduce of the owners");
     else if (bad && rc == PTC_OK)
         rc = ptc_error_set(PTC_E_INVAL, "the layout ranks failed on another process");
     for (int r = 0; rc == PTC_OK && r < w; r++)
@@ -161,8 +162,7 @@ static int next_opts(const ptc_train_opts *jo, const train_seg *g, const ptc_con
         no->data_position = g->ds.pos.start + g->ds.pos.steps * (uint64_t)g->ds.per_step;
     }
     uint64_t pos[2] = {no->data_epoch, no->data_position};
-    if (MPI_Bcast(pos, 2, MPI_UINT64_T, 0, world) != MPI_SUCCESS)
-        return ptc_error_set(PTC_E_MPI, "MPI_Bcast failed");
+    PTC_MPI_TRY(MPI_Bcast(pos, 2, MPI_UINT64_T, 0, world));
     no->data_epoch = pos[0];
     no->data_position = pos[1];
     int rc = train_agree(world, train_make_schedule(no, ns));

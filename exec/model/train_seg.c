@@ -122,8 +122,9 @@ int train_seg_open(train_seg *g, const ptc_train_opts *o, ptc_sched *sched, ptc_
     g->cfg = o->cfg;
     g->sched = sched;
     g->active = wrank < ptc_config_world(&o->cfg);
-    if (MPI_Comm_split(world, g->active ? 0 : MPI_UNDEFINED, wrank, &g->comm) != MPI_SUCCESS)
-        return ptc_error_set(PTC_E_MPI, "MPI_Comm_split of the active processes failed");
+    int mrc = MPI_Comm_split(world, g->active ? 0 : MPI_UNDEFINED, wrank, &g->comm);
+    if (mrc != MPI_SUCCESS)
+        return ptc_mpi_error(mrc, "MPI_Comm_split of the active processes");
     if (g->active) {
         g->rank = wrank;
         ptc_config_coords(&o->cfg, wrank, &g->pp_i, &g->dp_i, &g->tp_i);
