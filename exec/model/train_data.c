@@ -42,38 +42,11 @@ static uint64_t mix(uint64_t z)
     return z ^ (z >> 31);
 }
 
-static int read_whole(const char *path, size_t max, char **out, size_t *len)
-{
-    *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ptc_error_sys(errno == ENOENT ? PTC_E_NOTFOUND : PTC_E_IO, "open %s", path);
-    struct stat st;
-    int rc = fstat(fd, &st) == 0 ? PTC_OK : ptc_error_sys(PTC_E_IO, "stat %s", path);
-    if (rc == PTC_OK && (uint64_t)st.st_size > max)
-        rc = ptc_error_set(PTC_E_FORMAT, "%s: %lld bytes, expected at most %zu", path,
-                           (long long)st.st_size, max);
-    char *buf = NULL;
-    if (rc == PTC_OK) {
-        buf = ptc_malloc((size_t)st.st_size + 1);
-        rc = buf ? ptc_pread_all(fd, buf, (size_t)st.st_size, 0, path) : PTC_E_NOMEM;
-    }
-    close(fd);
-    if (rc != PTC_OK) {
-        ptc_free(buf);
-        return rc;
-    }
-    buf[st.st_size] = 0;
-    *out = buf;
-    *len = (size_t)st.st_size;
-    return PTC_OK;
-}
-
 static int load_tokens(train_data *d, const char *path)
 {
     char *buf = NULL;
     size_t len = 0;
-    PTC_TRY(read_whole(path, SIZE_MAX / 2, &buf, &len));
+    PTC_TRY(ptc_file_read(path, SIZE_MAX / 2, &buf, &len));
     if (len / 2 < (size_t)d->tokens + 1) {
         ptc_free(buf);
         return ptc_error_set(PTC_E_FORMAT, "%s: fewer than %d tokens", path, d->tokens + 1);
@@ -149,7 +122,7 @@ static int open_mount(train_data *d, const char *dir)
     char path[4200], *txt = NULL;
     size_t len;
     snprintf(path, sizeof path, "%s/info.json", d->dir);
-    int rc = read_whole(path, 1 << 20, &txt, &len);
+    int rc = ptc_file_read(path, 1 << 20, &txt, &len);
     if (rc == PTC_E_NOTFOUND)
         return ptc_error_set(PTC_E_NOTFOUND, "--data mount:%s: no dataset there (expected "
                                              "MNT/datasets/NAME of a ptc mount)", d->dir);
@@ -278,7 +251,7 @@ static int read_mount_step(train_data *d, const ptc_dataset_step *st)
     size_t len = 0, ilen = 0;
     PTC_TRY(ptc_dataset_step_format(st, PTC_DATASET_STEP_LEVEL_FILE, rel, sizeof rel));
     snprintf(path, sizeof path, "%s/%s", d->dir, rel);
-    int rc = read_whole(path, (size_t)1 << 31, &data, &len);
+    int rc = ptc_file_read(path, (size_t)1 << 31, &data, &len);
     if (rc == PTC_OK && !d->bytes && len != (size_t)d->M * 2 * W)
         rc = ptc_error_set(PTC_E_FORMAT, "%s: %zu bytes, expected %d windows of %zu", path, len,
                            d->M, 2 * W);
@@ -288,7 +261,7 @@ static int read_mount_step(train_data *d, const ptc_dataset_step *st)
         rc = ptc_dataset_step_format(st, PTC_DATASET_STEP_LEVEL_INDEX, rel, sizeof rel);
         if (rc == PTC_OK) {
             snprintf(path, sizeof path, "%s/%s", d->dir, rel);
-            rc = read_whole(path, ((size_t)d->M + 1) * 8, &idx, &ilen);
+            rc = ptc_file_read(path, ((size_t)d->M + 1) * 8, &idx, &ilen);
         }
         if (rc == PTC_OK && ilen != ((size_t)d->M + 1) * 8)
             rc = ptc_error_set(PTC_E_FORMAT, "%s: %zu bytes, expected %d offsets", path, ilen,
