@@ -281,8 +281,12 @@ static int run_generate(const opts *o)
     ptc_sched_kind_id kind;
     if (ptc_sched_kind_parse(o->kind, &kind))
         return ptc_cli_usage_error("%s", ptc_last_error());
-    if (o->have_chunks && kind != PTC_SCHED_INTERLEAVED && o->chunks != (kind == PTC_SCHED_ZBV ? 2 : 1))
-        return ptc_cli_usage_error("--chunks applies to --kind interleaved (zb-v always uses 2)");
+    bool looped = kind == PTC_SCHED_INTERLEAVED || kind == PTC_SCHED_ZBI ||
+                  kind == PTC_SCHED_LOOPED_BFS;
+    bool vshape = kind == PTC_SCHED_ZBV || kind == PTC_SCHED_DUALPIPEV;
+    if (o->have_chunks && !looped && o->chunks != (vshape ? 2 : 1))
+        return ptc_cli_usage_error("--chunks applies to interleaved, zb-interleaved and "
+                                   "looped-bfs (zb-v and dualpipev always use 2)");
     if ((o->have_k || o->adaptive) && kind != PTC_SCHED_KFKB)
         return ptc_cli_usage_error("--k and --adaptive apply to --kind kfkb");
     ptc_sched *s = NULL;
@@ -298,7 +302,7 @@ static int run_generate(const opts *o)
                            o->have_k ? o->k : 1, o->costs.f, o->costs.b, o->costs.w};
         if (kind == PTC_SCHED_KFKB && !o->have_k)
             g.k = 1;
-        rc = ptc_sched_generate(&s, &g);
+        rc = ptc_sched_generate_costed(&s, &g, &o->costs);
     }
     if (rc)
         return rc == PTC_E_NOMEM ? ptc_cli_lib_error(rc) : ptc_cli_error("%s", ptc_last_error());

@@ -184,6 +184,37 @@ PTC_API void ptc_sched_text_free(char *text);
  * @return PTC_OK or PTC_E_RANGE if @p cap is too small (>= 40 always fits). */
 PTC_API int ptc_sched_action_format(const ptc_sched_action *a, char *buf, size_t cap);
 
+/* ---- costs and links --------------------------------------------------------- */
+
+/** Piecewise-constant bandwidth over time (opaque). */
+typedef struct ptc_sched_bw_trace ptc_sched_bw_trace;
+
+/**
+ * Parse a bandwidth trace: lines `TIME BANDWIDTH` (bytes per time unit),
+ * `#` comments, times strictly increasing from 0, bandwidths >= 0 and the
+ * last one > 0 (docs/schedule-format.md).
+ * @return PTC_OK, PTC_E_FORMAT (detail names the line) or PTC_E_NOMEM.
+ */
+PTC_API int ptc_sched_bw_trace_parse(ptc_sched_bw_trace **out, const char *text,
+                                     size_t len);
+/** Free; NULL is a no-op. */
+PTC_API void ptc_sched_bw_trace_destroy(ptc_sched_bw_trace *t);
+
+/** Simulation costs. A stage's costs; an action on one of S stages of a
+ * pipeline spread over P ranks costs (P/S) of them (1/V per chunk). */
+typedef struct ptc_sched_costs {
+    double f;          /**< forward of a whole stage (default 1) */
+    double b;          /**< full backward of a whole stage (default 2) */
+    double w;          /**< weight-gradient part of b (default 0); I = b - w */
+    double latency;    /**< per message (default 0) */
+    double bandwidth;  /**< bytes per time unit; 0 = infinite */
+    double act_bytes;  /**< bytes per message (activation or gradient) */
+    const ptc_sched_bw_trace *trace; /**< overrides bandwidth if set (borrowed) */
+} ptc_sched_costs;
+
+/** Fill the defaults (f=1, b=2, everything else 0). */
+PTC_API void ptc_sched_costs_init(ptc_sched_costs *c);
+
 /* ---- generators ------------------------------------------------------------ */
 
 /** Generator kinds. */
@@ -195,6 +226,11 @@ typedef enum ptc_sched_kind_id {
     PTC_SCHED_CHIMERA,
     PTC_SCHED_ZBH1,
     PTC_SCHED_ZBV,
+    PTC_SCHED_ZBH2,        /**< ZB-H2: zero bubble with up to 2P-1 in flight */
+    PTC_SCHED_ZBI,         /**< interleaved zero bubble, any chunks per rank */
+    PTC_SCHED_LOOPED_BFS,  /**< breadth-first over looped chunks */
+    PTC_SCHED_DUALPIPEV,   /**< DeepSeek's DualPipeV (V placement) */
+    PTC_SCHED_DUALPIPE,    /**< DeepSeek's DualPipe (two pipes, even P) */
 } ptc_sched_kind_id;
 
 /** Generator parameters. */
@@ -225,6 +261,23 @@ PTC_API const char *ptc_sched_kind_name(ptc_sched_kind_id kind);
  *         or PTC_E_NOMEM. On failure *out is NULL.
  */
 PTC_API int ptc_sched_generate(ptc_sched **out, const ptc_sched_gen *g);
+
+/**
+ * ptc_sched_generate() for the costs the schedule will be simulated or run
+ * with. The zero-bubble family (zb-h1, zb-h2, zb-v, zb-interleaved) and
+ * DualPipe(V), and chimera, make several plans and keep the one with the
+ * smallest simulated makespan under @p costs (f, b, w and the links:
+ * latency, bandwidth with act_bytes, a bandwidth trace): their published
+ * fixed order where there is one, the greedy scheduler of
+ * docs/schedule-format.md, and under costly links also the greedy planned
+ * for them (a rank fills the time an input is in flight with other work)
+ * and each plan compacted for them. Every plan keeps the kind's activation
+ * caps. The greedy orders its work with the costs of @p g. NULL @p costs is
+ * ptc_sched_generate(): plans judged by @p g's costs with free links.
+ * @return as ptc_sched_generate(), or PTC_E_INVAL for bad costs.
+ */
+PTC_API int ptc_sched_generate_costed(ptc_sched **out, const ptc_sched_gen *g,
+                                      const ptc_sched_costs *costs);
 
 /* ---- validation and communication ----------------------------------------- */
 
@@ -269,35 +322,6 @@ PTC_API void ptc_sched_report_clear(ptc_sched_report *rep);
 PTC_API int ptc_sched_infer_comm(ptc_sched *s);
 
 /* ---- simulation -------------------------------------------------------------- */
-
-/** Piecewise-constant bandwidth over time (opaque). */
-typedef struct ptc_sched_bw_trace ptc_sched_bw_trace;
-
-/**
- * Parse a bandwidth trace: lines `TIME BANDWIDTH` (bytes per time unit),
- * `#` comments, times strictly increasing from 0, bandwidths >= 0 and the
- * last one > 0 (docs/schedule-format.md).
- * @return PTC_OK, PTC_E_FORMAT (detail names the line) or PTC_E_NOMEM.
- */
-PTC_API int ptc_sched_bw_trace_parse(ptc_sched_bw_trace **out, const char *text,
-                                     size_t len);
-/** Free; NULL is a no-op. */
-PTC_API void ptc_sched_bw_trace_destroy(ptc_sched_bw_trace *t);
-
-/** Simulation costs. A stage's costs; an action on one of S stages of a
- * pipeline spread over P ranks costs (P/S) of them (1/V per chunk). */
-typedef struct ptc_sched_costs {
-    double f;          /**< forward of a whole stage (default 1) */
-    double b;          /**< full backward of a whole stage (default 2) */
-    double w;          /**< weight-gradient part of b (default 0); I = b - w */
-    double latency;    /**< per message (default 0) */
-    double bandwidth;  /**< bytes per time unit; 0 = infinite */
-    double act_bytes;  /**< bytes per message (activation or gradient) */
-    const ptc_sched_bw_trace *trace; /**< overrides bandwidth if set (borrowed) */
-} ptc_sched_costs;
-
-/** Fill the defaults (f=1, b=2, everything else 0). */
-PTC_API void ptc_sched_costs_init(ptc_sched_costs *c);
 
 /** Opaque simulation result. */
 typedef struct ptc_sched_sim ptc_sched_sim;
