@@ -215,6 +215,45 @@ typedef struct ptc_sched_costs {
 /** Fill the defaults (f=1, b=2, everything else 0). */
 PTC_API void ptc_sched_costs_init(ptc_sched_costs *c);
 
+/* ---- torch.distributed.pipelining action lists ---------------------------- */
+
+/** Forms of torch's per-rank action lists (the CSV of its schedules). */
+enum {
+    /** Compute actions only (F, I, W, B): what
+     * `_PipelineScheduleRuntime._load_csv(path)` reads and lowers itself. */
+    PTC_SCHED_TORCH_COMPUTE = 0,
+    /** Compute plus communication (SEND_F/RECV_F/SEND_B/RECV_B in the order
+     * of ptc_sched_infer_comm(), WAIT_SEND_F/WAIT_SEND_B, REDUCE_GRAD and
+     * WAIT_REDUCE_GRAD): `_load_csv(path, format="compute_comms")`. */
+    PTC_SCHED_TORCH_COMMS = 1,
+};
+
+/**
+ * Write @p s as torch's action lists: one line per rank, comma-separated
+ * cells `<stage><type><micro-batch>` (stage = the global stage index, type
+ * F, B, I or W, ...); docs/schedule-format.md. *out is NUL-terminated,
+ * *len excludes the NUL; release it with ptc_sched_text_free().
+ * @return PTC_OK, PTC_E_UNSUPPORTED (two pipelines, as chimera and
+ *         dualpipe: torch runs one), PTC_E_INVAL (unknown form, or a
+ *         dependency error), PTC_E_DEADLOCK or PTC_E_NOMEM.
+ */
+PTC_API int ptc_sched_to_torch(const ptc_sched *s, int form, char **out, size_t *len);
+
+/**
+ * Read torch's action lists (either form; rows are ranks, empty cells idle
+ * steps, `(A;B)OVERLAP_F_B` groups run A then B). Compute actions become
+ * the schedule; communication and memory actions (SEND_*, RECV_*, WAIT_*,
+ * UNSHARD, RESHARD, REDUCE_GRAD) are counted in @p skipped and left out:
+ * the compute order determines the communication (ptc_sched_infer_comm).
+ * Stage s is placed on the rank whose actions name it, as chunk k when it
+ * is that rank's k-th stage. @p microbatches 0 infers M from the largest
+ * micro-batch. The result is not validated (ptc_sched_validate()).
+ * @return PTC_OK, PTC_E_FORMAT (detail names the line, rank, cell and
+ *         problem), PTC_E_RANGE or PTC_E_NOMEM; *out NULL on failure.
+ */
+PTC_API int ptc_sched_from_torch(ptc_sched **out, const char *text, size_t len,
+                                 int microbatches, size_t *skipped);
+
 /* ---- generators ------------------------------------------------------------ */
 
 /** Generator kinds. */
