@@ -42,16 +42,28 @@ static int stage_of(const ptc_sched *s, int rank, int chunk)
     return sched_gs(s, rank, chunk) % s->stages;
 }
 
+/* The gradient reductions of the stages whose last B or W has run. */
+static void flush_reduce(wstate *w, int *red, int *nred)
+{
+    for (int i = 0; i < *nred; i++) {
+        cell(w, red[i], T_REDUCE_GRAD, -1);
+        cell(w, red[i], T_WAIT_REDUCE_GRAD, -1);
+    }
+    *nred = 0;
+}
+
 /* Row of @p r with the explicit communication of @p s (from infer) plus
  * the waits and gradient reductions torch's compute_comms form needs: a
  * forward send is waited for after the local backward of the same stage
  * and micro-batch (the peer has consumed it by then), a backward send at
- * the end; each stage's gradients are reduced after its last B or W. */
-static int comms_row(wstate *w, int r, int *nback, uint8_t *pend)
+ * the end; a stage's gradients are reduced once its last B or W is done,
+ * after the sends that follow it (they are not held up by the reduction). */
+static int comms_row(wstate *w, int r, int *nback, uint8_t *pend, int *red)
 {
     const ptc_sched *s = w->s;
     const sched_list *l = &s->lists[r];
     size_t cells = (size_t)s->mbs * s->stages;
+    int nred = 0;
     memset(pend, 0, cells);
     for (int c = 0; c < s->nchunks[r]; c++)
         nback[stage_of(s, r, c)] = 0;
@@ -69,19 +81,19 @@ static int comms_row(wstate *w, int r, int *nback, uint8_t *pend)
             break;
         default: {
             static const int ct[] = {T_F, T_B, T_I, T_W};
+            flush_reduce(w, red, &nred);
             cell(w, st, ct[a->op], a->mb);
             if ((a->op == PTC_SCHED_B || a->op == PTC_SCHED_I) && (pend[cl] & 1)) {
                 cell(w, st, T_WAIT_SEND_F, a->mb);
                 pend[cl] &= (uint8_t)~1;
             }
-            if ((a->op == PTC_SCHED_B || a->op == PTC_SCHED_W) && ++nback[st] == s->mbs) {
-                cell(w, st, T_REDUCE_GRAD, -1);
-                cell(w, st, T_WAIT_REDUCE_GRAD, -1);
-            }
+            if ((a->op == PTC_SCHED_B || a->op == PTC_SCHED_W) && ++nback[st] == s->mbs)
+                red[nred++] = st;
             break;
         }
         }
     }
+    flush_reduce(w, red, &nred);
     /* Sends still pending, in the order they were posted. */
     for (size_t i = 0; i < l->n; i++) {
         const ptc_sched_action *a = &l->a[i];
@@ -125,12 +137,13 @@ int ptc_sched_to_torch(const ptc_sched *s, int form, char **out, size_t *len)
     wstate w = {s, {0}, true};
     size_t cells = (size_t)s->mbs * s->stages;
     int *nback = ptc_calloc((size_t)s->stages, sizeof(int));
+    int *red = ptc_calloc((size_t)s->stages, sizeof(int));
     uint8_t *pend = ptc_malloc(cells);
-    int rc = nback && pend ? PTC_OK : PTC_E_NOMEM;
+    int rc = nback && red && pend ? PTC_OK : PTC_E_NOMEM;
     for (int r = 0; r < s->ranks && !rc; r++) {
         w.first = true;
         if (form == PTC_SCHED_TORCH_COMMS) {
-            rc = comms_row(&w, r, nback, pend);
+            rc = comms_row(&w, r, nback, pend, red);
         } else {
             static const int ct[] = {T_F, T_B, T_I, T_W};
             for (size_t i = 0; i < s->lists[r].n; i++) {
@@ -142,6 +155,7 @@ int ptc_sched_to_torch(const ptc_sched *s, int form, char **out, size_t *len)
         sched_buf_printf(&w.b, "\n");
     }
     ptc_free(nback);
+    ptc_free(red);
     ptc_free(pend);
     ptc_sched_destroy(c);
     if (!rc && w.b.err)
@@ -167,7 +181,7 @@ typedef struct rstate {
     tact *a;        /* every compute action, in row order */
     int *rank_of;   /* of each entry of a */
     size_t n, cap;
-    int ranks, max_stage, max_mb;
+    int ranks, max_stage, max_mb, max_mb_rank;
     size_t skipped; /* communication and memory actions */
     int line, col;  /* position for messages (1-based) */
 } rstate;
@@ -178,29 +192,32 @@ static int rerr(const rstate *t, const char *c, size_t n, const char *why)
                          t->line, t->line - 1, t->col, n > 48 ? 48 : (int)n, c, why);
 }
 
-static bool digits(const char **p, const char *e, int *out)
+/* A decimal number at *p (advanced): 1, 0 if none, -1 if over 999999999. */
+static int digits(const char **p, const char *e, int *out)
 {
     const char *q = *p;
     long v = 0;
     while (q < e && *q >= '0' && *q <= '9') {
         v = v * 10 + (*q - '0');
         if (v > 999999999)
-            return false;
+            return -1;
         q++;
     }
     if (q == *p)
-        return false;
+        return 0;
     *p = q;
     *out = (int)v;
-    return true;
+    return 1;
 }
 
 /* One action `<stage><type>[<mb>]` filling the whole of [p, e). */
 static int parse_one(rstate *t, const char *p, const char *e, const char *c, size_t cn,
                      tact *out)
 {
-    int st;
-    if (!digits(&p, e, &st))
+    int st, d = digits(&p, e, &st);
+    if (d < 0)
+        return rerr(t, c, cn, "stage number too large");
+    if (d == 0)
         return rerr(t, c, cn, "an action starts with its stage number");
     int type = -1;
     size_t tl = 0;
@@ -218,7 +235,7 @@ static int parse_one(rstate *t, const char *p, const char *e, const char *c, siz
                               "REDUCE_GRAD, WAIT_REDUCE_GRAD, OVERLAP_F_B)");
     p += tl;
     int mb = -1;
-    if (p < e && !digits(&p, e, &mb))
+    if (p < e && digits(&p, e, &mb) < 0)
         return rerr(t, c, cn, "micro-batch number too large");
     if (p != e)
         return rerr(t, c, cn, "trailing characters");
@@ -251,7 +268,10 @@ static int keep(rstate *t, const tact *a)
     t->a[t->n] = *a;
     t->rank_of[t->n++] = t->ranks - 1;
     t->max_stage = PTC_MAX(t->max_stage, a->stage);
-    t->max_mb = PTC_MAX(t->max_mb, a->mb);
+    if (a->mb > t->max_mb) {
+        t->max_mb = a->mb;
+        t->max_mb_rank = t->ranks - 1;
+    }
     return PTC_OK;
 }
 
@@ -382,8 +402,8 @@ int ptc_sched_from_torch(ptc_sched **out, const char *text, size_t len, int micr
     }
     int S = t.max_stage + 1, M = microbatches ? microbatches : t.max_mb + 1;
     if (t.max_mb >= M) {
-        rc = ptc_error_set(PTC_E_FORMAT, "torch schedule: micro-batch %d out of range "
-                                         "(microbatches %d)", t.max_mb, M);
+        rc = ptc_error_set(PTC_E_FORMAT, "torch schedule: rank %d runs micro-batch %d, out of "
+                                         "range (microbatches %d)", t.max_mb_rank, t.max_mb, M);
         goto out_free;
     }
     owner = ptc_malloc((size_t)S * sizeof(int));
