@@ -12,6 +12,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("PTC_SRC") or os.path.dirname(os.path.dirname(HERE))
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: full grids left out of the fast tier (select with -m slow, "
+                   "leave out with -m 'not slow')")
+
+
 def _ptc_bin():
     p = os.environ.get("PTC")
     if p:
