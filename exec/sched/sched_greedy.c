@@ -239,7 +239,8 @@ static int start(const sched_greedy *gr, ptc_sched *s, gstate *z, int r, pick k,
         z->held[k.g]--;
         break;
     }
-    double end = now + cost * (double)s->ranks / S;
+    double scale = (double)s->ranks / S; /* as the simulator */
+    double end = now + cost * scale;
     int next = -1;
     if (k.op == PTC_SCHED_F) {
         z->f_end[cl] = end;
@@ -256,9 +257,10 @@ static int start(const sched_greedy *gr, ptc_sched *s, gstate *z, int r, pick k,
     }
     if (z->links.err)
         return z->links.err;
-    if (next >= 0 && next != r) {
+    if (next >= 0 && next != r) { /* wake up when it arrives (at `end`: anyway) */
         double t = k.op == PTC_SCHED_F ? z->f_avail[cl] : z->b_avail[cl];
-        PTC_TRY(theap_push(&z->arrivals, t));
+        if (t > end)
+            PTC_TRY(theap_push(&z->arrivals, t));
     }
     z->free_at[r] = end;
     z->running[r] = true;
@@ -266,7 +268,7 @@ static int start(const sched_greedy *gr, ptc_sched *s, gstate *z, int r, pick k,
     return ptc_sched_append(s, r, a);
 }
 
-int sched_greedy_run(ptc_sched *s, const sched_greedy *gr)
+int sched_greedy_run(ptc_sched *s, const sched_greedy *gr, double *makespan)
 {
     ptc_sched_costs free_links;
     ptc_sched_costs_init(&free_links);
@@ -306,6 +308,11 @@ int sched_greedy_run(ptc_sched *s, const sched_greedy *gr)
         now = next;
     }
     rc = PTC_OK;
+    if (makespan) {
+        *makespan = 0;
+        for (int r = 0; r < P; r++)
+            *makespan = fmax(*makespan, z.free_at[r]);
+    }
 out_free:
     gstate_free(&z);
     return rc;

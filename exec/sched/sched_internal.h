@@ -72,7 +72,9 @@ void sched_links_free(sched_links *k);
 double sched_links_arrival(sched_links *k, int src, int dst, double t);
 
 /* The greedy list scheduler (sched_greedy.c): fills the compute-only lists
- * of @p s, whose placement and micro-batch pipes are set. */
+ * of @p s, whose placement and micro-batch pipes are set; @p makespan (may
+ * be NULL): the end of its plan, which is the simulated makespan under the
+ * greedy's own costs and links. */
 typedef struct sched_greedy {
     const int *cap;      /* [pipes*stages] activations a stage may hold */
     const int *rank_cap; /* [ranks] chunk activations a rank may hold; NULL: none */
@@ -83,13 +85,33 @@ typedef struct sched_greedy {
     double f, b, w;      /* costs of a whole stage */
     const ptc_sched_costs *links; /* latency/bandwidth/act_bytes/trace; NULL: free */
 } sched_greedy;
-int sched_greedy_run(ptc_sched *s, const sched_greedy *gr);
+int sched_greedy_run(ptc_sched *s, const sched_greedy *gr, double *makespan);
 /* Re-time the compute-only, valid order of @p s for gr's costs and links
  * (only f, b, w and links of @p gr are used): ranks start a later ready
  * action when the next one's input is in flight, within the order's own
  * activation peak per rank and keeping each chunk's F, B/I and W in order.
  * On failure @p s is unchanged. */
 int sched_compact(ptc_sched *s, const sched_greedy *gr);
+
+/* Kinds with two pipelines (each stage replicated on two ranks). */
+static inline bool sched_two_pipes(int kind)
+{
+    return kind == PTC_SCHED_CHIMERA || kind == PTC_SCHED_DUALPIPE;
+}
+
+/* Kinds that split backwards into I and W. */
+static inline bool sched_splits_backward(int kind)
+{
+    return kind == PTC_SCHED_ZBH1 || kind == PTC_SCHED_ZBV || kind == PTC_SCHED_ZBH2 ||
+           kind == PTC_SCHED_ZBI || kind == PTC_SCHED_DUALPIPEV || kind == PTC_SCHED_DUALPIPE;
+}
+
+/* Kinds whose order depends on the cost ratios (the greedy ones). */
+static inline bool sched_costs_order(int kind)
+{
+    return kind == PTC_SCHED_CHIMERA || kind == PTC_SCHED_ZBH1 || kind == PTC_SCHED_ZBV ||
+           kind == PTC_SCHED_ZBH2 || kind == PTC_SCHED_ZBI;
+}
 
 /* Append compute action (op, mb, chunk) to @p rank's list. */
 static inline int sched_add(ptc_sched *s, int rank, int op, int mb, int chunk)

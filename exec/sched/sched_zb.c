@@ -62,11 +62,12 @@ typedef struct planner {
     double best_t;
 } planner;
 
-/* Consider the lists of @p c (taken over by the planner). */
-static int consider(planner *pl, ptc_sched *c)
+/* Consider the lists of @p c (taken over by the planner), whose makespan
+ * under the planner's costs is @p known if >= 0 (else simulated). */
+static int consider_known(planner *pl, ptc_sched *c, double known)
 {
-    double t;
-    int rc = makespan(c, &pl->eval, &t);
+    double t = known;
+    int rc = known >= 0 ? PTC_OK : makespan(c, &pl->eval, &t);
     if (rc) {
         ptc_sched_destroy(c);
         return rc;
@@ -82,18 +83,24 @@ static int consider(planner *pl, ptc_sched *c)
     return PTC_OK;
 }
 
-/* Consider @p c, and under costly links also its compaction for them. */
-static int consider_both(planner *pl, ptc_sched *c, const sched_greedy *gr)
+static int consider(planner *pl, ptc_sched *c)
+{
+    return consider_known(pl, c, -1);
+}
+
+/* Consider @p c (makespan @p known, or -1), and under costly links also its
+ * compaction for them. */
+static int consider_both(planner *pl, ptc_sched *c, const sched_greedy *gr, double known)
 {
     if (!pl->costly)
-        return consider(pl, c);
+        return consider_known(pl, c, known);
     ptc_sched *b;
     int rc = ptc_sched_clone(&b, c);
     if (rc) {
         ptc_sched_destroy(c);
         return rc;
     }
-    PTC_TRY(consider(pl, c));
+    PTC_TRY(consider_known(pl, c, known));
     sched_greedy cg = *gr;
     cg.links = &pl->eval;
     if ((rc = sched_compact(b, &cg))) {
@@ -108,12 +115,21 @@ static int plan_greedy(planner *pl, const sched_greedy *gr)
 {
     ptc_sched *a;
     PTC_TRY(ptc_sched_clone(&a, pl->s));
-    int rc = sched_greedy_run(a, gr);
+    double t;
+    int rc = sched_greedy_run(a, gr, &t);
     if (rc) {
         ptc_sched_destroy(a);
         return rc;
     }
-    return consider_both(pl, a, gr);
+    /* The greedy's plan is its simulation when it ran with the same costs. */
+    const ptc_sched_costs *e = &pl->eval;
+    bool same = e->f == gr->f && e->b == gr->b && e->w == (gr->split ? gr->w : 0) &&
+                (gr->links ? gr->links == e || (gr->links->latency == e->latency &&
+                                                gr->links->bandwidth == e->bandwidth &&
+                                                gr->links->act_bytes == e->act_bytes &&
+                                                gr->links->trace == e->trace)
+                           : sched_links_free_of_cost(e));
+    return consider_both(pl, a, gr, same ? t : -1);
 }
 
 /* Consider the published fixed order @p fixed of the kind (and its compaction). */
@@ -126,7 +142,7 @@ static int plan_fixed(planner *pl, const sched_greedy *gr, int (*fixed)(ptc_sche
         ptc_sched_destroy(a);
         return rc;
     }
-    return consider_both(pl, a, gr);
+    return consider_both(pl, a, gr, -1);
 }
 
 static void planner_init(planner *pl, ptc_sched *s, const sched_greedy *gr,
@@ -164,7 +180,7 @@ static int plan_all(ptc_sched *s, sched_greedy gr, const ptc_sched_costs *links,
     planner_init(&pl, s, &gr, links);
     if (!pl.costly && !fixed) {
         gr.links = NULL;
-        return sched_greedy_run(s, &gr);
+        return sched_greedy_run(s, &gr, NULL);
     }
     int P = s->ranks;
     int *wall = ptc_malloc((size_t)P * sizeof(int));
