@@ -14,9 +14,10 @@ objects; which stage indices a rank holds under a kind is
 r, r+P, ...; zb-v and dualpipev: r and 2P-1-r).
 
 Nothing here imports torch until ``schedule()`` or ``Schedule.runtime()`` is
-called, so ``import ptc`` works without it. Tested against torch 2.15; the
-compute-only form needs ``_PipelineScheduleRuntime._load_csv`` (torch >= 2.6),
-the ``comms`` form the WAIT_SEND_F/WAIT_SEND_B actions of torch 2.15.
+called, so ``import ptc`` works without it. Written and tested against torch
+2.15: both forms load through ``_PipelineScheduleRuntime._load_csv`` (a
+private API of torch; missing, UnsupportedError), the ``comms`` form uses
+the WAIT_SEND_F/WAIT_SEND_B and REDUCE_GRAD actions of torch 2.15's runtime.
 """
 
 import ctypes
@@ -206,7 +207,15 @@ class Schedule:
         runs this schedule: its action lists loaded with ``_load_csv``
         (compute only: torch adds its communication; ``comms=True``: PTC's).
         Extra keyword arguments go to the runtime (scale_grads, ...)."""
-        from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
+        try:
+            from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
+        except ImportError as e:
+            raise _errors.UnsupportedError(
+                "this torch has no torch.distributed.pipelining.schedules."
+                "_PipelineScheduleRuntime (tested: torch 2.15): %s" % e) from None
+        if not hasattr(_PipelineScheduleRuntime, "_load_csv"):
+            raise _errors.UnsupportedError("this torch's _PipelineScheduleRuntime has no "
+                                           "_load_csv (tested: torch 2.15)")
         if self.pipes != 1:
             raise _errors.UnsupportedError(
                 "%s runs two pipelines; torch.distributed.pipelining runs one" % self.kind)

@@ -19,31 +19,20 @@ import sys
 import pytest
 
 import ptc
-from conftest import PTC
+from conftest import PTC, SRC
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 torch = pytest.importorskip("torch")
 S = pytest.importorskip("torch.distributed.pipelining.schedules")
 
 
-class _Stage:
-    """What torch's schedule classes read of a PipelineStage to build their
-    orders (no model, no process group)."""
-
-    def __init__(self, idx, n, P):
-        self.stage_index, self.num_stages, self.group_size, self.group_rank = idx, n, P, 0
-        self.submod = None
-        self.is_first, self.is_last = idx == 0, idx == n - 1
+from pipelines_table import tables  # noqa: E402  (after torch: see the module)
+from pipelines_table import torch_order as _torch_order  # noqa: E402
 
 
 def torch_order(cls, P, M, V=2):
     """torch's pipeline_order of schedule class `cls` (dict rank -> actions)."""
-    if cls in (S.ScheduleGPipe, S.Schedule1F1B):
-        return cls(_Stage(0, P, P), M, loss_fn=lambda a, b: a).pipeline_order
-    n = P * V
-    idx = [0, n - 1] if cls in (S.ScheduleZBVZeroBubble, S.ScheduleDualPipeV) \
-        else list(range(0, n, P))
-    return cls([_Stage(i, n, P) for i in idx], M, loss_fn=lambda a, b: a).pipeline_order
+    return _torch_order(cls.__name__, P, M, V)
 
 
 TORCH_CLASSES = ["ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B", "ScheduleLoopedBFS",
@@ -282,3 +271,12 @@ def test_torch_schedules_run_under_ptc_train(tmp_path):
         else:
             assert losses == ref_losses, name
             assert out.read_bytes() == ref.read_bytes(), name
+
+
+@pytest.mark.slow
+def test_docs_table_is_current():
+    """docs/pipelines.md holds what pipelines_table.py prints now."""
+    text = open(os.path.join(SRC, "docs", "pipelines.md")).read()
+    begin, end = "<!-- pipelines-table: begin -->\n", "<!-- pipelines-table: end -->"
+    doc = text[text.index(begin) + len(begin):text.index(end)]
+    assert doc == tables().rstrip() + "\n"
