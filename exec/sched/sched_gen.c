@@ -28,7 +28,6 @@ const char *ptc_sched_kind_name(ptc_sched_kind_id kind)
     return (size_t)kind < PTC_ARRAY_LEN(kind_names) ? kind_names[kind] : "?";
 }
 
-#define add sched_add
 
 /* kFkB: micro-batches in groups of k; 1F1B over groups. k=1 is 1F1B, k=M is
  * GPipe. */
@@ -39,7 +38,7 @@ static int gen_kfkb(ptc_sched *s, int k)
         int w = PTC_MIN(P - 1 - i, G);
 #define GROUP(op, gi)                                                  \
     for (int m = (gi) * k; m < PTC_MIN(M, ((gi) + 1) * k); m++)        \
-        PTC_TRY(add(s, i, op, m, 0));
+        PTC_TRY(sched_add(s, i, op, m, 0));
         for (int g = 0; g < w; g++)
             GROUP(PTC_SCHED_F, g);
         for (int j = 0; j < G - w; j++) {
@@ -66,21 +65,21 @@ static int gen_interleaved(ptc_sched *s, int V)
     int chv = (fwd) ? r_ / P : V - 1 - r_ / P;
         for (int k = 0; k < warm; k++) {
             AT(k, 1, m, c);
-            PTC_TRY(add(s, i, PTC_SCHED_F, m, c));
+            PTC_TRY(sched_add(s, i, PTC_SCHED_F, m, c));
         }
         for (int k = 0; k < total - warm; k++) {
             {
                 AT(k + warm, 1, m, c);
-                PTC_TRY(add(s, i, PTC_SCHED_F, m, c));
+                PTC_TRY(sched_add(s, i, PTC_SCHED_F, m, c));
             }
             {
                 AT(k, 0, m, c);
-                PTC_TRY(add(s, i, PTC_SCHED_B, m, c));
+                PTC_TRY(sched_add(s, i, PTC_SCHED_B, m, c));
             }
         }
         for (int k = total - warm; k < total; k++) {
             AT(k, 0, m, c);
-            PTC_TRY(add(s, i, PTC_SCHED_B, m, c));
+            PTC_TRY(sched_add(s, i, PTC_SCHED_B, m, c));
         }
 #undef AT
     }
@@ -97,10 +96,10 @@ static int gen_looped_bfs(ptc_sched *s, int V)
     for (int i = 0; i < s->ranks; i++) {
         for (int c = 0; c < V; c++)
             for (int m = 0; m < s->mbs; m++)
-                PTC_TRY(add(s, i, PTC_SCHED_F, m, c));
+                PTC_TRY(sched_add(s, i, PTC_SCHED_F, m, c));
         for (int c = V - 1; c >= 0; c--)
             for (int m = 0; m < s->mbs; m++)
-                PTC_TRY(add(s, i, PTC_SCHED_B, m, c));
+                PTC_TRY(sched_add(s, i, PTC_SCHED_B, m, c));
     }
     return PTC_OK;
 }

@@ -3,9 +3,9 @@
  * @brief Pipeline schedules: IR, text format, generators, validator,
  *        simulator and pictures.
  *
- * A schedule has `ranks` workers, `pipes` pipelines (1, or 2 for Chimera)
- * of `stages` stages each, and `microbatches` micro-batches; micro-batch m
- * flows through pipeline ptc_sched_mb_pipe(m). The placement maps each
+ * A schedule has `ranks` workers, `pipes` pipelines (1, or 2 for Chimera
+ * and DualPipe) of `stages` stages each, and `microbatches` micro-batches;
+ * micro-batch m flows through pipeline ptc_sched_mb_pipe(m). The placement maps each
  * (pipe, stage) to a (rank, chunk): chunk c of rank r is the c-th model
  * piece that r holds. Looped (interleaved: stage s on rank s mod P),
  * V-shaped (stage s and 2P-1-s on rank s) and bidirectional (Chimera: rank
@@ -19,7 +19,9 @@
  * the SEND/RECV actions in an order that is deadlock-free under blocking
  * point-to-point with per-peer FIFO matching.
  *
- * Text format: docs/schedule-format.md.
+ * Text format: docs/schedule-format.md; torch.distributed.pipelining's
+ * action lists: ptc_sched_to_torch(), ptc_sched_from_torch(),
+ * docs/pipelines.md.
  *
  * @note Thread safety: a ptc_sched or ptc_sched_sim is externally
  *       synchronised (one writer, or any number of readers); distinct
@@ -277,15 +279,20 @@ typedef struct ptc_sched_gen {
     ptc_sched_kind_id kind;
     int ranks;        /**< P (the `--stages` of the command): pipeline ranks */
     int microbatches; /**< M */
-    int chunks;       /**< V for interleaved (>= 1; others ignore it) */
+    int chunks;       /**< V for interleaved, zb-interleaved and looped-bfs (>= 1;
+                           the others ignore it) */
     int k;            /**< kFkB group size, 1..M */
-    double cost_f, cost_b, cost_w; /**< costs used by the greedy generators
-                                        (chimera, zb-v) to order work; <= 0
-                                        means the defaults 1, 2, B/2 */
+    double cost_f, cost_b, cost_w; /**< costs the greedy generators (chimera,
+                                        zb-h1, zb-h2, zb-v, zb-interleaved)
+                                        order work with, and by which
+                                        ptc_sched_generate() picks among a
+                                        kind's plans; <= 0 means the
+                                        defaults 1, 2, B/2 */
 } ptc_sched_gen;
 
 /** Parse a kind name ("gpipe", "1f1b", "interleaved", "kfkb", "chimera",
- * "zb-h1", "zb-v"). @return PTC_OK or PTC_E_INVAL. */
+ * "zb-h1", "zb-v", "zb-h2", "zb-interleaved", "looped-bfs", "dualpipev",
+ * "dualpipe"). @return PTC_OK or PTC_E_INVAL. */
 PTC_API int ptc_sched_kind_parse(const char *name, ptc_sched_kind_id *out);
 
 /** @return the kind's name (static). */
@@ -295,7 +302,9 @@ PTC_API const char *ptc_sched_kind_name(ptc_sched_kind_id kind);
  * Generate a compute-only schedule (call ptc_sched_infer_comm() for the
  * explicit SEND/RECV form). Requirements: ranks >= 1, microbatches >= 1;
  * interleaved: microbatches % ranks == 0; kfkb: 1 <= k <= M; chimera:
- * ranks >= 2.
+ * ranks >= 2; dualpipev: M >= 2 * ranks; dualpipe: ranks and M even,
+ * M >= 2 * ranks. Every stage runs its backwards in increasing
+ * micro-batch order. Details per kind: docs/schedule-format.md.
  * @return PTC_OK, PTC_E_INVAL (detail says which requirement), PTC_E_RANGE
  *         or PTC_E_NOMEM. On failure *out is NULL.
  */
