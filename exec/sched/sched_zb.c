@@ -1,15 +1,17 @@
 /* Chimera and the zero-bubble family: ZB-H1, ZB-H2, ZB-V, interleaved zero
  * bubble (greedy list scheduling, sched_greedy.c) and DualPipe / DualPipeV
- * (DeepSeek's fixed phases), each planned for a link model.
+ * (DeepSeek's fixed phases), each planned for the costs it will run with.
  *
- * With free links a kind is one order. With a link latency or a bandwidth,
- * several plans are made and the one the simulator finds shortest under
- * those links is kept: the free-links order itself (so planning for links
- * never loses against not planning), the greedy run with the links (it sees
- * inputs still in flight and fills the wait with other work), variants that
- * defer weight-gradient passes further or put forwards first, and each of
- * them compacted for the links (sched_compact). All keep the kind's memory
- * caps, so the activation peak per rank does not grow. */
+ * With free links a kind is the greedy's order, or for zb-v and
+ * zb-interleaved the shorter of it and the published fixed order (ZB-V's,
+ * ZB-1P's), and DualPipe's phases for dualpipe(v). With a link latency or a
+ * bandwidth, more plans are made and the one the simulator finds shortest
+ * under those links is kept: the free-links orders themselves (so planning
+ * for links never loses against not planning), the greedy run with the
+ * links (it sees inputs still in flight and fills the wait with other
+ * work), variants that defer weight-gradient passes further or put forwards
+ * first, and each of them compacted for the links (sched_compact). All keep
+ * the kind's memory caps, so the activation peak per rank does not grow. */
 #include <math.h>
 #include <string.h>
 
@@ -53,7 +55,7 @@ static int makespan(const ptc_sched *s, const ptc_sched_costs *c, double *out)
     return PTC_OK;
 }
 
-/* The plans tried under costly links, best kept. */
+/* The plans tried for a kind, the shortest kept. */
 typedef struct planner {
     ptc_sched *s;            /* placed, empty: receives the best lists */
     ptc_sched_costs eval;    /* f, b, w and the links */
