@@ -102,7 +102,10 @@ static int consider_both(planner *pl, ptc_sched *c, const sched_greedy *gr, doub
         ptc_sched_destroy(c);
         return rc;
     }
-    PTC_TRY(consider_known(pl, c, known));
+    if ((rc = consider_known(pl, c, known))) {
+        ptc_sched_destroy(b);
+        return rc;
+    }
     sched_greedy cg = *gr;
     cg.links = &pl->eval;
     if ((rc = sched_compact(b, &cg))) {
