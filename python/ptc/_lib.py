@@ -403,6 +403,64 @@ FUNCTIONS = {
 CKPT_FUNCTIONS = tuple(n for n in FUNCTIONS if n.startswith(("ptc_ckpt_", "ptc_transport_")))
 _OPTIONAL = set(CKPT_FUNCTIONS)
 
+# ---- sched.h: pipeline schedules (ptc.pipelining) --------------------------------------
+# Its structs and functions in one block; optional like ckpt.h (an older
+# library loads, ptc.pipelining then raises UnsupportedError).
+
+
+class SchedGen(Structure):
+    _fields_ = [("kind", c_int), ("ranks", c_int), ("microbatches", c_int), ("chunks", c_int),
+                ("k", c_int), ("cost_f", c_double), ("cost_b", c_double), ("cost_w", c_double)]
+
+
+class SchedCosts(Structure):
+    _fields_ = [("f", c_double), ("b", c_double), ("w", c_double), ("latency", c_double),
+                ("bandwidth", c_double), ("act_bytes", c_double), ("trace", c_void_p)]
+
+
+class SchedAdaptive(Structure):
+    _fields_ = [("ranks", c_int), ("microbatches", c_int), ("mem_limit", c_double),
+                ("chosen_k", c_int), ("makespan", c_double), ("candidates", c_int)]
+
+
+class SchedReport(Structure):
+    _fields_ = [("code", c_int), ("rank", c_int), ("step", c_int), ("message", c_char * 320),
+                ("grid", c_char_p), ("messages", c_size_t)]
+
+
+STRUCTS.update({"SchedGen": "ptc_sched_gen", "SchedCosts": "ptc_sched_costs",
+                "SchedAdaptive": "ptc_sched_adaptive", "SchedReport": "ptc_sched_report"})
+SCHED_FUNCTIONS = {
+    "ptc_sched_kind_parse": (c_int, [c_char_p, POINTER(c_int)]),
+    "ptc_sched_generate_costed": (c_int, [PP, POINTER(SchedGen), POINTER(SchedCosts)]),
+    "ptc_sched_adapt_kfkb": (c_int, [PP, POINTER(SchedAdaptive), POINTER(SchedCosts)]),
+    "ptc_sched_parse": (c_int, [PP, c_char_p, c_size_t]),
+    "ptc_sched_from_torch": (c_int, [PP, c_char_p, c_size_t, c_int, POINTER(c_size_t)]),
+    "ptc_sched_format": (c_int, [P, POINTER(c_void_p), POINTER(c_size_t)]),
+    "ptc_sched_to_torch": (c_int, [P, c_int, POINTER(c_void_p), POINTER(c_size_t)]),
+    "ptc_sched_text_free": (None, [c_void_p]),
+    "ptc_sched_destroy": (None, [P]),
+    "ptc_sched_validate": (c_int, [P, POINTER(SchedReport)]),
+    "ptc_sched_report_clear": (None, [POINTER(SchedReport)]),
+    "ptc_sched_ranks": (c_int, [P]),
+    "ptc_sched_stages": (c_int, [P]),
+    "ptc_sched_pipes": (c_int, [P]),
+    "ptc_sched_microbatches": (c_int, [P]),
+    "ptc_sched_chunks": (c_int, [P, c_int]),
+    "ptc_sched_kind": (c_char_p, [P]),
+    "ptc_sched_k": (c_int, [P]),
+    "ptc_sched_stage_of": (c_int, [P, c_int, c_int, POINTER(c_int), POINTER(c_int)]),
+    "ptc_sched_simulate": (c_int, [P, POINTER(SchedCosts), PP]),
+    "ptc_sched_sim_destroy": (None, [P]),
+    "ptc_sched_sim_makespan": (c_double, [P]),
+    "ptc_sched_sim_bubble": (c_double, [P]),
+    "ptc_sched_sim_peak": (c_double, [P, c_int]),
+}
+FUNCTIONS.update(SCHED_FUNCTIONS)
+_OPTIONAL.update(SCHED_FUNCTIONS)
+SCHED_TORCH_COMPUTE = 0
+SCHED_TORCH_COMMS = 1
+
 _lock = threading.Lock()
 _lib = None
 _path = None
