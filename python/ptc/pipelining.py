@@ -23,6 +23,7 @@ the WAIT_SEND_F/WAIT_SEND_B and REDUCE_GRAD actions of torch 2.15's runtime.
 import ctypes
 import os
 import tempfile
+from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 from . import _errors
 from . import _lib as L
@@ -57,15 +58,17 @@ class Schedule:
     text of PTC and of torch, validation and simulation. Make one with
     :meth:`generate`, :meth:`parse` or :meth:`from_torch`."""
 
-    def __init__(self, handle):
+    def __init__(self, handle: Any) -> None:
         self._h = handle
 
     # ---- making ------------------------------------------------------------------
 
     @classmethod
-    def generate(cls, kind, ranks, microbatches, *, chunks=None, k=None, adaptive=False,
-                 mem_limit=0.0, cost_f=1.0, cost_b=2.0, cost_w=0.0, latency=0.0,
-                 bandwidth=0.0, act_bytes=0.0):
+    def generate(cls, kind: str, ranks: int, microbatches: int, *, chunks: Optional[int] = None,
+                 k: Optional[int] = None, adaptive: bool = False, mem_limit: float = 0.0,
+                 cost_f: float = 1.0, cost_b: float = 2.0, cost_w: float = 0.0,
+                 latency: float = 0.0, bandwidth: float = 0.0,
+                 act_bytes: float = 0.0) -> "Schedule":
         """Generate kind ``kind`` for ``ranks`` pipeline ranks and ``microbatches``
         micro-batches (ptc_sched_generate_costed; ``adaptive=True`` with kind
         "kfkb" picks k by simulation, ptc_sched_adapt_kfkb). The costs and
@@ -92,7 +95,7 @@ class Schedule:
         return cls(h)
 
     @classmethod
-    def parse(cls, text):
+    def parse(cls, text: Union[str, bytes]) -> "Schedule":
         """A schedule in PTC's text format (docs/schedule-format.md)."""
         b = text.encode() if isinstance(text, str) else bytes(text)
         h = L.Handle("ptc_sched_destroy")
@@ -100,7 +103,8 @@ class Schedule:
         return cls(h)
 
     @classmethod
-    def from_torch(cls, text, microbatches=0):
+    def from_torch(cls, text: Union[str, bytes, Dict[int, List[Any]]],
+                   microbatches: int = 0) -> "Schedule":
         """Torch's action lists (the CSV of ``_dump_csv``, either form; a dict
         rank -> list of actions or None, as ``pipeline_order``, also works).
         Communication and memory actions are left out. Not validated: call
@@ -123,27 +127,27 @@ class Schedule:
         return getattr(L.lib(), name)(self._h.ptr, *args)
 
     @property
-    def ranks(self):
+    def ranks(self) -> int:
         return self._get("ptc_sched_ranks")
 
     @property
-    def stages(self):
+    def stages(self) -> int:
         """Stages per pipeline (torch's num_stages)."""
         return self._get("ptc_sched_stages")
 
     @property
-    def pipes(self):
+    def pipes(self) -> int:
         return self._get("ptc_sched_pipes")
 
     @property
-    def microbatches(self):
+    def microbatches(self) -> int:
         return self._get("ptc_sched_microbatches")
 
     @property
-    def kind(self):
+    def kind(self) -> str:
         return L.dec(self._get("ptc_sched_kind")) or ""
 
-    def stage_indices(self, rank):
+    def stage_indices(self, rank: int) -> List[Any]:
         """The stages ``rank`` holds, chunk 0 first (for pipes == 1, the
         stage_index of its PipelineStage objects)."""
         out = []
@@ -154,11 +158,11 @@ class Schedule:
             out.append(st.value if self.pipes == 1 else (pipe.value, st.value))
         return out
 
-    def text(self):
+    def text(self) -> str:
         """PTC's text format."""
         return _text("ptc_sched_format", self._h.ptr)
 
-    def to_torch(self, comms=False):
+    def to_torch(self, comms: bool = False) -> str:
         """Torch's action lists as CSV text, one line per rank: compute actions
         (``_load_csv(path)``), or with ``comms=True`` also PTC's sends,
         receives, waits and gradient reductions (``format="compute_comms"``).
@@ -166,12 +170,12 @@ class Schedule:
         return _text("ptc_sched_to_torch", self._h.ptr,
                      L.SCHED_TORCH_COMMS if comms else L.SCHED_TORCH_COMPUTE)
 
-    def actions(self, comms=False):
+    def actions(self, comms: bool = False) -> Dict[int, List[str]]:
         """dict rank -> list of torch action strings (``"3F0"``, ``"1I2"``...)."""
         rows = self.to_torch(comms).split("\n")
         return {r: [c for c in rows[r].split(",") if c] for r in range(self.ranks)}
 
-    def validate(self):
+    def validate(self) -> None:
         """Check dependencies and deadlock-freedom (ptc_sched_validate); raise
         InvalidError or DeadlockError with the validator's message."""
         rep = L.SchedReport()
@@ -181,8 +185,9 @@ class Schedule:
         if code:
             raise _errors.error_class(code)(msg, code)
 
-    def simulate(self, cost_f=1.0, cost_b=2.0, cost_w=0.0, latency=0.0, bandwidth=0.0,
-                 act_bytes=0.0):
+    def simulate(self, cost_f: float = 1.0, cost_b: float = 2.0, cost_w: float = 0.0,
+                 latency: float = 0.0, bandwidth: float = 0.0,
+                 act_bytes: float = 0.0) -> Dict[str, Any]:
         """Simulated figures: dict with makespan, bubble_fraction and
         peak_activations (per rank, whole-stage units)."""
         costs = _costs(cost_f, cost_b, cost_w, latency, bandwidth, act_bytes)
@@ -197,12 +202,13 @@ class Schedule:
         finally:
             sim.close()
 
-    def close(self):
+    def close(self) -> None:
         self._h.close()
 
     # ---- torch --------------------------------------------------------------------
 
-    def runtime(self, stages, loss_fn=None, comms=False, **kwargs):
+    def runtime(self, stages: Iterable[Any], loss_fn: Optional[Callable[..., Any]] = None,
+                comms: bool = False, **kwargs: Any) -> Any:
         """A torch ``_PipelineScheduleRuntime`` over this rank's ``stages`` that
         runs this schedule: its action lists loaded with ``_load_csv``
         (compute only: torch adds its communication; ``comms=True``: PTC's).
@@ -244,9 +250,12 @@ class Schedule:
         return rt
 
 
-def schedule(stages, n_microbatches, kind="1f1b", loss_fn=None, *, chunks=None, k=None,
-             adaptive=False, mem_limit=0.0, cost_f=1.0, cost_b=2.0, cost_w=0.0, latency=0.0,
-             bandwidth=0.0, act_bytes=0.0, comms=False, **kwargs):
+def schedule(stages: Iterable[Any], n_microbatches: int, kind: str = "1f1b",
+             loss_fn: Optional[Callable[..., Any]] = None, *, chunks: Optional[int] = None,
+             k: Optional[int] = None, adaptive: bool = False, mem_limit: float = 0.0,
+             cost_f: float = 1.0, cost_b: float = 2.0, cost_w: float = 0.0,
+             latency: float = 0.0, bandwidth: float = 0.0, act_bytes: float = 0.0,
+             comms: bool = False, **kwargs: Any) -> Any:
     """A torch.distributed.pipelining schedule that runs PTC's ``kind`` over
     this rank's ``stages`` (PipelineStage objects): call ``.step(...)`` as on
     torch's own schedules. The pipeline ranks are the stages' group size; a
