@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "kernels/pack.h"
+#include "ptc/convert.h"
 #include "ptc/layout.h"
 #include "ptc/store/store_ranks.h"
 #include "base/pool_internal.h"

@@ -189,12 +189,16 @@ int ptc_sched_append(ptc_sched *s, int rank, ptc_sched_action a)
 int ptc_sched_set_kind(ptc_sched *s, const char *kind, int k)
 {
     size_t n = strlen(kind);
-    if (n >= sizeof s->kind || k < 0)
-        return ptc_error_set(PTC_E_INVAL, "kind label too long or k negative");
+    if (n >= sizeof s->kind)
+        return ptc_error_set(PTC_E_INVAL, "kind label '%.40s%s' has %zu characters, at most %zu",
+                             kind, n > 40 ? "..." : "", n, sizeof s->kind - 1);
+    if (k < 0)
+        return ptc_error_set(PTC_E_INVAL, "kind label k %d is negative", k);
     for (size_t i = 0; i < n; i++) {
         char c = kind[i];
         if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
-            return ptc_error_set(PTC_E_INVAL, "kind label may hold only [a-z0-9-]");
+            return ptc_error_set(PTC_E_INVAL, "kind label '%.40s' may hold only a-z, 0-9 and '-'",
+                                 kind);
     }
     memcpy(s->kind, kind, n + 1);
     s->k = k;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ptc/vfile.h"
+#include "ptc/convert.h"
 #include "ptc/safetensors.h"
 #include "base/piecewalk_internal.h"
 #include "base/util_internal.h"

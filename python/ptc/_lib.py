@@ -50,6 +50,11 @@ CKPT_RECORD_FORMAT = 1
 CKPT_RNG_MAX = 4 << 20
 CKPT_EXTRA_MAX = 4096
 CKPT_PARENT_LATEST = (1 << 64) - 1
+# step.h
+DATASET_STEP_PATH_MAX = 256
+DATASET_STEP_LEVEL_RANK = 7    # ptc_dataset_step_level: .../rank-<R>
+DATASET_STEP_LEVEL_FILE = 8    # .../rank-<R>/step-<K>
+DATASET_STEP_LEVEL_INDEX = 9   # .../rank-<R>/step-<K>.idx
 
 
 # ---- structs (include/ptc/*.h) ---------------------------------------------------------
@@ -176,6 +181,12 @@ class Order(Structure):
                 ("mask", c_uint64)]
 
 
+class DatasetStep(Structure):
+    _fields_ = [("seed", c_uint64), ("epoch", c_uint64), ("batch", c_uint64),
+                ("start", c_uint64), ("dp", c_uint64), ("rank", c_uint64), ("step", c_uint64),
+                ("policy", c_uint)]
+
+
 class ViewStat(Structure):
     _fields_ = [("is_dir", c_bool), ("size", c_uint64)]
 
@@ -251,7 +262,7 @@ STRUCTS = {
     "GcStats": "ptc_store_gc_stats", "DatasetInfo": "ptc_store_dataset_info",
     "DatasetIngestOptions": "ptc_dataset_ingest_options",
     "AuditResult": "ptc_dataset_audit_result", "Order": "ptc_order",
-    "DatasetBatchPolicy": "ptc_dataset_batch_policy",
+    "DatasetBatchPolicy": "ptc_dataset_batch_policy", "DatasetStep": "ptc_dataset_step",
     "ViewStat": "ptc_view_stat", "ViewStoreOptions": "ptc_view_store_options",
     "CkptKv": "ptc_ckpt_kv", "CkptRecord": "ptc_ckpt_record",
     "CkptOptions": "ptc_ckpt_options", "Transport": "ptc_transport",
@@ -360,6 +371,11 @@ FUNCTIONS = {
     "ptc_batch_steps_policy": (c_int, [c_uint64, c_uint64, c_uint64, c_uint, u64p]),
     "ptc_batch_part_policy": (c_int, [c_uint64, c_uint64, c_uint64, c_uint64, c_uint64,
                                       c_uint64, c_uint, u64p, u64p]),
+    "ptc_dataset_step_format": (c_int, [POINTER(DatasetStep), c_int, c_char_p, c_size_t]),
+    "ptc_dataset_step_range": (c_int, [c_uint64, POINTER(DatasetStep), POINTER(c_uint64),
+                                       POINTER(c_uint64)]),
+    "ptc_dataset_step_ids": (c_int, [c_uint64, POINTER(DatasetStep), POINTER(c_uint64),
+                                     c_uint64, POINTER(c_uint64)]),
     "ptc_dataset_ingest": (c_int, [P, c_char_p, c_char_p, POINTER(c_char_p), c_size_t,
                                    POINTER(DatasetIngestOptions), u64p]),
     "ptc_dataset_audit": (c_int, [P, c_char_p, c_uint64, c_uint64, POINTER(AuditResult)]),
@@ -412,6 +428,64 @@ FUNCTIONS = {
 # then raise UnsupportedError.
 CKPT_FUNCTIONS = tuple(n for n in FUNCTIONS if n.startswith(("ptc_ckpt_", "ptc_transport_")))
 _OPTIONAL = set(CKPT_FUNCTIONS)
+
+# ---- sched.h: pipeline schedules (ptc.pipelining) --------------------------------------
+# Its structs and functions in one block; optional like ckpt.h (an older
+# library loads, ptc.pipelining then raises UnsupportedError).
+
+
+class SchedGen(Structure):
+    _fields_ = [("kind", c_int), ("ranks", c_int), ("microbatches", c_int), ("chunks", c_int),
+                ("k", c_int), ("cost_f", c_double), ("cost_b", c_double), ("cost_w", c_double)]
+
+
+class SchedCosts(Structure):
+    _fields_ = [("f", c_double), ("b", c_double), ("w", c_double), ("latency", c_double),
+                ("bandwidth", c_double), ("act_bytes", c_double), ("trace", c_void_p)]
+
+
+class SchedAdaptive(Structure):
+    _fields_ = [("ranks", c_int), ("microbatches", c_int), ("mem_limit", c_double),
+                ("chosen_k", c_int), ("makespan", c_double), ("candidates", c_int)]
+
+
+class SchedReport(Structure):
+    _fields_ = [("code", c_int), ("rank", c_int), ("step", c_int), ("message", c_char * 320),
+                ("grid", c_char_p), ("messages", c_size_t)]
+
+
+STRUCTS.update({"SchedGen": "ptc_sched_gen", "SchedCosts": "ptc_sched_costs",
+                "SchedAdaptive": "ptc_sched_adaptive", "SchedReport": "ptc_sched_report"})
+SCHED_FUNCTIONS = {
+    "ptc_sched_kind_parse": (c_int, [c_char_p, POINTER(c_int)]),
+    "ptc_sched_generate_costed": (c_int, [PP, POINTER(SchedGen), POINTER(SchedCosts)]),
+    "ptc_sched_adapt_kfkb": (c_int, [PP, POINTER(SchedAdaptive), POINTER(SchedCosts)]),
+    "ptc_sched_parse": (c_int, [PP, c_char_p, c_size_t]),
+    "ptc_sched_from_torch": (c_int, [PP, c_char_p, c_size_t, c_int, POINTER(c_size_t)]),
+    "ptc_sched_format": (c_int, [P, POINTER(c_void_p), POINTER(c_size_t)]),
+    "ptc_sched_to_torch": (c_int, [P, c_int, POINTER(c_void_p), POINTER(c_size_t)]),
+    "ptc_sched_text_free": (None, [c_void_p]),
+    "ptc_sched_destroy": (None, [P]),
+    "ptc_sched_validate": (c_int, [P, POINTER(SchedReport)]),
+    "ptc_sched_report_clear": (None, [POINTER(SchedReport)]),
+    "ptc_sched_ranks": (c_int, [P]),
+    "ptc_sched_stages": (c_int, [P]),
+    "ptc_sched_pipes": (c_int, [P]),
+    "ptc_sched_microbatches": (c_int, [P]),
+    "ptc_sched_chunks": (c_int, [P, c_int]),
+    "ptc_sched_kind": (c_char_p, [P]),
+    "ptc_sched_k": (c_int, [P]),
+    "ptc_sched_stage_of": (c_int, [P, c_int, c_int, POINTER(c_int), POINTER(c_int)]),
+    "ptc_sched_simulate": (c_int, [P, POINTER(SchedCosts), PP]),
+    "ptc_sched_sim_destroy": (None, [P]),
+    "ptc_sched_sim_makespan": (c_double, [P]),
+    "ptc_sched_sim_bubble": (c_double, [P]),
+    "ptc_sched_sim_peak": (c_double, [P, c_int]),
+}
+FUNCTIONS.update(SCHED_FUNCTIONS)
+_OPTIONAL.update(SCHED_FUNCTIONS)
+SCHED_TORCH_COMPUTE = 0
+SCHED_TORCH_COMMS = 1
 
 _lock = threading.Lock()
 _lib = None

@@ -34,7 +34,7 @@ workers have read.
 
 import json
 import os
-from ctypes import byref, c_size_t, c_uint, c_uint64
+from ctypes import POINTER, byref, c_size_t, c_uint, c_uint64, create_string_buffer
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
@@ -209,10 +209,15 @@ class StepDataset(torch.utils.data.IterableDataset):
         self._counter = None
 
     # -- positions --------------------------------------------------------------------
-    def _prefix(self):
-        pol = "/policy-%s" % self.policy if self.policy else ""
-        return "/datasets/%s/seed-%d/epoch-%d/batch-%d/start-%d/dp-%d%s/rank-%d" % (
-            self.name, self.seed, self.epoch, self.batch, self.start, self.dp, pol, self.rank)
+    def _path(self, step: int, level: int = L.DATASET_STEP_LEVEL_FILE) -> str:
+        """The view path of this rank's step file @p step (level INDEX: its .idx; level
+        RANK: their directory), as libptc spells it (ptc_dataset_step_format)."""
+        buf = create_string_buffer(L.DATASET_STEP_PATH_MAX)
+        call("ptc_dataset_step_format", byref(self._step(step)), level, buf, len(buf))
+        return "/datasets/%s/%s" % (self.name, buf.value.decode())
+
+    def _prefix(self) -> str:
+        return self._path(0, L.DATASET_STEP_LEVEL_RANK)
 
     def steps(self) -> int:
         """Number of steps from `start` to the end of the epoch (under the policy)."""
@@ -221,24 +226,24 @@ class StepDataset(torch.utils.data.IterableDataset):
              byref(n))
         return n.value
 
+    def _step(self, step: int) -> Any:
+        return L.DatasetStep(self.seed, self.epoch, self.batch, self.start, self.dp, self.rank,
+                             step, self._policy)
+
     def part(self, step: int) -> Tuple[int, int]:
         """Positions [lo, hi) of the epoch order that this rank reads at @p step."""
         lo, hi = c_uint64(), c_uint64()
-        call("ptc_batch_part_policy", self.samples, self.batch, self.start, self.dp,
-             self.rank, step, self._policy, byref(lo), byref(hi))
+        call("ptc_dataset_step_range", self.samples, byref(self._step(step)), byref(lo),
+             byref(hi))
         return lo.value, hi.value
 
     def ids(self, step: int) -> np.ndarray:
         """Sample ids of this rank's records of @p step, in epoch order."""
         lo, hi = self.part(step)
-        o = L.Order()
-        call("ptc_order_init", byref(o), self.samples, self.seed, self.epoch)
         out = np.empty(hi - lo, dtype=np.uint64)
-        v = c_uint64()
-        f = L.lib().ptc_order_sample
-        for i, p in enumerate(range(lo, hi)):
-            L.check(f(byref(o), p, byref(v)))
-            out[i] = v.value
+        n = c_uint64()
+        call("ptc_dataset_step_ids", self.samples, byref(self._step(step)),
+             out.ctypes.data_as(POINTER(c_uint64)), hi - lo, byref(n))
         return out
 
     @property
@@ -273,8 +278,9 @@ class StepDataset(torch.utils.data.IterableDataset):
         lo, hi = self.part(step)
         n = hi - lo
         src = self._source()
-        path = "%s/step-%d" % (self._prefix(), step)
-        idx = np.frombuffer(src.read(path + ".idx", 8 * (n + 1)).data, dtype="<u8")
+        path = self._path(step)
+        idx_path = self._path(step, L.DATASET_STEP_LEVEL_INDEX)
+        idx = np.frombuffer(src.read(idx_path, 8 * (n + 1)).data, dtype="<u8")
         size = int(idx[-1])
         if size == 0:
             if n:
