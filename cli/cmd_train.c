@@ -17,7 +17,7 @@ const char ptc_cmd_train_help[] =
     "         --microbatches M --steps S [--chunks V] [--k K]\n"
     "         [--model mlp:layers=L,hidden=H,vocab=V[,tokens=N]] [--seed X]\n"
     "         [--data synthetic|tokens:FILE|dataset:NAME|mount:MNT/datasets/NAME]\n"
-    "         [--store DIR [--save-every N] [--resume [--version V]]]\n"
+    "         [--store DIR [--save-every N [--save-async]] [--resume [--version V]]]\n"
     "         [--resize STEP:CFG[,STEP:CFG...]] [--control FILE]\n"
     "         [--device cpu|cuda] [--lr LR]\n"
     "         [--timeout SEC] [--fake-compute [--unit-ms U] [--cost-f F]\n"
@@ -50,6 +50,10 @@ const char ptc_cmd_train_help[] =
     "               shards under the ptc-mlp rules (docs/checkpoint.md); the final\n"
     "               parameters as one file: --save-every 0, then ptc export --store\n"
     "               DIR --out FILE --params-only\n"
+    "  --save-async   the --save-every saves before the last in the background: a\n"
+    "               step waits only for a copy of the state, the version commits at\n"
+    "               the first step boundary after its writes (at the latest before\n"
+    "               the next save, a resize or the end)\n"
     "  --resize STEP:CFG[,STEP:CFG...]  online resizes: at the start of step STEP\n"
     "               the job moves to CFG in memory (parameters, AdamW moments, step,\n"
     "               data position) by the minimal plan; start it with processes for\n"
@@ -257,6 +261,7 @@ static int parse_args(int argc, char **argv, cli_train *ct)
         PTC_CLI_OPT_STR("store", &o->store),
         PTC_CLI_OPT_INT("save-every", &o->save_every, 0, 1 << 30,
                         "--save-every: expected a number of steps >= 0"),
+        PTC_CLI_OPT_FLAG("save-async", &o->save_async),
         PTC_CLI_OPT_FLAG("resume", &o->resume),
         {.name = "version", .kind = PTC_CLI_VERSION, .dest = &o->resume_version,
          .bad = "--version: expected a version number >= 1"},

@@ -26,6 +26,7 @@ typedef struct run {
     ptc_train_step_fn on_step;
     void *user;
     ptc_train_result *res;
+    train_async as;          /* --save-async: the save in flight */
 } run;
 
 /* The step's figures, reduced to process 0 and reported there (on_step's
@@ -103,9 +104,30 @@ out_failed:
 
 /* ---- the step boundary ---------------------------------------------------------------- */
 
+/* A committed save: the run's last version. */
+static void saved(run *r, uint64_t v)
+{
+    /* the records served up to this version are durable already: run_step
+     * flushes them after every step */
+    r->res->last_version = v;
+    r->res->saves++;
+}
+
+/* Commit the background save in flight: now (@p wait) or where every active
+ * process's writes are done. Collective over the active processes. */
+static int finish_save(run *r, bool wait)
+{
+    uint64_t v = 0;
+    int rc = train_state_finish(&r->as, r->g->comm, wait, &v);
+    if (rc == PTC_OK && v)
+        saved(r, v);
+    return rc;
+}
+
 /* Save the state after step r->k - 1 when the options say so: every
  * save_every steps, after the last, and at a stop whenever there is a
- * store. Collective over the active processes. */
+ * store; with save_async, the saves before the last in the background (the
+ * one in flight first committed). Collective over the active processes. */
 static int maybe_save(run *r, bool last, bool stopping)
 {
     const ptc_train_opts *o = r->o;
@@ -113,20 +135,20 @@ static int maybe_save(run *r, bool last, bool stopping)
     bool saving = o->save_every >= 0;
     if (!(stopping ? r->store != NULL
                    : saving && (last || (o->save_every > 0 && done % o->save_every == 0))))
-        return PTC_OK;
+        return finish_save(r, false);
     train_seg *g = r->g;
-    int rc = PTC_OK;
+    int rc = finish_save(r, true);
     uint64_t v = 0;
-    if (g->gmodel) /* every active process has one: the agreement is collective */
+    if (rc == PTC_OK && g->gmodel) /* every active process has one: the agreement is collective */
         rc = train_agree(g->comm, ptc_exec_model_cuda_pull_state(g->gmodel));
+    if (rc != PTC_OK)
+        return rc;
+    if (o->save_async && !last && !stopping)
+        return train_state_save_async(&r->jo, r->store, g, r->k, r->has_loss, r->last_loss,
+                                      &r->as);
+    rc = train_state_save(&r->jo, r->store, g, r->k, r->has_loss, r->last_loss, &v);
     if (rc == PTC_OK)
-        rc = train_state_save(&r->jo, r->store, g, r->k, r->has_loss, r->last_loss, &v);
-    if (rc == PTC_OK) {
-        /* the records served up to this version are durable already:
-         * run_step flushes them after every step */
-        r->res->last_version = v;
-        r->res->saves++;
-    }
+        saved(r, v);
     return rc;
 }
 
@@ -170,7 +192,9 @@ static int active_boundary(run *r, train_decision *d)
 static int do_resize(run *r, const train_decision *d)
 {
     ptc_config to;
-    int rc = ptc_config_parse(&to, d->cfg);
+    int rc = r->g->active ? finish_save(r, true) : PTC_OK; /* the segment's save first */
+    if (rc == PTC_OK)
+        rc = ptc_config_parse(&to, d->cfg);
     if (rc == PTC_OK && ptc_config_world(&to) > r->wsize)
         rc = ptc_error_set(PTC_E_CONFIG, "resize to %s needs %d processes, the job has %d",
                            d->cfg, ptc_config_world(&to), r->wsize);
@@ -308,6 +332,7 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
     if (rc == PTC_OK && r.g)
         rc = run_end(&r);
 out:
+    train_state_drop(&r.as); /* none in flight unless the job failed */
     train_seg_free(r.g);
     ptc_store_close(r.store);
     return rc;

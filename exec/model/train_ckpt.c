@@ -158,27 +158,84 @@ int train_state_resume_record(ptc_store *store, const ptc_train_opts *o, MPI_Com
     return PTC_OK;
 }
 
+/* The texts a record points to. */
+typedef struct rec_text {
+    char cfg[256], model[160], lr[32];
+    ptc_ckpt_kv extra[3];
+} rec_text;
+
+/* The record of segment @p g's state after @p steps steps. */
+static ptc_ckpt_record state_record(const ptc_train_opts *o, const train_seg *g, int64_t steps,
+                                    bool has_loss, double loss, rec_text *x)
+{
+    const train_data *ds = &g->ds;
+    ptc_config_format(&o->cfg, PTC_CONFIG_STYLE_KEYS, x->cfg, sizeof x->cfg);
+    model_spec(&o->model, x->model, sizeof x->model);
+    snprintf(x->lr, sizeof x->lr, "%.9g", (double)o->model.lr);
+    x->extra[0] = (ptc_ckpt_kv){"model", x->model};
+    x->extra[1] = (ptc_ckpt_kv){"lr", x->lr};
+    x->extra[2] = (ptc_ckpt_kv){"data", o->data};
+    return (ptc_ckpt_record){.step = (uint64_t)steps, .config = x->cfg,
+                             .schedule = ptc_sched_kind(g->sched), .seed = ds->seed,
+                             .epoch = ds->pos.epoch,
+                             .sample = ds->pos.start + ds->pos.steps * (uint64_t)ds->per_step,
+                             .global_batch = (uint64_t)ds->per_step,
+                             .dataset = ds->kind >= DATA_DATASET ? ds->name : NULL,
+                             .has_loss = has_loss, .loss = loss, .extra = x->extra,
+                             .nextra = PTC_ARRAY_LEN(x->extra)};
+}
+
 int train_state_save(const ptc_train_opts *o, ptc_store *store, const train_seg *g,
                      int64_t steps, bool has_loss, double loss, uint64_t *version)
 {
-    const train_data *ds = &g->ds;
-    char cfg[256], model[160], lr[32];
-    ptc_config_format(&o->cfg, PTC_CONFIG_STYLE_KEYS, cfg, sizeof cfg);
-    model_spec(&o->model, model, sizeof model);
-    snprintf(lr, sizeof lr, "%.9g", (double)o->model.lr);
-    ptc_ckpt_kv extra[] = {{"model", model}, {"lr", lr}, {"data", o->data}};
-    ptc_ckpt_record rec = {.step = (uint64_t)steps, .config = cfg,
-                           .schedule = ptc_sched_kind(g->sched), .seed = ds->seed,
-                           .epoch = ds->pos.epoch,
-                           .sample = ds->pos.start + ds->pos.steps * (uint64_t)ds->per_step,
-                           .global_batch = (uint64_t)ds->per_step,
-                           .dataset = ds->kind >= DATA_DATASET ? ds->name : NULL,
-                           .has_loss = has_loss, .loss = loss, .extra = extra,
-                           .nextra = PTC_ARRAY_LEN(extra)};
+    rec_text x;
+    ptc_ckpt_record rec = state_record(o, g, steps, has_loss, loss, &x);
     ptc_ckpt_options co;
     ptc_ckpt_options_init(&co);
     return ptc_ckpt_save(store, g->layout, g->rules, g->ranks, g->nranks,
                          (const void *const *)g->bufs, &rec, &co, g->comm, version);
+}
+
+int train_state_save_async(const ptc_train_opts *o, ptc_store *store, const train_seg *g,
+                           int64_t steps, bool has_loss, double loss, train_async *as)
+{
+    rec_text x;
+    ptc_ckpt_record rec = state_record(o, g, steps, has_loss, loss, &x);
+    ptc_ckpt_options co;
+    ptc_ckpt_options_init(&co);
+    co.collectives_in_caller = true;
+    int rc = PTC_OK;
+    if (!as->stage)
+        rc = ptc_ckpt_stage_create(&as->stage);
+    if (rc == PTC_OK)
+        rc = ptc_transport_mpi(&as->t, g->comm);
+    /* every process begins, even after a failure here: the begin agrees */
+    return ptc_ckpt_save_async(&as->a, &as->t, store, g->layout, g->rules, g->ranks, g->nranks,
+                               rc == PTC_OK ? (const void *const *)g->bufs : NULL,
+                               g->rank == 0 ? &rec : NULL, &co, rc == PTC_OK ? as->stage : NULL);
+}
+
+int train_state_finish(train_async *as, MPI_Comm comm, bool wait, uint64_t *version)
+{
+    *version = 0;
+    if (!as->a)
+        return PTC_OK;
+    if (!wait) { /* the commit only where nobody would wait for writes */
+        int done = ptc_ckpt_async_done(as->a), all = 0;
+        PTC_MPI_TRY(MPI_Allreduce(&done, &all, 1, MPI_INT, MPI_MIN, comm));
+        if (!all)
+            return PTC_OK;
+    }
+    int rc = ptc_ckpt_async_wait(as->a, version);
+    as->a = NULL;
+    return rc;
+}
+
+void train_state_drop(train_async *as)
+{
+    ptc_ckpt_async_cancel(as->a);
+    ptc_ckpt_stage_destroy(as->stage);
+    memset(as, 0, sizeof *as);
 }
 
 int train_state_load(ptc_store *store, uint64_t from, train_seg *g, MPI_Comm world)

@@ -175,4 +175,28 @@ int train_state_save(const ptc_train_opts *o, ptc_store *store, const train_seg 
  * to the device. Collective over @p world. */
 int train_state_load(ptc_store *store, uint64_t from, train_seg *g, MPI_Comm world);
 
+/* A save of the state in the background (--save-async): begun at a step
+ * boundary on the job's communicator, its collective steps on the job's
+ * thread (ptc_ckpt_options.collectives_in_caller, whatever the MPI thread
+ * level), the writes on the library's thread. Zero-initialise. */
+typedef struct train_async {
+    ptc_ckpt_async *a;      /* the save in flight, NULL: none */
+    ptc_ckpt_stage *stage;  /* the snapshot memory, kept for the next */
+    ptc_transport t;        /* over the segment's communicator */
+} train_async;
+
+/* Begin saving segment @p g's state after @p steps steps in the background
+ * (into @p as, which holds none); returns once the state is copied.
+ * Collective over the active processes. */
+int train_state_save_async(const ptc_train_opts *o, ptc_store *store, const train_seg *g,
+                           int64_t steps, bool has_loss, double loss, train_async *as);
+/* Commit the save in flight: at once (@p wait) or only where every active
+ * process's writes are done (one MPI_Allreduce); *version is the committed
+ * version, 0 when none was committed. Collective over the active
+ * processes. */
+int train_state_finish(train_async *as, MPI_Comm comm, bool wait, uint64_t *version);
+/* Drop a save in flight without its commit and free @p as (not collective:
+ * a job ending on an error). */
+void train_state_drop(train_async *as);
+
 #endif

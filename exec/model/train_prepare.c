@@ -133,6 +133,8 @@ static int check_opts(const ptc_train_opts *o)
                                           "dataset)", o->data);
     if ((o->save_every >= 0 || o->resume) && !o->store)
         return ptc_error_set(PTC_E_INVAL, "--save-every and --resume need --store");
+    if (o->save_async && o->save_every < 0)
+        return ptc_error_set(PTC_E_INVAL, "--save-async needs --save-every");
     if ((o->save_every >= 0 || o->resume) && o->fake)
         return ptc_error_set(PTC_E_INVAL, "--save-every and --resume need a model (not "
                                           "--fake-compute)");

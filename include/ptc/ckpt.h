@@ -619,6 +619,16 @@ PTC_API bool ptc_ckpt_async_done(const ptc_ckpt_async *a);
  */
 PTC_API int ptc_ckpt_async_wait(ptc_ckpt_async *a, uint64_t *version);
 
+/**
+ * Give up a save without its commit and free @p a — not collective, for a
+ * job that stops on an error: waits for the background thread, then (with
+ * collectives_in_caller, on the process that began) aborts the version, so
+ * no process may still be writing it: call it where every process has left
+ * the job's collectives. A save running its collectives in the background
+ * ends on its own first (it may commit). NULL: no-op.
+ */
+PTC_API void ptc_ckpt_async_cancel(ptc_ckpt_async *a);
+
 /** ptc_ckpt_save_over() over the MPI communicator @p comm. */
 PTC_API int ptc_ckpt_save(ptc_store *s, const ptc_layout *l, const ptc_rules *rules,
                           const int *ranks, size_t nranks, const void *const *bufs,

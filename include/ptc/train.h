@@ -70,6 +70,12 @@ typedef struct ptc_train_opts {
                                   parameters as one safetensors file: save_every
                                   0, then `ptc export --store DIR --out FILE
                                   --params-only` */
+    bool save_async;         /**< the saves of @ref save_every before the last in
+                                  the background (ptc_ckpt_save_async): the step
+                                  waits for a copy of the state only; the
+                                  version commits at the first step boundary
+                                  after its writes (at the latest before the
+                                  next save, a resize or the end) */
     /** Online resizes: at the start of step resize_step[i] the job moves to
      * resize_cfg[i] (its state moves between the processes in memory, by
      * the minimal plan; ptc_reshard_host). The world must hold the largest

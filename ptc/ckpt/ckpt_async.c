@@ -546,3 +546,12 @@ int ptc_ckpt_async_wait(ptc_ckpt_async *a, uint64_t *version)
     async_free(a);
     return PTC_OK;
 }
+
+void ptc_ckpt_async_cancel(ptc_ckpt_async *a)
+{
+    if (!a)
+        return;
+    if (a->started)
+        pthread_join(a->th, NULL);
+    async_free(a); /* the begun version aborted, its files removed */
+}

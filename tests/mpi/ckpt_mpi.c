@@ -6,6 +6,13 @@
  *   ckpt_mpi load --store DIR --config CFG [--seed S] [--version V] [--step N]
  *   ckpt_mpi hold --store DIR --config CFG      (one process: hold the writer lock
  *                                               until DIR/release exists)
+ *   ckpt_mpi async|async-caller --store DIR --config CFG [--seed S] [--step N]
+ *       save as `save` does, with ptc_ckpt_save_async: the collective steps on
+ *       the library's thread over a duplicate of the world communicator
+ *       (MPI_THREAD_MULTIPLE) while this thread runs collectives of its own
+ *       on the world's, or on this thread (async-caller); every buffer is
+ *       overwritten as soon as the call returns, so a load of the version
+ *       shows that the snapshot, not the later bytes, was saved
  *
  * Ranks go to processes in contiguous blocks (rank r to process r*np/world).
  * load compares every local buffer byte for byte with the slices of the
@@ -157,6 +164,48 @@ static int make_bufs(const ptc_layout *l, const int *ranks, size_t nranks, uint6
     return PTC_OK;
 }
 
+/* The save of `async` / `async-caller` (see the top). */
+static int save_in_background(ptc_store *s, const ptc_layout *l, const ptc_rules *rules,
+                              const int *ranks, size_t nranks, uint8_t **bufs,
+                              const ptc_ckpt_record *rec, bool caller, int me, uint64_t *v)
+{
+    MPI_Comm bg = MPI_COMM_WORLD;
+    if (!caller && MPI_Comm_dup(MPI_COMM_WORLD, &bg) != MPI_SUCCESS)
+        return ptc_error_set(PTC_E_MPI, "MPI_Comm_dup failed");
+    ptc_transport t;
+    ptc_ckpt_stage *st = NULL;
+    ptc_ckpt_async *a = NULL;
+    ptc_ckpt_options o;
+    ptc_ckpt_options_init(&o);
+    o.collectives_in_caller = caller;
+    int rc = ptc_transport_mpi(&t, bg);
+    if (rc == PTC_OK)
+        rc = ptc_ckpt_stage_create(&st);
+    if (rc == PTC_OK)
+        rc = ptc_ckpt_save_async(&a, &t, s, l, rules, ranks, nranks, (const void *const *)bufs,
+                                 me == 0 ? rec : NULL, &o, st);
+    /* the job goes on: its state changes, its own collectives run meanwhile */
+    size_t nt = ptc_layout_count(l);
+    for (size_t i = 0; i < nranks * nt; i++) {
+        size_t bytes;
+        ptc_ckpt_local_bytes(l, i % nt, ranks[i / nt], &bytes);
+        memset(bufs[i], 0xEE, bytes);
+    }
+    for (int k = 0; rc == PTC_OK && k < 20; k++) {
+        int x = k, y = 0;
+        if (MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
+            rc = ptc_error_set(PTC_E_MPI, "MPI_Allreduce failed");
+    }
+    if (rc == PTC_OK)
+        rc = ptc_ckpt_async_wait(a, v);
+    else
+        ptc_ckpt_async_cancel(a);
+    ptc_ckpt_stage_destroy(st);
+    if (bg != MPI_COMM_WORLD)
+        MPI_Comm_free(&bg);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "", *store = NULL, *cfg_text = NULL;
@@ -176,12 +225,20 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--threads") == 0)
             threads = atoi(argv[i + 1]);
     }
+    bool async = !strcmp(mode, "async") || !strcmp(mode, "async-caller");
     if (!store || !cfg_text ||
-        (strcmp(mode, "save") && strcmp(mode, "load") && strcmp(mode, "hold"))) {
-        fprintf(stderr, "usage: ckpt_mpi save|load|hold --store DIR --config CFG ...\n");
+        (strcmp(mode, "save") && strcmp(mode, "load") && strcmp(mode, "hold") && !async)) {
+        fprintf(stderr, "usage: ckpt_mpi save|load|hold|async|async-caller --store DIR "
+                        "--config CFG ...\n");
         return 2;
     }
-    MPI_Init(&argc, &argv);
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, async ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided);
+    if (!strcmp(mode, "async") && provided < MPI_THREAD_MULTIPLE) {
+        fprintf(stderr, "error: async: MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
+        MPI_Finalize();
+        return 1;
+    }
     int me, np;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
@@ -228,7 +285,7 @@ int main(int argc, char **argv)
         rc = 0;
         goto out;
     }
-    if (strcmp(mode, "save") == 0) {
+    if (strcmp(mode, "save") == 0 || async) {
         if (make_bufs(l, ranks, nranks, seed, true, &bufs)) {
             rc = fail("buffers");
             goto out;
@@ -245,8 +302,10 @@ int main(int argc, char **argv)
         if (f && atoi(f) == me)
             ptc_fault_write_at(1, ENOSPC);
         uint64_t v = 0;
-        int e = ptc_ckpt_save(s, l, rules, ranks, nranks, (const void *const *)bufs, &rec, &o,
-                              MPI_COMM_WORLD, &v);
+        int e = async ? save_in_background(s, l, rules, ranks, nranks, bufs, &rec,
+                                           !strcmp(mode, "async-caller"), me, &v)
+                      : ptc_ckpt_save(s, l, rules, ranks, nranks, (const void *const *)bufs,
+                                      &rec, &o, MPI_COMM_WORLD, &v);
         ptc_fault_write_at(0, 0);
         if (e) {
             rc = fail("save");

@@ -4,7 +4,8 @@
 # (dp2-tp1-pp2 with another layers=) and 3 processes (several ranks each);
 # a failure injected on one process (save or load), a store locked by another writer and a
 # missing version each end every process with one "error:" line naming the
-# cause, no hang, no new version, the store verified.
+# cause, no hang, no new version, the store verified; saves in the background
+# (ptc_ckpt_save_async, both ways) hold the bytes of the call.
 . "$(dirname "$0")/lib_mpi.sh"
 : "${PTC_BUILD:?PTC_BUILD must name the build folder}"
 D="$PTC_BUILD/ckpt_mpi"
@@ -98,3 +99,21 @@ expect_all_fail 2 "layers" -- load --store "$S" --config pp=2,layers=1:2
 run 8 load --store "$S" --config dp=2,tp=2,pp=2,zero=1 --seed 6 --step 20 >/dev/null ||
     fail "the newest version after the failures"
 echo "ok: locked store, missing version, a configuration the model cannot take"
+
+# 7. saves in the background (ptc_ckpt_save_async): the collective steps on
+#    the library's thread over a duplicate communicator while the processes
+#    run collectives of their own, or on the caller's thread; the buffers are
+#    overwritten as soon as the call returns: the versions hold the snapshot
+run 4 async --store "$S" --config dp=2,tp=2,pp=2,zero=1 --seed 11 --step 40 >"$TMP/out" ||
+    fail "async save from 4 processes"
+v=$(sed -n 's/^saved version //p' "$TMP/out")
+run 3 async-caller --store "$S" --config dp=1,tp=3,pp=2 --seed 12 --step 41 >"$TMP/out" ||
+    fail "async save with the collectives on the caller's thread"
+w=$(sed -n 's/^saved version //p' "$TMP/out")
+[ "$w" = $((v + 1)) ] || fail "async versions $v, $w"
+[ "$(run 6 load --store "$S" --config dp=1,tp=3,pp=2 --seed 11 --step 40 --version "$v" |
+     grep -c 'ranks equal')" = 6 ] || fail "the background save's version differs"
+[ "$(run 2 load --store "$S" --config dp=2,tp=1,pp=1 --seed 12 --step 41 --version "$w" |
+     grep -c 'ranks equal')" = 2 ] || fail "the caller-thread save's version differs"
+"$PTC" verify --store "$S" --all >/dev/null || fail "verify after the async saves"
+echo "ok: async saves in the background and on the caller's thread hold their snapshot"
