@@ -26,7 +26,8 @@ typedef struct dev_tensor {
 
 typedef struct device {
     pthread_mutex_t mu;
-    size_t chunk; /* what the stream asks for */
+    size_t chunk;      /* what the stream asks for: a load's ranges */
+    size_t save_chunk; /* a save's: the chunk rounded up to whole 1 MiB blocks */
     uint8_t *slot[SLOTS];
     bool used[SLOTS];
     const void *tok[SLOTS];
@@ -43,11 +44,14 @@ typedef struct device {
 } device;
 
 static inline int dev_slot(device *d, const void *tok, uint64_t off, size_t n,
-                           const dev_tensor *x)
+                           const dev_tensor *x, size_t chunk)
 {
-    size_t want = (size_t)PTC_MIN((uint64_t)d->chunk, x->bytes - off);
-    if (off % d->chunk || n != want || off >= x->bytes)
+    size_t want = (size_t)PTC_MIN((uint64_t)chunk, x->bytes - off);
+    if (off % chunk || n != want || off >= x->bytes) {
         d->bad++;
+        return ptc_error_set(PTC_E_INVAL, "device: range [%llu, +%zu) is not a chunk",
+                             (unsigned long long)off, n);
+    }
     if (d->fail_after && ++d->calls == d->fail_after)
         return ptc_error_set(PTC_E_IO, "device copy failed at byte %llu",
                              (unsigned long long)off);
@@ -68,7 +72,7 @@ static inline int dev_pull(void *user, void *token, uint64_t off, size_t n, cons
     device *d = user;
     dev_tensor *x = token;
     pthread_mutex_lock(&d->mu);
-    int k = dev_slot(d, token, off, n, x);
+    int k = dev_slot(d, token, off, n, x, d->save_chunk);
     if (k >= 0) {
         memcpy(d->slot[k], x->mem + off, n);
         *data = d->slot[k];
@@ -94,7 +98,7 @@ static inline void dev_release(void *user, void *token, uint64_t off, size_t n)
     pthread_mutex_lock(&d->mu);
     int k = dev_find(d, token, off, n);
     if (k >= 0) {
-        memset(d->slot[k], 0xAA, d->chunk); /* the library must not read it again */
+        memset(d->slot[k], 0xAA, n); /* the library must not read it again */
         d->used[k] = false;
         d->releases++;
     }
@@ -105,9 +109,9 @@ static inline int dev_acquire(void *user, void *token, uint64_t off, size_t n, v
 {
     device *d = user;
     pthread_mutex_lock(&d->mu);
-    int k = dev_slot(d, token, off, n, token);
+    int k = dev_slot(d, token, off, n, token, d->chunk);
     if (k >= 0) {
-        memset(d->slot[k], 0x55, d->chunk); /* bytes the load leaves out show */
+        memset(d->slot[k], 0x55, n); /* bytes the load leaves out show */
         *buf = d->slot[k];
         d->acquires++;
     }
@@ -123,7 +127,7 @@ static inline int dev_push(void *user, void *token, uint64_t off, size_t n)
     int k = dev_find(d, token, off, n);
     if (k >= 0) {
         memcpy(x->mem + off, d->slot[k], n);
-        memset(d->slot[k], 0xAA, d->chunk);
+        memset(d->slot[k], 0xAA, n);
         d->used[k] = false;
         d->pushes++;
     }
@@ -147,8 +151,9 @@ static inline void dev_init(device *d, size_t chunk)
     memset(d, 0, sizeof *d);
     pthread_mutex_init(&d->mu, NULL);
     d->chunk = chunk;
+    d->save_chunk = (chunk + (1 << 20) - 1) / (1 << 20) * (1 << 20);
     for (int k = 0; k < SLOTS; k++)
-        assert_non_null(d->slot[k] = malloc(chunk));
+        assert_non_null(d->slot[k] = malloc(PTC_MAX(chunk, d->save_chunk)));
 }
 
 static inline void dev_free(device *d)

@@ -41,6 +41,9 @@ typedef struct io_case {
     int fail_after;       /* process 1's device fails its n-th call */
     bool tweak;           /* the last byte of tensor 0 flipped */
     int threads;          /* 0: 2 */
+    size_t from_t;        /* the tensors before this one are left out */
+    long fault;           /* > 0: the call's fault-th allocation fails */
+    long fault_count;     /* the call's allocations */
     device dev[MAXP];
     int mismatched[MAXP]; /* load: local tensors that differ */
 } io_case;
@@ -71,7 +74,7 @@ static int io_body(proc *p, bool save)
     memset(x, 0, sizeof x);
     for (size_t i = 0; i < nr; i++) {
         int r = ranks[i] = c->first[p->rank] + (int)i;
-        for (size_t t = 0; t < NT; t++) {
+        for (size_t t = c->from_t; t < NT; t++) {
             uint64_t bytes;
             uint8_t *mine = local_of(l, t, r, c->gen, &bytes);
             ptc_shard sh;
@@ -107,12 +110,20 @@ static int io_body(proc *p, bool save)
     o.threads = c->threads ? c->threads : 2;
     ptc_ckpt_record rec = {.step = 4};
     int rc;
+    if (c->fault)
+        ptc_fault_alloc_at(c->fault);
     if (save) {
         rc = ptc_ckpt_save_locals_over(&p->t, PTC_OK, c->s, ranks, nr, x, n, &cfg, rules,
                                        p->rank == 0 ? &rec : NULL, &o, &p->version);
     } else {
         rc = ptc_ckpt_load_locals_over(&p->t, PTC_OK, c->s, 0, ranks, nr, x, n, &cfg, &o, NULL,
                                        &p->version);
+    }
+    if (c->fault) {
+        c->fault_count = ptc_fault_alloc_count();
+        ptc_fault_alloc_at(0);
+    }
+    if (!save) {
         for (size_t i = 0; rc == PTC_OK && i < n; i++)
             if (memcmp(dt[i].mem, want[i], (size_t)dt[i].bytes))
                 c->mismatched[p->rank]++;
@@ -302,6 +313,47 @@ static void test_stream_errors(void **state)
     rmstore(s, dir);
 }
 
+/* Every allocation of a streamed save, then of a streamed load, fails in
+ * turn (one process running both ranks of tp=2, the small tensors, windows
+ * of 1 KiB): an error with every range given back and nothing committed or
+ * leaked, or the right bytes. */
+static void test_stream_faults(void **state)
+{
+    (void)state;
+    ptc_store *s;
+    char *dir = mkstore(&s);
+    proc ps[1];
+    long n[2];
+    for (int save = 1; save >= 0; save--) {
+        for (n[save] = 1;; n[save]++) {
+            /* the small tensors only: fused streamed on rank 1, scalar on 0 */
+            io_case c = {.s = s, .cfg = "tp=2", .nranks = {2}, .first = {0},
+                         .streamed = 1u << 4 | 1u << (NT + 2), .chunk = 1024, .threads = 1,
+                         .from_t = 2, .fault = n[save]};
+            run(ps, 1, save ? save_body : load_body, &c);
+            dev_clean(&c.dev[0]);
+            dev_free(&c.dev[0]);
+            assert_int_equal(c.mismatched[0], 0);
+            uint64_t latest = 0;
+            assert_int_equal(ptc_store_latest(s, &latest), PTC_OK);
+            if (c.fault_count < n[save]) { /* no fault fired: done */
+                if (ps[0].rc != PTC_OK)
+                    fail_msg("%s without a fault: %s", save ? "save" : "load", ps[0].msg);
+                assert_int_equal(latest, 1);
+                break;
+            }
+            if (ps[0].rc == PTC_OK)
+                fail_msg("fault %ld of the %s fired, but it succeeded", n[save],
+                         save ? "save" : "load");
+            assert_int_equal(latest, save ? 0 : 1);
+        }
+    }
+    print_message("failed each of %ld allocations of a save, %ld of a load\n", n[1] - 1,
+                  n[0] - 1);
+    assert_true(n[1] > 20 && n[0] > 10);
+    rmstore(s, dir);
+}
+
 /* A streamed tensor without a stream, and a stream without the callbacks. */
 static void test_stream_missing(void **state)
 {
@@ -348,6 +400,7 @@ int main(void)
         cmocka_unit_test(test_stream_reuse),
         cmocka_unit_test(test_stream_errors),
         cmocka_unit_test(test_stream_missing),
+        cmocka_unit_test(test_stream_faults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
