@@ -7,7 +7,8 @@
  * area run one after the other and commit in order; the area grows to the
  * state once and is reused; streamed tensors are pulled into it; a failure
  * of one process (its outcome before the call, its snapshot) reaches every
- * process at the wait and nothing is committed. */
+ * process at the wait and nothing is committed; a save given up commits
+ * nothing and leaves no pack files. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -279,6 +281,54 @@ static void test_async_back_to_back(void **state)
     rmstore(s, dir);
 }
 
+/* A save given up (ptc_ckpt_async_cancel) commits nothing and leaves no
+ * pack files; the next save through the same area commits. */
+static void test_async_cancel(void **state)
+{
+    (void)state;
+    ptc_store *s;
+    char *dir = mkstore(&s);
+    ptc_layout *l = make_layout("tp=2");
+    ptc_rules *rules;
+    assert_int_equal(ptc_rules_parse(&rules, RULES, strlen(RULES), "rules"), PTC_OK);
+    ptc_ckpt_stage *stage;
+    assert_int_equal(ptc_ckpt_stage_create(&stage), PTC_OK);
+    ptc_transport t;
+    ptc_transport_self(&t);
+    ptc_ckpt_options o;
+    ptc_ckpt_options_init(&o);
+    o.collectives_in_caller = true;
+    uint8_t *buf[2 * NT];
+    uint64_t bytes[2 * NT];
+    locals_of(l, 0, 0, buf, bytes);
+    locals_of(l, 1, 0, buf + NT, bytes + NT);
+    int ranks[2] = {0, 1};
+    for (int k = 0; k < 2; k++) {
+        ptc_ckpt_async *a;
+        assert_int_equal(ptc_ckpt_save_async(&a, &t, s, l, rules, ranks, 2,
+                                             (const void *const *)buf, NULL, &o, stage),
+                         PTC_OK);
+        uint64_t v = 0, latest = 9;
+        if (k == 0) {
+            ptc_ckpt_async_cancel(a);
+            assert_int_equal(ptc_store_latest(s, &latest), PTC_OK);
+            assert_int_equal(latest, 0);
+            char p[256];
+            snprintf(p, sizeof p, "%s/packs/v1", dir);
+            assert_int_equal(access(p, F_OK), -1);
+        } else {
+            assert_int_equal(ptc_ckpt_async_wait(a, &v), PTC_OK);
+            assert_int_equal(v, 1);
+        }
+    }
+    for (size_t i = 0; i < 2 * NT; i++)
+        free(buf[i]);
+    ptc_ckpt_stage_destroy(stage);
+    ptc_rules_destroy(rules);
+    ptc_layout_destroy(l);
+    rmstore(s, dir);
+}
+
 /* The handle's edges: a wait of NULL, done of NULL, bad arguments. */
 static void test_async_edges(void **state)
 {
@@ -300,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_async_background),
         cmocka_unit_test(test_async_failures),
         cmocka_unit_test(test_async_back_to_back),
+        cmocka_unit_test(test_async_cancel),
         cmocka_unit_test(test_async_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
