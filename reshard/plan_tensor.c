@@ -217,13 +217,22 @@ int pl_side_load(pl_side *sd, size_t t, unsigned what)
     int base = sd->stg[0] * sd->per;
     ptc_shard sh;
     PTC_TRY(ptc_layout_shard(sd->l, t, base, &sh));
-    /* ordinary shards do not vary over dp: the tp positions decide */
+    /* ordinary shards do not vary over dp: the tp positions decide (an
+     * explicit layout has one stage and tp = its world: every rank is a
+     * position of its own) */
     int nq = sh.flat ? sd->per : sd->T;
+    int absent = -1; /* the group of the positions that lack the tensor */
     for (int q = 0; q < nq; q++) {
         int r = base + q;
         if (q)
             PTC_TRY(ptc_layout_shard(sd->l, t, r, &sh));
-        if (sh.owner != r) {
+        if (!sh.present && absent >= 0) {
+            /* only an explicit layout lacks a tensor on a stage holding it:
+             * such ranks share one group without pieces, never a provider */
+            sd->gq[q] = absent;
+            continue;
+        }
+        if (sh.present && sh.owner != r) {
             /* the owner is the lowest identical rank, on the same stage */
             sd->gq[q] = sd->gq[sh.owner - base];
             continue;
@@ -236,6 +245,8 @@ int pl_side_load(pl_side *sd, size_t t, unsigned what)
         memset(g, 0, sizeof *g);
         g->owner = r;
         g->sh = sh;
+        if (!sh.present)
+            absent = (int)sd->ng;
         g->vol = 1;
         for (int d = 0; d < sh.ndim; d++)
             g->vol *= sh.shape[d];
