@@ -62,8 +62,7 @@ size_t ptc_box_subtract(ptc_box *out, const ptc_box *b, const ptc_box *i)
 bool ptc_shard_same(const ptc_shard *a, const ptc_piece *pa, const ptc_shard *b,
                     const ptc_piece *pb)
 {
-    if (a->present != b->present || a->flat != b->flat || a->ndim != b->ndim ||
-        a->npieces != b->npieces || a->flat_lo != b->flat_lo || a->flat_hi != b->flat_hi)
+    if (a->present != b->present || a->ndim != b->ndim || a->npieces != b->npieces)
         return false;
     for (int d = 0; d < a->ndim; d++)
         if (a->shape[d] != b->shape[d])
