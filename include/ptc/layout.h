@@ -222,7 +222,8 @@ typedef struct ptc_layout_explicit_shard {
  * so that code exploiting the structure of configurations (shards repeat
  * over dp, stages repeat) takes its general path; its placements are
  * replicate/pp=all and mean nothing; ptc_layout_describe names it
- * "explicit:W".
+ * "explicit:W". Memory: the entries and the distinct shards' pieces (a
+ * query of (tensor, rank) is a binary search among the tensor's entries).
  *
  * @param tensors  @p n tensors (names copied; checked as ptc_layout_create)
  * @param world    number of ranks, 1..PTC_CONFIG_MAX_WORLD

@@ -36,7 +36,8 @@ void ptc_layout_destroy(ptc_layout *l)
         ptc_free((char *)l->t[i].info.name);
     ptc_free(l->t);
     ptc_free(l->hash);
-    ptc_layout_ex_free(l->ex);
+    if (l->ex)
+        l->ops->free(l->ex);
     ptc_free(l);
 }
 
@@ -240,7 +241,7 @@ static void shard_compute(const ptc_layout *l, size_t t, int rank, ptc_shard *sh
                           ptc_piece *out, size_t cap)
 {
     if (l->ex) {
-        ptc_layout_ex_shard(l, t, rank, sh, out, cap);
+        l->ops->shard(l, t, rank, sh, out, cap);
         return;
     }
     const ltensor *lt = &l->t[t];
@@ -405,7 +406,7 @@ int ptc_layout_owners(const ptc_layout *l, size_t t, int *owners)
 {
     PTC_TRY(check_rank(l, t, 0));
     if (l->ex) {
-        ptc_layout_ex_owners(l, t, owners);
+        l->ops->owners(l, t, owners);
         return PTC_OK;
     }
     const ltensor *lt = &l->t[t];

@@ -20,11 +20,12 @@ struct lx_shard {
     uint64_t hash;
 };
 
-void ptc_layout_ex_free(lx_data *ex)
+static void ex_free(lx_data *ex)
 {
     if (!ex)
         return;
     ptc_free(ex->cell);
+    ptc_free(ex->c0);
     ptc_free(ex->sh);
     ptc_free(ex->t0);
     ptc_free(ex->pc);
@@ -54,13 +55,27 @@ int ptc_layout_describe(const ptc_layout *l, char *buf, size_t cap)
 
 /* ---- queries ------------------------------------------------------------------------- */
 
-void ptc_layout_ex_shard(const ptc_layout *l, size_t t, int rank, ptc_shard *out,
-                         ptc_piece *pieces, size_t cap)
+/* The shard index of (t, rank), or -1: a binary search of t's entries. */
+static int64_t find_cell(const lx_data *ex, size_t t, int rank)
+{
+    size_t lo = ex->c0[t], hi = ex->c0[t + 1];
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ex->cell[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < ex->c0[t + 1] && ex->cell[lo].rank == rank ? (int64_t)ex->cell[lo].shard : -1;
+}
+
+static void ex_shard(const ptc_layout *l, size_t t, int rank, ptc_shard *out,
+                     ptc_piece *pieces, size_t cap)
 {
     const lx_data *ex = l->ex;
     memset(out, 0, sizeof *out);
     out->owner = -1;
-    int32_t c = ex->cell[t * (size_t)ex->world + (size_t)rank];
+    int64_t c = find_cell(ex, t, rank);
     if (c < 0)
         return;
     const lx_shard *x = &ex->sh[c];
@@ -76,13 +91,16 @@ void ptc_layout_ex_shard(const ptc_layout *l, size_t t, int rank, ptc_shard *out
         memcpy(pieces, ex->pc + x->p0, sizeof *pieces * PTC_MIN(cap, x->np));
 }
 
-void ptc_layout_ex_owners(const ptc_layout *l, size_t t, int *owners)
+static void ex_owners(const ptc_layout *l, size_t t, int *owners)
 {
     const lx_data *ex = l->ex;
-    const int32_t *row = ex->cell + t * (size_t)ex->world;
     for (int r = 0; r < ex->world; r++)
-        owners[r] = row[r] < 0 ? -1 : ex->sh[row[r]].owner;
+        owners[r] = -1;
+    for (size_t k = ex->c0[t]; k < ex->c0[t + 1]; k++)
+        owners[ex->cell[k].rank] = ex->sh[ex->cell[k].shard].owner;
 }
+
+static const lx_ops EX_OPS = {.shard = ex_shard, .owners = ex_owners, .free = ex_free};
 
 /* ---- creation ------------------------------------------------------------------------ */
 
@@ -187,7 +205,8 @@ static int check_entry(build *b, const ptc_layout_explicit_shard *e, size_t *np)
         int64_t v = ptc_box_volume(&p->box);
         if (v == 0)
             continue;
-        held += v; /* each at most vol, and at most npieces of them */
+        if (ptc_add_overflow_i64(held, v, &held))
+            held = INT64_MAX; /* more than any local tensor holds */
         b->scratch[(*np)++] = *p;
     }
     if (held != vol)
@@ -199,7 +218,8 @@ static int check_entry(build *b, const ptc_layout_explicit_shard *e, size_t *np)
 
 /* The shard of entry @p e (checked, pieces in the scratch): an existing
  * shard of the tensor, or a new one. */
-static int add_entry(build *b, const ptc_layout_explicit_shard *e, size_t np, size_t mask)
+static int add_entry(build *b, const ptc_layout_explicit_shard *e, size_t at, size_t np,
+                     size_t mask)
 {
     lx_data *ex = b->l->ex;
     uint64_t h = shard_hash(e->ndim, e->shape, b->scratch, np);
@@ -208,13 +228,13 @@ static int add_entry(build *b, const ptc_layout_explicit_shard *e, size_t np, si
         size_t s = b->table[k] - 1;
         const lx_shard *x = &ex->sh[s];
         if (x->hash == h && shard_equal(x, ex->pc + x->p0, e->ndim, e->shape, b->scratch, np)) {
-            ex->cell[e->tensor * (size_t)ex->world + (size_t)e->rank] = (int32_t)s;
+            ex->cell[at] = (lx_cell){e->rank, (uint32_t)s};
             return PTC_OK;
         }
     }
     size_t s = ex->t0[e->tensor + 1]; /* the next shard */
-    if (s >= (size_t)INT32_MAX)
-        return ptc_error_set(PTC_E_RANGE, "explicit layout: more than %d shards", INT32_MAX);
+    if (s >= (size_t)UINT32_MAX)
+        return ptc_error_set(PTC_E_RANGE, "explicit layout: more than %u shards", UINT32_MAX);
     PTC_TRY(ptc_grow((void **)&ex->sh, &b->nsh_cap, s + 1, sizeof *ex->sh));
     size_t p0 = s ? ex->sh[s - 1].p0 + ex->sh[s - 1].np : 0;
     PTC_TRY(ptc_grow((void **)&ex->pc, &b->npc_cap, p0 + np + 1, sizeof *ex->pc));
@@ -229,7 +249,7 @@ static int add_entry(build *b, const ptc_layout_explicit_shard *e, size_t np, si
     x->hash = h;
     b->table[k] = s + 1;
     ex->t0[e->tensor + 1] = s + 1;
-    ex->cell[e->tensor * (size_t)ex->world + (size_t)e->rank] = (int32_t)s;
+    ex->cell[at] = (lx_cell){e->rank, (uint32_t)s};
     return PTC_OK;
 }
 
@@ -251,7 +271,7 @@ static int add_tensor(build *b, size_t i, size_t j)
         const ptc_layout_explicit_shard *e = &b->in[b->ord[k].k];
         size_t np = 0;
         PTC_TRY(check_entry(b, e, &np));
-        PTC_TRY(add_entry(b, e, np, want - 1));
+        PTC_TRY(add_entry(b, e, k, np, want - 1)); /* entries in order: cell k */
     }
     return PTC_OK;
 }
@@ -291,8 +311,6 @@ int ptc_layout_create_explicit(ptc_layout **out, const ptc_tensor_info *tensors,
                              PTC_CONFIG_MAX_WORLD);
     if (nshards && !shards)
         return ptc_error_set(PTC_E_INVAL, "explicit layout: shards is NULL");
-    if (n && (size_t)world > SIZE_MAX / sizeof(int32_t) / n)
-        return ptc_error_set(PTC_E_RANGE, "explicit layout: %zu tensors x %d ranks", n, world);
     ptc_layout *l;
     PTC_TRY(ptc_layout_alloc(&l, tensors, n));
     build b = {.l = l, .in = shards};
@@ -310,13 +328,14 @@ int ptc_layout_create_explicit(ptc_layout **out, const ptc_tensor_info *tensors,
     lx_data *ex = l->ex = ptc_calloc(1, sizeof *ex);
     if (!ex)
         goto out_destroy;
+    l->ops = &EX_OPS;
     ex->world = world;
-    ex->cell = ptc_malloc(sizeof *ex->cell * (n * (size_t)world + 1));
+    ex->cell = ptc_malloc(sizeof *ex->cell * (nshards + 1));
+    ex->c0 = ptc_calloc(n + 2, sizeof *ex->c0);
     ex->t0 = ptc_calloc(n + 2, sizeof *ex->t0);
     b.ord = ptc_malloc(sizeof *b.ord * (nshards + 1));
-    if (!ex->cell || !ex->t0 || !b.ord)
+    if (!ex->cell || !ex->c0 || !ex->t0 || !b.ord)
         goto out_destroy;
-    memset(ex->cell, 0xff, sizeof *ex->cell * n * (size_t)world); /* -1 */
     if ((rc = order_entries(&b, n, world, nshards)) != PTC_OK)
         goto out_destroy;
     size_t i = 0;
@@ -325,6 +344,8 @@ int ptc_layout_create_explicit(ptc_layout **out, const ptc_tensor_info *tensors,
         size_t j = i;
         while (j < nshards && b.ord[j].tensor == t)
             j++;
+        ex->c0[t] = i;
+        ex->c0[t + 1] = j;
         if ((rc = add_tensor(&b, i, j)) != PTC_OK)
             goto out_destroy;
         i = j;

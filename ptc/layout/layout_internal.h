@@ -19,13 +19,28 @@ typedef struct ltensor {
 
 /* The shards of an explicit layout (layout_explicit.c). */
 typedef struct lx_shard lx_shard;
+typedef struct lx_cell {
+    int rank;
+    uint32_t shard;  /* index into sh */
+} lx_cell;
 typedef struct lx_data {
     int world;
-    int32_t *cell;   /* n * world: shard index of (t, r), -1 where r lacks t */
+    lx_cell *cell;   /* the (tensor, rank) entries, by tensor then rank */
+    size_t *c0;      /* n + 1: tensor t's entries are cell[c0[t] .. c0[t+1]) */
     lx_shard *sh;    /* the distinct shards, tensor by tensor, each by owner */
     size_t *t0;      /* n + 1: tensor t's shards are sh[t0[t] .. t0[t+1]) */
     ptc_piece *pc;   /* the pieces of every shard */
 } lx_data;
+
+/* The queries of a layout not computed from a configuration: set by its
+ * creator (layout_explicit.c), called by layout.c's public functions, which
+ * check the tensor index and rank first. */
+typedef struct lx_ops {
+    void (*shard)(const ptc_layout *l, size_t t, int rank, ptc_shard *out, ptc_piece *pieces,
+                  size_t cap);
+    void (*owners)(const ptc_layout *l, size_t t, int *owners);
+    void (*free)(lx_data *ex);
+} lx_ops;
 
 struct ptc_layout {
     ptc_config cfg;
@@ -34,7 +49,8 @@ struct ptc_layout {
     int64_t nlayers;
     size_t *hash;         /* open addressing: index+1, 0 = empty */
     size_t hmask;
-    lx_data *ex;          /* explicit layouts only */
+    lx_data *ex;          /* explicit layouts only, with their queries: */
+    const lx_ops *ops;
 };
 
 /* The tensor name @p s made printable and cut to 80 bytes, in @p buf. */
@@ -44,11 +60,5 @@ const char *ptc_layout_clip(const char *s, char buf[96]);
  * their name table; configuration and placements zero. */
 int ptc_layout_alloc(ptc_layout **out, const ptc_tensor_info *tensors, size_t n);
 
-/* layout_explicit.c: the queries of layout.h for an explicit layout (the
- * tensor index and rank are checked by the caller). */
-void ptc_layout_ex_free(lx_data *ex);
-void ptc_layout_ex_shard(const ptc_layout *l, size_t t, int rank, ptc_shard *out,
-                         ptc_piece *pieces, size_t cap);
-void ptc_layout_ex_owners(const ptc_layout *l, size_t t, int *owners);
 
 #endif
