@@ -242,6 +242,16 @@ PTC_API int ptc_layout_create_explicit(ptc_layout **out, const ptc_tensor_info *
                                        const ptc_layout_explicit_shard *shards,
                                        size_t nshards);
 
+/**
+ * Read the text of an explicit layout, "explicit:W" (a version record's
+ * configuration, docs/format.md §2.2): W in plain decimal, 1..PTC_CONFIG_MAX_WORLD,
+ * no sign or leading zero.
+ * @param world  receives W, or 0 when @p text does not start with
+ *               PTC_LAYOUT_EXPLICIT_PREFIX (it may then be a configuration)
+ * @return PTC_OK, or PTC_E_INVAL for the prefix followed by anything else.
+ */
+PTC_API int ptc_layout_parse_explicit(const char *text, int *world);
+
 /** @return whether @p l was made by ptc_layout_create_explicit. */
 PTC_API bool ptc_layout_is_explicit(const ptc_layout *l);
 

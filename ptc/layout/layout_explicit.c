@@ -53,6 +53,27 @@ int ptc_layout_describe(const ptc_layout *l, char *buf, size_t cap)
     return PTC_OK;
 }
 
+int ptc_layout_parse_explicit(const char *text, int *world)
+{
+    static const char pre[] = PTC_LAYOUT_EXPLICIT_PREFIX;
+    *world = 0;
+    if (strncmp(text, pre, sizeof pre - 1) != 0)
+        return PTC_OK;
+    const char *d = text + sizeof pre - 1;
+    long long w = 0;
+    bool ok = *d >= '1' && *d <= '9';
+    for (; ok && *d; d++) {
+        ok = *d >= '0' && *d <= '9';
+        w = w * 10 + (*d - '0');
+        ok = ok && w <= PTC_CONFIG_MAX_WORLD;
+    }
+    if (!ok)
+        return ptc_error_set(PTC_E_INVAL, "bad explicit layout '%.64s' (explicit:W, W in "
+                                          "1..%d)", text, PTC_CONFIG_MAX_WORLD);
+    *world = (int)w;
+    return PTC_OK;
+}
+
 /* ---- queries ------------------------------------------------------------------------- */
 
 /* The shard index of (t, rank), or -1: a binary search of t's entries. */

@@ -13,23 +13,9 @@
  * (docs/format.md §2.2), or 0 for a version of a configuration. */
 static int explicit_world(const ptc_version_info *vi, int *world)
 {
-    static const char pre[] = PTC_LAYOUT_EXPLICIT_PREFIX;
-    const char *c = vi->config ? vi->config : "";
-    *world = 0;
-    if (strncmp(c, pre, sizeof pre - 1) != 0)
-        return PTC_OK;
-    const char *d = c + sizeof pre - 1;
-    long long w = 0;
-    bool ok = *d >= '1' && *d <= '9';
-    for (; ok && *d; d++) {
-        ok = *d >= '0' && *d <= '9';
-        w = w * 10 + (*d - '0');
-        ok = ok && w <= PTC_CONFIG_MAX_WORLD;
-    }
-    if (!ok)
-        return ptc_error_set(PTC_E_STORE, "version %llu: bad explicit layout '%.64s'",
-                             (unsigned long long)vi->version, c);
-    *world = (int)w;
+    if (ptc_layout_parse_explicit(vi->config ? vi->config : "", world) != PTC_OK)
+        return ptc_error_set(PTC_E_STORE, "version %llu: %s", (unsigned long long)vi->version,
+                             ptc_last_error());
     return PTC_OK;
 }
 

@@ -246,9 +246,9 @@ def test_fsdp2_tp_save_resume_export_reshard_mount(tmp_path):
 
 
 @pytest.mark.slow
-def test_fsdp2_tp_more_meshes_compressed(tmp_path):
-    run_grid(tmp_path, ["dp=4", "tp=4", "dp=2,tp=2", "dp=1,tp=4", "dp=4,tp=1"],
-             compress="zstd")
+def test_fsdp2_tp_every_mesh_compressed(tmp_path):
+    # every mesh of four processes, the saving one included, from a zstd save
+    run_grid(tmp_path, ["dp=4", "tp=4", "dp=2,tp=2"], compress="zstd")
 
 
 # ---- one process: explicit saves and loads of plain and given layouts --------------------

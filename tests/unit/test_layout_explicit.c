@@ -340,6 +340,21 @@ static void test_version_record(void **state)
     assert_int_equal(d.parent, 3);
     ptc_version_rec_free(&d);
     ptc_buf_free(&b);
+    int w = -1;
+    assert_int_equal(ptc_layout_parse_explicit("explicit:4", &w), PTC_OK);
+    assert_int_equal(w, 4);
+    assert_int_equal(ptc_layout_parse_explicit("explicit:1048576", &w), PTC_OK);
+    assert_int_equal(w, 1048576);
+    assert_int_equal(ptc_layout_parse_explicit("dp=2,tp=1,pp=1", &w), PTC_OK);
+    assert_int_equal(w, 0);
+    const char *bad[] = {"explicit:", "explicit:04", "explicit:0", "explicit:1048577",
+                         "explicit:4,tp=2", "explicit:-1", "explicit:99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(ptc_layout_parse_explicit(bad[i], &w), PTC_E_INVAL);
+        assert_int_equal(w, 0);
+    }
+    assert_string_equal(ptc_last_error(), "bad explicit layout 'explicit:99999999999999999999' "
+                                          "(explicit:W, W in 1..1048576)");
     ptc_config c;
     assert_int_equal(ptc_config_parse(&c, "explicit:4"), PTC_E_INVAL);
     assert_string_equal(ptc_last_error(),
