@@ -6,10 +6,14 @@ The protocol is libptc's (include/ptc/ckpt.h), the same code the C API runs
 over MPI: ``ptc_ckpt_save_locals_over`` and ``ptc_ckpt_load_locals_over``.
 This module only converts: each tensor of ``state`` becomes a description
 (name, rank, pointer, dtype, local shape, and where known its global shape
-and a DTensor's box; no copies), the arguments become C structs, and the
+and where a DTensor's local tensor lies — a box, or the pieces of a strided
+shard, read from its mesh and placements by ptc._dtensor; no copies), the
+arguments become C structs, and the
 process group becomes a ptc_transport whose callbacks run torch.distributed
 collectives on uint8 tensors (ptc._transport). libptc then exchanges the
-descriptions and agrees on the layout of the whole collection, checks every
+descriptions and agrees on the layout of the whole collection (that of
+``config`` and the rules, or, without a config, the explicit layout the
+descriptions make), checks every
 local tensor against it, and saves (process 0 begins, every process writes
 its ranks' shards, process 0 commits) or loads (process 0 resolves the
 version, every process reads the stored blocks its pieces touch).
