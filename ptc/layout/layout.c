@@ -89,7 +89,8 @@ int ptc_layout_find(const ptc_layout *l, const char *name, size_t *t)
         *t = v - 1;
         return PTC_OK;
     }
-    return ptc_error_set(PTC_E_NOTFOUND, "no tensor '%s' in the layout", ptc_layout_clip(name, cb));
+    return ptc_error_set(PTC_E_NOTFOUND, "no tensor '%s' in the layout",
+                         ptc_layout_clip(name, cb));
 }
 
 /* ptc_rules_has_fn over the layout being built (its name table is complete). */
@@ -617,8 +618,8 @@ static int check_info(const ptc_tensor_info *ti, size_t i)
         return ptc_error_set(PTC_E_INVAL, "tensor '%s': name longer than %d bytes",
                              ptc_layout_clip(ti->name, cb), PTC_TENSOR_NAME_MAX);
     if ((unsigned)ti->dtype >= PTC_DTYPE_COUNT)
-        return ptc_error_set(PTC_E_INVAL, "tensor '%s': bad dtype %d", ptc_layout_clip(ti->name, cb),
-                             (int)ti->dtype);
+        return ptc_error_set(PTC_E_INVAL, "tensor '%s': bad dtype %d",
+                             ptc_layout_clip(ti->name, cb), (int)ti->dtype);
     if (ti->ndim < 0 || ti->ndim > PTC_MAX_DIMS)
         return ptc_error_set(PTC_E_INVAL, "tensor '%s': %d dims (0..%d allowed)",
                              ptc_layout_clip(ti->name, cb), ti->ndim, PTC_MAX_DIMS);
