@@ -134,7 +134,7 @@ def launch(world, mode, tmp, name, env=None):
 def check_resumed(res, want, mesh):
     assert res["differ"] == [], (mesh, res["differ"])  # ptc's tensors are DCP's, bit for bit
     assert res["step"] == W.K
-    assert res["tensors"] == 84  # 22 parameters, their exp_avg, exp_avg_sq and step
+    assert res["tensors"] == 84  # 21 parameters, their exp_avg, exp_avg_sq and step
     assert np.max(np.abs(np.array(res["losses"]) - want)) <= 1e-5, (mesh, res["losses"], want)
 
 
