@@ -299,7 +299,8 @@ static int query_side(const pl_side *s, const ptc_box *b, uint32_t **out, size_t
         PTC_TRY(ptc_grow((void **)out, cap, *n + 1, sizeof **out));
         (*out)[(*n)++] = id;
     }
-    qsort(*out + n0, *n - n0, sizeof **out, cmp_u32);
+    if (*n > n0)
+        qsort(*out + n0, *n - n0, sizeof **out, cmp_u32);
     return PTC_OK;
 }
 
@@ -732,7 +733,8 @@ static int plan_own(ptc_plan *p, pl_work *w, size_t t, size_t es)
         if (g->owner == r && g->np)
             PTC_TRY(add_receivers(w, g));
     }
-    qsort(w->rk, w->nrk, sizeof *w->rk, cmp_int);
+    if (w->nrk) /* rk is NULL until a rank is added */
+        qsort(w->rk, w->nrk, sizeof *w->rk, cmp_int);
     for (size_t i = 0; i < w->nrk; i++) {
         int r = w->rk[i];
         if (i && r == w->rk[i - 1])
