@@ -67,3 +67,20 @@ def fuse_available():
 
 def python():
     return sys.executable
+
+
+# ---- the slow tier ------------------------------------------------------------------------
+# Tests marked @pytest.mark.slow (full matrices) run only when asked for:
+# PTC_TEST_SLOW=1, or a -m expression that names slow (`-m slow`).
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: full matrices, run with PTC_TEST_SLOW=1 or -m slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PTC_TEST_SLOW") == "1" or "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow tier (PTC_TEST_SLOW=1 or -m slow)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
