@@ -293,39 +293,6 @@ bool ptc_sched_equal(const ptc_sched *a, const ptc_sched *b)
 
 void ptc_sched_text_free(char *text) { ptc_free(text); }
 
-void sched_buf_printf(sched_buf *b, const char *fmt, ...)
-{
-    if (b->err)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->n;
-        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? room : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->err = PTC_E_INVAL;
-            return;
-        }
-        if (b->p && (size_t)k < room) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t need = b->n + (size_t)k + 1;
-        if (need < b->cap * 2)
-            need = b->cap * 2;
-        if (need < 256)
-            need = 256;
-        char *np = ptc_realloc(b->p, need);
-        if (!np) {
-            b->err = PTC_E_NOMEM;
-            return;
-        }
-        b->p = np;
-        b->cap = need;
-    }
-}
-
 int sched_report_set(ptc_sched_report *rep, int code, int rank, int step, const char *fmt, ...)
 {
     char msg[320];

@@ -3,6 +3,7 @@
 #define PTC_SCHED_INTERNAL_H
 
 #include "ptc/sched.h"
+#include "base/buf_internal.h"
 #include "base/util_internal.h"
 
 typedef struct sched_list {
@@ -142,13 +143,6 @@ int sched_report_deadlock(const ptc_sched *s, const size_t *stuck, ptc_sched_rep
 int sched_report_set(ptc_sched_report *rep, int code, int rank, int step,
                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-/* Growable text buffer. */
-typedef struct sched_buf {
-    char *p;
-    size_t n, cap;
-    int err;
-} sched_buf;
-void sched_buf_printf(sched_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* An action's token ("F3", "SEND1") into buf; "" if it does not fit
  * (sched_deps.c). */

@@ -30,43 +30,43 @@ int ptc_sched_format(const ptc_sched *s, char **out, size_t *len)
     if (len)
         *len = 0;
     PTC_TRY(ptc_sched_check_placement(s));
-    sched_buf b = {0};
-    sched_buf_printf(&b, "ptc-schedule 1\n");
+    ptc_buf b = {0};
+    ptc_buf_printf(&b, "ptc-schedule 1\n");
     if (s->kind[0]) {
         if (s->k)
-            sched_buf_printf(&b, "kind %s %d\n", s->kind, s->k);
+            ptc_buf_printf(&b, "kind %s %d\n", s->kind, s->k);
         else
-            sched_buf_printf(&b, "kind %s\n", s->kind);
+            ptc_buf_printf(&b, "kind %s\n", s->kind);
     }
-    sched_buf_printf(&b, "ranks %d\nstages %d\npipes %d\nmicrobatches %d\n", s->ranks,
+    ptc_buf_printf(&b, "ranks %d\nstages %d\npipes %d\nmicrobatches %d\n", s->ranks,
                      s->stages, s->pipes, s->mbs);
     for (int r = 0; r < s->ranks; r++) {
-        sched_buf_printf(&b, "place %d", r);
+        ptc_buf_printf(&b, "place %d", r);
         for (int c = 0; c < s->nchunks[r]; c++) {
             int g = s->chunk_gs[r][c];
             if (s->pipes == 1)
-                sched_buf_printf(&b, " %d", g);
+                ptc_buf_printf(&b, " %d", g);
             else
-                sched_buf_printf(&b, " %d:%d", g / s->stages, g % s->stages);
+                ptc_buf_printf(&b, " %d:%d", g / s->stages, g % s->stages);
         }
-        sched_buf_printf(&b, "\n");
+        ptc_buf_printf(&b, "\n");
     }
     for (int r = 0; r < s->ranks; r++) {
-        sched_buf_printf(&b, "rank %d:", r);
+        ptc_buf_printf(&b, "rank %d:", r);
         for (size_t i = 0; i < s->lists[r].n; i++) {
             char t[48];
             ptc_sched_action_format(&s->lists[r].a[i], t, sizeof t);
-            sched_buf_printf(&b, " %s", t);
+            ptc_buf_printf(&b, " %s", t);
         }
-        sched_buf_printf(&b, "\n");
+        ptc_buf_printf(&b, "\n");
     }
     if (b.err) {
-        ptc_free(b.p);
+        ptc_free(b.s);
         return b.err == PTC_E_NOMEM ? PTC_E_NOMEM : ptc_error_set(b.err, "format failed");
     }
-    *out = b.p;
+    *out = b.s;
     if (len)
-        *len = b.n;
+        *len = b.len;
     return PTC_OK;
 }
 

@@ -25,15 +25,15 @@ static const char *const type_names[T_NTYPES] = {
 
 typedef struct wstate {
     const ptc_sched *s;
-    sched_buf b;
+    ptc_buf b;
     bool first; /* no cell yet on this row */
 } wstate;
 
 static void cell(wstate *w, int stage, int type, int mb)
 {
-    sched_buf_printf(&w->b, "%s%d%s", w->first ? "" : ",", stage, type_names[type]);
+    ptc_buf_printf(&w->b, "%s%d%s", w->first ? "" : ",", stage, type_names[type]);
     if (mb >= 0)
-        sched_buf_printf(&w->b, "%d", mb);
+        ptc_buf_printf(&w->b, "%d", mb);
     w->first = false;
 }
 
@@ -134,7 +134,7 @@ int ptc_sched_to_torch(const ptc_sched *s, int form, char **out, size_t *len)
         }
         s = c;
     }
-    wstate w = {s, {0}, true};
+    wstate w = {.s = s, .first = true};
     size_t cells = (size_t)s->mbs * s->stages;
     int *nback = ptc_calloc((size_t)s->stages, sizeof(int));
     int *red = ptc_calloc((size_t)s->stages, sizeof(int));
@@ -152,7 +152,7 @@ int ptc_sched_to_torch(const ptc_sched *s, int form, char **out, size_t *len)
                     cell(&w, stage_of(s, r, a->chunk), ct[a->op], a->mb);
             }
         }
-        sched_buf_printf(&w.b, "\n");
+        ptc_buf_printf(&w.b, "\n");
     }
     ptc_free(nback);
     ptc_free(red);
@@ -161,12 +161,12 @@ int ptc_sched_to_torch(const ptc_sched *s, int form, char **out, size_t *len)
     if (!rc && w.b.err)
         rc = w.b.err == PTC_E_NOMEM ? PTC_E_NOMEM : ptc_error_set(w.b.err, "format failed");
     if (rc) {
-        ptc_free(w.b.p);
+        ptc_free(w.b.s);
         return rc;
     }
-    *out = w.b.p;
+    *out = w.b.s;
     if (len)
-        *len = w.b.n;
+        *len = w.b.len;
     return PTC_OK;
 }
 

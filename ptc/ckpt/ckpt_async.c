@@ -16,6 +16,7 @@
  * agreement, so every process fails alike and none waits for it. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -187,7 +188,9 @@ struct ptc_ckpt_async {
     void **bufs;           /* nranks x ntensors, into the stage (layout saves) */
     ptc_ckpt_local *locals;/* copies pointing into the stage (locals saves) */
     size_t n;
+    ptc_piece *pieces;     /* the locals' pieces, copied */
     ptc_config cfg;
+    bool has_cfg;          /* NULL: the explicit layout the locals describe */
     bool has_rec;
     ptc_ckpt_record rec;   /* strings in @c arena */
     char *arena;
@@ -249,6 +252,7 @@ static void async_free(ptc_ckpt_async *a)
         for (size_t i = 0; i < a->n; i++)
             ptc_free((char *)a->locals[i].name);
     ptc_free(a->locals);
+    ptc_free(a->pieces);
     ptc_free(a->ranks);
     ptc_free(a->bufs);
     ptc_free(a->arena);
@@ -282,7 +286,8 @@ static void *run(void *arg)
                                          &a->sv.desc, &a->sv.dlen);
     } else if (a->locals) {
         rc = ptc_ckpt_save_locals_over(&a->t, rc, a->s, a->ranks, a->nranks, a->locals, a->n,
-                                       &a->cfg, a->rules, rec, &a->opts, &a->version);
+                                       a->has_cfg ? &a->cfg : NULL, a->rules, rec, &a->opts,
+                                       &a->version);
     } else {
         ptc_ckpt_saving sv = {0};
         rc = ptc_ckpt_save_begin(&a->t, a->s, a->l, a->rules, rec, &a->opts, rc, &sv);
@@ -415,8 +420,38 @@ int ptc_ckpt_save_async(ptc_ckpt_async **out, const ptc_transport *t, ptc_store 
     return PTC_OK;
 }
 
+/* Copies of the locals' pieces (one allocation), the copied descriptions
+ * pointing there. */
+static int copy_pieces(ptc_ckpt_async *a, const ptc_ckpt_local *locals, size_t n)
+{
+    size_t np = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (locals[i].npieces && !locals[i].pieces)
+            return ptc_error_set(PTC_E_INVAL, "checkpoint: tensor '%s' on rank %d has %zu "
+                                              "pieces and no array of them", locals[i].name,
+                                 locals[i].rank, locals[i].npieces);
+        if (locals[i].npieces > SIZE_MAX / sizeof(ptc_piece) - np)
+            return ptc_error_set(PTC_E_RANGE, "checkpoint: too many pieces");
+        np += locals[i].npieces;
+    }
+    if (!np)
+        return PTC_OK;
+    if (!(a->pieces = ptc_malloc(np * sizeof *a->pieces)))
+        return PTC_E_NOMEM;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!locals[i].npieces)
+            continue;
+        memcpy(a->pieces + at, locals[i].pieces, locals[i].npieces * sizeof *a->pieces);
+        a->locals[i].pieces = a->pieces + at;
+        at += locals[i].npieces;
+    }
+    return PTC_OK;
+}
+
 /* The described tensors' bytes into the stage (streamed ones pulled through
- * @p stream), and copies of their descriptions pointing there. */
+ * @p stream), and copies of their descriptions (pieces included) pointing
+ * there. */
 static int snap_locals(ptc_ckpt_async *a, const ptc_ckpt_local *locals, size_t n,
                        const ptc_ckpt_stream *stream)
 {
@@ -432,6 +467,7 @@ static int snap_locals(ptc_ckpt_async *a, const ptc_ckpt_local *locals, size_t n
         const ptc_ckpt_local *x = &locals[i];
         a->locals[i] = *x;
         a->locals[i].name = NULL;
+        a->locals[i].pieces = NULL; /* copy_pieces */
         if (!x->name) {
             rc = ptc_error_set(PTC_E_INVAL, "checkpoint: local tensor %zu has no name", i);
             break;
@@ -451,6 +487,8 @@ static int snap_locals(ptc_ckpt_async *a, const ptc_ckpt_local *locals, size_t n
                                             "asynchronous save needs a snapshot area and a stream "
                                             "that pulls", x->name, x->rank);
     }
+    if (rc == PTC_OK)
+        rc = copy_pieces(a, locals, n);
     if (rc == PTC_OK && a->stage) {
         snap sn = {.n = n, .src = src, .streamed = streamed, .bytes = bytes, .dst = dst,
                    .stream = stream};
@@ -488,24 +526,22 @@ int ptc_ckpt_save_locals_async(ptc_ckpt_async **out, const ptc_transport *t, int
         PTC_TRY(async_new(&a, t, s, rules, ranks, nranks, rec, opts, stage));
         if (cfg)
             a->cfg = *cfg;
+        a->has_cfg = cfg != NULL;
         if (a->rc_in == PTC_OK)
-            keep_error(a, cfg ? snap_locals(a, locals, n, opts ? opts->stream : NULL)
-                              : ptc_error_set(PTC_E_INVAL, "checkpoint save: a configuration "
-                                                           "is required"));
+            keep_error(a, snap_locals(a, locals, n, opts ? opts->stream : NULL));
     }
     if (a->caller) {
         /* the collection, the check and the begin here */
         static const char what[] = "checkpoint save";
         void **bufs = NULL;
         rc = ptc_ckpt_collect(t, what, restore_error(a), a->ranks, a->nranks, a->locals, a->n,
-                              &a->cfg, rules, &a->own_l);
+                              a->has_cfg ? &a->cfg : NULL, rules, &a->own_l);
         if (rc < 0) {
             async_free(a);
             return rc;
         }
         a->l = a->own_l;
-        rc = ptc_ckpt_bind(a->l, a->ranks, a->nranks, a->locals, a->n, "the layout", false,
-                           &bufs);
+        rc = ptc_ckpt_bind_save(a->l, a->ranks, a->nranks, a->locals, a->n, &bufs);
         a->bufs = bufs;
         rc = ptc_ckpt_save_begin(t, s, a->l, rules, a->has_rec ? &a->rec : NULL, &a->opts, rc,
                                  &a->sv);

@@ -149,6 +149,15 @@ int ptc_ckpt_save_over(const ptc_transport *t, ptc_store *s, const ptc_layout *l
     return save_run(t, s, l, rules, ranks, nranks, bufs, rec, opts, NULL, PTC_OK, version);
 }
 
+int ptc_ckpt_bind_save(const ptc_layout *l, const int *ranks, size_t nranks,
+                       const ptc_ckpt_local *locals, size_t n, void ***bufs)
+{
+    *bufs = NULL;
+    for (size_t k = 0; k < ptc_layout_count(l); k++)
+        PTC_TRY(ptc_layout_check_cover(l, k)); /* an explicit layout must hold everything */
+    return ptc_ckpt_bind(l, ranks, nranks, locals, n, "the layout", false, bufs);
+}
+
 int ptc_ckpt_save_locals_over(const ptc_transport *t, int rc, ptc_store *s, const int *ranks,
                               size_t nranks, const ptc_ckpt_local *locals, size_t n,
                               const ptc_config *cfg, const ptc_rules *rules,
@@ -162,7 +171,7 @@ int ptc_ckpt_save_locals_over(const ptc_transport *t, int rc, ptc_store *s, cons
     ptc_ckpt_io io = {0};
     PTC_TRY(ptc_ckpt_collect(t, what, rc, ranks, nranks, locals, n, cfg, rules, &l));
     /* a local tensor that does not fit is agreed with process 0's begin */
-    rc = ptc_ckpt_bind(l, ranks, nranks, locals, n, "the layout", false, &bufs);
+    rc = ptc_ckpt_bind_save(l, ranks, nranks, locals, n, &bufs);
     if (rc == PTC_OK)
         rc = ptc_ckpt_io_bind(&io, &tab, l, ranks, nranks, locals, n,
                               opts ? opts->stream : NULL, true);
@@ -208,10 +217,12 @@ int ptc_ckpt_load_over(const ptc_transport *t, ptc_store *s, uint64_t version,
 }
 
 /* This process's part of a load of described tensors: the layout of
- * @p version under @p cfg, the check of the tensors against it, the reads. */
+ * @p version under @p cfg (NULL: the explicit layout the processes
+ * describe, @p l), the check of the tensors against it, the reads. */
 static int load_locals(ptc_store *s, uint64_t version, const int *ranks, size_t nranks,
                        const ptc_ckpt_local *locals, size_t n, const ptc_config *cfg,
-                       const ptc_ckpt_options *opts, ptc_ckpt_record *rec, uint64_t *loaded)
+                       const ptc_layout *given, const ptc_ckpt_options *opts,
+                       ptc_ckpt_record *rec, uint64_t *loaded)
 {
     ptc_store_reader *rd = NULL;
     ptc_layout *l = NULL;
@@ -220,20 +231,42 @@ static int load_locals(ptc_store *s, uint64_t version, const int *ranks, size_t 
     ptc_ckpt_io io = {0};
     char where[48];
     snprintf(where, sizeof where, "version %llu", (unsigned long long)version);
-    int rc = ptc_store_reader_open(&rd, s, version);
+    int rc = PTC_OK;
+    if (!given) {
+        rc = ptc_store_reader_open(&rd, s, version);
+        if (rc == PTC_OK)
+            rc = ptc_layout_of_version_rules(&l, rd, cfg, opts ? opts->rules : NULL);
+        ptc_store_reader_close(rd);
+        given = l;
+    }
     if (rc == PTC_OK)
-        rc = ptc_layout_of_version(&l, rd, cfg);
-    ptc_store_reader_close(rd);
+        rc = ptc_ckpt_bind(given, ranks, nranks, locals, n, where, true, &bufs);
     if (rc == PTC_OK)
-        rc = ptc_ckpt_bind(l, ranks, nranks, locals, n, where, true, &bufs);
-    if (rc == PTC_OK)
-        rc = ptc_ckpt_io_bind(&io, &tab, l, ranks, nranks, locals, n,
+        rc = ptc_ckpt_io_bind(&io, &tab, given, ranks, nranks, locals, n,
                               opts ? opts->stream : NULL, false);
     if (rc == PTC_OK)
-        rc = ptc_ckpt_load_local_io(s, version, l, ranks, nranks, bufs, opts, &io, rec, loaded);
+        rc = ptc_ckpt_load_local_io(s, version, given, ranks, nranks, bufs, opts, &io, rec,
+                                    loaded);
     ptc_free(tab);
     ptc_free(bufs);
     ptc_layout_destroy(l);
+    return rc;
+}
+
+/* The explicit layout of the processes' local tensors, to load @p version
+ * into (collective). */
+static int collect_target(const ptc_transport *t, ptc_store *s, uint64_t version,
+                          const int *ranks, size_t nranks, const ptc_ckpt_local *locals,
+                          size_t n, ptc_layout **out)
+{
+    ptc_store_reader *rd = NULL;
+    int rc = ptc_store_reader_open(&rd, s, version);
+    /* a process that cannot open the version says so in the collection */
+    rc = rc == PTC_OK ? ptc_ckpt_collect_load(t, "checkpoint load", ranks, nranks, locals, n,
+                                              rd, out)
+                      : ptc_ckpt_collect(t, "checkpoint load", rc, ranks, nranks, locals, n,
+                                         NULL, NULL, out);
+    ptc_store_reader_close(rd);
     return rc;
 }
 
@@ -245,7 +278,11 @@ int ptc_ckpt_load_locals_over(const ptc_transport *t, int rc, ptc_store *s, uint
     if (rec)
         memset(rec, 0, sizeof *rec);
     PTC_TRY(resolve_version(t, s, rc, &version));
-    rc = load_locals(s, version, ranks, nranks, locals, n, cfg, opts, rec, loaded);
+    ptc_layout *l = NULL;
+    if (!cfg)
+        PTC_TRY(collect_target(t, s, version, ranks, nranks, locals, n, &l));
+    rc = load_locals(s, version, ranks, nranks, locals, n, cfg, l, opts, rec, loaded);
+    ptc_layout_destroy(l);
     rc = ptc_transport_agree(t, rc, "checkpoint load");
     if (rc < 0 && rec)
         ptc_ckpt_record_free(rec);

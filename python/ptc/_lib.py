@@ -227,7 +227,8 @@ class CkptStream(Structure):
 class CkptOptions(Structure):
     _fields_ = [("parent", c_uint64), ("codec", c_uint), ("level", c_int),
                 ("no_reuse", c_bool), ("ignore_extra", c_bool), ("threads", c_int),
-                ("stream", POINTER(CkptStream)), ("collectives_in_caller", c_bool)]
+                ("stream", POINTER(CkptStream)), ("collectives_in_caller", c_bool),
+                ("rules", c_void_p)]
 
 
 # transport.h: the callbacks of a ptc_transport
@@ -247,7 +248,8 @@ class CkptLocal(Structure):
     _fields_ = [("name", c_char_p), ("rank", c_int), ("dtype", c_int), ("ndim", c_int),
                 ("shape", c_int64 * MAX_DIMS), ("has_global", c_bool), ("global_ndim", c_int),
                 ("global_shape", c_int64 * MAX_DIMS), ("has_box", c_bool), ("box", Box),
-                ("data", c_void_p), ("streamed", c_bool)]
+                ("data", c_void_p), ("streamed", c_bool), ("pieces", POINTER(Piece)),
+                ("npieces", c_size_t)]
 
 
 # Every struct the ABI test checks against the C headers: Python name -> C type name.
@@ -307,6 +309,7 @@ FUNCTIONS = {
     "ptc_rules_params_free": (None, [POINTER(RulesParam), c_size_t]),
     "ptc_rules_missing_params": (c_char_p, [P]),
     "ptc_rules_destroy": (None, [P]),
+    "ptc_rules_preset_names": (POINTER(c_char_p), []),
     "ptc_rules_text": (c_char_p, [P]),
     "ptc_rules_resolve": (c_int, [P, c_char_p, POINTER(Placement)]),
     "ptc_placement_format": (c_int, [POINTER(Placement), c_char_p, c_size_t]),
@@ -322,6 +325,11 @@ FUNCTIONS = {
     "ptc_layout_pieces": (c_int, [P, c_size_t, c_int, POINTER(Piece), c_size_t,
                                   POINTER(c_size_t)]),
     "ptc_layout_nlayers": (c_int64, [P]),
+    # layout.h: explicit layouts (layouts read from DTensors)
+    "ptc_layout_is_explicit": (c_bool, [P]),
+    "ptc_layout_world": (c_int, [P]),
+    "ptc_layout_describe": (c_int, [P, c_char_p, c_size_t]),
+    "ptc_layout_of_version_rules": (c_int, [PP, P, POINTER(Config), P]),
     # store.h
     "ptc_store_open": (c_int, [PP, c_char_p, c_uint]),
     "ptc_store_close": (None, [P]),
@@ -691,29 +699,65 @@ def hf_params(config_json: Union[str, "os.PathLike[str]"]) -> Dict[str, int]:
         lib().ptc_rules_params_free(arr, n)
 
 
+def presets() -> "tuple[str, ...]":
+    """The names of the built-in rules presets (ptc_rules_preset_names)."""
+    names, arr, i = [], lib().ptc_rules_preset_names(), 0
+    while arr[i]:
+        names.append(dec(arr[i]))
+        i += 1
+    return tuple(names)
+
+
 class Rules:
     """Parsed placement rules: a preset name (llama, gpt2, megatron-gpt, ptc-mlp, bert, phi3,
-    none), a rules file path, or rules text (anything containing a newline). @p params
-    (a dict name -> int, e.g. hf_params("config.json")) gives the values of `$NAME`
-    in the rules (docs/rules.md, "Parameters")."""
+    none) or rules text — one rule without a newline (``"match * tp=replicate pp=all"``) or
+    several lines — or, with @p file, the rules file at that path (a str is never taken
+    for a path). @p params (a dict name -> int, e.g. hf_params("config.json")) gives the
+    values of `$NAME` in the rules (docs/rules.md, "Parameters")."""
 
-    def __init__(self, spec: Any, params: Optional[Mapping[str, int]] = None) -> None:
+    def __init__(self, spec: Any = None, params: Optional[Mapping[str, int]] = None,
+                 file: Any = None) -> None:
         self._h = Handle("ptc_rules_destroy")
         if isinstance(spec, Rules):
             spec = spec.text
+        if (spec is None) == (file is None):
+            raise _errors.InvalidError("rules: give rules (a preset name or rules text) or "
+                                       "rules_file (a path), one of them")
         params = dict(params or {})
         names = [enc(k) for k in params]
         arr = (RulesParam * max(1, len(params)))()
         for i, (k, v) in enumerate(params.items()):
             arr[i].name = names[i]
             arr[i].value = int(v)
-        if isinstance(spec, str) and "\n" in spec:
-            b = spec.encode("utf-8")
+        if file is not None:
+            path = os.fspath(file)
+            if os.sep not in path:
+                path = os.path.join(os.curdir, path)  # never a preset's name
+            call("ptc_rules_load_params", ctypes.byref(self._h.ptr), enc(path), arr,
+                 len(params))
+            return
+        if not isinstance(spec, str):
+            raise _errors.InvalidError("rules must be a preset name or rules text (str), not "
+                                       "%s; a rules file is given as rules_file=PATH"
+                                       % type(spec).__name__)
+        if "\n" not in spec and spec.strip() in presets():
+            call("ptc_rules_load_params", ctypes.byref(self._h.ptr), enc(spec.strip()), arr,
+                 len(params))
+            return
+        b = spec.encode("utf-8")
+        try:
             call("ptc_rules_parse_params", ctypes.byref(self._h.ptr), b, len(b), b"rules", arr,
                  len(params))
-        else:
-            call("ptc_rules_load_params", ctypes.byref(self._h.ptr), enc(spec), arr,
-                 len(params))
+        except _errors.Error as e:
+            if "\n" in spec:
+                raise
+            hint = (" (a file of that name exists: pass it as rules_file=)"
+                    if os.path.isfile(spec) else "")
+            raise _errors.make_error(e.code, "rules '%s' is neither a preset name (%s) nor "
+                                             "rule text (%s); a rules file is given as "
+                                             "rules_file=PATH%s"
+                                     % (spec[:80], ", ".join(presets()), e.message,
+                                        hint)) from None
 
     @property
     def ptr(self) -> Any:
@@ -728,8 +772,18 @@ class Rules:
         self._h.close()
 
 
-def as_rules(spec: Any) -> "Rules":
-    return spec if isinstance(spec, Rules) else Rules(spec)
+def as_rules(spec: Any, file: Any = None) -> "Rules":
+    """@p spec as Rules (a Rules object as it is), or the rules file @p file."""
+    if isinstance(spec, Rules) and file is None:
+        return spec
+    return Rules(spec, file=file)
+
+
+def describe_layout(ptr: Any) -> str:
+    """The text naming a layout: its configuration, or "explicit:W"."""
+    buf = ctypes.create_string_buffer(CONFIG_MAX_STAGES * 11 + 64)
+    call("ptc_layout_describe", ptr, buf, len(buf))
+    return dec(buf.value)
 
 
 class Progress:

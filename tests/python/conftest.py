@@ -67,3 +67,4 @@ def fuse_available():
 
 def python():
     return sys.executable
+
