@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _arrays
+from . import _arrays, _errors
 from . import _lib as L
 from ._transport import Transport
 
@@ -222,16 +222,17 @@ def _at_exit() -> None:
 
 # ---- async_save --------------------------------------------------------------------------
 
-def async_save(store: Any, state: Any, *, config: Any, rules: Any, rank: Any,
-               group: Any = None, step: Optional[int] = None,
+def async_save(store: Any, state: Any, *, config: Any = None, rules: Any = None,
+               rank: Any = None, group: Any = None, step: Optional[int] = None,
                meta: Optional[Mapping[str, str]] = None,
                record: Optional[Mapping[str, Any]] = None,
                global_shapes: Optional[Mapping[str, Sequence[int]]] = None,
                compress: Any = None, threads: Optional[int] = None,
-               reuse: bool = True) -> AsyncSave:
-    """ptc.save in the background: the arguments are save's. Returns once this
-    process's state is copied (the tensors may change at once); the save's
-    outcome comes from the handle's ``wait()``.
+               reuse: bool = True, rules_file: Any = None) -> AsyncSave:
+    """ptc.save in the background: the arguments are save's (without
+    @p config, the layout the DTensors have; a missing store is created).
+    Returns once this process's state is copied (the tensors may change at
+    once); the save's outcome comes from the handle's ``wait()``.
 
     Collective like save (every process of @p group calls it); the first call
     per group makes the background gloo group, also collectively. Waits for
@@ -244,13 +245,17 @@ def async_save(store: Any, state: Any, *, config: Any, rules: Any, rank: Any,
     tr = _background(group)
 
     def convert() -> Tuple[Any, ...]:
-        st = C._store_of(store, writable=True)
+        st = C._store_of(store, writable=True, create=True)
         st._ptr()
-        cfg = L.parse_config(config)
-        rl = L.as_rules(rules)
+        cfg = L.parse_config(config) if config is not None else None
+        rl = C._rules_of(rules, rules_file)
+        if cfg is not None and rl is None:
+            raise _errors.InvalidError("a save with config= needs rules= (a preset name or "
+                                       "rules text) or rules_file=")
         rec = C._Record(step, meta, record) if tr.rank == 0 else None
         o = C._options(threads, compress, reuse)
-        loc = C._Locals(rank, state, writable=False, global_shapes=global_shapes)
+        loc = C._Locals(tr.rank if rank is None else rank, state, writable=False,
+                        global_shapes=global_shapes)
         try:
             _take_snapshot(loc)
         finally:
@@ -269,7 +274,8 @@ def async_save(store: Any, state: Any, *, config: Any, rules: Any, rank: Any,
         keep = (st, cfg, rl, loc, rec, o)
         rc = L.lib().ptc_ckpt_save_locals_async(
             byref(h), byref(tr.t), 0, st._ptr(), loc.ranks, loc.nranks, loc.arr, loc.n,
-            byref(cfg), rl.ptr, byref(rec.rec) if rec is not None else None, byref(o), None)
+            byref(cfg) if cfg is not None else None, rl.ptr if rl is not None else None,
+            byref(rec.rec) if rec is not None else None, byref(o), None)
     if rc < 0:              # no thread started (no handle): raised here
         tr.check(rc, cause)
     a = AsyncSave(h, tr, keep, cause)

@@ -12,7 +12,13 @@ torch.distributed.checkpoint (DCP), then resumed on other meshes.
         dcp.load, every local tensor compared bit for bit, M steps trained.
         Also: DTensors of uneven shapes under strided and 2-D placements
         (distribute_tensor) saved to STORE-x, and their local tensors checked
-        against the pieces ptc reads from their placements.
+        against the pieces ptc reads from their placements, then loaded back
+        through the stand-in device's ring (windows of 4 KiB).
+        The same state is also saved in the background right after the
+        blocking saves, the M steps training at once: ptc.async_save to
+        STORE-a (host snapshot) and, through the CUDA-free stand-in device
+        (ptc._ring.fake_device: the pinned snapshot's path of CUDA tensors),
+        to STORE-d; and with ptc.save through the stand-in's ring to STORE-r.
     python dtensor_worker.py one STORE DCP_DIR INIT_FILE OUT_DIR
         1 process: the same for (dp=1) under fully_shard and for a plain
         model (whole tensors, no DTensor); DCP's whole tensors written to
@@ -20,9 +26,11 @@ torch.distributed.checkpoint (DCP), then resumed on other meshes.
 
 RANK and WORLD_SIZE come from the environment; PTC_DTENSOR_MESHES (e.g.
 "dp=4;tp=4;dp=2,tp=2") picks the meshes of `save`, PTC_DTENSOR_COMPRESS its
-compression. Writes OUT_DIR/rank-R.json.
+compression, PTC_DTENSOR_RING_LOADS the meshes whose ptc.load goes through
+the stand-in device's ring. Writes OUT_DIR/rank-R.json.
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -40,7 +48,7 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
                                                parallelize_module)
 
 import ptc
-from ptc import _dtensor
+from ptc import _dtensor, _ring
 
 VOCAB, DIM, HEADS, HIDDEN, LAYERS, SEQ, BATCH = 30, 16, 4, 36, 2, 8, 8
 K, M = 3, 3  # steps before the save, steps after it
@@ -121,6 +129,21 @@ EXTRAS = {
 }
 
 
+@contextlib.contextmanager
+def ring_loads():
+    """Loads through the stand-in device's ring in windows of 4 KiB, so that
+    the model's tensors span several windows each."""
+    old, _ring.CHUNK = _ring.CHUNK, 4096
+    try:
+        with _ring.fake_device():
+            yield
+    finally:
+        _ring.CHUNK = old
+
+
+RING_BYTES = 64 << 10
+
+
 def extra_placements(spec):
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.placement_types import _StridedShard
@@ -171,7 +194,16 @@ def save_extras(store):
             at = flat.storage_offset() + off  # as_strided's offset counts from the storage
             if not torch.equal(torch.as_strided(flat, ext, st, at), box):
                 bad.append(name)
-    return ptc.save(store, state), bad
+    v = ptc.save(store, state)
+    # back into zeroed DTensors of the same placements, through the ring
+    back = {n: DTensor.from_local(torch.zeros_like(x.to_local()), mesh, x.placements,
+                                  run_check=False, shape=x.shape, stride=x.stride())
+            for n, x in state.items()}
+    with ring_loads():
+        ptc.load(store, back, ring_bytes=RING_BYTES)
+    bad += ["%s (ring load)" % n for n in state
+            if not torch.equal(back[n].to_local(), state[n].to_local())]
+    return v, bad
 
 
 TP_PLAN = {m: RowwiseParallel() if m.endswith(("wo", "w2")) else ColwiseParallel()
@@ -272,7 +304,11 @@ def resume(store, dcp_dir, mesh_text, plain=False):
     and the M steps' losses of ptc's."""
     model, opt, dp_i, dp = build(mesh_text, seed=99, plain=plain)
     flat, msd, osd = flat_state(model, opt)
-    rec = ptc.load(store, flat)
+    if mesh_text in os.environ.get("PTC_DTENSOR_RING_LOADS", "").split(";"):
+        with ring_loads():
+            rec = ptc.load(store, flat, ring_bytes=RING_BYTES)
+    else:
+        rec = ptc.load(store, flat)
     other, opt2, _, _ = build(mesh_text, seed=98, plain=plain)
     flat2, msd2, osd2 = flat_state(other, opt2)
     dcp.load({"model": msd2, "optim": osd2}, checkpoint_id=dcp_dir)
@@ -318,7 +354,15 @@ def main():
         res["version"] = ptc.save(store, flat, step=K, rules=RULES,
                                   compress=os.environ.get("PTC_DTENSOR_COMPRESS"))
         dcp.save({"model": msd, "optim": osd}, checkpoint_id=dcp_dir)
+        with _ring.fake_device():
+            res["ring_version"] = ptc.save(store + "-r", flat, step=K, rules=RULES,
+                                           ring_bytes=RING_BYTES)
+        # in the background: the training steps change the tensors at once
+        with _ring.fake_device():
+            h_dev = ptc.async_save(store + "-d", flat, step=K, rules=RULES)
+        h_host = ptc.async_save(store + "-a", flat, step=K, rules=RULES)  # waits for h_dev
         res["losses"] = train(model, opt, dp_i, dp, M, K)
+        res["async_versions"] = [h_dev.wait(), h_host.wait()]
         for m in os.environ.get("PTC_DTENSOR_MESHES", "dp=4;tp=4").split(";"):
             res[m] = resume(store, dcp_dir, m)
         res["extras_version"], res["extras_bad"] = save_extras(store + "-x")

@@ -13,7 +13,13 @@ version loads into any other layout.
   losses continue within 1e-5 of the uninterrupted run. The version then
   goes through `ptc export` (whole, one rank of its own layout, a
   configuration), `ptc reshard` and the mount, each tensor equal to DCP's.
-- Uneven strided and 2-D DTensors from distribute_tensor read back whole.
+- Uneven strided and 2-D DTensors from distribute_tensor read back whole,
+  and loaded back into DTensors through the stand-in device's ring.
+- The same FSDP2 x TP state saved in the background (ptc.async_save, its
+  DTensors snapshotted on the host and through the CUDA-free stand-in
+  device) while the next steps train, and with ptc.save through the
+  stand-in's pinned ring: every tensor equals the blocking save's; one
+  resume loads through the ring in windows smaller than the tensors.
 (dtensor_worker.py runs the processes.)
 """
 
@@ -166,14 +172,15 @@ def check_rank_file(path, whole, config):
         assert torch.equal(x.reshape(-1), want), (path, name)
 
 
-def run_grid(tmp_path, meshes, compress=None):
-    env = {"PTC_DTENSOR_MESHES": ";".join(meshes)}
+def run_grid(tmp_path, meshes, compress=None, ring_loads=()):
+    env = {"PTC_DTENSOR_MESHES": ";".join(meshes), "PTC_DTENSOR_RING_LOADS": ";".join(ring_loads)}
     if compress:
         env["PTC_DTENSOR_COMPRESS"] = compress
     saved = launch(4, "save", tmp_path, "save", env)
     want = np.array(saved[0]["losses"])  # the uninterrupted run's steps K..K+M-1
     for r in saved:
-        assert r["version"] == 1
+        assert r["version"] == 1 and r["ring_version"] == 1
+        assert r["async_versions"] == [1, 1]
         assert r["losses"] == saved[0]["losses"]
         # FSDP2 x TP: strided shards, 2-D boxes, 1-D dp shards, Adam's plain steps
         assert r["placements"] == ["(2, 2) ('S(0)', 'S(1)')", "(2, 2) ('_S(0, 2)', 'S(0)')",
@@ -192,9 +199,31 @@ def run_grid(tmp_path, meshes, compress=None):
     return saved, safetensors_dict(tmp_path / "one" / "dcp.safetensors")
 
 
+def check_same_version(st, other):
+    """Version 1 of store @p other holds the tensors, bytes, layout, rules and
+    step of version 1 of @p st (the background and streamed saves of the
+    same state)."""
+    with ptc.Store(st) as a, ptc.Store(other) as b:
+        va, vb = a.versions()[0], b.versions()[0]
+        assert (vb["config"], vb["rules"]) == (va["config"], va["rules"]) == \
+            ("explicit:4", ptc.Rules(W.RULES).text)
+        assert ptc.read_record(other)["step"] == W.K
+        assert sorted(t[0] for t in b.tensors()) == sorted(t[0] for t in a.tensors())
+        for n, *_ in a.tensors():
+            assert raw_bytes(b.read(n, like="torch")) == raw_bytes(a.read(n, like="torch")), \
+                (other, n)
+        b.verify()
+
+
+def raw_bytes(x):
+    return x.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
 def test_fsdp2_tp_save_resume_export_reshard_mount(tmp_path):
-    saved, whole = run_grid(tmp_path, ["dp=4", "tp=4"])
+    saved, whole = run_grid(tmp_path, ["dp=4", "tp=4"], ring_loads=["tp=4"])
     st = tmp_path / "st"
+    for suffix in ("-a", "-d", "-r"):  # async_save (host, device), save through the ring
+        check_same_version(st, str(st) + suffix)
     with ptc.Store(st) as s:
         v = s.versions()[0]
         assert (v["config"], v["rules"]) == ("explicit:4", ptc.Rules(W.RULES).text)
@@ -248,7 +277,8 @@ def test_fsdp2_tp_save_resume_export_reshard_mount(tmp_path):
 @pytest.mark.slow
 def test_fsdp2_tp_every_mesh_compressed(tmp_path):
     # every mesh of four processes, the saving one included, from a zstd save
-    run_grid(tmp_path, ["dp=4", "tp=4", "dp=2,tp=2"], compress="zstd")
+    run_grid(tmp_path, ["dp=4", "tp=4", "dp=2,tp=2"], compress="zstd",
+             ring_loads=["dp=2,tp=2", "dp=4"])
 
 
 # ---- one process: explicit saves and loads of plain and given layouts --------------------
