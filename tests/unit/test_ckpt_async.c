@@ -8,7 +8,11 @@
  * state once and is reused; streamed tensors are pulled into it; a failure
  * of one process (its outcome before the call, its snapshot) reaches every
  * process at the wait and nothing is committed; a save given up commits
- * nothing and leaves no pack files. */
+ * nothing and leaves no pack files; described tensors without a
+ * configuration (an explicit layout: a streamed strided shard of two
+ * pieces, a box, a whole tensor) saved in the background with the caller's
+ * buffers and pieces overwritten after the call, and a layout that misses
+ * part of a tensor refused on every process. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -329,6 +333,162 @@ static void test_async_cancel(void **state)
     rmstore(s, dir);
 }
 
+/* ---- explicit layouts ------------------------------------------------------------------ */
+
+/* Two processes, one rank each, no configuration: `strided` F32 [4, 3] as an
+ * FSDP2 strided shard holds it (rank r: rows r and r + 2, two pieces of a
+ * [2, 3] buffer; streamed), `box` F32 [4] by its box (rank r: [2r, 2r + 2);
+ * XP_GAP: [0, 2) on both), `plain` F32 [3] whole on both. Element i of a
+ * tensor is its base + i. */
+enum { XP_WHOLE, XP_GAP };
+
+typedef struct xcase {
+    ptc_store *s;
+    int what;
+    bool caller;
+    group bg;
+    uint64_t version[MAXP];
+} xcase;
+
+/* Process 0 loads version @p v under dp=1 and checks every element. */
+static int xcheck(proc *p, ptc_store *s, uint64_t v)
+{
+    int rank = 0;
+    float sv[12] = {0}, bv[4] = {0}, pv[3] = {0};
+    const float base[3] = {100, 200, 300};
+    float *got[3] = {sv, bv, pv};
+    int64_t len[3] = {12, 4, 3};
+    ptc_ckpt_local x[3];
+    memset(x, 0, sizeof x);
+    const char *names[3] = {"strided", "box", "plain"};
+    for (int i = 0; i < 3; i++) {
+        x[i].name = names[i];
+        x[i].dtype = PTC_DTYPE_F32;
+        x[i].ndim = i == 0 ? 2 : 1;
+        x[i].shape[0] = i == 0 ? 4 : len[i];
+        x[i].shape[1] = 3;
+        x[i].data = got[i];
+    }
+    ptc_config cfg;
+    PTC_TRY(ptc_config_parse(&cfg, "dp=1"));
+    size_t nr = p->rank == 0 ? 1 : 0;
+    PTC_TRY(ptc_ckpt_load_locals_over(&p->t, PTC_OK, s, v, &rank, nr, x, nr ? 3 : 0, &cfg,
+                                      NULL, NULL, NULL));
+    for (int i = 0; nr && i < 3; i++)
+        for (int64_t k = 0; k < len[i]; k++)
+            if (got[i][k] != base[i] + (float)k)
+                return ptc_error_set(PTC_E_INVAL, "%s[%lld] = %g", names[i], (long long)k,
+                                     (double)got[i][k]);
+    return PTC_OK;
+}
+
+static int xasync_body(proc *p)
+{
+    xcase *c = (xcase *)p->arg;
+    int r = p->rank;
+    member bm = {&c->bg, r};
+    ptc_transport bt = th_transport(&bm);
+    float *sv = malloc(6 * sizeof *sv), bv[2], pv[3];
+    ptc_piece *pc = calloc(2, sizeof *pc);
+    assert_non_null(sv);
+    assert_non_null(pc);
+    for (int i = 0; i < 3; i++) {
+        sv[i] = (float)(100 + 3 * r + i);           /* row r */
+        sv[3 + i] = (float)(100 + 3 * (r + 2) + i); /* row r + 2 */
+        pv[i] = (float)(300 + i);
+    }
+    for (int i = 0; i < 2; i++)
+        bv[i] = (float)(200 + 2 * r + i);
+    for (int k = 0; k < 2; k++) {
+        pc[k].box.ndim = 2;
+        pc[k].box.lo[0] = r + 2 * k;
+        pc[k].box.hi[0] = r + 2 * k + 1;
+        pc[k].box.hi[1] = 3;
+        pc[k].local_offset = 3 * k;
+        pc[k].local_stride[0] = 3;
+        pc[k].local_stride[1] = 1;
+    }
+    device d;
+    dev_init(&d, 1 << 20);
+    ptc_ckpt_stream stream = dev_stream(&d);
+    dev_tensor dt = {(uint8_t *)sv, 6 * sizeof *sv};
+    ptc_ckpt_local x[3] = {
+        {.name = "strided", .rank = r, .dtype = PTC_DTYPE_F32, .ndim = 2, .shape = {2, 3},
+         .has_global = true, .global_ndim = 2, .global_shape = {4, 3}, .data = &dt,
+         .streamed = true, .pieces = pc, .npieces = 2},
+        {.name = "box", .rank = r, .dtype = PTC_DTYPE_F32, .ndim = 1, .shape = {2},
+         .has_global = true, .global_ndim = 1, .global_shape = {4}, .has_box = true,
+         .box = {.ndim = 1, .lo = {c->what == XP_GAP ? 0 : 2 * r},
+                 .hi = {c->what == XP_GAP ? 2 : 2 * r + 2}},
+         .data = bv},
+        {.name = "plain", .rank = r, .dtype = PTC_DTYPE_F32, .ndim = 1, .shape = {3},
+         .data = pv}};
+    ptc_ckpt_options o;
+    ptc_ckpt_options_init(&o);
+    o.collectives_in_caller = c->caller;
+    o.stream = &stream;
+    ptc_ckpt_stage *stage;
+    assert_int_equal(ptc_ckpt_stage_create(&stage), PTC_OK);
+    ptc_ckpt_record rec = {.step = 4};
+    ptc_ckpt_async *a = NULL;
+    int rc = ptc_ckpt_save_locals_async(&a, c->caller ? &p->t : &bt, PTC_OK, c->s, &r, 1, x, 3,
+                                        NULL, NULL, r == 0 ? &rec : NULL, &o, stage);
+    /* the job goes on: its tensors and their descriptions change at once */
+    memset(sv, 0xEE, 6 * sizeof *sv);
+    memset(bv, 0xEE, sizeof bv);
+    memset(pv, 0xEE, sizeof pv);
+    memset(pc, 0xEE, 2 * sizeof *pc);
+    free(sv);
+    free(pc);
+    if (rc == PTC_OK)
+        rc = ptc_ckpt_async_wait(a, &c->version[r]);
+    if (rc == PTC_OK)
+        rc = xcheck(p, c->s, c->version[r]);
+    dev_clean(&d);
+    dev_free(&d);
+    ptc_ckpt_stage_destroy(stage);
+    return rc;
+}
+
+static void xrun(xcase *c, int what, bool caller, proc *ps)
+{
+    c->what = what;
+    c->caller = caller;
+    assert_int_equal(group_init(&c->bg, 2), 0);
+    run(ps, 2, xasync_body, c);
+    pthread_barrier_destroy(&c->bg.bar);
+}
+
+static void test_async_explicit(void **state)
+{
+    (void)state;
+    ptc_store *s;
+    char *dir = mkstore(&s);
+    xcase c = {.s = s};
+    proc ps[2];
+    for (int caller = 0; caller < 2; caller++) {
+        xrun(&c, XP_GAP, caller, ps);
+        all_fail(ps, 2, PTC_E_INVAL, "checkpoint save failed on process 0: tensor 'box': its "
+                                     "shards hold 2 of its 4 elements (no rank holds the rest)");
+    }
+    uint64_t latest = 9;
+    assert_int_equal(ptc_store_latest(s, &latest), PTC_OK);
+    assert_int_equal(latest, 0);
+    for (int caller = 0; caller < 2; caller++) {
+        xrun(&c, XP_WHOLE, caller, ps);
+        for (int r = 0; r < 2; r++) {
+            if (ps[r].rc != PTC_OK)
+                fail_msg("caller %d process %d: %s", caller, r, ps[r].msg);
+            assert_int_equal(c.version[r], (uint64_t)caller + 1);
+        }
+    }
+    ptc_store_reader *rd;
+    assert_int_equal(ptc_store_reader_open(&rd, s, 2), PTC_OK);
+    assert_string_equal(ptc_store_reader_version(rd)->config, "explicit:2");
+    ptc_store_reader_close(rd);
+    rmstore(s, dir);
+}
+
 /* The handle's edges: a wait of NULL, done of NULL, bad arguments. */
 static void test_async_edges(void **state)
 {
@@ -351,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_async_failures),
         cmocka_unit_test(test_async_back_to_back),
         cmocka_unit_test(test_async_cancel),
+        cmocka_unit_test(test_async_explicit),
         cmocka_unit_test(test_async_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
