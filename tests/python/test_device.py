@@ -208,3 +208,54 @@ def test_cuda_async_save_is_a_snapshot(st):
     assert h.wait() == 1
     for n, x in g.items():
         assert raw(st.read(n, like="torch")) == raw(x), n
+
+
+# ---- DTensors: their local tensors through the ring, on the stand-in or on CUDA ----------------
+
+@pytest.mark.parametrize("kind", ["fake", "cuda"])
+def test_dtensor_state_through_the_ring(tmp_path, kind):
+    """A DTensor state with no config (one process, a (1, 1) mesh): saved
+    through the ring, saved in the background (a snapshot: the tensors are
+    overwritten at once), loaded back into DTensors through the ring."""
+    if kind == "cuda":
+        cuda_or_skip()
+    dist = pytest.importorskip("torch.distributed")
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    dev = "cuda" if kind == "cuda" else "cpu"
+    gen = torch.Generator().manual_seed(3)
+    full = {"w": torch.randn(1536, 1024, generator=gen),                 # 6 MiB: 6 chunks
+            "b": torch.randn(7, 5, generator=gen).to(torch.bfloat16),
+            "step": torch.tensor(3.0)}
+    place = {"w": [Shard(0), Shard(1)], "b": [Replicate(), Shard(0)]}
+
+    def dstate(src):
+        return {n: DTensor.from_local(src[n].to(dev, copy=True), mesh, place[n], run_check=False)
+                if n in place else src[n].to(dev, copy=True) for n in full}
+
+    def local(x):
+        return x._local_tensor if isinstance(x, DTensor) else x
+
+    dist.init_process_group("gloo", init_method="file://%s" % (tmp_path / "pg"), rank=0,
+                            world_size=1)
+    try:
+        mesh = init_device_mesh(dev, (1, 1), mesh_dim_names=("dp", "tp"))
+        state = dstate(full)
+        assert ptc.save(tmp_path / "a", state, step=1) == 1
+        ring_clean()
+        h = ptc.async_save(tmp_path / "b", state, step=1)
+        for x in state.values():
+            local(x).reshape(-1).view(torch.uint8).fill_(0xEE)
+        assert h.wait() == 1
+        for s in ("a", "b"):
+            with ptc.Store(tmp_path / s) as got:
+                assert got.versions()[0]["config"] == "explicit:1"
+                for n, x in full.items():
+                    assert raw(got.read(n, like="torch")) == raw(x), (s, n)
+        back = dstate({n: torch.zeros_like(x) for n, x in full.items()})
+        assert ptc.load(tmp_path / "b", back)["step"] == 1
+        ring_clean()
+        for n, x in full.items():
+            assert raw(local(back[n]).cpu()) == raw(x), n
+    finally:
+        dist.destroy_process_group()
