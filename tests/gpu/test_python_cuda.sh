@@ -1,8 +1,9 @@
 #!/bin/bash
 # The Python package's CUDA paths for real (tests/python/test_device.py's
-# test_cuda_* : CUDA tensors saved and loaded under other configurations
-# through the pinned ring, byte-exact; async_save of CUDA tensors is a
-# snapshot): pytest with the package from the source tree and this build's
+# tests selected by -k cuda: CUDA tensors saved and loaded under other
+# configurations through the pinned ring, byte-exact; async_save of CUDA
+# tensors is a snapshot; a DTensor state of CUDA local tensors saved,
+# async-saved and loaded without a config): pytest with the package from the source tree and this build's
 # libptc. Needs a Python with torch that sees a GPU (PY, default python3, or
 # PTC_VENV's); without one it prints 'skipped: ...' and exits 77.
 set -u
