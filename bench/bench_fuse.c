@@ -454,6 +454,79 @@ static void show(const char *what, double *v, int n, const char *unit)
            s[n - 1]);
 }
 
+/* The datasets in @p store: "tok", token windows of b->rec bytes (@p mib MiB
+ * in all), and "small", @p NS short lines; then the ceiling's backing file,
+ * the step files' bytes concatenated. Fills in @p b; opens b->pack. */
+static void build_data(struct bench *b, const char *dir, const char *store, uint64_t mib,
+                       uint64_t NS)
+{
+    char path[8192];
+    b->nrec = mib * MIB / b->rec;
+    snprintf(path, sizeof path, "%s/tokens.bin", dir);
+    FILE *f = fopen(path, "wb");
+    uint32_t x = 12345;
+    for (uint64_t i = 0; i < b->nrec * b->rec / 4; i++) {
+        x = x * 1664525u + 1013904223u;
+        fwrite(&x, 4, 1, f);
+    }
+    fclose(f);
+    char lines[4096];
+    snprintf(lines, sizeof lines, "%s/lines.txt", dir);
+    f = fopen(lines, "w");
+    for (uint64_t i = 0; i < NS; i++)
+        fprintf(f, "sample %llu: %.*s\n", (unsigned long long)i, (int)(20 + i % 80),
+                "the quick brown fox jumps over the lazy dog; the quick brown fox jumps over "
+                "the lazy dog.");
+    fclose(f);
+    ptc_store *s;
+    CHECK(ptc_store_open(&s, store, PTC_STORE_CREATE));
+    char fmt[64];
+    snprintf(fmt, sizeof fmt, "tokens:u32:%llu", (unsigned long long)(b->rec / 4));
+    const char *in1[] = {path}, *in2[] = {lines};
+    CHECK(ptc_dataset_ingest(s, "tok", fmt, in1, 1, NULL, NULL));
+    CHECK(ptc_dataset_ingest(s, "small", "lines", in2, 1, NULL, NULL));
+    ptc_store_dataset_info info;
+    CHECK(ptc_store_dataset_stat(s, "tok", &info));
+    ptc_store_close(s);
+    unlink(path);
+    if (!info.data_raw || info.samples != b->nrec)
+    {
+        fprintf(stderr, "unexpected dataset layout\n");
+        exit(1);
+    }
+
+    /* the ceiling's backing file holds the step files' bytes, concatenated */
+    b->data_offset = info.data_offset;
+    b->B = b->nrec / 4 ? b->nrec / 4 : 1;
+    b->steps = (b->nrec + b->B - 1) / b->B;
+    snprintf(path, sizeof path, "%s/packs/datasets/d%llu.pack", store,
+             (unsigned long long)info.id);
+    b->pack = open(path, O_RDONLY);
+    int bfd = open(b->backing, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (b->pack < 0 || bfd < 0)
+        die("open pack/backing");
+    b->stepbuf = malloc(b->B * b->rec);
+    {
+        ptc_order o;
+        CHECK(ptc_order_init(&o, b->nrec, b->seed, 0));
+        for (uint64_t k = 0; k < b->steps; k++) {
+            uint64_t lo = k * b->B, hi = lo + b->B < b->nrec ? lo + b->B : b->nrec;
+            for (uint64_t p = lo; p < hi; p++) {
+                uint64_t id;
+                CHECK(ptc_order_sample(&o, p, &id));
+                if (pread(b->pack, b->stepbuf + (p - lo) * b->rec, b->rec,
+                          (off_t)(b->data_offset + id * b->rec)) != (ssize_t)b->rec)
+                    die("pread pack");
+            }
+            if (write(bfd, b->stepbuf, (hi - lo) * b->rec) != (ssize_t)((hi - lo) * b->rec))
+                die("write backing");
+        }
+    }
+    if (fsync(bfd) != 0)
+        die("fsync backing");
+    close(bfd);
+}
+
 #define MAX_ROUNDS 32
 
 int main(int argc, char **argv)
@@ -474,7 +547,7 @@ int main(int argc, char **argv)
     if (!mkdtemp(dir))
         die("mkdtemp");
     struct bench b = {.seed = 1};
-    char path[8192], store[512];
+    char store[512];
     snprintf(store, sizeof store, "%s/store", dir);
     snprintf(b.mnt_ptc, sizeof b.mnt_ptc, "%s/ptc", dir);
     snprintf(b.mnt_min, sizeof b.mnt_min, "%s/min", dir);
@@ -484,69 +557,9 @@ int main(int argc, char **argv)
     mkdir(b.mnt_min, 0755);
 
     /* the datasets: token windows of rec_kib KiB, and 200k short lines */
-    b.rec = rec_kib * 1024;
-    b.nrec = mib * MIB / b.rec;
-    snprintf(path, sizeof path, "%s/tokens.bin", dir);
-    FILE *f = fopen(path, "wb");
-    uint32_t x = 12345;
-    for (uint64_t i = 0; i < b.nrec * b.rec / 4; i++) {
-        x = x * 1664525u + 1013904223u;
-        fwrite(&x, 4, 1, f);
-    }
-    fclose(f);
-    char lines[4096];
-    snprintf(lines, sizeof lines, "%s/lines.txt", dir);
-    f = fopen(lines, "w");
     const uint64_t NS = 200000;
-    for (uint64_t i = 0; i < NS; i++)
-        fprintf(f, "sample %llu: %.*s\n", (unsigned long long)i, (int)(20 + i % 80),
-                "the quick brown fox jumps over the lazy dog; the quick brown fox jumps over "
-                "the lazy dog.");
-    fclose(f);
-    ptc_store *s;
-    CHECK(ptc_store_open(&s, store, PTC_STORE_CREATE));
-    char fmt[64];
-    snprintf(fmt, sizeof fmt, "tokens:u32:%llu", (unsigned long long)(b.rec / 4));
-    const char *in1[] = {path}, *in2[] = {lines};
-    CHECK(ptc_dataset_ingest(s, "tok", fmt, in1, 1, NULL, NULL));
-    CHECK(ptc_dataset_ingest(s, "small", "lines", in2, 1, NULL, NULL));
-    ptc_store_dataset_info info;
-    CHECK(ptc_store_dataset_stat(s, "tok", &info));
-    ptc_store_close(s);
-    unlink(path);
-    if (!info.data_raw || info.samples != b.nrec)
-        return fprintf(stderr, "unexpected dataset layout\n"), 1;
-
-    /* the ceiling's backing file holds the step files' bytes, concatenated */
-    b.data_offset = info.data_offset;
-    b.B = b.nrec / 4 ? b.nrec / 4 : 1;
-    b.steps = (b.nrec + b.B - 1) / b.B;
-    snprintf(path, sizeof path, "%s/packs/datasets/d%llu.pack", store,
-             (unsigned long long)info.id);
-    b.pack = open(path, O_RDONLY);
-    int bfd = open(b.backing, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (b.pack < 0 || bfd < 0)
-        die("open pack/backing");
-    b.stepbuf = malloc(b.B * b.rec);
-    {
-        ptc_order o;
-        CHECK(ptc_order_init(&o, b.nrec, b.seed, 0));
-        for (uint64_t k = 0; k < b.steps; k++) {
-            uint64_t lo = k * b.B, hi = lo + b.B < b.nrec ? lo + b.B : b.nrec;
-            for (uint64_t p = lo; p < hi; p++) {
-                uint64_t id;
-                CHECK(ptc_order_sample(&o, p, &id));
-                if (pread(b.pack, b.stepbuf + (p - lo) * b.rec, b.rec,
-                          (off_t)(b.data_offset + id * b.rec)) != (ssize_t)b.rec)
-                    die("pread pack");
-            }
-            if (write(bfd, b.stepbuf, (hi - lo) * b.rec) != (ssize_t)((hi - lo) * b.rec))
-                die("write backing");
-        }
-    }
-    if (fsync(bfd) != 0)
-        die("fsync backing");
-    close(bfd);
+    b.rec = rec_kib * 1024;
+    build_data(&b, dir, store, mib, NS);
 
     pid_t ptc_pid = spawn(run_ptc, b.mnt_ptc, store);
     pid_t min_pid = spawn(run_ceiling, b.mnt_min, b.backing);
