@@ -25,8 +25,14 @@ import sys
 MAX_FUNCTION = 200
 MAX_FILE = 1000
 
-# Files over MAX_FILE lines that do one job: path -> the job.
-ONE_JOB = {}
+# Files over MAX_FILE lines that do one job: path -> the job. A unit test
+# file tests one module; its length is its cases.
+ONE_JOB = {
+    "tests/unit/test_ckpt.c": "the unit tests of ptc/ckpt without MPI",
+    "tests/unit/test_layout.c": "the unit tests of the layout function (ptc/layout/layout.c)",
+    "tests/unit/test_store.c": "the unit tests of the store (ptc/store)",
+    "tests/unit/test_view.c": "the unit tests of the view library (fuse/view*.c)",
+}
 
 EXTS = (".c", ".h", ".cu", ".cuh")
 
@@ -152,7 +158,8 @@ def main(argv):
             if n > MAX_FUNCTION:
                 problems.append(f"{rel}:{first}: {name} is {n} lines (over {MAX_FUNCTION})")
     for rel in sorted(ONE_JOB):
-        if not any(r == rel for _, r in sizes):
+        if os.path.isfile(os.path.join(src, "scripts", "check_sizes.py")) and \
+                not any(r == rel for _, r in sizes):
             problems.append(f"{rel}: in ONE_JOB but not in the tree")
     if listing:
         print("longest functions:")
