@@ -113,30 +113,31 @@ static json_t *num(double v)
     return json_real(v);
 }
 
+/* Write the picture @p render makes of @p s to @p path (NULL: none asked
+ * for). Returns an exit status. */
+static int draw(const char *path, int (*render)(const ptc_sched *, const ptc_sched_sim *, char **),
+                const ptc_sched *s, const ptc_sched_sim *sim)
+{
+    if (!path)
+        return 0;
+    char *t;
+    int rc = render(s, sim, &t);
+    if (rc)
+        return ptc_cli_lib_error(rc);
+    rc = write_text(path, t);
+    ptc_sched_text_free(t);
+    return rc;
+}
+
 /* Pictures and figures shared by both modes. Returns an exit status. */
 static int outputs(const opts *o, const ptc_sched *s, const ptc_sched_sim *sim, json_t *j)
 {
     int P = ptc_sched_ranks(s);
-    if (o->svg) {
-        char *t;
-        int rc = ptc_sched_svg(s, sim, &t);
-        if (rc)
-            return ptc_cli_lib_error(rc);
-        rc = write_text(o->svg, t);
-        ptc_sched_text_free(t);
-        if (rc)
-            return rc;
-    }
-    if (o->trace) {
-        char *t;
-        int rc = ptc_sched_trace_json(s, sim, &t);
-        if (rc)
-            return ptc_cli_lib_error(rc);
-        rc = write_text(o->trace, t);
-        ptc_sched_text_free(t);
-        if (rc)
-            return rc;
-    }
+    int rc = draw(o->svg, ptc_sched_svg, s, sim);
+    if (!rc)
+        rc = draw(o->trace, ptc_sched_trace_json, s, sim);
+    if (rc)
+        return rc;
     json_t *peaks = json_array(), *busy = json_array();
     for (int r = 0; r < P; r++) {
         json_array_append_new(peaks, num(ptc_sched_sim_peak(sim, r)));

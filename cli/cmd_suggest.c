@@ -290,15 +290,16 @@ typedef struct suggest_out {
     const ptc_search_moved *moved; /* --from: the re-ranked candidates */
     size_t nmoved;
     const char *from_txt;
+    ptc_search_stats st;
+    size_t n, nr; /* configurations found; rejected for memory */
 } suggest_out;
 
 static void print_json(const suggest_out *o)
 {
     const suggest_args *a = o->a;
     const ptc_search_cluster *cl = &a->cl;
-    ptc_search_stats st;
-    ptc_search_result_stats(o->res, &st);
-    size_t n = ptc_search_result_count(o->res), nr = ptc_search_result_rejected_count(o->res);
+    const ptc_search_stats *st = &o->st;
+    size_t n = o->n, nr = o->nr;
     const ptc_search_entry *closest = ptc_search_result_closest(o->res);
     json_t *root = json_object();
     json_object_set_new(root, "model",
@@ -321,10 +322,10 @@ static void print_json(const suggest_out *o)
     json_object_set_new(root, "global_batch", json_integer((json_int_t)a->job.global_batch));
     json_object_set_new(root, "search",
                         json_pack("{s:s, s:I, s:I, s:I, s:I, s:f}", "method",
-                                  st.exhaustive ? "exhaustive" : "descent", "evaluated",
-                                  (json_int_t)st.evaluated, "fitting", (json_int_t)st.fitting,
-                                  "rejected_for_memory", (json_int_t)st.rejected, "simulations",
-                                  (json_int_t)st.simulations, "seconds", st.seconds));
+                                  st->exhaustive ? "exhaustive" : "descent", "evaluated",
+                                  (json_int_t)st->evaluated, "fitting", (json_int_t)st->fitting,
+                                  "rejected_for_memory", (json_int_t)st->rejected, "simulations",
+                                  (json_int_t)st->simulations, "seconds", st->seconds));
     json_t *arr = json_array(), *rej = json_array();
     for (size_t i = 0; !a->have_from && i < n; i++)
         json_array_append_new(arr, entry_json(ptc_search_result_entry(o->res, i)));
@@ -350,9 +351,8 @@ static void print_text(const suggest_out *o)
 {
     const suggest_args *a = o->a;
     const ptc_search_cluster *cl = &a->cl;
-    ptc_search_stats st;
-    ptc_search_result_stats(o->res, &st);
-    size_t n = ptc_search_result_count(o->res), nr = ptc_search_result_rejected_count(o->res);
+    const ptc_search_stats *st = &o->st;
+    size_t n = o->n, nr = o->nr;
     printf("model: %s, %.4g parameters, %lld layers", o->family, ptc_cost_model_params(o->m),
            (long long)ptc_cost_model_layers(o->m));
     if (a->cs.dir)
@@ -365,8 +365,8 @@ static void print_text(const suggest_out *o)
            cl->intra_lat * 1e6, cl->inter_bw / 1e9, cl->inter_lat * 1e6,
            (long long)a->job.global_batch);
     printf("search: %s, %zu configurations costed, %zu fit, %zu rejected for memory, "
-           "%.3f s\n", st.exhaustive ? "exhaustive" : "coordinate descent", st.evaluated,
-           st.fitting, st.rejected, st.seconds);
+           "%.3f s\n", st->exhaustive ? "exhaustive" : "coordinate descent", st->evaluated,
+           st->fitting, st->rejected, st->seconds);
     if (n && !a->have_from) {
         printf("\nbest configurations (times in seconds per step):\n");
         header();
@@ -429,13 +429,16 @@ int ptc_cmd_suggest(int argc, char **argv)
     o.moved = moved;
     o.nmoved = nmoved;
     o.from_txt = from_txt;
+    ptc_search_result_stats(res, &o.st);
+    o.n = ptc_search_result_count(res);
+    o.nr = ptc_search_result_rejected_count(res);
     if (a.json)
         print_json(&o);
     else
         print_text(&o);
     int status = PTC_CLI_OK;
     const ptc_search_entry *closest = ptc_search_result_closest(res);
-    if (!ptc_search_result_count(res) && closest) {
+    if (!o.n && closest) {
         char cfg[160];
         ptc_search_config_format(&closest->config, cfg, sizeof cfg);
         status = ptc_cli_error("no configuration fits in %.4g GiB per GPU: the smallest "
