@@ -37,6 +37,7 @@
 #include <mpi.h>
 
 #include "bench_model.h"
+#include "bench_util.h"
 
 #include "ptc/ckpt.h"
 
@@ -44,30 +45,10 @@
 
 static int me, np;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void die(const char *what)
 {
     fprintf(stderr, "error: process %d: %s: %s\n", me, what, ptc_last_error());
     MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-static long status_kib(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, strlen(key)))
-            v = atol(line + strlen(key) + 1);
-    if (f)
-        fclose(f);
-    return v;
 }
 
 static long long io_rchar(void)
@@ -206,7 +187,7 @@ static void bufs_free(bufset *s)
 static double barrier_time(double t0)
 {
     MPI_Barrier(MPI_COMM_WORLD);
-    return now_s() - t0;
+    return bench_now() - t0;
 }
 
 /* ---- the baselines ------------------------------------------------------------- */
@@ -217,7 +198,7 @@ static double plain_write(const char *path, const bufset *s, const ptc_layout *l
 {
     size_t nt = ptc_layout_count(l);
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now_s();
+    double t0 = bench_now();
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
         die(path);
@@ -246,7 +227,7 @@ static double plain_write(const char *path, const bufset *s, const ptc_layout *l
 static double plain_read(const char *path, const bufset *s)
 {
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now_s();
+    double t0 = bench_now();
     int fd = open(path, O_RDONLY);
     if (fd < 0)
         die(path);
@@ -323,16 +304,16 @@ static void bench_resume(ptc_store *s, uint64_t v, const model *m, const ptc_rul
                 reset_peak();
                 long long r0 = io_rchar();
                 MPI_Barrier(MPI_COMM_WORLD);
-                double t0 = now_s();
+                double t0 = bench_now();
                 if (ptc_ckpt_load(s, v, ll, lr, nlr, (void *const *)dst.b, o,
                                   MPI_COMM_WORLD, NULL, NULL))
                     die("load");
                 tl_cold[k] = barrier_time(t0);
                 rchar = (double)(io_rchar() - r0);
-                double over = max_all((double)status_kib("VmHWM:") * 1024.0 -
+                double over = max_all((double)bench_status_kib("VmHWM:") * 1024.0 -
                                       (double)dst.total);
                 rss = over > rss ? over : rss;
-                t0 = now_s();
+                t0 = bench_now();
                 if (ptc_ckpt_load(s, v, ll, lr, nlr, (void *const *)dst.b, o,
                                   MPI_COMM_WORLD, NULL, NULL))
                     die("load");
@@ -444,7 +425,7 @@ int main(int argc, char **argv)
             } else {
                 o.parent = 0;
                 MPI_Barrier(MPI_COMM_WORLD);
-                double t0 = now_s();
+                double t0 = bench_now();
                 if (ptc_ckpt_save(s, ls, rules, ranks, nr, (const void *const *)src.b, &rec, &o,
                                   MPI_COMM_WORLD, &v))
                     die("save");
@@ -473,13 +454,13 @@ int main(int argc, char **argv)
     o.parent = PTC_CKPT_PARENT_LATEST;
     rec.step = 2;
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now_s();
+    double t0 = bench_now();
     if (ptc_ckpt_save(s, ls, rules, ranks, nr, (const void *const *)src.b, &rec, &o,
                       MPI_COMM_WORLD, &v))
         die("save with parent");
     double t_changed = barrier_time(t0);
     rec.step = 3;
-    t0 = now_s();
+    t0 = bench_now();
     if (ptc_ckpt_save(s, ls, rules, ranks, nr, (const void *const *)src.b, &rec, &o,
                       MPI_COMM_WORLD, &v))
         die("unchanged save");

@@ -44,27 +44,12 @@
 #include "ptc/mount.h"
 #include "ptc/store.h"
 #include "ptc/view.h"
+#include "bench_util.h"
 
 #if PTC_WITH_FUSE
 #include <fuse.h>
 
 #define MIB (1u << 20)
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-#define CHECK(x)                                                                          \
-    do {                                                                                  \
-        int rc_ = (x);                                                                    \
-        if (rc_) {                                                                        \
-            fprintf(stderr, "%s: %s (%s)\n", #x, ptc_strerror(rc_), ptc_last_error());    \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
 
 static void die(const char *what)
 {
@@ -187,14 +172,6 @@ static void run_ptc(const char *mnt, const char *store)
     _exit(rc == PTC_OK ? 0 : 3);
 }
 
-static bool mounted(const char *mnt)
-{
-    struct stat a, b;
-    char up[4200];
-    snprintf(up, sizeof up, "%s/..", mnt);
-    return stat(mnt, &a) == 0 && stat(up, &b) == 0 && a.st_dev != b.st_dev;
-}
-
 static pid_t spawn(void (*fn)(const char *, const char *), const char *mnt, const char *arg)
 {
     pid_t pid = fork();
@@ -202,27 +179,7 @@ static pid_t spawn(void (*fn)(const char *, const char *), const char *mnt, cons
         die("fork");
     if (pid == 0)
         fn(mnt, arg);
-    for (int i = 0; i < 1000; i++) {
-        if (mounted(mnt))
-            return pid;
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            fprintf(stderr, "bench_fuse: cannot mount %s (no FUSE here?)\n", mnt);
-            exit(77);
-        }
-        usleep(10000);
-    }
-    fprintf(stderr, "bench_fuse: %s did not mount\n", mnt);
-    exit(1);
-}
-
-static void unmount(const char *mnt, pid_t pid)
-{
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd, "fusermount3 -u '%s'", mnt);
-    if (system(cmd) != 0)
-        kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
+    return bench_wait_mount(pid, mnt, "bench_fuse");
 }
 
 /* ---- readers -------------------------------------------------------------------------------- */
@@ -234,20 +191,7 @@ static uint8_t *iobuf;
  * FUSE file too), so the read is a first read of the same file again. */
 static uint64_t read_file(const char *path)
 {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        die(path);
-    uint64_t total = 0;
-    for (;;) {
-        ssize_t n = read(fd, iobuf, MIB);
-        if (n < 0)
-            die(path);
-        if (n == 0)
-            break;
-        total += (uint64_t)n;
-    }
-    close(fd);
-    return total;
+    return bench_read_file(path, iobuf, MIB);
 }
 
 /* Drop a file's pages from the page cache (set-up, outside the timings). */
@@ -289,14 +233,14 @@ static double samples_per_s(const char *fmt, const char *mnt, const uint64_t *id
     pthread_t th[64];
     struct sample_job jobs[64];
     atomic_int errors = 0;
-    double t0 = now();
+    double t0 = bench_now();
     for (int t = 0; t < threads; t++) {
         jobs[t] = (struct sample_job){fmt, mnt, ids + n / threads * t, n / threads, &errors};
         pthread_create(&th[t], NULL, sample_worker, &jobs[t]);
     }
     for (int t = 0; t < threads; t++)
         pthread_join(th[t], NULL);
-    double dt = now() - t0;
+    double dt = bench_now() - t0;
     if (errors) {
         fprintf(stderr, "bench_fuse: %d sample reads failed\n", (int)errors);
         exit(1);
@@ -342,12 +286,12 @@ static double read_ptc(const struct bench *b, bool uncache)
         step_path(b, k, path, sizeof path);
         uncache_file(path);
     }
-    double t0 = now();
+    double t0 = bench_now();
     for (uint64_t k = 0; k < b->steps; k++) {
         step_path(b, k, path, sizeof path);
         bytes += read_file(path);
     }
-    double dt = now() - t0;
+    double dt = bench_now() - t0;
     if (bytes != b->nrec * b->rec) {
         fprintf(stderr, "short step files: %llu bytes\n", (unsigned long long)bytes);
         exit(1);
@@ -374,9 +318,9 @@ static double read_min(const struct bench *b, bool uncache)
     snprintf(path, sizeof path, "%s/data", b->mnt_min);
     if (uncache)
         uncache_file(path);
-    double t0 = now();
+    double t0 = bench_now();
     uint64_t bytes = read_file(path);
-    return (double)bytes / (now() - t0) / 1e9;
+    return (double)bytes / (bench_now() - t0) / 1e9;
 }
 
 /* The same bytes straight from the pack file: one pread per record, in the
@@ -385,7 +329,7 @@ static double read_direct(struct bench *b)
 {
     ptc_order o;
     CHECK(ptc_order_init(&o, b->nrec, b->seed, 0));
-    double t0 = now();
+    double t0 = bench_now();
     for (uint64_t k = 0; k < b->steps; k++) {
         uint64_t lo = k * b->B, hi = lo + b->B < b->nrec ? lo + b->B : b->nrec;
         for (uint64_t p = lo; p < hi; p++) {
@@ -396,15 +340,15 @@ static double read_direct(struct bench *b)
                 die("pread pack");
         }
     }
-    return (double)(b->nrec * b->rec) / (now() - t0) / 1e9;
+    return (double)(b->nrec * b->rec) / (bench_now() - t0) / 1e9;
 }
 
 /* Plain page-cache reads of a local file (1 MiB read() calls); GB/s. */
 static double read_page(const char *path)
 {
-    double t0 = now();
+    double t0 = bench_now();
     uint64_t bytes = read_file(path);
-    return (double)bytes / (now() - t0) / 1e9;
+    return (double)bytes / (bench_now() - t0) / 1e9;
 }
 
 /* @p to: a copy of @p from written 4 KiB at a time, so that ext4 caches it
@@ -610,7 +554,7 @@ int main(int argc, char **argv)
              * drop_caches (for every reader of the file): start a new
              * server (as after a reboot), its dataset opened and step
              * plans built by a stat */
-            unmount(b.mnt_ptc, ptc_pid);
+            bench_unmount(b.mnt_ptc, ptc_pid);
             ptc_pid = spawn(run_ptc, b.mnt_ptc, store);
             stat_ptc(&b);
             drop_caches();
@@ -661,8 +605,8 @@ int main(int argc, char **argv)
         }
     }
 
-    unmount(b.mnt_ptc, ptc_pid);
-    unmount(b.mnt_min, min_pid);
+    bench_unmount(b.mnt_ptc, ptc_pid);
+    bench_unmount(b.mnt_min, min_pid);
     close(b.pack);
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

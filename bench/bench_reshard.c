@@ -26,33 +26,14 @@
 #include "ptc/layout.h"
 #include "ptc/reshard.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static long status_kib(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, strlen(key)))
-            v = atol(line + strlen(key) + 1);
-    if (f)
-        fclose(f);
-    return v;
-}
-
+#include "bench_util.h"
 static volatile int sampling = 1;
 static long peak_anon = 0;
 static void *sampler(void *u)
 {
     (void)u;
     while (sampling) {
-        long a = status_kib("RssAnon:");
+        long a = bench_status_kib("RssAnon:");
         if (a > peak_anon)
             peak_anon = a;
         usleep(2000);
@@ -69,7 +50,7 @@ static void *sampler(void *u)
 
 static double cp_fsync(const char *sdir, const char *base)
 {
-    double t0 = now_s();
+    double t0 = bench_now();
     {
         char pd[4300], od[4300];
         snprintf(pd, sizeof pd, "%s/packs/v1", sdir);
@@ -97,7 +78,7 @@ static double cp_fsync(const char *sdir, const char *base)
             closedir(d);
         free(cb);
     }
-    double el = now_s() - t0;
+    double el = bench_now() - t0;
     char cmd[4400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s/cp'; sync", base);
     if (system(cmd) != 0)
@@ -161,7 +142,7 @@ static double naive_round(ptc_store *s, const char *base, const ptc_tensor_info 
 {
     ptc_store_reader *rd;
     ptc_store_reader_open(&rd, s, 1);
-    double t0 = now_s();
+    double t0 = bench_now();
     {
         int fds[4];
         for (int r = 0; r < 4; r++) {
@@ -201,7 +182,7 @@ static double naive_round(ptc_store *s, const char *base, const ptc_tensor_info 
         free(whole);
         free(part);
     }
-    double tn = now_s() - t0;
+    double tn = bench_now() - t0;
     ptc_store_reader_close(rd);
     {
         char cmd[4400];
@@ -231,15 +212,16 @@ static void ptc_round(const char *sdir, const ptc_config *ct, int threads, doubl
         ptc_reshard_options_init(&o);
         o.threads = threads;
         ptc_reshard_result res;
-        double a = now_s();
+        double a = bench_now();
         int rc = ptc_reshard_store(cs2, 1, ct, &o, &res);
-        double el = now_s() - a;
+        double el = bench_now() - a;
         sampling = 0;
         pthread_join(th, NULL);
         if (rc != PTC_OK)
             fprintf(stderr, "reshard: %s\n", ptc_last_error());
-        double r5[5] = {rc == PTC_OK ? el : -1, (double)peak_anon, (double)status_kib("VmHWM:"),
-                        (double)res.bytes_written, (double)res.plan.bytes_reused};
+        double r5[5] = {rc == PTC_OK ? el : -1, (double)peak_anon,
+                        (double)bench_status_kib("VmHWM:"), (double)res.bytes_written,
+                        (double)res.plan.bytes_reused};
         if (write(pipefd[1], r5, sizeof r5) != sizeof r5)
             _exit(1);
         ptc_store_close(cs2);

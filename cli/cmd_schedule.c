@@ -297,7 +297,8 @@ static int run_file(const opts *o)
         } else if (rep.grid) {
             fputs(rep.grid, stdout);
         }
-        st = rc == PTC_E_NOMEM ? ptc_cli_lib_error(rc) : ptc_cli_error("%s: %s", o->file, rep.message);
+        st = rc == PTC_E_NOMEM ? ptc_cli_lib_error(rc)
+                               : ptc_cli_error("%s: %s", o->file, rep.message);
         ptc_sched_report_clear(&rep);
         ptc_sched_destroy(s);
         return st;
