@@ -473,6 +473,76 @@ static void build_data(struct bench *b, const char *dir, const char *store, uint
 
 #define MAX_ROUNDS 32
 
+/* The figures of every round, per measurement. */
+struct results {
+    double w_ptc[MAX_ROUNDS], w_min[MAX_ROUNDS], w_dir[MAX_ROUNDS];  /* first reads, warm */
+    double c_ptc[MAX_ROUNDS], c_min[MAX_ROUNDS], c_dir[MAX_ROUNDS];  /* first reads, cold */
+    double r_ptc[MAX_ROUNDS], r_page[MAX_ROUNDS], r_page4k[MAX_ROUNDS], r_min[MAX_ROUNDS];
+    double s1[MAX_ROUNDS], s8[MAX_ROUNDS], m1[MAX_ROUNDS], m8[MAX_ROUNDS]; /* samples/s */
+};
+
+/* Per-round ratios, then the medians of everything: a table and one JSON
+ * line. */
+static void report(const struct bench *b, struct results *x, int rounds, bool cold, uint64_t mib,
+                   uint64_t rec_kib)
+{
+    /* per-round ratios, then their medians */
+    double q_wmin[MAX_ROUNDS], q_wdir[MAX_ROUNDS], q_cmin[MAX_ROUNDS], q_cdir[MAX_ROUNDS],
+        q_re[MAX_ROUNDS], q_re4k[MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++) {
+        q_wmin[r] = x->w_ptc[r] / x->w_min[r];
+        q_wdir[r] = x->w_ptc[r] / x->w_dir[r];
+        q_cmin[r] = cold ? x->c_ptc[r] / x->c_min[r] : 0;
+        q_cdir[r] = cold ? x->c_ptc[r] / x->c_dir[r] : 0;
+        q_re[r] = x->r_ptc[r] / x->r_page[r];
+        q_re4k[r] = x->r_ptc[r] / x->r_page4k[r];
+    }
+    printf("step files: %llu MiB, %llu records of %llu KiB, %llu steps (dp=1, batch %llu); "
+           "%d rounds, medians\n",
+           (unsigned long long)mib, (unsigned long long)b->nrec, (unsigned long long)rec_kib,
+           (unsigned long long)b->steps, (unsigned long long)b->B, rounds);
+    show("first read, ptc mount (warm backing)", x->w_ptc, rounds, "GB/s");
+    show("first read, minimal FUSE server", x->w_min, rounds, "GB/s");
+    show("direct pack preads (page cache)", x->w_dir, rounds, "GB/s");
+    show("  ratio ptc / minimal (goal >= 0.85)", q_wmin, rounds, "");
+    show("  ratio ptc / direct", q_wdir, rounds, "");
+    if (cold) {
+        show("cold first read, ptc mount", x->c_ptc, rounds, "GB/s");
+        show("cold first read, minimal FUSE server", x->c_min, rounds, "GB/s");
+        show("cold direct pack preads", x->c_dir, rounds, "GB/s");
+        show("  ratio ptc / minimal", q_cmin, rounds, "");
+        show("  ratio ptc / direct (goal >= 0.70)", q_cdir, rounds, "");
+    } else {
+        printf("cold reads: skipped (cannot drop the page cache here)\n");
+    }
+    show("re-read, ptc mount", x->r_ptc, rounds, "GB/s");
+    show("re-read, minimal FUSE server", x->r_min, rounds, "GB/s");
+    show("page-cache read of the backing file", x->r_page, rounds, "GB/s");
+    show("  ratio ptc / page cache (goal >= 0.70)", q_re, rounds, "");
+    show("page-cache read, file cached in 4 KiB pages", x->r_page4k, rounds, "GB/s");
+    show("  ratio ptc / that", q_re4k, rounds, "");
+    show("samples/<ID>, 1 thread", x->s1, rounds, "/s");
+    show("samples/<ID>, 8 threads (goal >= 50000)", x->s8, rounds, "/s");
+    show("minimal server open+read+close, 1 thread", x->m1, rounds, "/s");
+    show("minimal server open+read+close, 8 threads", x->m8, rounds, "/s");
+    printf("{\"rounds\":%d,\"cold\":%s,\"first_gbs\":%.3f,\"ceiling_gbs\":%.3f,\"direct_gbs\":%.3f,"
+           "\"ratio_ceiling\":%.3f,\"ratio_direct\":%.3f,"
+           "\"cold_first_gbs\":%.3f,\"cold_ceiling_gbs\":%.3f,\"cold_direct_gbs\":%.3f,"
+           "\"cold_ratio_ceiling\":%.3f,\"cold_ratio_direct\":%.3f,"
+           "\"reread_gbs\":%.3f,\"ceiling_reread_gbs\":%.3f,\"pagecache_gbs\":%.3f,"
+           "\"ratio_reread\":%.3f,\"pagecache_4k_gbs\":%.3f,\"ratio_reread_4k\":%.3f,"
+           "\"samples_1\":%.0f,\"samples_8\":%.0f,"
+           "\"ceiling_samples_1\":%.0f,\"ceiling_samples_8\":%.0f}\n",
+           rounds, cold ? "true" : "false", median(x->w_ptc, rounds), median(x->w_min, rounds),
+           median(x->w_dir, rounds), median(q_wmin, rounds), median(q_wdir, rounds),
+           cold ? median(x->c_ptc, rounds) : 0, cold ? median(x->c_min, rounds) : 0,
+           cold ? median(x->c_dir, rounds) : 0, median(q_cmin, rounds), median(q_cdir, rounds),
+           median(x->r_ptc, rounds), median(x->r_min, rounds), median(x->r_page, rounds),
+           median(q_re, rounds), median(x->r_page4k, rounds), median(q_re4k, rounds),
+           median(x->s1, rounds), median(x->s8, rounds), median(x->m1, rounds),
+           median(x->m8, rounds));
+}
+
 int main(int argc, char **argv)
 {
     uint64_t mib = argc > 1 ? strtoull(argv[1], NULL, 10) : 256;
@@ -521,10 +591,7 @@ int main(int argc, char **argv)
      *  cold: all page caches dropped before each read (root only) — the
      *        issue's ratio against reading the pack file directly;
      *  re-reads of the kernel-cached step files against page-cache reads. */
-    double w_ptc[MAX_ROUNDS], w_min[MAX_ROUNDS], w_dir[MAX_ROUNDS];
-    double c_ptc[MAX_ROUNDS], c_min[MAX_ROUNDS], c_dir[MAX_ROUNDS];
-    double r_ptc[MAX_ROUNDS], r_page[MAX_ROUNDS], r_page4k[MAX_ROUNDS], r_min[MAX_ROUNDS];
-    double s1[MAX_ROUNDS], s8[MAX_ROUNDS], m1[MAX_ROUNDS], m8[MAX_ROUNDS];
+    struct results res;
     bool cold = drop_caches();
     uint64_t *ids = malloc(NS * sizeof *ids);
     ptc_order o;
@@ -540,13 +607,13 @@ int main(int argc, char **argv)
         for (int i = 0; i < 3; i++) {
             switch ((r + i) % 3) {
             case 0:
-                w_ptc[r] = read_ptc(&b, true);
+                res.w_ptc[r] = read_ptc(&b, true);
                 break;
             case 1:
-                w_min[r] = read_min(&b, true);
+                res.w_min[r] = read_min(&b, true);
                 break;
             default:
-                w_dir[r] = read_direct(&b);
+                res.w_dir[r] = read_direct(&b);
             }
         }
         for (int i = 0; cold && i < 3; i++) {
@@ -560,13 +627,13 @@ int main(int argc, char **argv)
             drop_caches();
             switch ((r + i) % 3) {
             case 0:
-                c_ptc[r] = read_ptc(&b, false);
+                res.c_ptc[r] = read_ptc(&b, false);
                 break;
             case 1:
-                c_min[r] = read_min(&b, false);
+                res.c_min[r] = read_min(&b, false);
                 break;
             default:
-                c_dir[r] = read_direct(&b);
+                res.c_dir[r] = read_direct(&b);
             }
         }
         read_ptc(&b, false); /* cached again, for the re-reads */
@@ -578,30 +645,30 @@ int main(int argc, char **argv)
         for (int i = 0; i < 4; i++) {
             switch ((r + i) % 4) {
             case 0:
-                r_ptc[r] = read_ptc(&b, false);
+                res.r_ptc[r] = read_ptc(&b, false);
                 break;
             case 1:
-                r_min[r] = read_min(&b, false);
+                res.r_min[r] = read_min(&b, false);
                 break;
             case 2:
-                r_page4k[r] = read_page(b.backing4k);
+                res.r_page4k[r] = read_page(b.backing4k);
                 break;
             default:
-                r_page[r] = read_page(b.backing);
+                res.r_page[r] = read_page(b.backing);
             }
         }
         const uint64_t *ip = ids + (size_t)r * (per1 + per8);
         const uint64_t *im = ids + NS / 2 + (size_t)r * (per1 + per8);
         if (r % 2 == 0) {
-            s1[r] = samples_per_s(sfmt, b.mnt_ptc, ip, per1, 1);
-            m1[r] = samples_per_s(mfmt, b.mnt_min, im, per1, 1);
-            s8[r] = samples_per_s(sfmt, b.mnt_ptc, ip + per1, per8, 8);
-            m8[r] = samples_per_s(mfmt, b.mnt_min, im + per1, per8, 8);
+            res.s1[r] = samples_per_s(sfmt, b.mnt_ptc, ip, per1, 1);
+            res.m1[r] = samples_per_s(mfmt, b.mnt_min, im, per1, 1);
+            res.s8[r] = samples_per_s(sfmt, b.mnt_ptc, ip + per1, per8, 8);
+            res.m8[r] = samples_per_s(mfmt, b.mnt_min, im + per1, per8, 8);
         } else {
-            m1[r] = samples_per_s(mfmt, b.mnt_min, im, per1, 1);
-            s1[r] = samples_per_s(sfmt, b.mnt_ptc, ip, per1, 1);
-            m8[r] = samples_per_s(mfmt, b.mnt_min, im + per1, per8, 8);
-            s8[r] = samples_per_s(sfmt, b.mnt_ptc, ip + per1, per8, 8);
+            res.m1[r] = samples_per_s(mfmt, b.mnt_min, im, per1, 1);
+            res.s1[r] = samples_per_s(sfmt, b.mnt_ptc, ip, per1, 1);
+            res.m8[r] = samples_per_s(mfmt, b.mnt_min, im + per1, per8, 8);
+            res.s8[r] = samples_per_s(sfmt, b.mnt_ptc, ip + per1, per8, 8);
         }
     }
 
@@ -613,61 +680,7 @@ int main(int argc, char **argv)
     if (system(cmd) != 0)
         fprintf(stderr, "bench_fuse: could not remove %s\n", dir);
 
-    /* per-round ratios, then their medians */
-    double q_wmin[MAX_ROUNDS], q_wdir[MAX_ROUNDS], q_cmin[MAX_ROUNDS], q_cdir[MAX_ROUNDS],
-        q_re[MAX_ROUNDS], q_re4k[MAX_ROUNDS];
-    for (int r = 0; r < rounds; r++) {
-        q_wmin[r] = w_ptc[r] / w_min[r];
-        q_wdir[r] = w_ptc[r] / w_dir[r];
-        q_cmin[r] = cold ? c_ptc[r] / c_min[r] : 0;
-        q_cdir[r] = cold ? c_ptc[r] / c_dir[r] : 0;
-        q_re[r] = r_ptc[r] / r_page[r];
-        q_re4k[r] = r_ptc[r] / r_page4k[r];
-    }
-    printf("step files: %llu MiB, %llu records of %llu KiB, %llu steps (dp=1, batch %llu); "
-           "%d rounds, medians\n",
-           (unsigned long long)mib, (unsigned long long)b.nrec, (unsigned long long)rec_kib,
-           (unsigned long long)b.steps, (unsigned long long)b.B, rounds);
-    show("first read, ptc mount (warm backing)", w_ptc, rounds, "GB/s");
-    show("first read, minimal FUSE server", w_min, rounds, "GB/s");
-    show("direct pack preads (page cache)", w_dir, rounds, "GB/s");
-    show("  ratio ptc / minimal (goal >= 0.85)", q_wmin, rounds, "");
-    show("  ratio ptc / direct", q_wdir, rounds, "");
-    if (cold) {
-        show("cold first read, ptc mount", c_ptc, rounds, "GB/s");
-        show("cold first read, minimal FUSE server", c_min, rounds, "GB/s");
-        show("cold direct pack preads", c_dir, rounds, "GB/s");
-        show("  ratio ptc / minimal", q_cmin, rounds, "");
-        show("  ratio ptc / direct (goal >= 0.70)", q_cdir, rounds, "");
-    } else {
-        printf("cold reads: skipped (cannot drop the page cache here)\n");
-    }
-    show("re-read, ptc mount", r_ptc, rounds, "GB/s");
-    show("re-read, minimal FUSE server", r_min, rounds, "GB/s");
-    show("page-cache read of the backing file", r_page, rounds, "GB/s");
-    show("  ratio ptc / page cache (goal >= 0.70)", q_re, rounds, "");
-    show("page-cache read, file cached in 4 KiB pages", r_page4k, rounds, "GB/s");
-    show("  ratio ptc / that", q_re4k, rounds, "");
-    show("samples/<ID>, 1 thread", s1, rounds, "/s");
-    show("samples/<ID>, 8 threads (goal >= 50000)", s8, rounds, "/s");
-    show("minimal server open+read+close, 1 thread", m1, rounds, "/s");
-    show("minimal server open+read+close, 8 threads", m8, rounds, "/s");
-    printf("{\"rounds\":%d,\"cold\":%s,\"first_gbs\":%.3f,\"ceiling_gbs\":%.3f,\"direct_gbs\":%.3f,"
-           "\"ratio_ceiling\":%.3f,\"ratio_direct\":%.3f,"
-           "\"cold_first_gbs\":%.3f,\"cold_ceiling_gbs\":%.3f,\"cold_direct_gbs\":%.3f,"
-           "\"cold_ratio_ceiling\":%.3f,\"cold_ratio_direct\":%.3f,"
-           "\"reread_gbs\":%.3f,\"ceiling_reread_gbs\":%.3f,\"pagecache_gbs\":%.3f,"
-           "\"ratio_reread\":%.3f,\"pagecache_4k_gbs\":%.3f,\"ratio_reread_4k\":%.3f,"
-           "\"samples_1\":%.0f,\"samples_8\":%.0f,"
-           "\"ceiling_samples_1\":%.0f,\"ceiling_samples_8\":%.0f}\n",
-           rounds, cold ? "true" : "false", median(w_ptc, rounds), median(w_min, rounds),
-           median(w_dir, rounds), median(q_wmin, rounds), median(q_wdir, rounds),
-           cold ? median(c_ptc, rounds) : 0, cold ? median(c_min, rounds) : 0,
-           cold ? median(c_dir, rounds) : 0, median(q_cmin, rounds), median(q_cdir, rounds),
-           median(r_ptc, rounds), median(r_min, rounds), median(r_page, rounds),
-           median(q_re, rounds), median(r_page4k, rounds), median(q_re4k, rounds),
-           median(s1, rounds), median(s8, rounds), median(m1, rounds),
-           median(m8, rounds));
+    report(&b, &res, rounds, cold, mib, rec_kib);
     free(ids);
     free(b.stepbuf);
     free(iobuf);
