@@ -31,7 +31,7 @@ static bool count_of(const char *s, size_t len, int *out)
 int elastic_slots_parse(const char *text, int *slots)
 {
     const char *p = text;
-    while (blank(*p))
+    while (blank(*p) || *p == '\n')
         p++;
     const char *d = p;
     while (*d >= '0' && *d <= '9')

@@ -14,8 +14,8 @@
 #define ELASTIC_SLOTS_PER_CPU 8
 #define ELASTIC_SLOTS_MIN 64
 
-/* The number of slots a slots file's text (NUL-terminated) says: blanks, a
- * decimal 0..PTC_CONFIG_MAX_WORLD, blanks and newlines. PTC_OK; PTC_E_INVAL
+/* The number of slots a slots file's text (NUL-terminated) says: one
+ * decimal 0..PTC_CONFIG_MAX_WORLD among blanks and newlines. PTC_OK; PTC_E_INVAL
  * "slots file: 'TEXT' is not a number of slots (0..N)". */
 int elastic_slots_parse(const char *text, int *slots);
 
