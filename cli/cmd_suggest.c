@@ -120,8 +120,9 @@ static void entry_text(const ptc_search_entry *e, int rank)
     const ptc_search_config *c = &e->config;
     const ptc_cost_result *r = &e->cost;
     char sched[32];
-    if (c->schedule == PTC_SCHED_INTERLEAVED)
-        snprintf(sched, sizeof sched, "interleaved/%d", c->chunks);
+    if (c->schedule == PTC_SCHED_INTERLEAVED || c->schedule == PTC_SCHED_ZBI ||
+        c->schedule == PTC_SCHED_LOOPED_BFS)
+        snprintf(sched, sizeof sched, "%s/%d", ptc_sched_kind_name(c->schedule), c->chunks);
     else if (c->schedule == PTC_SCHED_KFKB)
         snprintf(sched, sizeof sched, "kfkb/%d", c->k);
     else

@@ -62,8 +62,7 @@ size_t ptc_box_subtract(ptc_box *out, const ptc_box *b, const ptc_box *i)
 bool ptc_shard_same(const ptc_shard *a, const ptc_piece *pa, const ptc_shard *b,
                     const ptc_piece *pb)
 {
-    if (a->present != b->present || a->flat != b->flat || a->ndim != b->ndim ||
-        a->npieces != b->npieces || a->flat_lo != b->flat_lo || a->flat_hi != b->flat_hi)
+    if (a->present != b->present || a->ndim != b->ndim || a->npieces != b->npieces)
         return false;
     for (int d = 0; d < a->ndim; d++)
         if (a->shape[d] != b->shape[d])
@@ -217,13 +216,22 @@ int pl_side_load(pl_side *sd, size_t t, unsigned what)
     int base = sd->stg[0] * sd->per;
     ptc_shard sh;
     PTC_TRY(ptc_layout_shard(sd->l, t, base, &sh));
-    /* ordinary shards do not vary over dp: the tp positions decide */
+    /* ordinary shards do not vary over dp: the tp positions decide (an
+     * explicit layout has one stage and tp = its world: every rank is a
+     * position of its own) */
     int nq = sh.flat ? sd->per : sd->T;
+    int absent = -1; /* the group of the positions that lack the tensor */
     for (int q = 0; q < nq; q++) {
         int r = base + q;
         if (q)
             PTC_TRY(ptc_layout_shard(sd->l, t, r, &sh));
-        if (sh.owner != r) {
+        if (!sh.present && absent >= 0) {
+            /* only an explicit layout lacks a tensor on a stage holding it:
+             * such ranks share one group without pieces, never a provider */
+            sd->gq[q] = absent;
+            continue;
+        }
+        if (sh.present && sh.owner != r) {
             /* the owner is the lowest identical rank, on the same stage */
             sd->gq[q] = sd->gq[sh.owner - base];
             continue;
@@ -236,6 +244,8 @@ int pl_side_load(pl_side *sd, size_t t, unsigned what)
         memset(g, 0, sizeof *g);
         g->owner = r;
         g->sh = sh;
+        if (!sh.present)
+            absent = (int)sd->ng;
         g->vol = 1;
         for (int d = 0; d < sh.ndim; d++)
             g->vol *= sh.shape[d];
@@ -289,7 +299,8 @@ static int query_side(const pl_side *s, const ptc_box *b, uint32_t **out, size_t
         PTC_TRY(ptc_grow((void **)out, cap, *n + 1, sizeof **out));
         (*out)[(*n)++] = id;
     }
-    qsort(*out + n0, *n - n0, sizeof **out, cmp_u32);
+    if (*n > n0)
+        qsort(*out + n0, *n - n0, sizeof **out, cmp_u32);
     return PTC_OK;
 }
 
@@ -722,7 +733,8 @@ static int plan_own(ptc_plan *p, pl_work *w, size_t t, size_t es)
         if (g->owner == r && g->np)
             PTC_TRY(add_receivers(w, g));
     }
-    qsort(w->rk, w->nrk, sizeof *w->rk, cmp_int);
+    if (w->nrk) /* rk is NULL until a rank is added */
+        qsort(w->rk, w->nrk, sizeof *w->rk, cmp_int);
     for (size_t i = 0; i < w->nrk; i++) {
         int r = w->rk[i];
         if (i && r == w->rk[i - 1])

@@ -63,9 +63,10 @@ int rs_ctx_open(rs_ctx *c, ptc_store *s, uint64_t version, const ptc_config *to,
     pthread_mutex_init(&c->err_lock, NULL);
     PTC_TRY(ptc_store_reader_open(&c->rd, s, version));
     PTC_TRY(ptc_layout_of_version(&c->ls, c->rd, NULL));
-    PTC_TRY(ptc_layout_of_version(&c->lt, c->rd, to));
+    PTC_TRY(ptc_layout_version_rules(c->rd, &c->rules));
+    PTC_TRY(ptc_layout_of_version_rules(&c->lt, c->rd, to, c->rules));
     c->nt = ptc_layout_count(c->lt);
-    c->ws = ptc_config_world(ptc_layout_config(c->ls));
+    c->ws = ptc_layout_world(c->ls);
     c->wt = ptc_config_world(ptc_layout_config(c->lt));
     c->out_dt = ptc_malloc(sizeof(ptc_dtype) * (c->nt + 1));
     if (!c->out_dt)
@@ -115,6 +116,7 @@ void rs_ctx_close(rs_ctx *c)
     ptc_plan_destroy(c->plan);
     ptc_layout_destroy(c->ls);
     ptc_layout_destroy(c->lt);
+    ptc_rules_destroy(c->rules);
     ptc_store_reader_close(c->rd);
     pthread_mutex_destroy(&c->err_lock);
 }
@@ -159,7 +161,7 @@ int rs_write_options(rs_ctx *c, ptc_store_write_options *wo, char *cfg, size_t c
     *wo = (ptc_store_write_options){
         .step = c->o.step ? c->o.step : vi->step,
         .config = cfg,
-        .rules = vi->rules,
+        .rules = ptc_rules_text(c->rules), /* the target's (an explicit source may have none) */
         .parent = vi->version,
         .world_size = (uint32_t)c->wt,
         .codec = c->o.codec,

@@ -18,6 +18,7 @@ typedef struct rs_ctx {
     ptc_store *s;
     ptc_store_reader *rd;
     ptc_layout *ls, *lt;
+    ptc_rules *rules;      /* the target layout's (ptc_layout_version_rules) */
     ptc_plan *plan;
     const ptc_transfer *xf;
     size_t nxf;

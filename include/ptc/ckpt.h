@@ -129,6 +129,10 @@ typedef struct ptc_ckpt_options {
      * and for a load at least 8, as its threads mostly wait on reads; with
      * several processes per host give each its share). */
     int threads;
+    /** ptc_ckpt_load_locals_over with a configuration: the rules of the
+     * target layout; NULL (the default): the version's
+     * (ptc_layout_version_rules). Not referenced after the call. */
+    const ptc_rules *rules;
 } ptc_ckpt_options;
 
 /** Defaults: parent PTC_CKPT_PARENT_LATEST, no compression, reuse on,
@@ -196,7 +200,10 @@ typedef struct ptc_ckpt_txn ptc_ckpt_txn;
  * @param l      the job's layout (tensors and configuration); referenced by
  *               the transaction: keep it alive until commit or abort
  * @param rules  the rules @p l was created with; their canonical text is
- *               stored with the version (not referenced after return)
+ *               stored with the version (not referenced after return). For
+ *               an explicit layout (ptc_layout_create_explicit) optional:
+ *               rules that place every tensor, stored as the rules the
+ *               version is viewed with under a configuration; NULL: none
  * @param opts   parent, codec, level (NULL: defaults)
  * @return PTC_OK; PTC_E_BUSY "store … is locked by another process (pid N)";
  *   PTC_E_RULE (@p rules place a tensor otherwise than @p l does, naming
@@ -364,6 +371,13 @@ typedef struct ptc_ckpt_local {
     ptc_box box;          /**< the global box the buffer holds (has_box) */
     void *data;           /**< the local tensor, row-major: read by a save,
                                filled by a load; NULL if it has no elements */
+    const ptc_piece *pieces; /**< where @ref npieces > 0: the pieces of the
+                               global tensor the buffer holds, each a box and
+                               its place in the buffer (a DTensor's strided
+                               shard holds several; docs/checkpoint.md);
+                               @ref box is then not read. Only read during the
+                               call. */
+    size_t npieces;       /**< number of @ref pieces (0: none given) */
 } ptc_ckpt_local;
 
 /**
@@ -375,6 +389,15 @@ typedef struct ptc_ckpt_local {
  * (process 0's first, each in its given order), each with the dtype all
  * give and the global shape some process gives (or, for a replicated
  * tensor, its local shape).
+ *
+ * With @p cfg NULL the layout is explicit (ptc_layout_create_explicit): the
+ * world is the ranks the processes run (together exactly 0..W-1) and each
+ * local tensor is placed where it says it is: its @ref ptc_ckpt_local.pieces,
+ * else its box (one piece, the buffer row-major), else the whole tensor (a
+ * plain tensor: its local shape is its global shape). The exchange then
+ * carries each local tensor's pieces, and the checks add a piece outside
+ * the tensor or the buffer, and pieces that do not fill the buffer
+ * (PTC_E_INVAL naming the tensor and rank). @p rules may then be NULL.
  *
  * Checks, in this order. Of this process's description, agreed so that
  * every process fails with "checkpoint collect failed on process P: ...":
@@ -394,7 +417,8 @@ typedef struct ptc_ckpt_local {
  *                      may hold no tensor)
  * @param locals,n      this process's local tensors (only the descriptions
  *                      are read, not the buffers)
- * @param cfg,rules     the configuration and rules (equal on every process)
+ * @param cfg,rules     the configuration and rules (equal on every process);
+ *                      @p cfg NULL: an explicit layout (rules optional)
  * @param out           receives the layout (ptc_layout_destroy); NULL on failure
  * @return PTC_OK; PTC_E_INVAL; PTC_E_RULE; PTC_E_CONFIG; PTC_E_NOMEM; the
  *   transport's error.
@@ -414,6 +438,14 @@ PTC_API int ptc_ckpt_collect_over(const ptc_transport *t, const int *ranks, size
  * A fault in this process's description is agreed as "checkpoint save
  * failed on process P: ..." (ptc_ckpt_collect_over names the step "checkpoint
  * collect").
+ *
+ * With @p cfg NULL the layout is explicit (see ptc_ckpt_collect_over): the
+ * version records each rank's pieces (its configuration text is
+ * "explicit:W", docs/format.md §2.2) and loads into any other layout; every
+ * tensor's distinct shards must then hold each of its elements exactly once
+ * (ptc_layout_check_cover). @p rules, if given, must place every tensor:
+ * they are stored as the rules the version is viewed with under a
+ * configuration (ptc_layout_version_rules); NULL: none stored.
  *
  * @param rc   this process's outcome before the call: PTC_OK, or a PTC_E_*
  *             code with its message set (ptc_error_set): then every process
@@ -437,7 +469,11 @@ PTC_API int ptc_ckpt_save_locals_over(const ptc_transport *t, int rc, ptc_store 
 /**
  * Load described local tensors collectively: agree on @p rc (as for a save),
  * process 0 resolves @p version (0: the newest) for all, every process
- * builds the layout of that version under @p cfg (ptc_layout_of_version),
+ * builds the layout of that version under @p cfg (ptc_layout_of_version;
+ * with opts->rules, those rules instead of the version's) — or, with
+ * @p cfg NULL, the explicit layout the processes' local tensors describe
+ * (ptc_ckpt_collect_over; a tensor's dtype is the version's where its
+ * buffer takes it as raw bits) —
  * checks its local tensors against it as a save does — except that a buffer
  * of an integer dtype of the same size may receive BF16 or FP8 elements as
  * raw bits, and names the version ("tensor 'x' is not in version V";

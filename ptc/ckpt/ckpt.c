@@ -69,7 +69,7 @@ int ptc_ckpt_local_bytes(const ptc_layout *l, size_t t, int rank, size_t *bytes)
 /* The ranks must be distinct and inside the world. */
 static int check_ranks(const ptc_layout *l, const int *ranks, size_t nranks)
 {
-    int world = ptc_config_world(ptc_layout_config(l));
+    int world = ptc_layout_world(l);
     if (nranks && !ranks)
         return ptc_error_set(PTC_E_INVAL, "checkpoint: ranks is NULL with %zu ranks", nranks);
     for (size_t i = 0; i < nranks; i++) {
@@ -84,9 +84,11 @@ static int check_ranks(const ptc_layout *l, const int *ranks, size_t nranks)
 }
 
 
+/* The configuration text of a version of layout @p l ("explicit:W" for an
+ * explicit layout, docs/format.md §2.2). */
 static int format_config(const ptc_layout *l, char *buf, size_t cap)
 {
-    return ptc_config_format(ptc_layout_config(l), PTC_CONFIG_STYLE_KEYS, buf, cap);
+    return ptc_layout_describe(l, buf, cap);
 }
 
 /* The store writer's options for version of layout @p l. */
@@ -98,7 +100,7 @@ static int write_options(const ptc_layout *l, const ptc_ckpt_options *o, const c
         .config = cfg,
         .rules = rules,
         .parent = parent,
-        .world_size = (uint32_t)ptc_config_world(ptc_layout_config(l)),
+        .world_size = (uint32_t)ptc_layout_world(l),
         .codec = o->codec,
         .level = o->level,
     };
@@ -110,8 +112,9 @@ static int add_tensors(ptc_store_writer *w, const ptc_layout *l)
 {
     for (size_t t = 0; t < ptc_layout_count(l); t++) {
         const ptc_tensor_info *ti = ptc_layout_tensor(l, t);
-        char place[256];
-        PTC_TRY(ptc_placement_format(ptc_layout_placement(l, t), place, sizeof place));
+        char place[256] = ""; /* an explicit layout's tensors have no placement text */
+        if (!ptc_layout_is_explicit(l))
+            PTC_TRY(ptc_placement_format(ptc_layout_placement(l, t), place, sizeof place));
         PTC_TRY(ptc_store_writer_add_tensor(w, ti->name, strlen(ti->name), ti->dtype, ti->ndim,
                                             ti->shape, place, NULL));
     }
@@ -143,16 +146,20 @@ static bool layout_has_name(const char *name, void *user)
     return ptc_layout_find(user, name, &t) == PTC_OK;
 }
 
-/* The stored rules must reproduce the layout for every later reader. */
+/* The stored rules must reproduce the layout for every later reader; the
+ * rules of an explicit layout (for views under a configuration) must place
+ * every tensor. */
 static int check_rules(const ptc_layout *l, const ptc_rules *rules)
 {
-    for (size_t t = 0; t < ptc_layout_count(l); t++) {
+    for (size_t t = 0; rules && t < ptc_layout_count(l); t++) {
         const char *name = ptc_layout_tensor(l, t)->name;
         ptc_placement p;
         int rc = ptc_rules_resolve_in(rules, name, layout_has_name, (void *)l, &p);
         if (rc < 0)
             return ptc_error_set(rc, "checkpoint: the rules do not place the layout's tensors: %s",
                                  ptc_last_error());
+        if (ptc_layout_is_explicit(l))
+            continue;
         /* as ptc_layout_create does: optimizer state with fewer dims than its
          * parameter's split dim (a 0-d step) is replicated over tp */
         if (p.tp == PTC_TP_SPLIT && p.kind == PTC_KIND_OPTIM &&
@@ -183,7 +190,7 @@ int ptc_ckpt_begin(ptc_ckpt_txn **out, ptc_store *s, const ptc_layout *l, const 
                    const ptc_ckpt_options *opts)
 {
     *out = NULL;
-    if (!s || !l || !rules)
+    if (!s || !l || (!rules && !ptc_layout_is_explicit(l)))
         return ptc_error_set(PTC_E_INVAL, "checkpoint begin: store, layout and rules are required");
     ptc_ckpt_options o = opts_or_default(opts);
     PTC_TRY(check_rules(l, rules));
@@ -195,7 +202,7 @@ int ptc_ckpt_begin(ptc_ckpt_txn **out, ptc_store *s, const ptc_layout *l, const 
     txn->s = s;
     txn->l = l;
     ptc_store_write_options wo;
-    write_options(l, &o, cfg, ptc_rules_text(rules), 0, &wo);
+    write_options(l, &o, cfg, rules ? ptc_rules_text(rules) : "", 0, &wo);
     int rc = ptc_store_writer_begin(&txn->w, s, &wo);
     if (rc < 0)
         goto out_free;

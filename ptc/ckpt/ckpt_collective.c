@@ -135,7 +135,11 @@ int ptc_ckpt_save_locals_over(const ptc_transport *t, int rc, ptc_store *s, cons
     void **bufs = NULL;
     PTC_TRY(ptc_ckpt_collect(t, what, rc, ranks, nranks, locals, n, cfg, rules, &l));
     /* a local tensor that does not fit is agreed with process 0's begin */
-    rc = ptc_ckpt_bind(l, ranks, nranks, locals, n, "the layout", false, &bufs);
+    rc = PTC_OK;
+    for (size_t k = 0; k < ptc_layout_count(l) && rc == PTC_OK; k++)
+        rc = ptc_layout_check_cover(l, k); /* an explicit layout must hold everything */
+    if (rc == PTC_OK)
+        rc = ptc_ckpt_bind(l, ranks, nranks, locals, n, "the layout", false, &bufs);
     rc = save_run(t, s, l, rules, ranks, nranks, (const void *const *)bufs, rec, opts, rc,
                   version);
     ptc_free(bufs);
@@ -177,26 +181,49 @@ int ptc_ckpt_load_over(const ptc_transport *t, ptc_store *s, uint64_t version,
 }
 
 /* This process's part of a load of described tensors: the layout of
- * @p version under @p cfg, the check of the tensors against it, the reads. */
+ * @p version under @p cfg (NULL: the explicit layout the processes
+ * describe, @p l), the check of the tensors against it, the reads. */
 static int load_locals(ptc_store *s, uint64_t version, const int *ranks, size_t nranks,
                        const ptc_ckpt_local *locals, size_t n, const ptc_config *cfg,
-                       const ptc_ckpt_options *opts, ptc_ckpt_record *rec, uint64_t *loaded)
+                       const ptc_layout *given, const ptc_ckpt_options *opts,
+                       ptc_ckpt_record *rec, uint64_t *loaded)
 {
     ptc_store_reader *rd = NULL;
     ptc_layout *l = NULL;
     void **bufs = NULL;
     char where[48];
     snprintf(where, sizeof where, "version %llu", (unsigned long long)version);
-    int rc = ptc_store_reader_open(&rd, s, version);
+    int rc = PTC_OK;
+    if (!given) {
+        rc = ptc_store_reader_open(&rd, s, version);
+        if (rc == PTC_OK)
+            rc = ptc_layout_of_version_rules(&l, rd, cfg, opts ? opts->rules : NULL);
+        ptc_store_reader_close(rd);
+        given = l;
+    }
     if (rc == PTC_OK)
-        rc = ptc_layout_of_version(&l, rd, cfg);
-    ptc_store_reader_close(rd);
+        rc = ptc_ckpt_bind(given, ranks, nranks, locals, n, where, true, &bufs);
     if (rc == PTC_OK)
-        rc = ptc_ckpt_bind(l, ranks, nranks, locals, n, where, true, &bufs);
-    if (rc == PTC_OK)
-        rc = ptc_ckpt_load_local(s, version, l, ranks, nranks, bufs, opts, rec, loaded);
+        rc = ptc_ckpt_load_local(s, version, given, ranks, nranks, bufs, opts, rec, loaded);
     ptc_free(bufs);
     ptc_layout_destroy(l);
+    return rc;
+}
+
+/* The explicit layout of the processes' local tensors, to load @p version
+ * into (collective). */
+static int collect_target(const ptc_transport *t, ptc_store *s, uint64_t version,
+                          const int *ranks, size_t nranks, const ptc_ckpt_local *locals,
+                          size_t n, ptc_layout **out)
+{
+    ptc_store_reader *rd = NULL;
+    int rc = ptc_store_reader_open(&rd, s, version);
+    /* a process that cannot open the version says so in the collection */
+    rc = rc == PTC_OK ? ptc_ckpt_collect_load(t, "checkpoint load", ranks, nranks, locals, n,
+                                              rd, out)
+                      : ptc_ckpt_collect(t, "checkpoint load", rc, ranks, nranks, locals, n,
+                                         NULL, NULL, out);
+    ptc_store_reader_close(rd);
     return rc;
 }
 
@@ -208,7 +235,11 @@ int ptc_ckpt_load_locals_over(const ptc_transport *t, int rc, ptc_store *s, uint
     if (rec)
         memset(rec, 0, sizeof *rec);
     PTC_TRY(resolve_version(t, s, rc, &version));
-    rc = load_locals(s, version, ranks, nranks, locals, n, cfg, opts, rec, loaded);
+    ptc_layout *l = NULL;
+    if (!cfg)
+        PTC_TRY(collect_target(t, s, version, ranks, nranks, locals, n, &l));
+    rc = load_locals(s, version, ranks, nranks, locals, n, cfg, l, opts, rec, loaded);
+    ptc_layout_destroy(l);
     rc = ptc_transport_agree(t, rc, "checkpoint load");
     if (rc < 0 && rec)
         ptc_ckpt_record_free(rec);

@@ -9,11 +9,12 @@
 
 /* ---- one process's description on the wire (docs/format.md §9.1) ---------------- */
 
-/* Format number of the description (its first u32). */
-#define PTC_CKPT_DESC_FORMAT 1u
+/* Format number of the description (its first u32). 2: local tensors
+ * carry their pieces (explicit layouts). */
+#define PTC_CKPT_DESC_FORMAT 2u
 
 /* A local tensor of a decoded description: global_ndim -1 where the process
- * does not know the global shape. */
+ * does not know the global shape; pieces only in an explicit description. */
 typedef struct ptc_ckpt_desc_tensor {
     char *name;
     int rank;
@@ -22,12 +23,14 @@ typedef struct ptc_ckpt_desc_tensor {
     int64_t shape[PTC_MAX_DIMS];
     int global_ndim;
     int64_t global_shape[PTC_MAX_DIMS];
+    ptc_piece *pieces;
+    size_t npieces;
 } ptc_ckpt_desc_tensor;
 
 /* A decoded description: every pointer owned (ptc_ckpt_desc_free). */
 typedef struct ptc_ckpt_desc {
-    char *config; /* the configuration, keys style */
-    char *rules;  /* the canonical rules text */
+    char *config; /* the configuration, keys style; "" for an explicit layout */
+    char *rules;  /* the canonical rules text ("" where none) */
     int *ranks;
     size_t nranks;
     ptc_ckpt_desc_tensor *tensors;
@@ -36,7 +39,9 @@ typedef struct ptc_ckpt_desc {
 
 /* Append this process's description (checked first: distinct non-negative
  * ranks, each local tensor of one of them, once, with a name, a dtype and
- * shapes in range; PTC_E_INVAL naming the problem). */
+ * shapes in range; PTC_E_INVAL naming the problem). @p cfg NULL: an
+ * explicit description, whose local tensors carry their pieces (given, a
+ * box, or the whole tensor); @p rules may then be NULL. */
 int ptc_ckpt_desc_encode(ptc_buf *b, const int *ranks, size_t nranks,
                          const ptc_ckpt_local *locals, size_t n, const ptc_config *cfg,
                          const ptc_rules *rules);
@@ -45,10 +50,13 @@ int ptc_ckpt_desc_encode(ptc_buf *b, const int *ranks, size_t nranks,
 int ptc_ckpt_desc_decode(ptc_ckpt_desc *d, const void *data, size_t len);
 void ptc_ckpt_desc_free(ptc_ckpt_desc *d);
 /* The layout of the @p n decoded descriptions (process order) under @p cfg
- * and @p rules, with the checks of ptc_ckpt_collect_over (every process
- * computes the same outcome). */
+ * and @p rules (cfg NULL: explicit), with the checks of
+ * ptc_ckpt_collect_over (every process computes the same outcome). */
 int ptc_ckpt_desc_layout(const ptc_ckpt_desc *d, size_t n, const ptc_config *cfg,
                          const ptc_rules *rules, ptc_layout **out);
+/* Whether a buffer of dtype @p have may carry @p want as raw bits (BF16 and
+ * FP8 in integers of their size). */
+bool ptc_ckpt_raw_ok(ptc_dtype have, ptc_dtype want);
 
 /* ---- local tensors against a layout ---------------------------------------------------- */
 
@@ -81,5 +89,11 @@ int ptc_ckpt_lost(int rc, const char *what, const char *step);
 int ptc_ckpt_collect(const ptc_transport *t, const char *what, int rc, const int *ranks,
                      size_t nranks, const ptc_ckpt_local *locals, size_t n,
                      const ptc_config *cfg, const ptc_rules *rules, ptc_layout **out);
+/* ptc_ckpt_collect of an explicit layout to load version @p rd into: a
+ * tensor the version has in another dtype that the buffers take as raw bits
+ * gets the version's dtype. */
+int ptc_ckpt_collect_load(const ptc_transport *t, const char *what, const int *ranks,
+                          size_t nranks, const ptc_ckpt_local *locals, size_t n,
+                          const ptc_store_reader *rd, ptc_layout **out);
 
 #endif

@@ -362,35 +362,9 @@ int ptc_shard_rec_check(const ptc_shard_rec *s, int ndim, const int64_t *shape,
     if (ptc_mul_overflow_i64(vol, (int64_t)elem_size, &bytes) || (uint64_t)bytes != s->raw_length)
         return ptc_error_set(PTC_E_INVAL, "shard: raw length %llu does not match local shape",
                              (unsigned long long)s->raw_length);
-    for (uint32_t i = 0; i < s->npieces; i++) {
-        const ptc_piece *p = &s->pieces[i];
-        if (p->box.ndim != ndim)
-            return ptc_error_set(PTC_E_INVAL, "shard piece %u: rank %d, tensor has %d", i,
-                                 p->box.ndim, ndim);
-        bool empty = false;
-        for (int d = 0; d < ndim; d++) {
-            if (p->box.lo[d] < 0 || p->box.lo[d] > p->box.hi[d] || p->box.hi[d] > shape[d])
-                return ptc_error_set(PTC_E_INVAL, "shard piece %u: box outside the tensor", i);
-            if (p->box.lo[d] == p->box.hi[d])
-                empty = true;
-        }
-        if (empty)
-            continue;
-        int64_t hi = p->local_offset;
-        if (hi < 0)
-            return ptc_error_set(PTC_E_INVAL, "shard piece %u: negative local offset", i);
-        for (int d = 0; d < ndim; d++) {
-            int64_t t;
-            if (p->local_stride[d] < 0 ||
-                ptc_mul_overflow_i64(p->box.hi[d] - p->box.lo[d] - 1, p->local_stride[d], &t) ||
-                ptc_add_overflow_i64(hi, t, &hi))
-                return ptc_error_set(PTC_E_INVAL, "shard piece %u: bad local strides", i);
-        }
-        if (hi >= vol)
-            return ptc_error_set(PTC_E_INVAL,
-                                 "shard piece %u: reaches local element %lld of %lld", i,
-                                 (long long)hi, (long long)vol);
-    }
+    for (uint32_t i = 0; i < s->npieces; i++)
+        if (ptc_piece_check(&s->pieces[i], ndim, shape, vol) != PTC_OK)
+            return ptc_error_set(PTC_E_INVAL, "shard piece %u: %s", i, ptc_last_error());
     return PTC_OK;
 }
 

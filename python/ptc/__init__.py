@@ -9,6 +9,9 @@ reimplemented here. See docs/python.md.
         st.export("ranks", config="tp=4")
 
 ``ptc.torch`` (imported on demand) holds the PyTorch parts: StepDataset.
+``ptc.schedule(stages, n_microbatches, kind=...)`` runs PTC's pipeline
+schedules in torch.distributed.pipelining (ptc.pipelining; torch is imported
+only when it is called).
 """
 
 from typing import Any
@@ -22,6 +25,7 @@ from ._arrays import dtype_name
 from ._lib import Rules, hf_params, library_path
 from .checkpoint import load, read_record, save
 from .layout import Layout, Piece, Shard, layout
+from .pipelining import Schedule, schedule
 from .store import Store
 
 __version__ = "0.1.0"
@@ -44,7 +48,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["Store", "Layout", "Shard", "Piece", "Rules", "hf_params", "layout", "save", "load",
-           "read_record",
+           "read_record", "Schedule", "schedule",
            "dtype_name", "library_path", "lib_version", "Error", "InvalidError",
            "NoMemoryError", "PtcIOError", "FormatError", "NotFoundError", "ExistsError",
            "ChecksumError", "UnsupportedError", "RangeError", "BusyError", "RuleError",

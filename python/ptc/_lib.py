@@ -209,7 +209,8 @@ class CkptRecord(Structure):
 
 class CkptOptions(Structure):
     _fields_ = [("parent", c_uint64), ("codec", c_uint), ("level", c_int),
-                ("no_reuse", c_bool), ("ignore_extra", c_bool), ("threads", c_int)]
+                ("no_reuse", c_bool), ("ignore_extra", c_bool), ("threads", c_int),
+                ("rules", c_void_p)]
 
 
 # transport.h: the callbacks of a ptc_transport
@@ -229,7 +230,7 @@ class CkptLocal(Structure):
     _fields_ = [("name", c_char_p), ("rank", c_int), ("dtype", c_int), ("ndim", c_int),
                 ("shape", c_int64 * MAX_DIMS), ("has_global", c_bool), ("global_ndim", c_int),
                 ("global_shape", c_int64 * MAX_DIMS), ("has_box", c_bool), ("box", Box),
-                ("data", c_void_p)]
+                ("data", c_void_p), ("pieces", POINTER(Piece)), ("npieces", c_size_t)]
 
 
 # Every struct the ABI test checks against the C headers: Python name -> C type name.
@@ -289,6 +290,7 @@ FUNCTIONS = {
     "ptc_rules_params_free": (None, [POINTER(RulesParam), c_size_t]),
     "ptc_rules_missing_params": (c_char_p, [P]),
     "ptc_rules_destroy": (None, [P]),
+    "ptc_rules_preset_names": (POINTER(c_char_p), []),
     "ptc_rules_text": (c_char_p, [P]),
     "ptc_rules_resolve": (c_int, [P, c_char_p, POINTER(Placement)]),
     "ptc_placement_format": (c_int, [POINTER(Placement), c_char_p, c_size_t]),
@@ -304,6 +306,11 @@ FUNCTIONS = {
     "ptc_layout_pieces": (c_int, [P, c_size_t, c_int, POINTER(Piece), c_size_t,
                                   POINTER(c_size_t)]),
     "ptc_layout_nlayers": (c_int64, [P]),
+    # layout.h: explicit layouts (layouts read from DTensors)
+    "ptc_layout_is_explicit": (c_bool, [P]),
+    "ptc_layout_world": (c_int, [P]),
+    "ptc_layout_describe": (c_int, [P, c_char_p, c_size_t]),
+    "ptc_layout_of_version_rules": (c_int, [PP, P, POINTER(Config), P]),
     # store.h
     "ptc_store_open": (c_int, [PP, c_char_p, c_uint]),
     "ptc_store_close": (None, [P]),
@@ -402,6 +409,64 @@ FUNCTIONS = {
 # then raise UnsupportedError.
 CKPT_FUNCTIONS = tuple(n for n in FUNCTIONS if n.startswith(("ptc_ckpt_", "ptc_transport_")))
 _OPTIONAL = set(CKPT_FUNCTIONS)
+
+# ---- sched.h: pipeline schedules (ptc.pipelining) --------------------------------------
+# Its structs and functions in one block; optional like ckpt.h (an older
+# library loads, ptc.pipelining then raises UnsupportedError).
+
+
+class SchedGen(Structure):
+    _fields_ = [("kind", c_int), ("ranks", c_int), ("microbatches", c_int), ("chunks", c_int),
+                ("k", c_int), ("cost_f", c_double), ("cost_b", c_double), ("cost_w", c_double)]
+
+
+class SchedCosts(Structure):
+    _fields_ = [("f", c_double), ("b", c_double), ("w", c_double), ("latency", c_double),
+                ("bandwidth", c_double), ("act_bytes", c_double), ("trace", c_void_p)]
+
+
+class SchedAdaptive(Structure):
+    _fields_ = [("ranks", c_int), ("microbatches", c_int), ("mem_limit", c_double),
+                ("chosen_k", c_int), ("makespan", c_double), ("candidates", c_int)]
+
+
+class SchedReport(Structure):
+    _fields_ = [("code", c_int), ("rank", c_int), ("step", c_int), ("message", c_char * 320),
+                ("grid", c_char_p), ("messages", c_size_t)]
+
+
+STRUCTS.update({"SchedGen": "ptc_sched_gen", "SchedCosts": "ptc_sched_costs",
+                "SchedAdaptive": "ptc_sched_adaptive", "SchedReport": "ptc_sched_report"})
+SCHED_FUNCTIONS = {
+    "ptc_sched_kind_parse": (c_int, [c_char_p, POINTER(c_int)]),
+    "ptc_sched_generate_costed": (c_int, [PP, POINTER(SchedGen), POINTER(SchedCosts)]),
+    "ptc_sched_adapt_kfkb": (c_int, [PP, POINTER(SchedAdaptive), POINTER(SchedCosts)]),
+    "ptc_sched_parse": (c_int, [PP, c_char_p, c_size_t]),
+    "ptc_sched_from_torch": (c_int, [PP, c_char_p, c_size_t, c_int, POINTER(c_size_t)]),
+    "ptc_sched_format": (c_int, [P, POINTER(c_void_p), POINTER(c_size_t)]),
+    "ptc_sched_to_torch": (c_int, [P, c_int, POINTER(c_void_p), POINTER(c_size_t)]),
+    "ptc_sched_text_free": (None, [c_void_p]),
+    "ptc_sched_destroy": (None, [P]),
+    "ptc_sched_validate": (c_int, [P, POINTER(SchedReport)]),
+    "ptc_sched_report_clear": (None, [POINTER(SchedReport)]),
+    "ptc_sched_ranks": (c_int, [P]),
+    "ptc_sched_stages": (c_int, [P]),
+    "ptc_sched_pipes": (c_int, [P]),
+    "ptc_sched_microbatches": (c_int, [P]),
+    "ptc_sched_chunks": (c_int, [P, c_int]),
+    "ptc_sched_kind": (c_char_p, [P]),
+    "ptc_sched_k": (c_int, [P]),
+    "ptc_sched_stage_of": (c_int, [P, c_int, c_int, POINTER(c_int), POINTER(c_int)]),
+    "ptc_sched_simulate": (c_int, [P, POINTER(SchedCosts), PP]),
+    "ptc_sched_sim_destroy": (None, [P]),
+    "ptc_sched_sim_makespan": (c_double, [P]),
+    "ptc_sched_sim_bubble": (c_double, [P]),
+    "ptc_sched_sim_peak": (c_double, [P, c_int]),
+}
+FUNCTIONS.update(SCHED_FUNCTIONS)
+_OPTIONAL.update(SCHED_FUNCTIONS)
+SCHED_TORCH_COMPUTE = 0
+SCHED_TORCH_COMMS = 1
 
 _lock = threading.Lock()
 _lib = None
@@ -607,29 +672,65 @@ def hf_params(config_json: Union[str, "os.PathLike[str]"]) -> Dict[str, int]:
         lib().ptc_rules_params_free(arr, n)
 
 
+def presets() -> "tuple[str, ...]":
+    """The names of the built-in rules presets (ptc_rules_preset_names)."""
+    names, arr, i = [], lib().ptc_rules_preset_names(), 0
+    while arr[i]:
+        names.append(dec(arr[i]))
+        i += 1
+    return tuple(names)
+
+
 class Rules:
     """Parsed placement rules: a preset name (llama, gpt2, megatron-gpt, ptc-mlp, bert, phi3,
-    none), a rules file path, or rules text (anything containing a newline). @p params
-    (a dict name -> int, e.g. hf_params("config.json")) gives the values of `$NAME`
-    in the rules (docs/rules.md, "Parameters")."""
+    none) or rules text — one rule without a newline (``"match * tp=replicate pp=all"``) or
+    several lines — or, with @p file, the rules file at that path (a str is never taken
+    for a path). @p params (a dict name -> int, e.g. hf_params("config.json")) gives the
+    values of `$NAME` in the rules (docs/rules.md, "Parameters")."""
 
-    def __init__(self, spec: Any, params: Optional[Mapping[str, int]] = None) -> None:
+    def __init__(self, spec: Any = None, params: Optional[Mapping[str, int]] = None,
+                 file: Any = None) -> None:
         self._h = Handle("ptc_rules_destroy")
         if isinstance(spec, Rules):
             spec = spec.text
+        if (spec is None) == (file is None):
+            raise _errors.InvalidError("rules: give rules (a preset name or rules text) or "
+                                       "rules_file (a path), one of them")
         params = dict(params or {})
         names = [enc(k) for k in params]
         arr = (RulesParam * max(1, len(params)))()
         for i, (k, v) in enumerate(params.items()):
             arr[i].name = names[i]
             arr[i].value = int(v)
-        if isinstance(spec, str) and "\n" in spec:
-            b = spec.encode("utf-8")
+        if file is not None:
+            path = os.fspath(file)
+            if os.sep not in path:
+                path = os.path.join(os.curdir, path)  # never a preset's name
+            call("ptc_rules_load_params", ctypes.byref(self._h.ptr), enc(path), arr,
+                 len(params))
+            return
+        if not isinstance(spec, str):
+            raise _errors.InvalidError("rules must be a preset name or rules text (str), not "
+                                       "%s; a rules file is given as rules_file=PATH"
+                                       % type(spec).__name__)
+        if "\n" not in spec and spec.strip() in presets():
+            call("ptc_rules_load_params", ctypes.byref(self._h.ptr), enc(spec.strip()), arr,
+                 len(params))
+            return
+        b = spec.encode("utf-8")
+        try:
             call("ptc_rules_parse_params", ctypes.byref(self._h.ptr), b, len(b), b"rules", arr,
                  len(params))
-        else:
-            call("ptc_rules_load_params", ctypes.byref(self._h.ptr), enc(spec), arr,
-                 len(params))
+        except _errors.Error as e:
+            if "\n" in spec:
+                raise
+            hint = (" (a file of that name exists: pass it as rules_file=)"
+                    if os.path.isfile(spec) else "")
+            raise _errors.make_error(e.code, "rules '%s' is neither a preset name (%s) nor "
+                                             "rule text (%s); a rules file is given as "
+                                             "rules_file=PATH%s"
+                                     % (spec[:80], ", ".join(presets()), e.message,
+                                        hint)) from None
 
     @property
     def ptr(self) -> Any:
@@ -644,8 +745,18 @@ class Rules:
         self._h.close()
 
 
-def as_rules(spec: Any) -> "Rules":
-    return spec if isinstance(spec, Rules) else Rules(spec)
+def as_rules(spec: Any, file: Any = None) -> "Rules":
+    """@p spec as Rules (a Rules object as it is), or the rules file @p file."""
+    if isinstance(spec, Rules) and file is None:
+        return spec
+    return Rules(spec, file=file)
+
+
+def describe_layout(ptr: Any) -> str:
+    """The text naming a layout: its configuration, or "explicit:W"."""
+    buf = ctypes.create_string_buffer(CONFIG_MAX_STAGES * 11 + 64)
+    call("ptc_layout_describe", ptr, buf, len(buf))
+    return dec(buf.value)
 
 
 class Progress:

@@ -6,10 +6,14 @@ The protocol is libptc's (include/ptc/ckpt.h), the same code the C API runs
 over MPI: ``ptc_ckpt_save_locals_over`` and ``ptc_ckpt_load_locals_over``.
 This module only converts: each tensor of ``state`` becomes a description
 (name, rank, pointer, dtype, local shape, and where known its global shape
-and a DTensor's box; no copies), the arguments become C structs, and the
+and where a DTensor's local tensor lies — a box, or the pieces of a strided
+shard, read from its mesh and placements by ptc._dtensor; no copies), the
+arguments become C structs, and the
 process group becomes a ptc_transport whose callbacks run torch.distributed
 collectives on uint8 tensors (ptc._transport). libptc then exchanges the
-descriptions and agrees on the layout of the whole collection, checks every
+descriptions and agrees on the layout of the whole collection (that of
+``config`` and the rules, or, without a config, the explicit layout the
+descriptions make), checks every
 local tensor against it, and saves (process 0 begins, every process writes
 its ranks' shards, process 0 commits) or loads (process 0 resolves the
 version, every process reads the stored blocks its pieces touch).
@@ -27,7 +31,7 @@ import os
 from ctypes import byref, c_int, c_uint64, c_void_p
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _arrays, _errors
+from . import _arrays, _dtensor, _errors
 from . import _lib as L
 from ._lib import call, dec
 from ._transport import Transport, set_error
@@ -48,11 +52,11 @@ Ranks = Union[int, Sequence[int]]
 
 # ---- arguments ---------------------------------------------------------------------------
 
-def _store_of(store: StoreLike, writable: bool) -> Any:
+def _store_of(store: StoreLike, writable: bool, create: bool = False) -> Any:
     from .store import Store, shared_store
     if isinstance(store, Store):
         return store
-    return shared_store(os.fspath(store), writable=writable)
+    return shared_store(os.fspath(store), writable=writable, create=create)
 
 
 def _rank_states(rank: Ranks, state: State) -> List[Tuple[int, Mapping[str, Any]]]:
@@ -73,19 +77,39 @@ def _rank_states(rank: Ranks, state: State) -> List[Tuple[int, Mapping[str, Any]
     return list(zip(ranks, state))  # type: ignore[arg-type]
 
 
-def _dtensor_box(x: Any, name: str) -> Optional[Tuple[Tuple[int, ...], Tuple[int, ...]]]:
-    """(local shape, global offset) of this process's shard of DTensor @p x, or
-    None where torch cannot tell."""
-    for p in x.placements:
-        if p.is_partial():
-            raise _errors.InvalidError("tensor '%s' is a DTensor with a Partial placement "
-                                       "(reduce it first)" % name)
+def _dtensor_place(loc: Any, x: Any, local: Any, name: str) -> Optional[Any]:
+    """Describe where DTensor @p x's local tensor @p local lies in its global
+    tensor (ptc._dtensor: its mesh coordinate and placements) in the
+    ptc_ckpt_local @p loc: a box, or the pieces of a strided shard. Returns
+    what the description points to (keep it alive), or None where this
+    process is outside the DTensor's mesh (it holds none of it)."""
     try:
-        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
-    except ImportError:
+        shape, pieces = _dtensor.local_pieces(x, name)
+    except LookupError:
         return None
-    shape, off = compute_local_shape_and_global_offset(x.shape, x.device_mesh, x.placements)
-    return tuple(int(s) for s in shape), tuple(int(o) for o in off)
+    if tuple(local.shape) != shape:
+        raise _errors.InvalidError("tensor '%s': the DTensor's local tensor has shape %s, but "
+                                   "its placements give %s" % (name, list(local.shape),
+                                                              list(shape)))
+    what = "tensor '%s'" % name
+    if len(pieces) == 1 and pieces[0][2] == 0:
+        lo, hi = pieces[0][0], pieces[0][1]
+        loc.has_box = True
+        loc.box.ndim = _set_shape(loc.box.lo, lo, what)
+        _set_shape(loc.box.hi, hi, what)
+        return ()
+    arr = (L.Piece * max(1, len(pieces)))()
+    for i, (lo, hi, off, st) in enumerate(pieces):
+        arr[i].box.ndim = _set_shape(arr[i].box.lo, lo, what)
+        _set_shape(arr[i].box.hi, hi, what)
+        arr[i].local_offset = off
+        _set_shape(arr[i].local_stride, st, what)
+    if not pieces:  # an empty shard: a box of its (empty) local shape
+        loc.has_box = True
+        loc.box.ndim = _set_shape(loc.box.hi, shape, what)
+    else:
+        loc.pieces, loc.npieces = arr, len(pieces)
+    return arr
 
 
 def _set_shape(dst: Any, shape: Sequence[int], what: str) -> int:
@@ -109,7 +133,6 @@ class _Locals:
         self.nranks = len(items)
         self.ranks = (c_int * max(1, len(items)))(*[r for r, _ in items])
         n = sum(len(st) for _, st in items)
-        self.n = n
         self.arr = (L.CkptLocal * max(1, n))()
         self._keep: List[Any] = []
         i = 0
@@ -119,21 +142,20 @@ class _Locals:
                     raise _errors.InvalidError("tensor names must be str, not %r" % (name,))
                 what = "tensor '%s'" % name
                 loc = self.arr[i]
-                i += 1
                 g = None
                 if DTensor is not None and isinstance(x, DTensor):
-                    box = _dtensor_box(x, name)
                     local = getattr(x, "_local_tensor", None)
                     if local is None:
                         local = x.to_local()
+                    keep = _dtensor_place(loc, x, local, name)
+                    if keep is None:
+                        continue  # outside its mesh: this process holds none of it
+                    self._keep.append(keep)
                     g = tuple(int(s) for s in x.shape)
-                    if box is not None:
-                        loc.has_box = True
-                        loc.box.ndim = _set_shape(loc.box.lo, box[1], what)
-                        _set_shape(loc.box.hi, [o + s for o, s in zip(box[1], box[0])], what)
                     x = local
                 elif name in gs:
                     g = tuple(int(s) for s in gs[name])
+                i += 1
                 ref = _arrays.array_ref(x, writable=writable, what=what)
                 b = name.encode("utf-8")
                 self._keep += [b, ref]
@@ -144,6 +166,7 @@ class _Locals:
                     loc.has_global = True
                     loc.global_ndim = _set_shape(loc.global_shape, g, what + " (global)")
                 loc.data = ref.ptr or None
+        self.n = i
 
 
 def _u(v: Any, what: str, bits: int) -> int:
@@ -260,23 +283,48 @@ def _convert(tr: Transport, fn: Any) -> Tuple[Any, int, Optional[BaseException]]
 
 # ---- save -----------------------------------------------------------------------------------
 
-def save(store: StoreLike, state: State, *, config: Any, rules: Any, rank: Ranks,
-         group: Any = None, step: Optional[int] = None, meta: Optional[Mapping[str, str]] = None,
-         record: Optional[Mapping[str, Any]] = None,
+def _rules_of(rules: Any, rules_file: Any) -> Optional[Any]:
+    """The rules given (a preset name or rules text) or read from @p rules_file;
+    None where neither is."""
+    if rules is None and rules_file is None:
+        return None
+    return L.as_rules(rules, rules_file)
+
+
+def save(store: StoreLike, state: State, *, config: Any = None, rules: Any = None,
+         rank: Optional[Ranks] = None, group: Any = None, step: Optional[int] = None,
+         meta: Optional[Mapping[str, str]] = None, record: Optional[Mapping[str, Any]] = None,
          global_shapes: Optional[Mapping[str, Sequence[int]]] = None, compress: Any = None,
-         threads: Optional[int] = None, reuse: bool = True) -> int:
+         threads: Optional[int] = None, reuse: bool = True, rules_file: Any = None) -> int:
     """Save this process's local tensors as part of a new version; collective
     over @p group (default: torch.distributed's default group when one is
-    initialised, else this process alone). Returns the committed version.
+    initialised, else this process alone). Returns the committed version. A
+    @p store given as a path is created if it does not exist (in a new or
+    empty directory).
 
     @p state maps global tensor names to this rank's local tensors (numpy
-    arrays, CPU torch tensors, DTensors: their local shard), each of the local
-    shape and dtype the layout of @p config under @p rules gives @p rank. A
-    process running several ranks passes a sequence of ranks and a sequence of
-    mappings. The processes' ranks together must be the configuration's world.
-    A plain tensor's global shape comes from a DTensor of the same name on
-    another rank or from @p global_shapes (not needed for a world of one rank
-    or a replicated tensor).
+    arrays, CPU torch tensors, DTensors: their local shard). A process running
+    several ranks passes a sequence of ranks and a sequence of mappings; one
+    rank (@p rank, default: this process's rank in @p group) a mapping.
+
+    Without @p config the layout is the one the tensors have: each DTensor
+    where its DeviceMesh and placements put its local tensor (Shard on any
+    mesh dimension, Replicate, FSDP2's strided shards; Partial is refused),
+    each plain tensor whole. The version records it as explicit per-rank
+    pieces and loads into any other layout (docs/checkpoint.md, "Layouts from
+    DTensors"). The processes' ranks together must be 0..W-1, and the ranks'
+    local tensors together must hold every element of every tensor exactly
+    once (replicas aside). @p rules / @p rules_file, if given, must place
+    every tensor: they are stored as the rules the version is viewed with
+    under a configuration (ptc export --config, the mount, reshard).
+
+    With @p config the layout is @p config under @p rules (a preset name or
+    rules text) or @p rules_file (a path): each local tensor must have the
+    local shape and dtype it gives @p rank (a DTensor also its place), and
+    the processes' ranks together must be the configuration's world. A plain
+    tensor's global shape comes from a DTensor of the same name on another
+    rank or from @p global_shapes (not needed for a world of one rank or a
+    replicated tensor).
 
     @p step (optimizer steps completed), @p meta (str -> str: the record's
     free-form key/values) and @p record (the named fields: schedule, seed,
@@ -293,11 +341,15 @@ def save(store: StoreLike, state: State, *, config: Any, rules: Any, rank: Ranks
     tr = Transport(group)
 
     def convert() -> Tuple[Any, ...]:
-        st = _store_of(store, writable=True)
+        st = _store_of(store, writable=True, create=True)
         st._ptr()
-        cfg = L.parse_config(config)
-        rl = L.as_rules(rules)
-        loc = _Locals(rank, state, writable=False, global_shapes=global_shapes)
+        cfg = L.parse_config(config) if config is not None else None
+        rl = _rules_of(rules, rules_file)
+        if cfg is not None and rl is None:
+            raise _errors.InvalidError("a save with config= needs rules= (a preset name or "
+                                       "rules text) or rules_file=")
+        loc = _Locals(tr.rank if rank is None else rank, state, writable=False,
+                      global_shapes=global_shapes)
         rec = _Record(step, meta, record) if tr.rank == 0 else None
         return st, cfg, rl, loc, rec, _options(threads, compress, reuse)
 
@@ -310,31 +362,37 @@ def save(store: StoreLike, state: State, *, config: Any, rules: Any, rank: Ranks
         st, cfg, rl, loc, rec, opts = got
         L.lib().ptc_error_clear()
         rc = L.lib().ptc_ckpt_save_locals_over(
-            byref(tr.t), 0, st._ptr(), loc.ranks, loc.nranks, loc.arr, loc.n, byref(cfg),
-            rl.ptr, byref(rec.rec) if rec is not None else None, byref(opts), byref(v))
+            byref(tr.t), 0, st._ptr(), loc.ranks, loc.nranks, loc.arr, loc.n,
+            byref(cfg) if cfg is not None else None, rl.ptr if rl is not None else None,
+            byref(rec.rec) if rec is not None else None, byref(opts), byref(v))
     tr.check(rc, cause)
     return v.value
 
 
 # ---- load -----------------------------------------------------------------------------------
 
-def load(store: StoreLike, state: State, *, config: Any, rank: Ranks,
-         version: Optional[int] = None, group: Any = None,
-         threads: Optional[int] = None) -> Dict[str, Any]:
+def load(store: StoreLike, state: State, *, config: Any = None, rank: Optional[Ranks] = None,
+         version: Optional[int] = None, group: Any = None, threads: Optional[int] = None,
+         rules: Any = None, rules_file: Any = None) -> Dict[str, Any]:
     """Fill this process's local tensors of @p state in place from a stored
-    version (default: the newest, as process 0 sees it) under @p config, whatever
-    configuration saved it; collective over @p group like save. Returns the
-    version's training-state record as a dict: version, format (0: the version
-    has none), step, config, schedule, seed, epoch, sample, global_batch,
-    dataset, loss (None: not set), rng (bytes) and meta (str -> str).
+    version (default: the newest, as process 0 sees it), whatever layout saved
+    it; collective over @p group like save. Returns the version's
+    training-state record as a dict: version, format (0: the version has
+    none), step, config, schedule, seed, epoch, sample, global_batch, dataset,
+    loss (None: not set), rng (bytes) and meta (str -> str).
 
-    @p state maps the global names of the tensors this rank holds under
-    @p config to arrays of their local shape and stored dtype (numpy, CPU torch,
-    DTensor: its local shard is filled; BF16 and FP8 also into integer arrays
-    of their size, as raw bits); every tensor the rank holds must be there.
-    Several ranks per process: sequences, as for save. Only the stored blocks
-    that the local pieces touch are read, over libptc's threads (@p threads
-    per process; default: the CPUs, at most 16, at least 8).
+    Without @p config each tensor of @p state receives what its layout says
+    it holds: a DTensor its local shard (any mesh, any placements but
+    Partial), a plain tensor the whole tensor. With @p config, the layout of
+    @p config under the version's rules (or @p rules / @p rules_file: needed
+    to split tensors of a version saved from DTensors without rules, whose
+    tensors are otherwise whole on every rank): @p state maps the global names
+    of the tensors @p rank holds to arrays of their local shape, and every
+    tensor the rank holds must be there. Arrays have the stored dtype (BF16
+    and FP8 also integer arrays of their size, as raw bits). Several ranks per
+    process: sequences, as for save. Only the stored blocks that the local
+    pieces touch are read, over libptc's threads (@p threads per process;
+    default: the CPUs, at most 16, at least 8).
     """
     _require_ckpt("ptc.load")
     tr = Transport(group)
@@ -342,9 +400,16 @@ def load(store: StoreLike, state: State, *, config: Any, rank: Ranks,
     def convert() -> Tuple[Any, ...]:
         st = _store_of(store, writable=False)
         st._ptr()
-        cfg = L.parse_config(config)
-        loc = _Locals(rank, state, writable=True)
-        return st, cfg, loc, _options(threads), _u(version or 0, "version", 64)
+        cfg = L.parse_config(config) if config is not None else None
+        rl = _rules_of(rules, rules_file)
+        if cfg is None and rl is not None:
+            raise _errors.InvalidError("rules= applies to a load with config= (the layout of a "
+                                       "load without one is its tensors')")
+        loc = _Locals(tr.rank if rank is None else rank, state, writable=True)
+        opts = _options(threads)
+        if rl is not None:
+            opts.rules = rl.ptr
+        return st, cfg, loc, opts, _u(version or 0, "version", 64), rl
 
     got, rc, cause = _convert(tr, convert)
     rec, loaded = L.CkptRecord(), c_uint64()
@@ -352,11 +417,11 @@ def load(store: StoreLike, state: State, *, config: Any, rank: Ranks,
         rc = L.lib().ptc_ckpt_load_locals_over(byref(tr.t), rc, None, 0, None, 0, None, 0,
                                                None, None, byref(rec), byref(loaded))
     else:
-        st, cfg, loc, opts, v = got
+        st, cfg, loc, opts, v, _ = got
         L.lib().ptc_error_clear()
         rc = L.lib().ptc_ckpt_load_locals_over(
-            byref(tr.t), 0, st._ptr(), v, loc.ranks, loc.nranks, loc.arr, loc.n, byref(cfg),
-            byref(opts), byref(rec), byref(loaded))
+            byref(tr.t), 0, st._ptr(), v, loc.ranks, loc.nranks, loc.arr, loc.n,
+            byref(cfg) if cfg is not None else None, byref(opts), byref(rec), byref(loaded))
     tr.check(rc, cause)
     try:
         return record_dict(rec, loaded.value)

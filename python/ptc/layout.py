@@ -131,15 +131,16 @@ class Layout:
     @p tensors: a mapping name -> array (numpy / torch / DTensor: its global
     shape) or name -> (dtype, shape), or a list of (name, dtype, shape); the
     order is kept. @p config: "dp=2,tp=2,pp=1[,zero=1]" or the path form.
-    @p rules: a preset name, a rules file or rules text.
+    @p rules: a preset name or rules text; or @p rules_file: a path.
     Raises RuleError (no rule, a bad split), ConfigError, InvalidError naming
     the tensor.
     """
 
-    def __init__(self, tensors: "Tensors", config: Any, rules: Any) -> None:
+    def __init__(self, tensors: "Tensors", config: Any, rules: Any = None,
+                 rules_file: Any = None) -> None:
         specs = _tensor_specs(tensors)
         cfg = L.parse_config(config)
-        rl = L.as_rules(rules)
+        rl = L.as_rules(rules, rules_file)
         arr = (L.TensorInfo * max(1, len(specs)))()
         self._names = []
         for i, (name, dt, shape) in enumerate(specs):
@@ -160,7 +161,9 @@ class Layout:
     @classmethod
     def of_version(cls, reader: Any, config: Any = None) -> "Layout":
         """The layout of a stored version (a Store.reader()) under its stored rules
-        and @p config (default: the configuration it was stored with)."""
+        and @p config (default: the layout it was stored with: its configuration,
+        or, for a version saved from DTensors, its explicit per-rank pieces, whose
+        config reads "explicit:W" and whose placements are empty)."""
         self = cls.__new__(cls)
         cfg = L.parse_config(config) if config is not None else None
         self._h = L.Handle("ptc_layout_destroy")
@@ -178,10 +181,13 @@ class Layout:
     def _describe(self, specs: List[Tuple[str, str, Tuple[int, ...]]], cfg: Any) -> None:
         self.specs = specs
         self._index = {name: i for i, (name, _, _) in enumerate(specs)}
-        self.config = L.format_config(cfg)
+        self.config = L.describe_layout(self._h.ptr)
         self.world = L.config_world(cfg)
         lib = L.lib()
         self.placements = []
+        if lib.ptc_layout_is_explicit(self._h.ptr):
+            self.placements = [""] * len(specs)
+            return
         for i in range(len(specs)):
             buf = ctypes.create_string_buffer(512)
             call("ptc_placement_format", lib.ptc_layout_placement(self._h.ptr, i), buf, 512)
@@ -231,11 +237,12 @@ class Layout:
         self._h.close()
 
 
-def layout(tensors: "Tensors", config: Any, rules: Any, rank: int = 0) -> Dict[str, Shard]:
+def layout(tensors: "Tensors", config: Any, rules: Any = None, rank: int = 0,
+           rules_file: Any = None) -> Dict[str, Shard]:
     """For rank @p rank of @p config: {name: Shard} with each tensor's local
     shape and pieces (tensors its pipeline stage does not hold have
     present=False). See Layout for the arguments."""
-    lay = Layout(tensors, config, rules)
+    lay = Layout(tensors, config, rules, rules_file=rules_file)
     try:
         return lay.shards(rank)
     finally:

@@ -55,9 +55,10 @@ _CONVERT_DTYPES = ("F32", "BF16", "F16")
 _open_stores = weakref.WeakValueDictionary()
 
 
-def shared_store(path: PathLike, writable: bool = False) -> "Store":
+def shared_store(path: PathLike, writable: bool = False, create: bool = False) -> "Store":
     """An open Store of @p path in this process (the one already open, if any),
-    else a new one (read-only unless @p writable)."""
+    else a new one (read-only unless @p writable; created if missing with
+    @p create and @p writable)."""
     key = (os.getpid(), os.path.realpath(path))
     st = _open_stores.get(key)
     if st is not None and st._h and (not writable or not st.readonly):
@@ -65,7 +66,7 @@ def shared_store(path: PathLike, writable: bool = False) -> "Store":
     if st is not None and st._h:
         raise _errors.InvalidError("store %s is open read-only in this process; a writable "
                                    "handle is needed" % path)
-    return Store(path, readonly=not writable)
+    return Store(path, create=create and writable, readonly=not writable)
 
 
 def _convert_dtype(dtype, what):
@@ -207,12 +208,13 @@ class Store:
 
     # -- import / export ----------------------------------------------------------------
     def import_safetensors(self, paths: Union[PathLike, Sequence[PathLike]], config: Any,
-                           rules: Any, compress: Any = None, step: Any = None,
+                           rules: Any = None, compress: Any = None, step: Any = None,
                            progress: ProgressFn = None,
-                           params: Union[None, str, Dict[str, int]] = None) -> int:
+                           params: Union[None, str, Dict[str, int]] = None,
+                           rules_file: Optional[PathLike] = None) -> int:
         """Import safetensors files or `model.safetensors.index.json` indexes as a
-        new version laid out for @p config under @p rules (a preset name, a rules
-        file or rules text); returns the version number (`ptc import`).
+        new version laid out for @p config under @p rules (a preset name or rules
+        text) or @p rules_file (a path); returns the version number (`ptc import`).
 
         @p params gives the rules parameters (`$NAME`, docs/rules.md): a dict
         name -> int, or "auto" for the Hugging Face config.json beside the first
@@ -227,7 +229,8 @@ class Store:
         if not paths:
             raise _errors.InvalidError("import needs at least one input file")
         cfg = L.parse_config(config)
-        rl = L.Rules(rules, params) if params is not None else L.as_rules(rules)
+        rl = (L.Rules(rules, params, file=rules_file) if params is not None
+              else L.as_rules(rules, rules_file))
         opts = L.ImportOptions()
         opts.codec, opts.level = L.parse_compress(compress)
         step_b = enc(str(step)) if step is not None else None
@@ -334,7 +337,7 @@ class Store:
                 st = L.PlanStats()
                 L.lib().ptc_plan_stats_get(p.ptr, byref(st))
                 d = {"version": r.version,
-                     "from": L.format_config(L.lib().ptc_layout_config(ls.ptr).contents),
+                     "from": L.describe_layout(ls.ptr),
                      "to": L.format_config(cfg), "ranks_per_host": int(hosts or 0)}
                 d.update(_plan_dict(st))
                 per = []

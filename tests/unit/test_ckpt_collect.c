@@ -7,8 +7,10 @@
  * description, its outcome before the call, a local tensor that does not
  * fit) reaching every process as "... failed on process P: ..." with
  * nothing written; a save and a load under another configuration byte-exact,
- * BF16 into raw 16-bit integers; and the description decoder on truncated
- * and altered bytes. */
+ * BF16 into raw 16-bit integers; explicit layouts (no configuration: pieces,
+ * boxes and whole tensors; the coverage and mixing checks; loads into
+ * another explicit layout and into a configuration); and the description
+ * decoder on truncated and altered bytes. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -390,6 +392,175 @@ static void test_save_and_load(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* ---- explicit layouts ------------------------------------------------------------------ */
+
+/* Two processes, one rank each, no configuration: `strided` F32 [4, 3] as
+ * an FSDP2 strided shard holds it (rank r: rows r and r + 2, two pieces of
+ * a [2, 3] buffer), `box` F32 [4] by its box (rank r: [2r, 2r + 2)),
+ * `plain` F32 [3] whole on both. Element i of a tensor is its base + i. */
+enum { X_OK, X_GAP, X_PLAIN, X_MIXED, X_RULES };
+
+static int xsave_body(proc *p)
+{
+    const io_case *c = p->arg;
+    int r = p->rank, ranks[1] = {r};
+    float sv[6], bv[2], pv[3];
+    for (int i = 0; i < 3; i++) {
+        sv[i] = (float)(100 + 3 * r + i);           /* row r */
+        sv[3 + i] = (float)(100 + 3 * (r + 2) + i); /* row r + 2 */
+        pv[i] = (float)(300 + i);
+    }
+    for (int i = 0; i < 2; i++)
+        bv[i] = (float)(200 + 2 * r + i);
+    ptc_piece pc[2];
+    memset(pc, 0, sizeof pc);
+    for (int k = 0; k < 2; k++) {
+        pc[k].box.ndim = 2;
+        pc[k].box.lo[0] = r + 2 * k;
+        pc[k].box.hi[0] = r + 2 * k + 1;
+        pc[k].box.hi[1] = 3;
+        pc[k].local_offset = 3 * k;
+        pc[k].local_stride[0] = 3;
+        pc[k].local_stride[1] = 1;
+    }
+    ptc_ckpt_local x[3] = {local("strided", r, PTC_DTYPE_F32, 2, 3, 2),
+                           local("box", r, PTC_DTYPE_F32, 2, 0, 1),
+                           local("plain", r, PTC_DTYPE_F32, 3, 0, 1)};
+    set_global(&x[0], 2, 4, 3);
+    x[0].pieces = pc;
+    x[0].npieces = 2;
+    set_global(&x[1], 1, 4, 0);
+    x[1].has_box = true;
+    x[1].box.ndim = 1;
+    x[1].box.lo[0] = c->what == X_GAP ? 0 : 2 * r;
+    x[1].box.hi[0] = x[1].box.lo[0] + 2;
+    x[0].data = sv;
+    x[1].data = bv;
+    x[2].data = pv;
+    if (c->what == X_PLAIN && r == 1)
+        set_global(&x[2], 1, 6, 0);
+    ptc_config cfg;
+    ptc_rules *rules = NULL;
+    PTC_TRY(ptc_config_parse(&cfg, "tp=2"));
+    const char rt[] = "match * tp=replicate pp=all\n", bad[] = "match box tp=replicate\n";
+    if (c->what == X_MIXED || c->what == X_RULES)
+        PTC_TRY(ptc_rules_parse(&rules, c->what == X_RULES ? bad : rt,
+                                strlen(c->what == X_RULES ? bad : rt), "rules"));
+    ptc_ckpt_record rec = {.step = 4};
+    int rc = ptc_ckpt_save_locals_over(&p->t, PTC_OK, c->s, ranks, 1, x, 3,
+                                       c->what == X_MIXED && r == 0 ? &cfg : NULL, rules,
+                                       r == 0 ? &rec : NULL, NULL, &p->version);
+    ptc_rules_destroy(rules);
+    return rc;
+}
+
+/* Loads of the explicit version: process 0 holds `strided` whole and the
+ * first half of `box` (no configuration), process 1 the second half and
+ * `plain`; then, under dp=1, process 0 everything. */
+static int xload_body(proc *p)
+{
+    const io_case *c = p->arg;
+    int r = p->rank, ranks[1] = {r};
+    float sv[12] = {0}, bv[4] = {0}, pv[3] = {0};
+    ptc_ckpt_local x[3];
+    size_t n = 0;
+    if (c->what == L_OK) { /* explicit */
+        if (r == 0)
+            x[n++] = local("strided", 0, PTC_DTYPE_F32, 4, 3, 2);
+        x[n] = local("box", r, PTC_DTYPE_F32, 2, 0, 1);
+        set_global(&x[n], 1, 4, 0);
+        x[n].has_box = true;
+        x[n].box.ndim = 1;
+        x[n].box.lo[0] = 2 * r;
+        x[n++].box.hi[0] = 2 * r + 2;
+        if (r == 1)
+            x[n++] = local("plain", 1, PTC_DTYPE_F32, 3, 0, 1);
+    } else if (r == 0) { /* dp=1 */
+        x[n++] = local("strided", 0, PTC_DTYPE_F32, 4, 3, 2);
+        x[n++] = local("box", 0, PTC_DTYPE_F32, 4, 0, 1);
+        x[n++] = local("plain", 0, PTC_DTYPE_F32, 3, 0, 1);
+    }
+    for (size_t i = 0; i < n; i++)
+        x[i].data = x[i].name[0] == 's' ? (void *)sv : x[i].name[0] == 'b' ? (void *)bv : pv;
+    ptc_config cfg;
+    PTC_TRY(ptc_config_parse(&cfg, "dp=1"));
+    ptc_ckpt_record rec;
+    int rc = ptc_ckpt_load_locals_over(&p->t, PTC_OK, c->s, 0, ranks,
+                                       c->what == L_OK || r == 0 ? 1 : 0, x, n,
+                                       c->what == L_OK ? NULL : &cfg, NULL, &rec, &p->version);
+    if (rc == PTC_OK && strcmp(rec.config, "explicit:2"))
+        rc = ptc_error_set(PTC_E_INVAL, "record config '%s'", rec.config);
+    ptc_ckpt_record_free(&rec);
+    for (size_t i = 0; rc == PTC_OK && i < n; i++) {
+        const float *v = x[i].data;
+        int64_t len = x[i].ndim == 2 ? 12 : x[i].shape[0], lo = x[i].has_box ? x[i].box.lo[0] : 0;
+        float base = x[i].name[0] == 's' ? 100 : x[i].name[0] == 'b' ? 200 : 300;
+        for (int64_t k = 0; k < len; k++)
+            if (v[k] != base + (float)(lo + k))
+                rc = ptc_error_set(PTC_E_INVAL, "%s[%lld] = %g", x[i].name, (long long)k,
+                                   (double)v[k]);
+    }
+    return rc;
+}
+
+static void test_explicit(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ptc_ckpt_explicit_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    ptc_store *s = NULL;
+    assert_int_equal(ptc_store_open(&s, dir, PTC_STORE_CREATE), PTC_OK);
+    proc ps[2];
+    io_case c = {s, X_GAP};
+    run(ps, 2, xsave_body, &c);
+    all_fail(ps, 2, PTC_E_INVAL, "checkpoint save failed on process 0: tensor 'box': its shards "
+                                 "hold 2 of its 4 elements (no rank holds the rest)");
+    c.what = X_PLAIN;
+    run(ps, 2, xsave_body, &c);
+    all_fail(ps, 2, PTC_E_INVAL,
+             "checkpoint save failed on process 1: tensor 'plain' on rank 1: local shape [3] of "
+             "a global [6], but neither its box nor its pieces are given (a plain tensor is the "
+             "whole tensor unless a configuration places it)");
+    c.what = X_MIXED;
+    run(ps, 2, xsave_body, &c);
+    all_fail(ps, 2, PTC_E_INVAL, "process 1 saves with an explicit layout (no config), process "
+                                 "0 with config 'dp=1,tp=2,pp=1'");
+    c.what = X_RULES;
+    run(ps, 2, xsave_body, &c);
+    assert_int_equal(ps[0].rc, PTC_E_RULE);
+    assert_non_null(strstr(ps[0].msg, "checkpoint save failed on process 0: checkpoint: the "
+                                      "rules do not place the layout's tensors"));
+    uint64_t latest = 9;
+    assert_int_equal(ptc_store_latest(s, &latest), PTC_OK);
+    assert_int_equal(latest, 0);
+
+    c.what = X_OK;
+    run(ps, 2, xsave_body, &c);
+    for (int r = 0; r < 2; r++) {
+        if (ps[r].rc != PTC_OK)
+            fail_msg("process %d: %s", r, ps[r].msg);
+        assert_int_equal(ps[r].version, 1);
+    }
+    ptc_store_reader *rd;
+    assert_int_equal(ptc_store_reader_open(&rd, s, 1), PTC_OK);
+    assert_string_equal(ptc_store_reader_version(rd)->config, "explicit:2");
+    ptc_store_reader_close(rd);
+    c.what = L_OK;
+    run(ps, 2, xload_body, &c);
+    for (int r = 0; r < 2; r++)
+        if (ps[r].rc != PTC_OK)
+            fail_msg("process %d: %s", r, ps[r].msg);
+    c.what = L_DTYPE;
+    run(ps, 2, xload_body, &c);
+    for (int r = 0; r < 2; r++)
+        if (ps[r].rc != PTC_OK)
+            fail_msg("process %d: %s", r, ps[r].msg);
+    ptc_store_close(s);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* ---- the description decoder ------------------------------------------------------------ */
 
 static void test_desc_decode(void **state)
@@ -455,6 +626,74 @@ static void test_desc_decode(void **state)
     ptc_rules_destroy(rules);
 }
 
+/* An explicit description carries each local tensor's pieces: given, its
+ * box, or the whole tensor. */
+static void test_desc_explicit(void **state)
+{
+    (void)state;
+    int ranks[1] = {0};
+    ptc_piece pc[2];
+    memset(pc, 0, sizeof pc);
+    for (int k = 0; k < 2; k++) {
+        pc[k].box.ndim = 1;
+        pc[k].box.lo[0] = 4 * k;
+        pc[k].box.hi[0] = 4 * k + 2;
+        pc[k].local_offset = 2 * k;
+        pc[k].local_stride[0] = 1;
+    }
+    ptc_ckpt_local x[3] = {local("s", 0, PTC_DTYPE_F32, 4, 0, 1),
+                           local("b", 0, PTC_DTYPE_F32, 3, 2, 2),
+                           local("w", 0, PTC_DTYPE_BF16, 5, 0, 1)};
+    set_global(&x[0], 1, 8, 0);
+    x[0].pieces = pc;
+    x[0].npieces = 2;
+    set_global(&x[1], 2, 9, 2);
+    x[1].has_box = true;
+    x[1].box.ndim = 2;
+    x[1].box.lo[0] = 6;
+    x[1].box.hi[0] = 9;
+    x[1].box.hi[1] = 2;
+    ptc_buf b = {0};
+    assert_int_equal(ptc_ckpt_desc_encode(&b, ranks, 1, x, 3, NULL, NULL), PTC_OK);
+    ptc_ckpt_desc d;
+    assert_int_equal(ptc_ckpt_desc_decode(&d, b.p, b.len), PTC_OK);
+    assert_string_equal(d.config, "");
+    assert_string_equal(d.rules, "");
+    assert_int_equal(d.ntensors, 3);
+    assert_int_equal(d.tensors[0].npieces, 2);
+    assert_memory_equal(d.tensors[0].pieces, pc, sizeof pc);
+    assert_int_equal(d.tensors[1].npieces, 1);
+    assert_int_equal(d.tensors[1].pieces[0].box.lo[0], 6);
+    assert_int_equal(d.tensors[1].pieces[0].local_stride[0], 2);
+    assert_int_equal(d.tensors[2].global_ndim, 1); /* the whole tensor */
+    assert_int_equal(d.tensors[2].global_shape[0], 5);
+    assert_int_equal(d.tensors[2].pieces[0].box.hi[0], 5);
+    ptc_layout *l = NULL;
+    assert_int_equal(ptc_ckpt_desc_layout(&d, 1, NULL, NULL, &l), PTC_OK);
+    assert_true(ptc_layout_is_explicit(l));
+    assert_int_equal(ptc_layout_world(l), 1);
+    ptc_layout_destroy(l);
+    ptc_ckpt_desc_free(&d);
+    for (size_t n = 0; n < b.len; n++)
+        assert_int_equal(ptc_ckpt_desc_decode(&d, b.p, n), PTC_E_FORMAT);
+    uint8_t *more = malloc(b.len);
+    for (size_t i = 0; i < b.len; i++) {
+        memcpy(more, b.p, b.len);
+        more[i] ^= 0xff;
+        int rc = ptc_ckpt_desc_decode(&d, more, b.len);
+        assert_true(rc == PTC_OK || rc == PTC_E_FORMAT);
+        ptc_ckpt_desc_free(&d);
+    }
+    free(more);
+    /* a box that is not the buffer's shape */
+    ptc_buf_free(&b);
+    x[1].box.hi[0] = 8;
+    assert_int_equal(ptc_ckpt_desc_encode(&b, ranks, 1, x, 3, NULL, NULL), PTC_E_INVAL);
+    assert_string_equal(ptc_last_error(),
+                        "tensor 'b' on rank 0: its box does not have its local shape [3, 2]");
+    ptc_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -462,6 +701,8 @@ int main(void)
         cmocka_unit_test(test_collect_checks),
         cmocka_unit_test(test_save_and_load),
         cmocka_unit_test(test_desc_decode),
+        cmocka_unit_test(test_explicit),
+        cmocka_unit_test(test_desc_explicit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,10 @@
  * for byte) and every reuse bit are the same. A figures-only plan has the
  * same figures. A per-process plan holds exactly the whole plan's
  * transfers that its process sends or receives, and its figures are the
- * whole plan's restricted to the process. */
+ * whole plan's restricted to the process. The same holds with explicit
+ * layouts (per-rank pieces: replicas, ranks lacking a tensor, local tensors
+ * of several pieces) as sources and targets, and the explicit copy of a
+ * configuration's layout plans exactly as that layout does. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -303,18 +306,13 @@ static int cases_run;
 /* cases whose plan has each transfer kind, reused shards, per-process plans */
 static int seen_kind[4], seen_reused, seen_proc, seen_zero, seen_lower;
 
-static void check_case(const model *m, const ptc_rules *rules, const char *from, const char *to)
+/* Every figure, transfer and reuse bit of the planner equal the
+ * reference's for layouts @p ls -> @p lt (named @p from, @p to). */
+static void check_layouts(const ptc_layout *ls, const ptc_layout *lt, const char *from,
+                          const char *to)
 {
-    ptc_config cs, ct;
-    assert_int_equal(ptc_config_parse(&cs, from), PTC_OK);
-    assert_int_equal(ptc_config_parse(&ct, to), PTC_OK);
-    ptc_layout *ls = NULL, *lt = NULL;
-    if (ptc_layout_create(&ls, m->t, m->n, rules, &cs) != PTC_OK ||
-        ptc_layout_create(&lt, m->t, m->n, rules, &ct) != PTC_OK) {
-        ptc_layout_destroy(ls); /* e.g. a layers= map a model cannot take */
-        return;
-    }
-    int ws = ptc_config_world(&cs), wt = ptc_config_world(&ct);
+    size_t nt = ptc_layout_count(ls);
+    int ws = ptc_layout_world(ls), wt = ptc_layout_world(lt);
     hostmap hm;
     random_hosts(&hm, ws, wt);
     ptc_plan_options o = {.hosts = hm.hosts, .src_host = hm.src, .dst_host = hm.dst,
@@ -350,7 +348,7 @@ static void check_case(const model *m, const ptc_rules *rules, const char *from,
     }
     assert_int_equal(nr, np);
     assert_memory_equal(xr, xp, nr * sizeof *xr);
-    for (size_t t = 0; t < m->n; t++)
+    for (size_t t = 0; t < nt; t++)
         for (int k = 0; k < wt; k++)
             assert_int_equal(ref_plan_reused(r, t, k), ptc_plan_reused(p, t, k));
     bool kinds[4] = {false};
@@ -359,7 +357,7 @@ static void check_case(const model *m, const ptc_rules *rules, const char *from,
     for (int k = 0; k < 4; k++)
         seen_kind[k] += kinds[k];
     seen_reused += a.shards_reused > 0;
-    seen_zero += cs.zero && ct.zero;
+    seen_zero += ptc_layout_config(ls)->zero && ptc_layout_config(lt)->zero;
     seen_lower += a.bytes_network_lower_bound > 0;
     /* the figures alone */
     ptc_plan_options fo = o;
@@ -388,9 +386,23 @@ static void check_case(const model *m, const ptc_rules *rules, const char *from,
     ref_plan_destroy(r);
     free(hm.src);
     free(hm.dst);
+    cases_run++;
+}
+
+static void check_case(const model *m, const ptc_rules *rules, const char *from, const char *to)
+{
+    ptc_config cs, ct;
+    assert_int_equal(ptc_config_parse(&cs, from), PTC_OK);
+    assert_int_equal(ptc_config_parse(&ct, to), PTC_OK);
+    ptc_layout *ls = NULL, *lt = NULL;
+    if (ptc_layout_create(&ls, m->t, m->n, rules, &cs) != PTC_OK ||
+        ptc_layout_create(&lt, m->t, m->n, rules, &ct) != PTC_OK) {
+        ptc_layout_destroy(ls); /* e.g. a layers= map a model cannot take */
+        return;
+    }
+    check_layouts(ls, lt, from, to);
     ptc_layout_destroy(ls);
     ptc_layout_destroy(lt);
-    cases_run++;
 }
 
 static void test_random_cases(void **st)
@@ -424,10 +436,243 @@ static void test_random_cases(void **st)
                   seen_kind[3], seen_reused, seen_zero, seen_proc);
 }
 
+/* ---- explicit layouts ------------------------------------------------------------ */
+
+typedef struct xlist {
+    ptc_layout_explicit_shard *e;
+    size_t *pc0;          /* first piece of each entry in pc (pc moves as it grows) */
+    size_t n, cap, cap0;
+    ptc_piece *pc;
+    size_t npc, cappc;
+} xlist;
+
+static ptc_layout_explicit_shard *x_add(xlist *x, size_t t, int rank, int ndim,
+                                        const int64_t *shape)
+{
+    assert_int_equal(ptc_grow((void **)&x->e, &x->cap, x->n + 1, sizeof *x->e), PTC_OK);
+    assert_int_equal(ptc_grow((void **)&x->pc0, &x->cap0, x->n + 1, sizeof *x->pc0), PTC_OK);
+    ptc_layout_explicit_shard *e = &x->e[x->n];
+    memset(e, 0, sizeof *e);
+    e->tensor = t;
+    e->rank = rank;
+    e->ndim = ndim;
+    memcpy(e->shape, shape, sizeof *shape * (size_t)ndim);
+    x->pc0[x->n++] = x->npc;
+    return e;
+}
+
+static void x_piece(xlist *x, const ptc_piece *p)
+{
+    assert_int_equal(ptc_grow((void **)&x->pc, &x->cappc, x->npc + 1, sizeof *x->pc), PTC_OK);
+    x->pc[x->npc++] = *p;
+    x->e[x->n - 1].npieces++;
+}
+
+static ptc_layout *x_make(xlist *x, const ptc_tensor_info *ti, size_t nt, int world)
+{
+    for (size_t i = 0; i < x->n; i++)
+        x->e[i].pieces = x->pc + x->pc0[i];
+    ptc_layout *l = NULL;
+    if (ptc_layout_create_explicit(&l, ti, nt, world, x->e, x->n) != PTC_OK)
+        fail_msg("explicit layout: %s", ptc_last_error());
+    free(x->e);
+    free(x->pc0);
+    free(x->pc);
+    memset(x, 0, sizeof *x);
+    return l;
+}
+
+/* The explicit layout holding every shard of @p l as it is. */
+static ptc_layout *explicit_copy(const ptc_layout *l)
+{
+    xlist x = {0};
+    size_t nt = ptc_layout_count(l);
+    ptc_tensor_info *ti = calloc(nt + 1, sizeof *ti);
+    for (size_t t = 0; t < nt; t++) {
+        ti[t] = *ptc_layout_tensor(l, t);
+        for (int r = 0; r < ptc_layout_world(l); r++) {
+            ptc_shard sh;
+            ptc_piece pc[64];
+            size_t np;
+            assert_int_equal(ptc_layout_shard(l, t, r, &sh), PTC_OK);
+            if (!sh.present)
+                continue;
+            assert_int_equal(ptc_layout_pieces(l, t, r, pc, 64, &np), PTC_OK);
+            x_add(&x, t, r, sh.ndim, sh.shape);
+            for (size_t k = 0; k < np; k++)
+                x_piece(&x, &pc[k]);
+        }
+    }
+    ptc_layout *out = x_make(&x, ti, nt, ptc_layout_world(l));
+    free(ti);
+    return out;
+}
+
+/* Tensor t cut into a grid of cells (1 to 3 runs per dimension, some
+ * empty), dealt to groups; each rank holds a group's cells in a random
+ * order (one 1-D local tensor, or the cell's own shape) or, now and then,
+ * nothing. With @p cover every group with cells has a rank. */
+static void random_tensor(xlist *x, size_t t, const ptc_tensor_info *ti, int world, bool cover)
+{
+    int nd = ti->ndim;
+    int64_t cut[PTC_MAX_DIMS][4];
+    int ncut[PTC_MAX_DIMS];
+    size_t ncell = 1;
+    for (int d = 0; d < nd; d++) {
+        ncut[d] = 1 + (int)rnd(3);
+        cut[d][0] = 0;
+        cut[d][ncut[d]] = ti->shape[d];
+        for (int k = 1; k < ncut[d]; k++)
+            cut[d][k] = rnd((uint32_t)ti->shape[d] + 1);
+        for (int k = 1; k < ncut[d]; k++) /* sorted */
+            for (int j = k; j > 1 && cut[d][j] < cut[d][j - 1]; j--) {
+                int64_t v = cut[d][j];
+                cut[d][j] = cut[d][j - 1];
+                cut[d][j - 1] = v;
+            }
+        ncell *= (size_t)ncut[d];
+    }
+    int ngroups = 1 + (int)rnd((uint32_t)world);
+    int cell_group[64];
+    for (size_t c = 0; c < ncell; c++)
+        cell_group[c] = (int)rnd((uint32_t)ngroups);
+    int group_of[16];
+    for (int r = 0; r < world; r++) {
+        group_of[r] = r < ngroups ? r : (int)rnd((uint32_t)ngroups);
+        if (rnd(5) == 0 && (!cover || r >= ngroups))
+            group_of[r] = -1; /* lacks the tensor */
+    }
+    for (int r = 0; r < world; r++) {
+        int g = group_of[r];
+        if (g < 0)
+            continue;
+        /* the group's cells in an order fixed by the group (replicas equal) */
+        uint64_t saved = rng;
+        rng = 0x51ed270b27a1ull * (uint64_t)(g + 1) + t;
+        size_t order[64], n = 0;
+        for (size_t c = 0; c < ncell; c++)
+            if (cell_group[c] == g)
+                order[n++] = c;
+        for (size_t k = n; k > 1; k--) {
+            size_t j = rnd((uint32_t)k), v = order[k - 1];
+            order[k - 1] = order[j];
+            order[j] = v;
+        }
+        bool flat = n != 1 || rnd(2);
+        rng = saved;
+        ptc_piece pc[64];
+        int64_t vol = 0;
+        for (size_t k = 0; k < n; k++) {
+            size_t c = order[k];
+            memset(&pc[k], 0, sizeof pc[k]);
+            pc[k].box.ndim = nd;
+            for (int d = nd - 1; d >= 0; d--) {
+                int i = (int)(c % (size_t)ncut[d]);
+                c /= (size_t)ncut[d];
+                pc[k].box.lo[d] = cut[d][i];
+                pc[k].box.hi[d] = cut[d][i + 1];
+            }
+            int64_t ext[PTC_MAX_DIMS];
+            for (int d = 0; d < nd; d++)
+                ext[d] = pc[k].box.hi[d] - pc[k].box.lo[d];
+            ptc_strides_row_major(nd, ext, pc[k].local_stride);
+            pc[k].local_offset = vol;
+            vol += ptc_box_volume(&pc[k].box);
+        }
+        if (flat) {
+            x_add(x, t, r, 1, &vol);
+        } else {
+            int64_t ext[PTC_MAX_DIMS];
+            for (int d = 0; d < nd; d++)
+                ext[d] = pc[0].box.hi[d] - pc[0].box.lo[d];
+            x_add(x, t, r, nd, ext);
+        }
+        for (size_t k = 0; k < n; k++)
+            x_piece(x, &pc[k]);
+    }
+}
+
+static ptc_layout *random_explicit(const model *m, bool cover)
+{
+    xlist x = {0};
+    int world = 1 + (int)rnd(8);
+    for (size_t t = 0; t < m->n; t++)
+        random_tensor(&x, t, &m->t[t], world, cover);
+    return x_make(&x, m->t, m->n, world);
+}
+
+/* Explicit sources and targets: the explicit copy of a configuration's
+ * layout plans exactly as the layout itself, and random explicit layouts
+ * (replicas, ranks lacking tensors, strided local tensors, empty cells)
+ * plan as the reference does. */
+static void test_random_explicit(void **st)
+{
+    (void)st;
+    ptc_rules *rules;
+    assert_int_equal(ptc_rules_parse(&rules, rules_text, strlen(rules_text), "test"), PTC_OK);
+    const char *env = getenv("PTC_PLAN_EQUIV_CASES");
+    int want = env ? atoi(env) / 2 : 200, run = 0, copies = 0;
+    cases_run = 0;
+    memset(seen_kind, 0, sizeof seen_kind);
+    while (run < want) {
+        model m;
+        random_model(&m);
+        char a[96], b[96];
+        random_config(&m, a, sizeof a);
+        random_config(&m, b, sizeof b);
+        ptc_config cs, ct;
+        assert_int_equal(ptc_config_parse(&cs, a), PTC_OK);
+        assert_int_equal(ptc_config_parse(&ct, b), PTC_OK);
+        ptc_layout *ls = NULL, *lt = NULL;
+        if (ptc_layout_create(&ls, m.t, m.n, rules, &cs) != PTC_OK ||
+            ptc_layout_create(&lt, m.t, m.n, rules, &ct) != PTC_OK) {
+            ptc_layout_destroy(ls);
+            continue;
+        }
+        int mode = (int)rnd(5);
+        ptc_layout *xs = mode == 0 ? explicit_copy(ls)
+                         : mode == 2 || mode == 4 ? random_explicit(&m, true) : NULL;
+        ptc_layout *xt = mode == 1 ? explicit_copy(lt)
+                         : mode == 3 || mode == 4 ? random_explicit(&m, false) : NULL;
+        check_layouts(xs ? xs : ls, xt ? xt : lt, mode == 0 || mode >= 2 ? "explicit" : a,
+                      mode == 1 || mode >= 3 ? "explicit" : b);
+        if (mode <= 1) { /* the copy changes nothing */
+            ptc_plan *p, *q;
+            ptc_plan_stats x, y;
+            assert_int_equal(ptc_plan_create(&p, ls, lt, NULL), PTC_OK);
+            assert_int_equal(ptc_plan_create(&q, xs ? xs : ls, xt ? xt : lt, NULL), PTC_OK);
+            ptc_plan_stats_get(p, &x);
+            ptc_plan_stats_get(q, &y);
+            x.plan_seconds = y.plan_seconds = 0;
+            same_stats(&x, &y);
+            size_t nx, ny;
+            const ptc_transfer *tx = ptc_plan_transfers(p, &nx), *ty = ptc_plan_transfers(q, &ny);
+            assert_int_equal(nx, ny);
+            assert_memory_equal(tx, ty, nx * sizeof *tx);
+            ptc_plan_destroy(p);
+            ptc_plan_destroy(q);
+            copies++;
+        }
+        ptc_layout_destroy(xs);
+        ptc_layout_destroy(xt);
+        ptc_layout_destroy(ls);
+        ptc_layout_destroy(lt);
+        run++;
+    }
+    ptc_rules_destroy(rules);
+    assert_int_equal(cases_run, want);
+    assert_true(copies > want / 5);
+    for (int k = 0; k < 4; k++)
+        assert_true(seen_kind[k] > want / 20);
+    print_message("%d explicit cases (%d copies): LOCAL %d, HOST %d, FANOUT %d, NETWORK %d\n",
+                  cases_run, copies, seen_kind[0], seen_kind[1], seen_kind[2], seen_kind[3]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_cases),
+        cmocka_unit_test(test_random_explicit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
