@@ -402,12 +402,75 @@ static void test_slots_file_while_running(void **state)
     unlink(slots);
 }
 
+/* With a hostfile, its capacity caps the slots: a slots file of 65536
+ * launches on the hosts' 2 + 2 slots; a hostfile over a job's largest world
+ * (or over --max-slots) is refused at the start. */
+static void test_slots_hostfile_capacity(void **state)
+{
+    (void)state;
+    char slots[300], hostfile[300];
+    snprintf(slots, sizeof slots, "%s/slots-cap", dir);
+    snprintf(hostfile, sizeof hostfile, "%s/hosts-cap", dir);
+    FILE *f = fopen(slots, "w");
+    assert_non_null(f);
+    fputs("65536\n", f);
+    fclose(f);
+    f = fopen(hostfile, "w");
+    assert_non_null(f);
+    fputs("node-a slots=2\nnode-b slots=2\n", f);
+    fclose(f);
+    unlink(log_path);
+    seen s = {0};
+    ptc_elastic_opts o;
+    opts_for(&o, &s);
+    o.slots = -1;
+    o.slots_file = slots;
+    o.hostfile = hostfile;
+    o.max_restarts = 0;
+    ptc_elastic *e = NULL;
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_OK);
+    ptc_elastic_result res;
+    assert_int_equal(ptc_elastic_run(e, &res), PTC_E_IO); /* the fake job fails */
+    ptc_elastic_destroy(e);
+    assert_int_equal(s.ev[0].kind, PTC_ELASTIC_START);
+    assert_int_equal(s.ev[0].slots, 4);
+    const char *log = read_log();
+    if (!strstr(log, "-np 4 ") || !strstr(log, "HOST node-a slots=2\nHOST node-b slots=2\n"))
+        fail_msg("not launched on the hostfile's 4 slots; the log:\n%s", log);
+
+    /* a hostfile over the largest world, and one over --max-slots */
+    f = fopen(hostfile, "w");
+    assert_non_null(f);
+    fputs("node-a slots=1048576\nnode-b slots=1048576\n", f);
+    fclose(f);
+    opts_for(&o, &s);
+    o.slots = -1;
+    o.hostfile = hostfile;
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_E_CONFIG);
+    if (!strstr(ptc_last_error(), "hosts-cap gives 2097152 slots, more than a job's most 1048576"))
+        fail_msg("%s", ptc_last_error());
+    f = fopen(hostfile, "w");
+    assert_non_null(f);
+    fputs("node-a slots=8\nnode-b slots=8\n", f);
+    fclose(f);
+    o.max_slots = 12;
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_E_CONFIG);
+    if (!strstr(ptc_last_error(), "hosts-cap gives 16 slots, more than --max-slots 12"))
+        fail_msg("%s", ptc_last_error());
+    o.slots = 12; /* --slots within --max-slots caps the hostfile */
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_OK);
+    ptc_elastic_destroy(e);
+    unlink(slots);
+    unlink(hostfile);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_failures),
         cmocka_unit_test(test_slots_file_refused),
         cmocka_unit_test(test_slots_file_while_running),
+        cmocka_unit_test(test_slots_hostfile_capacity),
         cmocka_unit_test(test_stop_before_launch),
         cmocka_unit_test(test_create_errors),
     };
