@@ -15,7 +15,8 @@
 #    its decision for ever unless they happened to be inside a step);
 # 4. a resume near the last step a job counts (2^63-1): a record at step
 #    2^63-4 runs 2 more steps, and refuses 8 with a clear error, nothing run
-#    or saved (before: exit 0 having done nothing); a --resize step past
+#    or saved (before: exit 0 having done nothing); one more step saves at
+#    2^63-1, from which a resume is refused the same way; a --resize step past
 #    2^63-1 is refused (before: taken as 2^63-1).
 . "$(dirname "$0")/lib_mpi.sh"
 M=mlp:layers=4,hidden=8,vocab=16,tokens=4
@@ -126,10 +127,20 @@ grep -qx 'ptc: error: version 2 was saved after step 9223372036854775804: 8 more
 [ "$(awk '/^step /{print $2}' "$TMP/last2.out" | tr '\n' ' ')" = "9223372036854775804 9223372036854775805 " ] ||
     { cat "$TMP/last2.out"; fail "the last steps: not steps 2^63-4 and 2^63-3"; }
 grep -qx 'saved version 3 (step 9223372036854775806)' "$TMP/last2.out" || { cat "$TMP/last2.out"; fail "not saved at step 2^63-2"; }
+"$PTC" train "${last[@]}" --steps 1 --resume > "$TMP/last3.out"
+grep -qx 'saved version 4 (step 9223372036854775807)' "$TMP/last3.out" || { cat "$TMP/last3.out"; fail "not saved at step 2^63-1"; }
+# a record at the last step a job counts: nothing more to run (before: exit 0 having done nothing)
+set +e
+"$PTC" train "${last[@]}" --steps 1 --resume > "$TMP/end.out" 2> "$TMP/end.err"
+rc=$?
+set -e
+[ $rc = 1 ] && grep -qx "ptc: error: version 4 was saved after step 9223372036854775807: 1 more steps would pass step 9223372036854775807, the last a job counts" "$TMP/end.err" ||
+    { cat "$TMP/end.out" "$TMP/end.err"; fail "a resume from step 2^63-1: exit $rc (want 1 and the last step)"; }
+! grep -q '^step ' "$TMP/end.out" || fail "a resume from step 2^63-1 ran steps"
 set +e
 "$PTC" train "${last[@]}" --steps 1 --resize 18446744073709551616:dp=1 > /dev/null 2> "$TMP/rs.err"
 rc=$?
 set -e
 [ $rc = 2 ] && grep -qx 'ptc: error: --resize: step 18446744073709551616 is out of range (1..9223372036854775807)' "$TMP/rs.err" ||
     { cat "$TMP/rs.err"; fail "--resize 2^64: exit $rc, want 2 and the range"; }
-echo "ok: resume at step 2^63-4: 2 steps run, 8 refused (nothing run or saved); --resize 2^64 refused"
+echo "ok: resume at step 2^63-4: 2 steps run, 8 refused (nothing run or saved); saved at 2^63-1, a resume from it refused; --resize 2^64 refused"
