@@ -7,10 +7,10 @@
 # the rounding bound, every parameter within 2 sum K_t lr — while a run with
 # another learning rate fails the optimizer check and one with another
 # global batch fails the gradient check. Skipped (77) without numpy.
-. "$(dirname "$0")/lib_mpi.sh"
+. "$(dirname "$0")/lib_mpi.sh" || exit 1
 here=$(cd "$(dirname "$0")/../gpu" && pwd)
 PTC_SRC=${PTC_SRC:-$(cd "$here/../.." && pwd)}
-. "$here/lib_gpu.sh"
+. "$here/lib_gpu.sh" || exit 1
 py=$(numpy_python)
 [ -n "$py" ] || skip "no Python with numpy (scripts/deps.sh makes one)"
 M=mlp:layers=2,hidden=64,vocab=256,tokens=16
