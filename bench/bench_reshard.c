@@ -318,7 +318,8 @@ int main(int argc, char **argv)
         ptc_store_close(s);
         double o5[5];
         ptc_round(sdir, &ct, threads, o5);
-        printf("round %d: cp + fsync %.3f s, naive %.3f s, ptc %.3f s\n", round + 1, tc, tn, o5[0]);
+        printf("round %d: cp + fsync %.3f s, naive %.3f s, ptc %.3f s\n", round + 1, tc, tn,
+               o5[0]);
         if (o5[0] < t_ptc)
             t_ptc = o5[0];
         if (o5[1] > out[1])

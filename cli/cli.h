@@ -100,6 +100,10 @@ typedef struct ptc_cli_compress {
      .bad = (msg)}
 #define PTC_CLI_OPT_DOUBLE(n, p, l, msg)                                                     \
     {.name = (n), .kind = PTC_CLI_DOUBLE, .dest = (double *){p}, .lo = (l), .bad = (msg)}
+/* ... at most h (a whole number) */
+#define PTC_CLI_OPT_DOUBLE_MAX(n, p, l, h, msg)                                              \
+    {.name = (n), .kind = PTC_CLI_DOUBLE, .dest = (double *){p}, .lo = (l), .hi = (h),       \
+     .bad = (msg)}
 #define PTC_CLI_OPT_POSITIVE(n, p, h, msg)                                                   \
     {.name = (n), .kind = PTC_CLI_POSITIVE, .dest = (double *){p}, .hi = (h), .bad = (msg)}
 #define PTC_CLI_OPT_CALL(n, fn, p) {.name = (n), .kind = PTC_CLI_CALL, .dest = (p), .call = (fn)}

@@ -223,8 +223,8 @@ static int parse_args(int argc, char **argv, suggest_args *a)
         PTC_CLI_OPT_FLAG("exhaustive", &a->so.exhaustive),
         PTC_CLI_OPT_JSON(&a->json),
         PTC_CLI_OPT_STR("from", &from),
-        {.name = "amortize", .kind = PTC_CLI_DOUBLE, .dest = &a->amortize, .lo = 1,
-         .hi = UNIT_MAX, .bad = "--amortize: expected a number of steps >= 1, got '%s'"},
+        PTC_CLI_OPT_DOUBLE_MAX("amortize", &a->amortize, 1, UNIT_MAX,
+                               "--amortize: expected a number of steps >= 1, got '%s'"),
         PTC_CLI_OPT_END};
     int ret = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_suggest_help, 0, NULL);
     if (ret != PTC_CLI_CONTINUE)
