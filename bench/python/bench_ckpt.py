@@ -15,7 +15,8 @@ Phases (each a fresh set of rank processes, so every figure is that phase's):
          the page cache with posix_fadvise DONTNEED first) and warm (read
          again at once)
 Figures: wall time (slowest rank, between barriers), RSS per rank before
-the call and its peak (getrusage) when the call returns (before any check),
+the call and its peak (VmHWM, reset right before the call, so that the construction
+of the state does not count) when the call returns (before any check),
 and that peak above the rank's own tensors (for a load, whose destination
 pages are faulted in by the call, above before + the destination bytes),
 bytes on disk, bytes each rank received; every loaded element
@@ -118,7 +119,23 @@ def rss_now():
 
 
 def peak_rss():
+    """The peak RSS since the last reset_peak() (VmHWM), else of the process."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def reset_peak():
+    """Start the peak RSS again from the current RSS (Linux >= 4.0), so that the
+    memory of the state's construction, freed before the call, is not taken
+    for the call's."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 
 
 def drop_cache(path):
@@ -212,6 +229,8 @@ def copy_bound(states):
 def timed(dist, res, fn):
     """@p fn between barriers: its time on this rank and the slowest's window."""
     dist.barrier()
+    reset_peak()
+    res["rss_before"] = rss_now()
     res["t_start_epoch"] = time.time()
     t0 = time.perf_counter()
     out = fn()
@@ -230,13 +249,16 @@ def warm_wall(dist, fn):
 
 
 def async_phase(dist, res, save, wait, bump, states):
-    """One untimed async save and its wait, then the timed one: the stall
-    (the call), the time until its commit is durable (the wait's return),
-    and the snapshot copy alone. rss_before stays the RSS before the first
-    (the snapshot memory counts in the peak)."""
+    """The snapshot copy alone (its buffer freed before the saves), then one
+    untimed async save and its wait, then the timed one: the stall (the
+    call), the time until its commit is durable (the wait's return).
+    rss_before is the RSS before the first save (the snapshot memory counts
+    in the peak)."""
+    res["copy_s"] = copy_bound(states)
+    reset_peak()
+    res["rss_before"] = rss_now()
     wait(save(0))
     bump()                               # the next step's values: nothing to reuse
-    res["copy_s"] = copy_bound(states)
     dist.barrier()
     res["t_start_epoch"] = time.time()
     t0 = time.perf_counter()
