@@ -24,12 +24,15 @@
 #define INFO_HEAD 40
 
 typedef struct hview {
+    size_t nprocs;
     int nhosts;
     int host;               /* this process's */
     bool lead;              /* the lowest process of its host */
     int *host_of;           /* per process */
     ptc_ckpt_host_state *st; /* per host: its leader's journal */
-    uint8_t *local;         /* world bytes: the ranks of this host's processes */
+    uint8_t *local;         /* world bytes: the ranks whose shards this host stores */
+    int *ranks;             /* every process's ranks, process p's at [roff[p], roff[p + 1]) */
+    size_t *roff;
 } hview;
 
 static void hview_free(hview *v)
@@ -37,6 +40,8 @@ static void hview_free(hview *v)
     ptc_free(v->host_of);
     ptc_free(v->st);
     ptc_free(v->local);
+    ptc_free(v->ranks);
+    ptc_free(v->roff);
     memset(v, 0, sizeof *v);
 }
 
@@ -142,14 +147,35 @@ static int info_encode(int host, const ptc_ckpt_host_state *st, const int *ranks
     return PTC_OK;
 }
 
+/* Mark in v->local the ranks whose shards this host stores: its own and,
+ * with @p replicas copies, those of the hosts whose copies it holds. */
+static void view_mark(hview *v, int replicas, int world)
+{
+    memset(v->local, 0, (size_t)world);
+    for (size_t p = 0; p < v->nprocs; p++) {
+        int back = (v->host - v->host_of[p] + v->nhosts) % v->nhosts; /* its host + back */
+        if (back > replicas)
+            continue;
+        for (size_t i = v->roff[p]; i < v->roff[p + 1]; i++)
+            if (v->ranks[i] >= 0 && v->ranks[i] < world)
+                v->local[v->ranks[i]] = 1;
+    }
+}
+
 /* Every process's info into @p v (the same outcome on every process). */
 static int view_build(const ptc_transport *t, int host, const uint8_t *all, const size_t *lens,
                       int world, hview *v)
 {
     int size = t->size;
+    v->nprocs = (size_t)size;
+    size_t total = 0;
+    for (int p = 0; p < size; p++)
+        total += lens[p];
     if (!(v->host_of = ptc_calloc((size_t)size, sizeof *v->host_of)) ||
         !(v->st = ptc_calloc((size_t)size, sizeof *v->st)) ||
-        !(v->local = ptc_calloc((size_t)world + 1, 1)))
+        !(v->local = ptc_calloc((size_t)world + 1, 1)) ||
+        !(v->ranks = ptc_calloc(total / 4 + 1, sizeof *v->ranks)) ||
+        !(v->roff = ptc_calloc((size_t)size + 1, sizeof *v->roff)))
         return PTC_E_NOMEM;
     int *lead = ptc_malloc(sizeof *lead * (size_t)size);
     if (!lead)
@@ -176,11 +202,9 @@ static int view_build(const ptc_transport *t, int host, const uint8_t *all, cons
                                              .prepared = get_u64(m + 24),
                                              .prepared_local = get_u64(m + 32)};
         }
-        for (uint32_t i = 0; (int)h == host && i < nr; i++) {
-            uint32_t r = get_u32(m + INFO_HEAD + 4 * i);
-            if (r < (uint32_t)world)
-                v->local[r] = 1;
-        }
+        v->roff[p + 1] = v->roff[p] + nr;
+        for (uint32_t i = 0; i < nr; i++)
+            v->ranks[v->roff[p] + i] = (int)get_u32(m + INFO_HEAD + 4 * i);
     }
     for (int h = 0; h < v->nhosts && rc == PTC_OK; h++)
         if (lead[h] < 0)
@@ -189,6 +213,8 @@ static int view_build(const ptc_transport *t, int host, const uint8_t *all, cons
     if (rc == PTC_OK)
         v->lead = lead[host] == t->rank;
     ptc_free(lead);
+    if (rc == PTC_OK)
+        view_mark(v, 0, world);
     return rc;
 }
 
@@ -359,7 +385,153 @@ typedef struct hsave {
     uint64_t version; /* across hosts */
     uint64_t local, parent; /* of this host's part */
     bool at_vote;           /* every process wrote: the hosts vote */
+    /* what this process writes: its ranks, then the ranks whose copies it
+     * received (replicas), with the buffer table (wranks x ntensors) */
+    int *wranks;
+    size_t nw;
+    const void **wbufs;
+    uint8_t *copies; /* the received bytes */
 } hsave;
+
+/* The message list of the replica exchange. */
+typedef struct msgs {
+    size_t n, cap;
+    int *peer;
+    void **buf;
+    size_t *len;
+} msgs;
+
+static int msgs_add(msgs *m, int peer, void *buf, size_t len)
+{
+    if (m->n == m->cap) {
+        size_t nc = m->cap ? 2 * m->cap : 16;
+        int *p = ptc_realloc(m->peer, nc * sizeof *p);
+        if (p)
+            m->peer = p;
+        void **b = p ? ptc_realloc(m->buf, nc * sizeof *b) : NULL;
+        if (b)
+            m->buf = b;
+        size_t *l = b ? ptc_realloc(m->len, nc * sizeof *l) : NULL;
+        if (!l)
+            return PTC_E_NOMEM;
+        m->len = l;
+        m->cap = nc;
+    }
+    m->peer[m->n] = peer;
+    m->buf[m->n] = buf;
+    m->len[m->n++] = len;
+    return PTC_OK;
+}
+
+static void msgs_free(msgs *m)
+{
+    ptc_free(m->peer);
+    ptc_free(m->buf);
+    ptc_free(m->len);
+}
+
+/* The @p i-th process (in process order) of host @p h, counting modulo
+ * the host's processes. */
+static int proc_of(const hview *v, int h, size_t i)
+{
+    size_t n = 0;
+    for (size_t p = 0; p < v->nprocs; p++)
+        n += v->host_of[p] == h;
+    i %= n;
+    for (size_t p = 0; p < v->nprocs; p++)
+        if (v->host_of[p] == h && i-- == 0)
+            return (int)p;
+    return -1;
+}
+
+/* Process @p p's index among its host's processes. */
+static size_t index_in_host(const hview *v, int p)
+{
+    size_t i = 0;
+    for (int q = 0; q < p; q++)
+        i += v->host_of[q] == v->host_of[p];
+    return i;
+}
+
+/* This process's messages of the replica exchange, and what it will write:
+ * the i-th process of host h sends its ranks' buffers to the (i mod n)-th
+ * of each of hosts h+1..h+K (n: that host's processes), which writes them
+ * as its own. Both sides size each buffer from the layout. */
+static int plan_copies(hsave *c, msgs *out, msgs *in)
+{
+    const hview *v = &c->v;
+    int me = c->t->rank, H = v->nhosts;
+    size_t nt = ptc_layout_count(c->l), mine = index_in_host(v, me), nin = 0, bytes_in = 0;
+    for (int k = 1; k <= c->replicas; k++) {
+        int q = proc_of(v, (v->host + k) % H, mine);
+        for (size_t a = 0; a < c->nranks; a++)
+            for (size_t t = 0; t < nt; t++) {
+                size_t b;
+                PTC_TRY(ptc_ckpt_local_bytes(c->l, t, c->ranks[a], &b));
+                if (b && !c->bufs[a * nt + t])
+                    return ptc_error_set(PTC_E_INVAL, "checkpoint: no buffer for tensor "
+                                         "'%.200s' on rank %d (%zu bytes)",
+                                         ptc_layout_tensor(c->l, t)->name, c->ranks[a], b);
+                if (b)
+                    PTC_TRY(msgs_add(out, q, (void *)c->bufs[a * nt + t], b));
+            }
+    }
+    /* the sources: every process p of hosts h-1..h-K whose receiver here is me */
+    for (int pass = 0; pass < 2; pass++) {
+        c->nw = c->nranks;
+        for (size_t p = 0; p < v->nprocs; p++) {
+            int back = (v->host - v->host_of[p] + H) % H;
+            if (back < 1 || back > c->replicas || proc_of(v, v->host, index_in_host(v, (int)p)) != me)
+                continue;
+            for (size_t i = v->roff[p]; i < v->roff[p + 1]; i++) {
+                if (pass == 1)
+                    c->wranks[c->nw] = v->ranks[i];
+                for (size_t t = 0; t < nt; t++) {
+                    size_t b;
+                    PTC_TRY(ptc_ckpt_local_bytes(c->l, t, v->ranks[i], &b));
+                    if (pass == 0) {
+                        bytes_in += b;
+                    } else if (b) {
+                        void *at = c->copies + nin;
+                        c->wbufs[c->nw * nt + t] = at;
+                        nin += b;
+                        PTC_TRY(msgs_add(in, (int)p, at, b));
+                    }
+                }
+                c->nw++;
+            }
+        }
+        if (pass == 1)
+            break;
+        if (!(c->wranks = ptc_calloc(c->nw + 1, sizeof *c->wranks)) ||
+            !(c->wbufs = ptc_calloc(c->nw * nt + 1, sizeof *c->wbufs)) ||
+            !(c->copies = ptc_malloc(bytes_in + 1)))
+            return PTC_E_NOMEM;
+        for (size_t a = 0; a < c->nranks; a++) {
+            c->wranks[a] = c->ranks[a];
+            for (size_t t = 0; t < nt; t++)
+                c->wbufs[a * nt + t] = c->bufs[a * nt + t];
+        }
+    }
+    return PTC_OK;
+}
+
+/* The replica exchange (collective): afterwards this process holds the
+ * copies it writes. */
+static int copy_replicas(hsave *c)
+{
+    static const char what[] = "checkpoint save";
+    msgs out = {0}, in = {0};
+    int rc = plan_copies(c, &out, &in);
+    if ((rc = ptc_transport_agree(c->t, rc, what)) == PTC_OK) {
+        rc = ptc_transport_exchange(c->t, out.n, out.peer, (const void *const *)out.buf, out.len,
+                                    in.n, in.peer, in.buf, in.len);
+        rc = ptc_transport_agree(c->t, rc, what);
+    }
+    msgs_free(&out);
+    msgs_free(&in);
+    return rc;
+}
 
 /* Leader: its host's descriptors (of the gathered ones) committed as a
  * version of its store, then recorded as prepared. */
@@ -421,7 +593,7 @@ static int write_and_prepare(hsave *c, ptc_ckpt_txn *txn, int rc, bool *prepared
     size_t dlen = 0, *lens = NULL;
     *prepared = false;
     if (rc == PTC_OK)
-        rc = ptc_ckpt_write_part(c->s, c->local, c->parent, c->l, c->ranks, c->nranks, c->bufs,
+        rc = ptc_ckpt_write_part(c->s, c->local, c->parent, c->l, c->wranks, c->nw, c->wbufs,
                                  c->opts, c->v.local, &desc, &dlen);
     if (rc == PTC_OK && ptc_fault_crash_hit("hosts.written")) {
         crashed = true;
@@ -554,8 +726,9 @@ int ptc_ckpt_hosts_save_over(const ptc_transport *t, int host, ptc_store *s,
         rc = ptc_ckpt_hosts_replica_hosts(0, c.v.nhosts, c.replicas, dummy);
         goto out_free; /* alike on every process */
     }
+    view_mark(&c.v, c.replicas, world);
     uint64_t d;
-    if ((rc = resolve(t, s, &c.v, what, &d)) < 0)
+    if ((rc = resolve(t, s, &c.v, what, &d)) < 0 || (rc = copy_replicas(&c)) < 0)
         goto out_free;
     c.version = d + 1;
     ptc_ckpt_txn *txn = NULL;
@@ -572,6 +745,9 @@ int ptc_ckpt_hosts_save_over(const ptc_transport *t, int host, ptc_store *s,
 out_free:
     crashed = false;
     hview_free(&c.v);
+    ptc_free(c.wranks);
+    ptc_free(c.wbufs);
+    ptc_free(c.copies);
     return rc;
 }
 

@@ -582,13 +582,94 @@ static void test_lost_host(void **state)
     }
 }
 
+/* ---- replicas ----------------------------------------------------------------------- */
+
+/* Rank @p r loads version @p version from host @p h's store alone and equals
+ * data @p seed — or, where @p present is false, the store lacks its shards. */
+static void check_rank_on(job *j, int h, int r, uint64_t version, uint32_t seed, bool present)
+{
+    uint8_t *want[2], *got[2];
+    fill(j->l, r, seed, want);
+    fill(j->l, r, seed + 1000, got);
+    uint64_t local, loaded;
+    assert_int_equal(ptc_ckpt_hosts_local_version(j->s[h], version, &local), PTC_OK);
+    ptc_ckpt_options o;
+    ptc_ckpt_options_init(&o);
+    o.threads = 1;
+    int rc = ptc_ckpt_load_local(j->s[h], local, j->l, &r, 1, (void *const *)got, &o, NULL,
+                                 &loaded);
+    if (present && rc != PTC_OK)
+        fail_msg("rank %d on host %d: %s", r, h, ptc_last_error());
+    if (!present && rc == PTC_OK)
+        fail_msg("rank %d on host %d: loaded, but the host holds no copy", r, h);
+    for (size_t t = 0; present && t < 2; t++) {
+        size_t bytes;
+        assert_int_equal(ptc_ckpt_local_bytes(j->l, t, r, &bytes), PTC_OK);
+        if (bytes && memcmp(want[t], got[t], bytes))
+            fail_msg("rank %d on host %d: tensor %zu differs", r, h, t);
+    }
+    for (size_t t = 0; t < 2; t++) {
+        free(want[t]);
+        free(got[t]);
+    }
+}
+
+static void test_replicas(void **state)
+{
+    (void)state;
+    job j;
+    proc ps[MAXP];
+    /* three hosts, tp=3: host h holds rank h, and rank h-1's copy with one replica */
+    job_open(&j, 3, 3, "tp=3");
+    j.replicas = 3;
+    j.seed = 1;
+    run(ps, 3, save_body, &j, NULL);
+    for (int p = 0; p < 3; p++) {
+        assert_int_equal(ps[p].rc, PTC_E_INVAL);
+        assert_string_equal(ps[p].msg, "--replicas 3 needs more than 3 hosts (there are 3): a "
+                                       "host never holds a copy of its own shards");
+    }
+    j.replicas = 1;
+    save_ok(&j, 1, 1);
+    save_ok(&j, 2, 2);
+    for (int h = 0; h < 3; h++) {
+        ptc_ckpt_host_state st;
+        assert_int_equal(ptc_ckpt_host_state_read(j.s[h], &st), PTC_OK);
+        assert_int_equal(st.replicas, 1);
+        for (int r = 0; r < 3; r++)
+            check_rank_on(&j, h, r, 2, 2, r == h || r == (h + 2) % 3);
+    }
+    /* a host lost with its store: every rank still has a copy on a survivor */
+    job_lose_store(&j, 1);
+    check_rank_on(&j, 0, 0, 2, 2, true);
+    check_rank_on(&j, 2, 1, 2, 2, true);
+    check_rank_on(&j, 2, 2, 2, 2, true);
+    job_close(&j);
+    /* two replicas of three hosts: every host holds everything */
+    job_open(&j, 3, 3, "tp=3");
+    j.replicas = 2;
+    save_ok(&j, 4, 1);
+    for (int h = 0; h < 3; h++)
+        for (int r = 0; r < 3; r++)
+            check_rank_on(&j, h, r, 1, 4, true);
+    job_close(&j);
+    /* two hosts of two processes, tp=4: host 1 holds ranks 0-3 */
+    job_open(&j, 4, 2, "tp=4");
+    j.replicas = 1;
+    save_ok(&j, 5, 1);
+    for (int h = 0; h < 2; h++)
+        for (int r = 0; r < 4; r++)
+            check_rank_on(&j, h, r, 1, 5, true);
+    job_close(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replica_rule),   cmocka_unit_test(test_journal_codec),
         cmocka_unit_test(test_save_clean),     cmocka_unit_test(test_save_failures),
         cmocka_unit_test(test_crash_points),   cmocka_unit_test(test_crash_in_abort),
-        cmocka_unit_test(test_lost_host),
+        cmocka_unit_test(test_lost_host),      cmocka_unit_test(test_replicas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
