@@ -244,9 +244,13 @@ static int run_begin(run *r)
     rc = train_seg_open(r->g, &r->jo, s0, r->store, r->world, r->wrank, state, rc);
     if (rc == PTC_OK && o->resume) {
         double t0 = MPI_Wtime();
-        rc = train_state_load(r->store, from, r->g, r->world);
+        ptc_plan_stats moved;
+        memset(&moved, 0, sizeof moved);
+        rc = train_state_load(o, r->store, from, r->g, r->world, &moved);
         r->res->resumed_from = from;
         r->res->load_seconds = MPI_Wtime() - t0;
+        r->res->load_bytes_network = moved.bytes_network;
+        r->res->load_bytes_network_lower_bound = moved.bytes_network_lower_bound;
     }
     r->res->first_step = r->first;
     r->k = r->first;
