@@ -17,7 +17,8 @@ const char ptc_cmd_train_help[] =
     "         --microbatches M --steps S [--chunks V] [--k K]\n"
     "         [--model mlp:layers=L,hidden=H,vocab=V[,tokens=N]] [--seed X]\n"
     "         [--data synthetic|tokens:FILE|dataset:NAME|mount:MNT/datasets/NAME]\n"
-    "         [--store DIR [--save-every N] [--resume [--version V]] [--replicas K]]\n"
+    "         [--store DIR [--save-every N] [--resume [--version V]]\n"
+    "          [--replicas K [--persist DIR [--persist-every N]] [--keep-local M]]]\n"
     "         [--resize STEP:CFG[,STEP:CFG...]] [--control FILE]\n"
     "         [--device cpu|cuda] [--lr LR]\n"
     "         [--timeout SEC] [--fake-compute [--unit-ms U] [--cost-f F]\n"
@@ -70,6 +71,11 @@ const char ptc_cmd_train_help[] =
     "               on hosts h+1..h+K mod H; K < H; 0: no copies); a version is\n"
     "               committed on every host or none; --resume takes what a host\n"
     "               lacks from the others over MPI (docs/checkpoint.md)\n"
+    "  --persist DIR  with --replicas: also save every N-th version (--persist-every,\n"
+    "               default 1) into DIR, one store every host reaches (a shared or\n"
+    "               persistent filesystem), as an ordinary store\n"
+    "  --keep-local M  with --replicas: each host keeps the newest M versions\n"
+    "               (default 0: all)\n"
     "  --device     cpu (default) or cuda: the model on GPU local-rank mod count,\n"
     "               boundary tensors over NCCL (needs a CUDA+NCCL build and a GPU);\n"
     "               tp=1, zero=0; saves, resumes and resizes through the model's\n"
@@ -261,11 +267,16 @@ static int parse_args(int argc, char **argv, cli_train *ct)
         PTC_CLI_OPT_CALL("lr", opt_lr, &o->model.lr),
         PTC_CLI_OPT_CALL("debug-drop-send", opt_drop, &o->testing_drop_send),
         PTC_CLI_OPT_STR("store", &o->store),
+        PTC_CLI_OPT_STR("persist", &o->persist),
         PTC_CLI_OPT_INT("save-every", &o->save_every, 0, 1 << 30,
                         "--save-every: expected a number of steps >= 0"),
         PTC_CLI_OPT_FLAG("resume", &o->resume),
         PTC_CLI_OPT_INT("replicas", &o->replicas, 0, 1 << 20,
                         "--replicas: expected a number of copies >= 0"),
+        PTC_CLI_OPT_INT("persist-every", &o->persist_every, 1, 1 << 30,
+                        "--persist-every: expected a number of versions >= 1"),
+        PTC_CLI_OPT_INT("keep-local", &o->keep_local, 0, 1 << 30,
+                        "--keep-local: expected a number of versions >= 0"),
         {.name = "version", .kind = PTC_CLI_VERSION, .dest = &o->resume_version,
          .bad = "--version: expected a version number >= 1"},
         PTC_CLI_OPT_CALL("resize", opt_resize, ct),

@@ -18,6 +18,7 @@ typedef struct run {
     MPI_Comm world;
     int wrank, wsize;
     ptc_store *store;
+    ptc_store *persist; /* --persist: the persistent tier */
     train_seg *g;
     int64_t first, k;        /* the first step of this run; the next step */
     int next_resize;         /* the next planned resize (o->resize_step) */
@@ -120,7 +121,8 @@ static int maybe_save(run *r, bool last, bool stopping)
     if (g->gmodel) /* every active process has one: the agreement is collective */
         rc = train_agree(g->comm, ptc_exec_model_cuda_pull_state(g->gmodel));
     if (rc == PTC_OK)
-        rc = train_state_save(&r->jo, r->store, g, r->k, r->has_loss, r->last_loss, &v);
+        rc = train_state_save(&r->jo, r->store, r->persist, g, r->k, r->has_loss, r->last_loss,
+                              &v);
     if (rc == PTC_OK) {
         /* the records served up to this version are durable already:
          * run_step flushes them after every step */
@@ -220,6 +222,12 @@ static int run_begin(run *r)
      * none */
     if (o->store)
         rc = train_state_open(o, saving || o->control, r->world, r->wrank, &r->store);
+    if (o->persist && saving && rc == PTC_OK) {
+        ptc_train_opts po = *o; /* the persistent tier: one store every process opens */
+        po.store = o->persist;
+        po.replicas = -1;
+        rc = train_state_open(&po, true, r->world, r->wrank, &r->persist);
+    }
     ptc_ckpt_record rec;
     memset(&rec, 0, sizeof rec);
     uint64_t from = 0;
@@ -314,5 +322,6 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
 out:
     train_seg_free(r.g);
     ptc_store_close(r.store);
+    ptc_store_close(r.persist);
     return rc;
 }

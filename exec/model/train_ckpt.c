@@ -220,8 +220,9 @@ static int check_record(const ptc_train_opts *o, uint64_t from, const ptc_ckpt_r
     return PTC_OK;
 }
 
-int train_state_save(const ptc_train_opts *o, ptc_store *store, const train_seg *g,
-                     int64_t steps, bool has_loss, double loss, uint64_t *version)
+int train_state_save(const ptc_train_opts *o, ptc_store *store, ptc_store *persist,
+                     const train_seg *g, int64_t steps, bool has_loss, double loss,
+                     uint64_t *version)
 {
     const train_data *ds = &g->ds;
     char cfg[256], model[160], lr[32];
@@ -249,8 +250,15 @@ int train_state_save(const ptc_train_opts *o, ptc_store *store, const train_seg 
     ptc_ckpt_hosts_options ho;
     ptc_ckpt_hosts_options_init(&ho);
     ho.replicas = o->replicas;
-    return ptc_ckpt_hosts_save_over(&t, host, store, g->layout, g->rules, g->ranks, g->nranks,
-                                    (const void *const *)g->bufs, &rec, &co, &ho, version);
+    ho.keep = o->keep_local;
+    PTC_TRY(ptc_ckpt_hosts_save_over(&t, host, store, g->layout, g->rules, g->ranks, g->nranks,
+                                     (const void *const *)g->bufs, &rec, &co, &ho, version));
+    if (!persist || *version % (uint64_t)o->persist_every)
+        return PTC_OK;
+    /* the persistent tier: the existing single-store save, into a store
+     * every process reaches */
+    return ptc_ckpt_save(persist, g->layout, g->rules, g->ranks, g->nranks,
+                         (const void *const *)g->bufs, &rec, &co, g->comm, NULL);
 }
 
 int train_state_load(const ptc_train_opts *o, ptc_store *store, uint64_t from, train_seg *g,

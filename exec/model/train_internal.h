@@ -183,8 +183,9 @@ int train_state_resume_record(ptc_store *store, const ptc_train_opts *o, MPI_Com
                               int wrank, int rc, ptc_ckpt_record *rec, uint64_t *from);
 /* Save the state of segment @p g after @p steps steps as a new version.
  * Collective over the active processes. */
-int train_state_save(const ptc_train_opts *o, ptc_store *store, const train_seg *g,
-                     int64_t steps, bool has_loss, double loss, uint64_t *version);
+int train_state_save(const ptc_train_opts *o, ptc_store *store, ptc_store *persist,
+                     const train_seg *g, int64_t steps, bool has_loss, double loss,
+                     uint64_t *version);
 /* Load version @p from into segment @p g (its active processes) and push it
  * to the device. Collective over @p world. */
 /* @p moved (may be NULL): with a store on each host, the figures of the

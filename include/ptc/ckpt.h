@@ -532,6 +532,11 @@ typedef struct ptc_ckpt_hosts_options {
      * to hosts h+1, ..., h+replicas (mod H). 0 (the default here; the
      * command's default is 1): none. Must be < H. */
     int replicas;
+    /** After a save commits version G, each host keeps the parts of the
+     * newest @c keep versions (G-keep+1..G) and deletes older ones from its
+     * store, then collects their files (ptc_store_gc); 0 (the default):
+     * keep every version. */
+    int keep;
 } ptc_ckpt_hosts_options;
 
 /** Defaults: no replicas. */

@@ -97,6 +97,17 @@ typedef struct ptc_train_opts {
      * host's shards on the next hosts; a resume takes what a host lacks from
      * the others over MPI. Not with resizes or a control file. */
     int replicas;
+    /** With @ref replicas: a store every process can open (a shared or
+     * persistent filesystem; NULL: none) that receives a copy of every
+     * @ref persist_every -th version as an ordinary single store (the
+     * processes write their ranks' shards in parallel, process 0 commits),
+     * in the save, before the job goes on. */
+    const char *persist;
+    int persist_every;       /**< >= 1 (default 1) */
+    /** With @ref replicas: each host keeps its parts of the newest
+     * @ref keep_local versions and deletes older ones (0, the default:
+     * all). */
+    int keep_local;
     bool cuda;               /**< model and boundary buffers on a GPU */
     bool fake;               /**< fake compute instead of the model */
     double unit_ms;          /**< fake compute: ms per unit of cost */

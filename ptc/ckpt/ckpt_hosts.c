@@ -369,6 +369,8 @@ int ptc_ckpt_hosts_recover_over(const ptc_transport *t, int host, ptc_store *s,
     return rc;
 }
 
+static uint64_t meta_version(const char *meta_json);
+
 /* ---- the save ------------------------------------------------------------------------- */
 
 typedef struct hsave {
@@ -708,6 +710,28 @@ static int finish(hsave *c, int rc, bool prepared)
     return ptc_transport_agree(c->t, rc, what);
 }
 
+/* Delete this store's parts of versions older than the newest @p keep
+ * (G - keep and before), then their files. A part the journal names is
+ * never among them. */
+static int keep_newest(ptc_store *s, uint64_t g, int keep)
+{
+    ptc_version_info *vs = NULL;
+    size_t n = 0, dropped = 0;
+    PTC_TRY(ptc_store_versions(s, &vs, &n));
+    int rc = PTC_OK;
+    for (size_t i = 0; i < n && rc == PTC_OK; i++) {
+        uint64_t v = meta_version(vs[i].metadata_json);
+        if (v && v + (uint64_t)keep <= g) {
+            rc = drop_local(s, vs[i].version);
+            dropped++;
+        }
+    }
+    ptc_store_versions_free(vs, n);
+    if (rc == PTC_OK && dropped)
+        rc = ptc_store_gc(s, NULL);
+    return rc;
+}
+
 int ptc_ckpt_hosts_save_over(const ptc_transport *t, int host, ptc_store *s,
                              const ptc_layout *l, const ptc_rules *rules, const int *ranks,
                              size_t nranks, const void *const *bufs, const ptc_ckpt_record *rec,
@@ -742,6 +766,9 @@ int ptc_ckpt_hosts_save_over(const ptc_transport *t, int host, ptc_store *s,
         goto out_free;
     if (version)
         *version = c.version;
+    if (hopts && hopts->keep > 0) /* committed: a failure here is reported, not undone */
+        rc = ptc_transport_agree(t, c.v.lead ? keep_newest(s, c.version, hopts->keep) : PTC_OK,
+                                 "removing old versions");
 out_free:
     crashed = false;
     hview_free(&c.v);

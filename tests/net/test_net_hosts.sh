@@ -12,7 +12,11 @@
 #    committed, at most one step lost (the one being saved), rank 2's state
 #    (zero=1: its own AdamW moments) taken from host 0's copy over the
 #    network, and the resumed steps' losses equal those of the same job run
-#    without interruption, bit for bit.
+#    without interruption, bit for bit;
+# 3. --keep-local 2 leaves two versions on each disk, and the persistent
+#    tier (--persist, every 4th version into one store all hosts reach) is an
+#    ordinary store that verifies and resumes on a single host with the
+#    uninterrupted run's losses.
 . "$(dirname "$0")/lib_net.sh"
 NET_PRIVATE=$T/store
 net_setup 3
@@ -37,7 +41,8 @@ net_mpirun -np 3 "$PTC" train "${common[@]}" --steps 40 >"$T/ref.out" 2>"$T/ref.
 
 # 1. 40 steps saving every step, host 2 killed at step 8
 net_mpirun -np 3 "$PTC" train "${common[@]}" --steps 40 --store "$T/store" --save-every 1 \
-    --replicas 1 --jitter 30 >"$T/a.out" 2>"$T/a.err" &
+    --replicas 1 --keep-local 2 --persist "$T/persist" --persist-every 4 --jitter 30 \
+    >"$T/a.out" 2>"$T/a.err" &
 mpid=$!
 if wait_for "$T/a.out" "^step 8 "; then ok; else cat "$T/a.out" "$T/a.err" >&2; bad "no step 8"; fi
 for pid in $(ip netns pids "$NET-h2"); do
@@ -53,6 +58,11 @@ print(struct.unpack_from("<Q", open(sys.argv[1], "rb").read(), 24)[0])' "$T/disk
 n0=$(newest 0) n1=$(newest 1)
 echo "killed after step $last: host 0 holds up to version $n0, host 1 up to $n1"
 [ -n "$n0" ] && [ -n "$n1" ] && ok || bad "no versions on the survivors"
+
+for h in 0 1; do # --keep-local 2: two versions' parts on each disk
+    n=$("$PTC" versions --store "$T/disks/h$h" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["versions"]))')
+    [ "$n" -le 2 ] && [ "$n" -ge 1 ] && ok || bad "host $h keeps $n versions (--keep-local 2)"
+done
 
 # 2. host 2 and its disk are gone: resume on hosts 0 and 1
 rm -rf "$T/disks/h2"
@@ -73,4 +83,16 @@ V=$(sed -nE 's/^resumed from version ([0-9]+) at step.*/\1/p' "$T/b.out")
 [ -n "$S" ] && [ "$S" -ge "$last" ] && ok || bad "resumed at step $S, the job had printed step $last"
 if [ "$(losses "$T/b.out")" = "$(losses "$T/ref.out" | awk -v s="$S" '$1 >= s && $1 < s + 4')" ]; then ok
 else bad "resumed losses differ: $(losses "$T/b.out" | tr '\n' ' ') vs the uninterrupted run's"; fi
+
+# 3. the persistent tier (every 4th version, one store all hosts reach)
+# loads on a fresh single host: an ordinary store, verified, resumed
+"$PTC" verify --store "$T/persist" >/dev/null && ok || bad "ptc verify of the persistent tier"
+if mpirun --allow-run-as-root --oversubscribe --bind-to none -np 3 "$PTC" train "${common[@]}" \
+    --steps 2 --store "$T/persist" --resume >"$T/c.out" 2>"$T/c.err"; then ok
+else cat "$T/c.err" >&2; bad "resume from the persistent tier failed"; fi
+P=$(sed -nE 's/^resumed from version [0-9]+ at step ([0-9]+).*/\1/p' "$T/c.out")
+[ -n "$P" ] && [ $((P % 4)) = 0 ] && [ "$P" -le "$last" ] && ok ||
+    bad "the persistent tier resumed at step $P (every 4th, at most $last)"
+if [ "$(losses "$T/c.out")" = "$(losses "$T/ref.out" | awk -v s="$P" '$1 >= s && $1 < s + 2')" ]; then ok
+else bad "losses after the persistent tier's version differ from the uninterrupted run's"; fi
 finish

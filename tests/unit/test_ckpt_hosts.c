@@ -165,7 +165,7 @@ typedef struct job {
     ptc_store *s[MAXP];     /* per host */
     ptc_rules *rules;
     ptc_layout *l;
-    int replicas;
+    int replicas, keep;
     uint32_t seed;          /* of the data saved next */
     const char *fail;       /* "process:point": an injected failure */
     uint64_t newest;        /* recovery's outcome (process 0's) */
@@ -259,6 +259,7 @@ static int save_body(proc *p)
     ptc_ckpt_hosts_options ho;
     ptc_ckpt_hosts_options_init(&ho);
     ho.replicas = j->replicas;
+    ho.keep = j->keep;
     int rc = ptc_ckpt_hosts_save_over(&p->t, h, j->s[h], j->l, j->rules, &r, 1,
                                       (const void *const *)bufs, &rec, &o, &ho, &p->version);
     free(bufs[0]);
@@ -663,6 +664,30 @@ static void test_replicas(void **state)
     job_close(&j);
 }
 
+/* keep 2: after each save only the two newest versions' parts remain */
+static void test_keep(void **state)
+{
+    (void)state;
+    job j;
+    job_open(&j, 3, 3, "tp=3");
+    j.replicas = 1;
+    j.keep = 2;
+    for (uint32_t g = 1; g <= 4; g++)
+        save_ok(&j, g, g);
+    for (int h = 0; h < 3; h++) {
+        ptc_version_info *vs;
+        size_t n;
+        assert_int_equal(ptc_store_versions(j.s[h], &vs, &n), PTC_OK);
+        assert_int_equal(n, 2);
+        ptc_store_versions_free(vs, n);
+        uint64_t local;
+        assert_int_equal(ptc_ckpt_hosts_local_version(j.s[h], 2, &local), PTC_E_NOTFOUND);
+        check_rank_on(&j, h, h, 3, 3, true);
+        check_rank_on(&j, h, (h + 2) % 3, 4, 4, true);
+    }
+    job_close(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -670,6 +695,7 @@ int main(void)
         cmocka_unit_test(test_save_clean),     cmocka_unit_test(test_save_failures),
         cmocka_unit_test(test_crash_points),   cmocka_unit_test(test_crash_in_abort),
         cmocka_unit_test(test_lost_host),      cmocka_unit_test(test_replicas),
+        cmocka_unit_test(test_keep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
