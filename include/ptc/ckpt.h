@@ -577,6 +577,9 @@ PTC_API int ptc_ckpt_host_state_read(ptc_store *s, ptc_ckpt_host_state *st);
  *   ..." (the version is then not committed on any host and each host's
  *   part is removed); a failure of the transport after a host prepared
  *   leaves its part in doubt, for ptc_ckpt_hosts_recover_over().
+ * @note Thread safety: collective over @p t (one collective call at a time
+ *   per transport); the store handle may be shared by the processes of one
+ *   host that are threads of one program, as for ptc_ckpt_save_over().
  */
 PTC_API int ptc_ckpt_hosts_save_over(const ptc_transport *t, int host, ptc_store *s,
                                      const ptc_layout *l, const ptc_rules *rules,
