@@ -26,6 +26,7 @@ S=${BENCH_STEPS:-20}
 C=(--config dp=3,zero=1 --schedule 1f1b --microbatches 2 --model "$M" --seed 1 --timeout 120)
 mean_ms() { awk '/^step /{s+=$6; n++} END{printf "%.2f", s/n}' "$1"; }
 load_ms() { sed -nE 's/^resumed from .* load ([0-9.]+) ms.*/\1/p' "$1"; }
+printf '10.177.0.1 slots=2\n10.177.0.2 slots=1\n' >"$T/hosts2"
 printf '%-4s %10s %14s %10s %14s %10s %12s %12s %14s\n' run plain_ms replicas1_ms ratio shared_ms \
     ratio load_hosts load_shared moved/bound
 for run in 1 2 3; do
@@ -36,10 +37,10 @@ for run in 1 2 3; do
     net_mpirun -np 3 "$PTC" train "${C[@]}" --steps "$S" --store "$T/shared" --save-every 1 \
         >"$T/shared.out"
     rm -rf "$T/disks/h2"/*
-    ip netns exec "$NET-l" mpirun --allow-run-as-root --hostfile <(printf '10.177.0.1 slots=2\n10.177.0.2 slots=1\n') \
+    ip netns exec "$NET-l" mpirun --allow-run-as-root --hostfile "$T/hosts2" \
         --map-by slot --bind-to none "${NET_MPI_OPTS[@]}" -np 3 "$PTC" train "${C[@]}" --steps 1 \
         --store "$T/store" --replicas 1 --resume >"$T/rh.out"
-    ip netns exec "$NET-l" mpirun --allow-run-as-root --hostfile <(printf '10.177.0.1 slots=2\n10.177.0.2 slots=1\n') \
+    ip netns exec "$NET-l" mpirun --allow-run-as-root --hostfile "$T/hosts2" \
         --map-by slot --bind-to none "${NET_MPI_OPTS[@]}" -np 3 "$PTC" train "${C[@]}" --steps 1 \
         --store "$T/shared" --resume >"$T/rs.out"
     p=$(mean_ms "$T/plain.out") r=$(mean_ms "$T/rep.out") sh=$(mean_ms "$T/shared.out")
