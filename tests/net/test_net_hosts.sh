@@ -49,6 +49,19 @@ for pid in $(ip netns pids "$NET-h2"); do
     case "$(cat /proc/$pid/comm 2>/dev/null)" in ptc*) kill -9 "$pid" ;; esac
 done
 wait $mpid && bad "the job went on without host 2" || ok
+# mpirun is gone; its daemons end the survivors' processes a moment later
+# (until then one may still hold its store's writer lock)
+for _ in $(seq 100); do
+    left=0
+    for h in 0 1; do
+        for pid in $(ip netns pids "$NET-h$h"); do
+            case "$(cat /proc/$pid/comm 2>/dev/null)" in ptc* | orted) left=1 ;; esac
+        done
+    done
+    [ $left = 0 ] && break
+    sleep 0.1
+done
+[ $left = 0 ] && ok || bad "the survivors' processes outlived mpirun by 10 s"
 last=$(awk '/^step /{s=$2} END{print s}' "$T/a.out")
 # each survivor's store alone: its journal's newest committed version
 # (docs/format.md §10.1: a 48-byte record, the version at offset 24)
