@@ -139,6 +139,20 @@ bool ptc_cli_parse_int(const char *s, int lo, int hi, int *out)
 
 #include "ptc/store.h"
 
+int ptc_cli_lock_timeout(ptc_store *s, const char *arg)
+{
+    if (!arg)
+        return PTC_CLI_OK;
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (errno || end == arg || *end || !(v >= 0 && v <= 1e9))
+        return ptc_cli_usage_error("--lock-timeout needs a number of seconds >= 0, not '%s'",
+                                   arg);
+    int rc = ptc_store_set_lock_timeout(s, (int64_t)(v * 1000.0 + 0.5));
+    return rc ? ptc_cli_lib_error(rc) : PTC_CLI_OK;
+}
+
 int ptc_cli_open_store(const char *dir, bool create, ptc_store **out)
 {
     if (!dir || !*dir)

@@ -44,6 +44,10 @@ void ptc_cli_progress_done(void);
 /* Parse a non-negative decimal integer option; false if bad. */
 bool ptc_cli_parse_u64(const char *s, uint64_t *out);
 bool ptc_cli_parse_int(const char *s, int lo, int hi, int *out);
+/* --lock-timeout SECONDS of a writing command (@p arg NULL: not given, the
+ * library's default stays): how long its writer waits for the store's lock. */
+struct ptc_store;
+int ptc_cli_lock_timeout(struct ptc_store *s, const char *arg);
 
 #endif
 

@@ -14,7 +14,7 @@ const char ptc_cmd_dataset_help[] =
     "ingest, list, describe and audit datasets in a store\n"
     "\n"
     "usage: ptc dataset ingest --store DIR --name NAME --format FMT [--compress zstd[:L]]\n"
-    "                          [--replace] [--json] INPUT...\n"
+    "                          [--replace] [--json] [--lock-timeout S] INPUT...\n"
     "       ptc dataset ls     --store DIR [--json]\n"
     "       ptc dataset info   --store DIR --name NAME [--json]\n"
     "       ptc dataset audit  --store DIR --name NAME --seed S --epoch E [--json]\n"
@@ -24,6 +24,8 @@ const char ptc_cmd_dataset_help[] =
     "  --compress zstd[:L]  compress each 1 MiB block with zstd (level L)\n"
     "  --replace      replace an existing dataset of that name (atomically; its\n"
     "                 served counts are cleared; `ptc gc` removes the old file)\n"
+    "  --lock-timeout S  wait at most S seconds for the store's writer lock (default\n"
+    "                 60, or PTC_LOCK_TIMEOUT; 0: fail at once if it is held)\n"
     "ingest stores the records (a name that exists is an error without --replace)\n"
     "and prints the number of records. audit prints\n"
     "{\"samples\":N,\"once\":..,\"repeated\":..,\"missing\":..} for (seed, epoch): how many\n"
@@ -36,7 +38,7 @@ const char ptc_cmd_dataset_help[] =
 
 enum { OPT_STORE = 's', OPT_NAME = 'n', OPT_FORMAT = 'f', OPT_COMPRESS = 'z', OPT_REPLACE = 'r',
        OPT_JSON = 'j', OPT_SEED = 'S', OPT_EPOCH = 'E', OPT_HELP = 'h', OPT_POLICY = 'P',
-       OPT_BATCH = 'B', OPT_DP = 'D', OPT_START = 'X' };
+       OPT_BATCH = 'B', OPT_DP = 'D', OPT_START = 'X', OPT_LOCK_TIMEOUT = 'L' };
 
 
 static int print_json(json_t *j)
@@ -77,6 +79,7 @@ int ptc_cmd_dataset(int argc, char **argv)
         {"batch", required_argument, NULL, OPT_BATCH},
         {"dp", required_argument, NULL, OPT_DP},
         {"start", required_argument, NULL, OPT_START},
+        {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -93,7 +96,7 @@ int ptc_cmd_dataset(int argc, char **argv)
     if (!ingest && !ls && !info && !audit)
         return ptc_cli_usage_error("unknown dataset subcommand '%s' (ingest, ls, info, audit)",
                                    sub);
-    const char *store = NULL, *name = NULL, *format = NULL;
+    const char *store = NULL, *name = NULL, *format = NULL, *lock_timeout = NULL;
     bool json = false, have_seed = false, have_epoch = false;
     uint64_t seed = 0, epoch = 0;
     const char *policy_text = NULL;
@@ -145,6 +148,7 @@ int ptc_cmd_dataset(int argc, char **argv)
                 return ptc_cli_usage_error("--start: '%s' is not a non-negative integer", optarg);
             have_start = true;
             break;
+        case OPT_LOCK_TIMEOUT: lock_timeout = optarg; break;
         case OPT_HELP: ptc_cli_help(ptc_cmd_dataset_help); return PTC_CLI_OK;
         default: return ptc_cli_bad_option(argv);
         }
@@ -157,8 +161,9 @@ int ptc_cmd_dataset(int argc, char **argv)
         return ptc_cli_usage_error("--name: '%s' is not a dataset name (1-255 characters of "
                                    "[A-Za-z0-9._-], not starting with '.')",
                                    name);
-    if (!ingest && (format || io.codec || io.replace))
-        return ptc_cli_usage_error("--format, --compress and --replace are for ingest");
+    if (!ingest && (format || io.codec || io.replace || lock_timeout))
+        return ptc_cli_usage_error("--format, --compress, --replace and --lock-timeout are for "
+                                   "ingest");
     if (!audit && (have_seed || have_epoch))
         return ptc_cli_usage_error("--seed and --epoch are for audit");
     if (!audit && (policy_text || have_batch || have_dp || have_start))
@@ -185,6 +190,10 @@ int ptc_cmd_dataset(int argc, char **argv)
     if (ret)
         return ret;
     int rc = PTC_OK;
+    if (ingest && (ret = ptc_cli_lock_timeout(s, lock_timeout))) {
+        ptc_cli_close_store_new(s, store, created, true);
+        return ret;
+    }
     if (ingest) {
         io.progress = ptc_cli_progress;
         uint64_t n = 0;

@@ -52,10 +52,22 @@ typedef struct ptc_store ptc_store;
 typedef struct ptc_store_reader ptc_store_reader;
 typedef struct ptc_store_writer ptc_store_writer;
 
+/** How long a writer waits for the store's writer lock by default: 60 s. */
+#define PTC_STORE_LOCK_TIMEOUT_DEFAULT_MS 60000
+/** ptc_store_options.lock_timeout_ms: never wait (PTC_E_BUSY at once). */
+#define PTC_STORE_LOCK_NOWAIT (-1)
+
 /** Options of ptc_store_open_ex(). Zero-initialise, then set fields. */
 typedef struct ptc_store_options {
     unsigned flags;    /**< PTC_STORE_CREATE / PTC_STORE_READONLY */
     uint64_t map_size; /**< LMDB map size in bytes; 0: 1 TiB (sparse) on 64-bit */
+    /** How long a writer (version, dataset ingest, gc, version deletion) of
+     * this handle waits for the store's writer lock while another process
+     * holds it: > 0 at most this many milliseconds; PTC_STORE_LOCK_NOWAIT
+     * not at all; 0 the default: PTC_LOCK_TIMEOUT from the environment
+     * (seconds, e.g. "2.5"), else PTC_STORE_LOCK_TIMEOUT_DEFAULT_MS.
+     * Writers queue: the first to wait is the next to hold it. */
+    int64_t lock_timeout_ms;
 } ptc_store_options;
 
 /**
@@ -71,6 +83,14 @@ PTC_API int ptc_store_open(ptc_store **out, const char *dir, unsigned flags);
 /** ptc_store_open() with options (map size). */
 PTC_API int ptc_store_open_ex(ptc_store **out, const char *dir,
                               const ptc_store_options *opts);
+
+/**
+ * Set how long writers of @p s wait for the writer lock from now on
+ * (ptc_store_options.lock_timeout_ms): @p ms milliseconds, 0 = not at all.
+ * Externally synchronised with the writers of @p s.
+ * @return PTC_OK, PTC_E_INVAL (negative).
+ */
+PTC_API int ptc_store_set_lock_timeout(ptc_store *s, int64_t ms);
 
 /** Close the store. All readers and writers must be gone. NULL is a no-op. */
 PTC_API void ptc_store_close(ptc_store *s);
@@ -108,6 +128,11 @@ PTC_API int ptc_store_versions(ptc_store *s, ptc_version_info **out, size_t *n);
 /** Free a list from ptc_store_versions(). */
 PTC_API void ptc_store_versions_free(ptc_version_info *v, size_t n);
 
+/** The store's on-disk format (docs/format.md): 2, or 1 for a store written
+ * before metadata checksums (read unchecked; its next writer upgrades it).
+ * @return PTC_OK, PTC_E_STORE. */
+PTC_API int ptc_store_format(ptc_store *s, unsigned *out);
+
 /** @return the newest committed version in @p out (0 if the store is empty). */
 PTC_API int ptc_store_latest(ptc_store *s, uint64_t *out);
 
@@ -133,10 +158,12 @@ typedef struct ptc_store_write_options {
 } ptc_store_write_options;
 
 /**
- * Begin a new version: takes the store's writer lock (non-blocking),
- * allocates the version number (newest committed + 1) and removes stale pack
- * files of that number.
- * @return PTC_OK; PTC_E_BUSY "store … is locked by another process (pid N)";
+ * Begin a new version: takes the store's writer lock (waiting for it up to
+ * the store's lock timeout, ptc_store_options.lock_timeout_ms), allocates
+ * the version number (newest committed + 1) and removes stale pack files of
+ * that number.
+ * @return PTC_OK; PTC_E_BUSY "store … is locked by another process (pid N);
+ *   waited T s" when the lock stayed held for the whole timeout;
  *   PTC_E_INVAL (read-only store, world_size 0, unknown codec); PTC_E_IO.
  */
 PTC_API int ptc_store_writer_begin(ptc_store_writer **out, ptc_store *s,
