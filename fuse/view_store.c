@@ -1,8 +1,16 @@
 /* The view backed by a store: datasets read through the store's block
  * engine (ptc_store_dataset_*), models through virtual safetensors files
  * (ptc_vfile), served-record counts into the store's count map. Readers,
- * layouts and vfiles are cached (bounded LRU for vfiles) so repeated stats
- * and reads do not rebuild headers. */
+ * layouts and vfiles are cached (bounded LRU) so repeated stats and reads
+ * do not rebuild headers.
+ *
+ * A version's reader holds its pack files open (a version deleted and
+ * collected meanwhile stays readable through it), so readers are bounded:
+ * at most VS_READERS versions no open file uses stay open (least recently
+ * used go first, with their cached files), and a version deleted from the
+ * store is let go as soon as no open file uses it (checked at each flush,
+ * the mount's tick). Open files and disk space held are therefore bounded
+ * by the versions open files use plus VS_READERS. */
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,11 +25,23 @@
 
 #define VS_VFILES_DEFAULT 64
 #define VS_LAYOUTS 16
+#define VS_READERS 8 /* versions kept open that no open file uses (docs/cli.md) */
 #define VS_KEY_MAX (PTC_VIEW_NAME_MAX + 1)
+
+/* An open version. refs: the vs_files of it alive (cached or open) and the
+ * calls between get_reader and put_reader; under vs->lock. */
+struct vs_reader {
+    uint64_t version;
+    ptc_store_reader *r;
+    long refs;
+    uint64_t used;
+    bool gone; /* deleted from the store: no new file of it is made */
+};
 
 /* A cached model file: info.json text or a vfile, refcounted. */
 struct vs_file {
     long refs; /* under vs->lock */
+    struct vs_reader *rd; /* the version it reads (a reference) */
     uint64_t version;
     ptc_view_kind kind;
     char cfg[VS_KEY_MAX];
@@ -40,11 +60,6 @@ struct vs_layout {
     uint64_t used;
 };
 
-struct vs_reader {
-    uint64_t version;
-    ptc_store_reader *r;
-};
-
 struct vs_dataset {
     ptc_store_dataset *d;
     char *info;
@@ -58,7 +73,7 @@ struct ptc_view_store {
     ptc_dataset_counter *counter;
     ptc_store_block_cache *blocks; /* decoded blocks of every compressed dataset */
     pthread_mutex_t lock;
-    struct vs_reader *readers;
+    struct vs_reader **readers;
     size_t nreaders, rcap;
     struct vs_layout layouts[VS_LAYOUTS];
     struct vs_file **files;
@@ -184,40 +199,169 @@ static void ds_served(void *user, const char *name, uint64_t gen, uint64_t seed,
 
 /* ---- models --------------------------------------------------------------------------- */
 
-/* The reader of version @p v, opened once and kept. */
-static int get_reader(ptc_view_store *vs, uint64_t v, ptc_store_reader **out)
+static void file_unref_locked(ptc_view_store *vs, struct vs_file *f);
+
+static struct vs_reader *find_reader_locked(ptc_view_store *vs, uint64_t v, size_t *at)
+{
+    for (size_t i = 0; i < vs->nreaders; i++)
+        if (vs->readers[i]->version == v) {
+            if (at)
+                *at = i;
+            return vs->readers[i];
+        }
+    return NULL;
+}
+
+/* Drop a reference; the last one of a reader that is no longer kept (gone,
+ * or evicted) closes it and its layouts. */
+static void reader_unref_locked(ptc_view_store *vs, struct vs_reader *rd)
+{
+    if (--rd->refs > 0 || !rd->gone)
+        return;
+    size_t at;
+    if (find_reader_locked(vs, rd->version, &at) == rd)
+        vs->readers[at] = vs->readers[--vs->nreaders];
+    for (int i = 0; i < VS_LAYOUTS; i++)
+        if (vs->layouts[i].version == rd->version) {
+            ptc_layout_destroy(vs->layouts[i].l);
+            memset(&vs->layouts[i], 0, sizeof vs->layouts[i]);
+        }
+    ptc_store_reader_close(rd->r);
+    ptc_free(rd);
+}
+
+/* Let version @p rd go: its cached files no one has open leave the cache;
+ * it closes once no open file uses it. */
+static void release_locked(ptc_view_store *vs, struct vs_reader *rd)
+{
+    rd->refs++; /* held while its files go */
+    rd->gone = true;
+    for (size_t i = 0; i < vs->nfiles;) {
+        struct vs_file *f = vs->files[i];
+        if (f->rd == rd && f->refs == 1) {
+            vs->files[i] = vs->files[--vs->nfiles];
+            file_unref_locked(vs, f);
+        } else {
+            i++;
+        }
+    }
+    reader_unref_locked(vs, rd);
+}
+
+/* At most VS_READERS versions kept beyond those open files use: the least
+ * recently used one that no open file (nor a call in progress) uses goes. */
+static void trim_readers_locked(ptc_view_store *vs)
+{
+    for (;;) {
+        size_t idle = 0;
+        struct vs_reader *victim = NULL;
+        for (size_t i = 0; i < vs->nreaders; i++) {
+            struct vs_reader *rd = vs->readers[i];
+            long cached = 0;
+            for (size_t j = 0; j < vs->nfiles; j++)
+                cached += vs->files[j]->rd == rd && vs->files[j]->refs == 1;
+            if (rd->gone || rd->refs != cached)
+                continue; /* in use */
+            idle++;
+            if (!victim || rd->used < victim->used)
+                victim = rd;
+        }
+        if (idle <= VS_READERS || !victim)
+            return;
+        release_locked(vs, victim);
+    }
+}
+
+/* Version @p v's reader, referenced (release with put_reader): kept open
+ * while used, then among the VS_READERS most recently used. */
+static int get_reader(ptc_view_store *vs, uint64_t v, struct vs_reader **out)
 {
     if (!vs->store)
         return not_attached();
     pthread_mutex_lock(&vs->lock);
-    for (size_t i = 0; i < vs->nreaders; i++)
-        if (vs->readers[i].version == v) {
-            *out = vs->readers[i].r;
-            pthread_mutex_unlock(&vs->lock);
-            return PTC_OK;
-        }
-    pthread_mutex_unlock(&vs->lock);
-    ptc_store_reader *r;
-    int rc = ptc_store_reader_open(&r, vs->store, v);
-    if (rc < 0)
-        return rc;
-    pthread_mutex_lock(&vs->lock);
-    for (size_t i = 0; i < vs->nreaders; i++)
-        if (vs->readers[i].version == v) { /* another thread was first */
-            *out = vs->readers[i].r;
-            pthread_mutex_unlock(&vs->lock);
-            ptc_store_reader_close(r);
-            return PTC_OK;
-        }
-    rc = ptc_grow((void **)&vs->readers, &vs->rcap, vs->nreaders + 1, sizeof *vs->readers);
-    if (rc == PTC_OK) {
-        vs->readers[vs->nreaders++] = (struct vs_reader){v, r};
-        *out = r;
+    struct vs_reader *rd = find_reader_locked(vs, v, NULL);
+    if (rd && !rd->gone) {
+        rd->refs++;
+        rd->used = ++vs->tick;
     }
     pthread_mutex_unlock(&vs->lock);
-    if (rc < 0)
+    if (rd) {
+        *out = rd;
+        return rd->gone ? ptc_error_set(PTC_E_NOTFOUND, "version %llu was deleted",
+                                        (unsigned long long)v)
+                        : PTC_OK;
+    }
+    ptc_store_reader *r;
+    PTC_TRY(ptc_store_reader_open(&r, vs->store, v));
+    rd = ptc_calloc(1, sizeof *rd);
+    if (!rd) {
         ptc_store_reader_close(r);
-    return rc;
+        return PTC_E_NOMEM;
+    }
+    *rd = (struct vs_reader){.version = v, .r = r, .refs = 1};
+    pthread_mutex_lock(&vs->lock);
+    struct vs_reader *first = find_reader_locked(vs, v, NULL);
+    int rc = PTC_OK;
+    if (first && !first->gone) { /* another thread was first */
+        first->refs++;
+        first->used = ++vs->tick;
+    } else if ((rc = ptc_grow((void **)&vs->readers, &vs->rcap, vs->nreaders + 1,
+                              sizeof *vs->readers)) == PTC_OK) {
+        rd->used = ++vs->tick;
+        vs->readers[vs->nreaders++] = rd;
+        trim_readers_locked(vs);
+    }
+    pthread_mutex_unlock(&vs->lock);
+    if (first && !first->gone) {
+        ptc_store_reader_close(r);
+        ptc_free(rd);
+        *out = first;
+        return PTC_OK;
+    }
+    if (rc < 0) {
+        ptc_store_reader_close(r);
+        ptc_free(rd);
+        return rc;
+    }
+    *out = rd;
+    return PTC_OK;
+}
+
+static void put_reader(ptc_view_store *vs, struct vs_reader *rd)
+{
+    pthread_mutex_lock(&vs->lock);
+    reader_unref_locked(vs, rd);
+    pthread_mutex_unlock(&vs->lock);
+}
+
+/* Let go of the versions deleted from the store since they were opened. */
+static int sweep_deleted(ptc_view_store *vs)
+{
+    if (!vs->store)
+        return PTC_OK;
+    pthread_mutex_lock(&vs->lock);
+    size_t n = vs->nreaders;
+    pthread_mutex_unlock(&vs->lock);
+    if (n == 0)
+        return PTC_OK;
+    ptc_version_info *v;
+    size_t nv;
+    PTC_TRY(ptc_store_versions(vs->store, &v, &nv));
+    pthread_mutex_lock(&vs->lock);
+    for (size_t i = 0; i < vs->nreaders;) {
+        struct vs_reader *rd = vs->readers[i];
+        bool live = false;
+        for (size_t k = 0; k < nv && !live; k++)
+            live = v[k].version == rd->version;
+        size_t before = vs->nreaders;
+        if (!live && !rd->gone)
+            release_locked(vs, rd);
+        if (vs->nreaders == before)
+            i++; /* kept (in use): look at the next one */
+    }
+    pthread_mutex_unlock(&vs->lock);
+    ptc_store_versions_free(v, nv);
+    return PTC_OK;
 }
 
 /* The layout of (@p v, @p cfg); built once per cache slot. The caller holds
@@ -289,11 +433,13 @@ static int version_info_text(ptc_store_reader *r, char **out, uint64_t *size)
     return *out ? PTC_OK : PTC_E_NOMEM;
 }
 
-static void file_unref_locked(struct vs_file *f)
+static void file_unref_locked(ptc_view_store *vs, struct vs_file *f)
 {
     if (f && --f->refs == 0) {
         ptc_vfile_destroy(f->vf);
         ptc_free(f->text);
+        if (f->rd)
+            reader_unref_locked(vs, f->rd);
         ptc_free(f);
     }
 }
@@ -321,11 +467,15 @@ static int get_file(ptc_view_store *vs, const ptc_view_node *n, struct vs_file *
             return PTC_OK;
         }
     pthread_mutex_unlock(&vs->lock);
-    ptc_store_reader *r;
-    PTC_TRY(get_reader(vs, n->version, &r));
+    struct vs_reader *rd;
+    PTC_TRY(get_reader(vs, n->version, &rd));
+    ptc_store_reader *r = rd->r;
     struct vs_file *f = ptc_calloc(1, sizeof *f);
-    if (!f)
+    if (!f) {
+        put_reader(vs, rd);
         return PTC_E_NOMEM;
+    }
+    f->rd = rd; /* the reference get_reader took */
     f->refs = 1;
     f->version = n->version;
     f->kind = n->kind;
@@ -345,9 +495,9 @@ static int get_file(ptc_view_store *vs, const ptc_view_node *n, struct vs_file *
         pthread_mutex_unlock(&vs->lock);
     }
     if (rc < 0) {
-        ptc_vfile_destroy(f->vf);
-        ptc_free(f->text);
-        ptc_free(f);
+        pthread_mutex_lock(&vs->lock);
+        file_unref_locked(vs, f);
+        pthread_mutex_unlock(&vs->lock);
         return rc;
     }
     if (f->vf)
@@ -360,8 +510,9 @@ static int get_file(ptc_view_store *vs, const ptc_view_node *n, struct vs_file *
         for (size_t i = 1; i < vs->nfiles; i++)
             if (vs->files[i]->used < vs->files[victim]->used)
                 victim = i;
-        file_unref_locked(vs->files[victim]);
+        struct vs_file *old = vs->files[victim];
         vs->files[victim] = vs->files[--vs->nfiles];
+        file_unref_locked(vs, old);
     }
     f->refs++; /* the cache's reference */
     vs->files[vs->nfiles++] = f;
@@ -373,7 +524,7 @@ static int get_file(ptc_view_store *vs, const ptc_view_node *n, struct vs_file *
 static void put_file(ptc_view_store *vs, struct vs_file *f)
 {
     pthread_mutex_lock(&vs->lock);
-    file_unref_locked(f);
+    file_unref_locked(vs, f);
     pthread_mutex_unlock(&vs->lock);
 }
 
@@ -381,26 +532,28 @@ static int model_stat(void *user, const ptc_view_node *n, uint64_t *size)
 {
     ptc_view_store *vs = user;
     *size = 0;
-    ptc_store_reader *r;
-    int rc = get_reader(vs, n->version, &r);
+    struct vs_reader *rd;
+    int rc = get_reader(vs, n->version, &rd);
     if (rc < 0)
         return rc;
-    if (n->kind == PTC_VIEW_MODEL)
-        return PTC_OK;
     if (n->kind == PTC_VIEW_MODEL_CFG) {
         char key[VS_KEY_MAX];
-        PTC_TRY(ptc_config_format(&n->config, PTC_CONFIG_STYLE_PATH, key, sizeof key));
         const ptc_layout *l;
-        pthread_mutex_lock(&vs->lock);
-        rc = get_layout_locked(vs, r, n->version, &n->config, key, &l);
-        pthread_mutex_unlock(&vs->lock);
-        return rc;
+        if ((rc = ptc_config_format(&n->config, PTC_CONFIG_STYLE_PATH, key, sizeof key)) ==
+            PTC_OK) {
+            pthread_mutex_lock(&vs->lock);
+            rc = get_layout_locked(vs, rd->r, n->version, &n->config, key, &l);
+            pthread_mutex_unlock(&vs->lock);
+        }
+    } else if (n->kind != PTC_VIEW_MODEL) {
+        struct vs_file *f;
+        if ((rc = get_file(vs, n, &f)) == PTC_OK) {
+            *size = f->size;
+            put_file(vs, f);
+        }
     }
-    struct vs_file *f;
-    PTC_TRY(get_file(vs, n, &f));
-    *size = f->size;
-    put_file(vs, f);
-    return PTC_OK;
+    put_reader(vs, rd);
+    return rc;
 }
 
 static int model_open(void *user, const ptc_view_node *n, void **fh)
@@ -514,7 +667,12 @@ void ptc_view_store_block_cache_stats(const ptc_view_store *vs,
 
 int ptc_view_store_flush(ptc_view_store *vs)
 {
-    return vs->counter ? ptc_dataset_counter_flush(vs->counter) : PTC_OK;
+    /* the mount's tick: also the moment versions deleted meanwhile are let go */
+    int rc = vs->counter ? ptc_dataset_counter_flush(vs->counter) : PTC_OK;
+    int src = sweep_deleted(vs);
+    if (src < 0)
+        ptc_log(PTC_LOG_WARN, "cannot list the store's versions: %s", ptc_last_error());
+    return rc;
 }
 
 void ptc_view_store_destroy(ptc_view_store *vs)
@@ -522,13 +680,15 @@ void ptc_view_store_destroy(ptc_view_store *vs)
     if (!vs)
         return;
     ptc_view_destroy(vs->view); /* closes the datasets */
-    for (size_t i = 0; i < vs->nfiles; i++)
-        file_unref_locked(vs->files[i]);
+    for (size_t i = 0; vs->files && i < vs->nfiles; i++)
+        file_unref_locked(vs, vs->files[i]);
     ptc_free(vs->files);
     for (int i = 0; i < VS_LAYOUTS; i++)
         ptc_layout_destroy(vs->layouts[i].l);
-    for (size_t i = 0; i < vs->nreaders; i++)
-        ptc_store_reader_close(vs->readers[i].r);
+    for (size_t i = 0; i < vs->nreaders; i++) {
+        ptc_store_reader_close(vs->readers[i]->r);
+        ptc_free(vs->readers[i]);
+    }
     ptc_free(vs->readers);
     ptc_store_block_cache_destroy(vs->blocks); /* after the datasets that use it */
     ptc_dataset_counter_destroy(vs->counter); /* flushes */

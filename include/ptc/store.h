@@ -243,8 +243,13 @@ PTC_API int ptc_store_shard_alias(ptc_store_writer *w, uint32_t tensor, uint32_t
  * Reference an identical shard of an older version (nothing is copied): the
  * shard of (@p from_tensor, @p from_rank) in the snapshot @p from (of the same
  * store) becomes the shard of (@p tensor, @p rank) of this version. Dtype and
- * global shape must match.
- * @return PTC_OK, PTC_E_NOTFOUND (no such shard), PTC_E_INVAL.
+ * global shape must match. Every block of the referenced extent is read
+ * first and checked against its XXH3-64 (decompressed where stored zstd),
+ * so a version never points at a block that rotted since it was written;
+ * the cost is one read of the extent.
+ * @return PTC_OK, PTC_E_NOTFOUND (no such shard), PTC_E_INVAL,
+ *   PTC_E_CHECKSUM / PTC_E_IO (the stored extent fails its check: write the
+ *   shard instead).
  */
 PTC_API int ptc_store_shard_reuse(ptc_store_writer *w, uint32_t tensor, uint32_t rank,
                                   const ptc_store_reader *from, size_t from_tensor,
@@ -583,13 +588,29 @@ PTC_API int ptc_store_dataset_counts_each(ptc_store *s, const char *name, uint64
 
 /**
  * Re-check every block checksum of every shard @p version references
- * (0 = newest, PTC_STORE_ALL_VERSIONS = all; shared extents once).
+ * (0 = newest, PTC_STORE_ALL_VERSIONS = all; shared extents once), with the
+ * metadata records on the way (their checksums, digests and summaries,
+ * docs/format.md §2.5). PTC_STORE_ALL_VERSIONS also verifies every dataset
+ * (ptc_store_dataset_verify) and works on a store that holds datasets only
+ * (or nothing).
  * @param progress  called with ("verify", bytes done, bytes total); may be NULL
- * @return PTC_OK, or the first failure: PTC_E_CHECKSUM (tensor, rank, pack
- *   file, byte offset), PTC_E_IO, PTC_E_NOTFOUND.
+ * @return PTC_OK, or the first failure: PTC_E_CHECKSUM (tensor or dataset,
+ *   rank, pack file, byte offset), PTC_E_STORE (corrupt metadata), PTC_E_IO,
+ *   PTC_E_NOTFOUND.
  */
 PTC_API int ptc_store_verify(ptc_store *s, uint64_t version, ptc_progress_fn progress,
                              void *user);
+
+/**
+ * Re-check dataset @p name: its catalog record, every block of its records
+ * and of its index (read, decompressed, compared with its XXH3-64), and that
+ * the index's offsets rise from 0 to the records' length.
+ * @param progress  called with ("verify", bytes done, bytes total); may be NULL
+ * @return PTC_OK, PTC_E_NOTFOUND, PTC_E_CHECKSUM (dataset, pack file, block,
+ *   byte offset), PTC_E_STORE (corrupt catalog record or index), PTC_E_IO.
+ */
+PTC_API int ptc_store_dataset_verify(ptc_store *s, const char *name, ptc_progress_fn progress,
+                                     void *user);
 
 /** What ptc_store_gc() removed. */
 typedef struct ptc_store_gc_stats {

@@ -121,6 +121,9 @@ int ptc_ckpt_record_to_json(const ptc_ckpt_record *rec, char **json)
     if (rec->nextra && !rec->extra)
         return ptc_error_set(PTC_E_INVAL, "training-state record: extra is NULL with nextra %zu",
                              rec->nextra);
+    if (rec->step >= (uint64_t)INT64_MAX) /* a reader refuses it (no next step) */
+        return ptc_error_set(PTC_E_RANGE, "training-state record: step %llu exceeds 2^63-2",
+                             (unsigned long long)rec->step);
     json_t *o = json_object();
     json_t *ex = NULL;
     char *hex = NULL;
@@ -385,6 +388,10 @@ int ptc_ckpt_record_from_json(const char *text, size_t len, ptc_ckpt_record *rec
             have_format = true;
         } else if (strcmp(k, "step") == 0) {
             rc = get_u63(v, k, &rec->step);
+            /* a job resumed from it takes step + 1: 2^63 - 1 leaves none */
+            if (rc == PTC_OK && rec->step == (uint64_t)INT64_MAX)
+                rc = bad_record("'step' %llu leaves no step to take (at most 2^63 - 2)",
+                                (unsigned long long)rec->step);
             have_step = true;
         } else if (strcmp(k, "config") == 0) {
             rc = get_str(v, k, &rec->config);

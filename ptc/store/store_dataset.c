@@ -785,3 +785,62 @@ void ptc_store_dataset_record_prefetch_later(ptc_store_dataset *d, uint64_t id, 
         if (d->data.blocks[k].codec != PTC_BLOCK_RAW)
             ptc_block_cache_prefetch_later(d->cache, d->serial, &d->data, k);
 }
+
+/* ---- verify ------------------------------------------------------------------------------ */
+
+/* Every block of @p b read, decompressed and checked; the index blob's
+ * offsets (when @p index) checked to rise from 0 to @p data_len. */
+static int verify_blob(ptc_store_dataset *d, const ptc_blob_ref *b, bool index,
+                       uint64_t data_len, ptc_progress_fn fn, void *user, uint64_t *done,
+                       uint64_t total)
+{
+    ptc_blob_scratch sc = {0};
+    int rc = PTC_OK;
+    uint64_t prev = 0, at = 0;
+    for (uint64_t k = 0; k < b->nblocks && rc == PTC_OK; k++) {
+        const uint8_t *blk;
+        sc.valid = false;
+        if ((rc = ptc_blob_get_block(&sc, b, b, k, &blk)) < 0)
+            break;
+        uint64_t raw = ptc_blob_block_raw(b->raw_length, b->nblocks, k);
+        for (uint64_t i = 0; index && i + 8 <= raw; i += 8, at++) {
+            uint64_t o = ptc_le_get(blk + i, 8);
+            if ((at == 0 && o != 0) || o < prev || o > data_len) {
+                rc = ptc_error_set(PTC_E_STORE, "dataset '%s': corrupt index at record %llu",
+                                   d->info.name, (unsigned long long)at);
+                break;
+            }
+            prev = o;
+        }
+        *done += raw;
+        if (fn)
+            fn("verify", *done, total, user);
+    }
+    if (rc == PTC_OK && index && prev != data_len)
+        rc = ptc_error_set(PTC_E_STORE, "dataset '%s': its index ends at byte %llu of %llu",
+                           d->info.name, (unsigned long long)prev,
+                           (unsigned long long)data_len);
+    ptc_blob_scratch_free(&sc);
+    return rc;
+}
+
+int ptc_store_dataset_verify_blocks(ptc_store *s, const char *name, ptc_progress_fn fn,
+                                    void *user, uint64_t *done, uint64_t total)
+{
+    ptc_store_dataset *d;
+    PTC_TRY(ptc_store_dataset_open(&d, s, name));
+    int rc = verify_blob(d, &d->data, false, 0, fn, user, done, total);
+    if (rc == PTC_OK)
+        rc = verify_blob(d, &d->index, true, d->rec.data.raw_length, fn, user, done, total);
+    ptc_store_dataset_close(d);
+    return rc;
+}
+
+int ptc_store_dataset_verify(ptc_store *s, const char *name, ptc_progress_fn progress,
+                             void *user)
+{
+    ptc_store_dataset_info i;
+    PTC_TRY(ptc_store_dataset_stat(s, name, &i));
+    uint64_t done = 0, total = i.bytes + 8 * (i.samples + 1);
+    return ptc_store_dataset_verify_blocks(s, name, progress, user, &done, total);
+}

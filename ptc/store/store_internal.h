@@ -408,6 +408,10 @@ void ptc_block_cache_drop_owner(ptc_store_block_cache *c, uint64_t owner);
  * every catalog record references (for gc; array freed with ptc_free). */
 int ptc_store_dataset_pack_path(char *out, size_t cap, const char *dir, uint64_t id);
 int ptc_store_dataset_ids(ptc_store *s, uint64_t **ids, size_t *n);
+/* Verify every block of dataset @p name (its data and index blobs) and its
+ * index, advancing @p done by raw bytes (ptc_store_verify). */
+int ptc_store_dataset_verify_blocks(ptc_store *s, const char *name, ptc_progress_fn fn,
+                                    void *user, uint64_t *done, uint64_t total);
 /* Decode (and drop) one catalog record: PTC_OK or PTC_E_STORE (fuzzing). */
 int ptc_store_dataset_rec_check(const void *data, size_t len);
 

@@ -133,10 +133,22 @@ int ptc_store_verify(ptc_store *s, uint64_t version, ptc_progress_fn progress, v
     uint64_t *vs;
     size_t nv;
     PTC_TRY(select_versions(s, version, &vs, &nv));
+    /* every dataset too, with all versions (the catalog read checks its summary) */
+    ptc_store_dataset_info *ds = NULL;
+    size_t nd = 0;
     uint64_t done = 0, total = 0;
-    int rc = verify_pass(s, vs, nv, false, NULL, NULL, &done, &total);
+    int rc = PTC_OK;
+    if (version == PTC_STORE_ALL_VERSIONS)
+        rc = ptc_store_datasets(s, &ds, &nd);
+    for (size_t i = 0; i < nd; i++)
+        total += ds[i].bytes + 8 * (ds[i].samples + 1);
+    if (rc == PTC_OK)
+        rc = verify_pass(s, vs, nv, false, NULL, NULL, &done, &total);
     if (rc == PTC_OK)
         rc = verify_pass(s, vs, nv, true, progress, user, &done, &total);
+    for (size_t i = 0; i < nd && rc == PTC_OK; i++)
+        rc = ptc_store_dataset_verify_blocks(s, ds[i].name, progress, user, &done, total);
+    ptc_store_free(ds);
     ptc_free(vs);
     return rc;
 }

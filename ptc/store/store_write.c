@@ -521,6 +521,10 @@ int ptc_store_shard_reuse(ptc_store_writer *w, uint32_t tensor, uint32_t rank,
                              t->name, ft->name);
     const ptc_shard_rec *src;
     PTC_TRY(ptc_store_reader_rec(from, from_tensor, from_rank, true, &src));
+    /* the extent is read back and checked before a new version points at
+     * it: a block that rotted since it was written is not carried forward */
+    uint64_t done = 0;
+    PTC_TRY(ptc_store_reader_verify_rec(from, from_tensor, src, NULL, NULL, &done, 0));
     ptc_shard_rec r;
     PTC_TRY(rec_copy(&r, src));
     r.tensor = tensor;

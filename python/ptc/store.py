@@ -382,11 +382,11 @@ class Store:
 
     # -- maintenance ----------------------------------------------------------------------
     def verify(self, version=None, all=False, progress=None):
-        """Re-check every block checksum of a version (all=True: every version);
-        raises ptc.ChecksumError naming tensor, rank, pack file and offset.
-        Returns the version checked (0 with all=True)."""
+        """Re-check every block checksum of a version (all=True: every version
+        and every dataset); raises ptc.ChecksumError naming tensor, rank, pack
+        file and offset. Returns the version checked (0 with all=True)."""
         latest = self.latest()
-        if latest == 0:
+        if latest == 0 and not all:
             raise _errors.NotFoundError("store %s holds no version" % self.path)
         cb = L.progress_callback(progress)
         v = L.STORE_ALL_VERSIONS if all else int(version or 0)
