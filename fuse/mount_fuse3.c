@@ -465,7 +465,65 @@ struct ticker {
     pthread_cond_t cond;
     bool stop;
     const ptc_mount_options *opts;
+    struct mount_ctx *c;
+    struct fuse_session *se;
 };
+
+/* ---- versions that went away ------------------------------------------------------------ */
+
+typedef struct name_set {
+    char (*v)[64];
+    size_t n, cap;
+} name_set;
+
+static int add_name(void *ctx, const char *name, bool is_dir)
+{
+    (void)is_dir;
+    name_set *s = ctx;
+    if (strlen(name) >= sizeof *s->v)
+        return 0;
+    if (ptc_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v) < 0)
+        return 1;
+    snprintf(s->v[s->n++], sizeof *s->v, "%s", name);
+    return 0;
+}
+
+static bool has_name(const name_set *s, const char *name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->v[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* The kernel keeps a looked-up entry (and through it the node, which holds
+ * the version's open files) for as long as it likes: tell it to forget the
+ * entries of versions that are gone from models/, so that their nodes are
+ * forgotten once no file of them is open and the view can let the version
+ * go (its pack files, deleted by gc, then free their space). */
+static void forget_gone_models(struct mount_ctx *c, struct fuse_session *se)
+{
+    static const char prefix[] = "/models/";
+    name_set held = {0}, live = {0};
+    struct node *models = NULL;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->cap; i++)
+        for (struct node *n = c->tab[i]; n; n = n->next) {
+            if (strcmp(n->path, "/models") == 0)
+                models = n;
+            else if (strncmp(n->path, prefix, sizeof prefix - 1) == 0 &&
+                     !strchr(n->path + sizeof prefix - 1, '/'))
+                add_name(&held, n->path + sizeof prefix - 1, true);
+        }
+    fuse_ino_t parent = models ? ino_of(c, models) : 0;
+    pthread_mutex_unlock(&c->lock);
+    if (parent && held.n && ptc_view_list(c->view, "/models", add_name, &live) == PTC_OK)
+        for (size_t i = 0; i < held.n; i++)
+            if (!has_name(&live, held.v[i]))
+                fuse_lowlevel_notify_inval_entry(se, parent, held.v[i], strlen(held.v[i]));
+    ptc_free(held.v);
+    ptc_free(live.v);
+}
 
 static void *tick_main(void *p)
 {
@@ -486,6 +544,7 @@ static void *tick_main(void *p)
             break;
         pthread_mutex_unlock(&t->lock);
         t->opts->tick(t->opts->user);
+        forget_gone_models(t->c, t->se);
         pthread_mutex_lock(&t->lock);
     }
     pthread_mutex_unlock(&t->lock);
@@ -698,7 +757,7 @@ int ptc_mount_run(ptc_view *view, const char *mountpoint, const ptc_mount_option
         if (rc < 0)
             goto out_signals;
     }
-    struct ticker t = {.opts = opts};
+    struct ticker t = {.opts = opts, .c = &c, .se = se};
     bool ticking = false;
     if (opts->tick) {
         pthread_mutex_init(&t.lock, NULL);

@@ -209,6 +209,8 @@ int ptc_store_version_rec_get(ptc_store *s, unsigned fmt, const MDB_val *k, cons
 int ptc_store_summary_get(ptc_store *s, MDB_txn *txn, const char *which, ptc_store_summary *out);
 int ptc_store_summary_put(ptc_store *s, MDB_txn *txn, const char *which,
                           const ptc_store_summary *in);
+/* The body of a summary record (its sum checked): PTC_OK or PTC_E_FORMAT. */
+int ptc_store_summary_decode(const void *data, size_t len, ptc_store_summary *out);
 /* PTC_OK if what was read (@p got) matches the summary (@p want). */
 int ptc_store_summary_mismatch(ptc_store *s, const char *which, const ptc_store_summary *want,
                                const ptc_store_summary *got);

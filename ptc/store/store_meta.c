@@ -305,17 +305,23 @@ int ptc_store_summary_get(ptc_store *s, MDB_txn *txn, const char *which, ptc_sto
         return ptc_store_mdb_error(mrc, s->dir);
     size_t n;
     PTC_TRY(ptc_store_rec_open(s, 2, PTC_REC_SUMMARY, &k, &v, &n, NULL));
-    const uint8_t *p = v.mv_data;
+    if (ptc_store_summary_decode(v.mv_data, n, out) < 0)
+        return ptc_error_set(PTC_E_STORE, "store %s: corrupt metadata: bad %s summary", s->dir,
+                             which);
+    return PTC_OK;
+}
+
+int ptc_store_summary_decode(const void *data, size_t len, ptc_store_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    const uint8_t *p = data;
     uint64_t f[4] = {0};
-    if (n != 32)
-        return ptc_error_set(PTC_E_STORE, "store %s: corrupt metadata: bad %s summary", s->dir,
-                             which);
+    if (len != 32)
+        return PTC_E_FORMAT;
     for (int j = 0; j < 4; j++)
-        for (int i = 7; i >= 0; i--)
-            f[j] = (f[j] << 8) | p[8 * j + i];
+        f[j] = ptc_le_get(p + 8 * j, 8);
     if (f[0] != SUMMARY_FORMAT)
-        return ptc_error_set(PTC_E_STORE, "store %s: corrupt metadata: bad %s summary", s->dir,
-                             which);
+        return PTC_E_FORMAT;
     out->count = f[1];
     out->newest = f[2];
     out->xsum = f[3];
