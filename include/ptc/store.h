@@ -447,7 +447,8 @@ PTC_API int ptc_store_dataset_writer_commit(ptc_store_dataset_writer *w, const c
 PTC_API void ptc_store_dataset_writer_destroy(ptc_store_dataset_writer *w);
 
 /** List the datasets (sorted by name); free @p *out with ptc_store_free().
- * @return PTC_OK, PTC_E_STORE (corrupt catalog), PTC_E_NOMEM. */
+ * Writes nothing (a store that never held a dataset lists none, read-only
+ * or not). @return PTC_OK, PTC_E_STORE (corrupt catalog), PTC_E_NOMEM. */
 PTC_API int ptc_store_datasets(ptc_store *s, ptc_store_dataset_info **out, size_t *n);
 /** Look up one dataset. @return PTC_OK, PTC_E_NOTFOUND ("no dataset 'x'…"). */
 PTC_API int ptc_store_dataset_stat(ptc_store *s, const char *name,
@@ -566,8 +567,9 @@ typedef struct ptc_store_dataset_count {
     uint64_t count;  /**< servings to add (>= 1) */
 } ptc_store_dataset_count;
 
-/** Create the count map if it does not exist yet (a writable store); it
- * runs its own write transaction, so call it before holding one.
+/** Check that counts can be kept: nothing is written (the count map is
+ * made by the first ptc_store_dataset_counts_add, so a mount that serves no
+ * step file never writes the database, e.g. on a full disk).
  * @return PTC_OK, PTC_E_NOTFOUND (read-only store without counts), PTC_E_STORE. */
 PTC_API int ptc_store_dataset_counts_open(ptc_store *s);
 /** Add @p n counts in one write transaction (all or none). Safe from any
@@ -625,7 +627,9 @@ typedef struct ptc_store_gc_stats {
  * versions), and every dataset pack file no catalog record references
  * (replaced datasets, aborted ingests). Never removes a file a committed
  * version or dataset references (own data, aliases and cross-version
- * references). Takes the writer lock.
+ * references). Takes the writer lock in slices: before each removal it
+ * hands the lock to a writer queued for it and queues again, so a save
+ * beside gc waits for one removal, not for the whole gc (docs/format.md §7).
  * @param stats  may be NULL
  * @return PTC_OK, PTC_E_BUSY, PTC_E_INVAL (read-only), PTC_E_IO.
  */
