@@ -14,8 +14,9 @@ const char ptc_cmd_verify_help[] =
     "Reads every block a version references (its own and shared extents),\n"
     "decompresses it and compares its XXH3-64, and checks the version's metadata\n"
     "records against their checksums. --all checks every version and every\n"
-    "dataset (its records, its index); --dataset one dataset. Exit 1 names the\n"
-    "first bad block or record.\n"
+    "dataset (its records, its index); --dataset one dataset. The page structure\n"
+    "of the metadata file (meta/data.mdb) is checked first. Exit 1 names the\n"
+    "first bad block, record or page.\n"
     "--json prints {\"ok\":true,\"version\":V}, with --dataset\n"
     "{\"ok\":true,\"dataset\":NAME}, or with --all\n"
     "{\"ok\":true,\"versions\":[V,...],\"datasets\":[NAME,...]} (all checked);\n"
@@ -80,10 +81,14 @@ int ptc_cmd_verify(int argc, char **argv)
         return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);
     if ((all && version) || (dataset && (all || version)))
         return ptc_cli_usage_error("--all, --version and --dataset exclude each other");
+    if (!store)
+        return ptc_cli_usage_error("--store DIR is required");
+    /* the page structure of the metadata first, whatever its size */
     ptc_store *s = NULL;
-    int ret = ptc_cli_open_store(store, false, &s);
-    if (ret)
-        return ret;
+    ptc_store_options so = {.flags = PTC_STORE_CHECK};
+    int ret = PTC_CLI_OK, rc0 = ptc_store_open_ex(&s, store, &so);
+    if (rc0)
+        return ptc_cli_lib_error(rc0);
     uint64_t latest = 0;
     unsigned fmt = 0;
     int rc = ptc_store_format(s, &fmt);

@@ -42,6 +42,13 @@ extern "C" {
 enum {
     PTC_STORE_CREATE = 1u << 0,   /**< create the store if it does not exist */
     PTC_STORE_READONLY = 1u << 1, /**< no writers, no gc */
+    /** Check the page structure of meta/data.mdb before liblmdb reads it
+     * (liblmdb trusts its pages and can crash on a damaged one): every page
+     * reachable from the newest snapshot is read once (docs/format.md
+     * §2.6). Done anyway when data.mdb is at most 16 MiB, or when
+     * PTC_VERIFY_METADATA=1 is in the environment; the two meta pages are
+     * checked at every open. */
+    PTC_STORE_CHECK = 1u << 2,
 };
 
 /** Codecs of a shard (per block the writer keeps a block raw if zstd does

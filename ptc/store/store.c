@@ -88,6 +88,25 @@ static int open_core_dbis(ptc_store *s, bool create)
     return PTC_OK;
 }
 
+/* Walk data.mdb's pages (store_mdbcheck.c) as of a snapshot this handle
+ * holds open, so no writer reuses its pages meanwhile; before anything of
+ * liblmdb reads a tree. */
+static int walk_pinned(ptc_store *s, int datafd)
+{
+    for (int attempt = 0;; attempt++) {
+        MDB_txn *txn;
+        int mrc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+        if (mrc)
+            return ptc_store_mdb_error(mrc, s->dir);
+        int rc = ptc_store_mdb_walk(datafd, s->dir, mdb_txn_id(txn));
+        mdb_txn_abort(txn);
+        if (rc != PTC_E_BUSY || attempt == 10) /* BUSY: its meta page was rewritten */
+            return rc == PTC_E_BUSY ? ptc_error_set(rc, "store %s: metadata changing too fast "
+                                                        "to check", s->dir)
+                                    : rc;
+    }
+}
+
 /* A store is created only in a new or empty directory (or over the remains
  * of an interrupted creation: meta/, packs/, lock), never inside a directory
  * that holds something else. */
@@ -136,7 +155,7 @@ int ptc_store_open_ex(ptc_store **out, const char *dir, const ptc_store_options 
                                  dir);
         return ptc_error_sys(PTC_E_IO, "open %s", dir);
     }
-    int metafd = -1, rc = ptc_store_subdir_at(rootfd, dir, "meta", false, &metafd);
+    int datafd = -1, metafd = -1, rc = ptc_store_subdir_at(rootfd, dir, "meta", false, &metafd);
     struct stat st;
     if (rc < 0 && rc != PTC_E_NOTFOUND)
         goto out_close_root;
@@ -201,6 +220,17 @@ int ptc_store_open_ex(ptc_store **out, const char *dir, const ptc_store_options 
         rc = ptc_store_mdb_error(mrc, dir);
         goto out_env;
     }
+    /* liblmdb trusts its pages: their structure is checked first */
+    datafd = openat(metafd, "data.mdb", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat dst;
+    bool walk = false;
+    if (datafd >= 0 && fstat(datafd, &dst) == 0 && dst.st_size > 0) {
+        if ((rc = ptc_store_mdb_metas(datafd, dir, NULL)) < 0)
+            goto out_env;
+        const char *e = getenv("PTC_VERIFY_METADATA");
+        walk = (flags & PTC_STORE_CHECK) || (uint64_t)dst.st_size <= PTC_STORE_CHECK_AUTO ||
+               (e && strcmp(e, "1") == 0);
+    }
     unsigned ef = MDB_NOTLS | (s->readonly ? MDB_RDONLY : 0);
     mrc = mdb_env_open(s->env, meta_open, ef, 0644);
     if (mrc) {
@@ -209,14 +239,19 @@ int ptc_store_open_ex(ptc_store **out, const char *dir, const ptc_store_options 
                            : ptc_store_mdb_error(mrc, dir);
         goto out_env;
     }
-    if ((rc = ptc_store_map_find(s)) < 0 || (rc = open_core_dbis(s, create)) < 0)
+    if ((rc = ptc_store_map_find(s)) < 0 || (walk && (rc = walk_pinned(s, datafd)) < 0) ||
+        (rc = open_core_dbis(s, create)) < 0)
         goto out_env;
+    if (datafd >= 0)
+        close(datafd);
     int dead;
     mdb_reader_check(s->env, &dead); /* clear reader slots of killed processes */
     close(metafd);
     *out = s;
     return PTC_OK;
 out_env:
+    if (datafd >= 0)
+        close(datafd);
     mdb_env_close(s->env);
 out_mutex:
     pthread_mutex_destroy(&s->mu);

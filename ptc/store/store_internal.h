@@ -178,6 +178,17 @@ typedef struct ptc_store_summary {
     uint64_t count, newest, xsum;
 } ptc_store_summary;
 
+/* The structure of meta/data.mdb (store_mdbcheck.c, docs/format.md §2.6),
+ * read with pread: ptc_store_mdb_metas checks the two meta pages (they
+ * pair up, the newest one's trees start inside the file) and gives the
+ * newest transaction id; ptc_store_mdb_walk checks every page reachable
+ * from the meta page of transaction @p txnid (PTC_E_BUSY: that meta page
+ * was rewritten since; read a newer snapshot). PTC_E_STORE names the page. */
+int ptc_store_mdb_metas(int fd, const char *dir, uint64_t *txnid);
+int ptc_store_mdb_walk(int fd, const char *dir, uint64_t txnid);
+/* data.mdb up to this size is walked at every open. */
+#define PTC_STORE_CHECK_AUTO ((uint64_t)16 << 20)
+
 /* Find where liblmdb mapped data.mdb (after the environment is open). */
 int ptc_store_map_find(ptc_store *s);
 /* PTC_E_STORE unless @p k and @p v (either may be NULL), as liblmdb

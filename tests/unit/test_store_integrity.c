@@ -284,6 +284,109 @@ static void test_value_outside_file(void **state)
     rmrf(dir);
 }
 
+/* ---- data.mdb's pages ------------------------------------------------------------------ */
+
+static uint64_t rd_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* A copy of @p dir with @p n bytes at @p off of data.mdb replaced by the
+ * same bytes XOR @p x (n <= 8); its directory, to free. */
+static char *damage(const char *dir, long off, uint64_t x, int n)
+{
+    char *copy = mktmp(), cmd[512], p[600];
+    snprintf(cmd, sizeof cmd, "cp -r '%s/meta' '%s/packs' '%s/'", dir, dir, copy);
+    assert_int_equal(system(cmd), 0);
+    snprintf(p, sizeof p, "%s/meta/data.mdb", copy);
+    int fd = open(p, O_RDWR);
+    uint8_t b[8];
+    assert_int_equal(pread(fd, b, (size_t)n, off), n);
+    for (int i = 0; i < n; i++)
+        b[i] ^= (uint8_t)(x >> (8 * i));
+    assert_int_equal(pwrite(fd, b, (size_t)n, off), n);
+    close(fd);
+    return copy;
+}
+
+static void expect_open_damaged(const char *dir, const char *words)
+{
+    ptc_store *s;
+    int rc = ptc_store_open(&s, dir, 0);
+    if (rc == PTC_OK)
+        ptc_store_close(s);
+    expect_store_error(rc, words);
+}
+
+/* Damage liblmdb reads without checking, found before it reads: meta pages
+ * that do not pair up (liblmdb would silently open an older snapshot), a
+ * page size of 0, a tree page whose header names another page, a leaf node
+ * turned into a sub-database node (liblmdb would follow garbage). */
+static void test_mdb_pages(void **state)
+{
+    (void)state;
+    char *dir = mktmp();
+    ptc_store *s;
+    assert_int_equal(ptc_store_open(&s, dir, PTC_STORE_CREATE), PTC_OK);
+    put_version(s, 0);
+    put_version(s, 1);
+    ptc_store_close(s);
+    char p[600];
+    snprintf(p, sizeof p, "%s/meta/data.mdb", dir);
+    int fd = open(p, O_RDONLY);
+    uint8_t m0[160], m1[160];
+    assert_int_equal(pread(fd, m0, sizeof m0, 0), (ssize_t)sizeof m0);
+    uint64_t psize = rd_le(m0 + 16 + 24, 4);
+    assert_int_equal(pread(fd, m1, sizeof m1, (off_t)psize), (ssize_t)sizeof m1);
+    uint64_t t0 = rd_le(m0 + 16 + 128, 8), t1 = rd_le(m1 + 16 + 128, 8);
+    const uint8_t *cur = t0 > t1 ? m0 : m1;
+    long cur_off = t0 > t1 ? 0 : (long)psize;
+    uint64_t main_root = rd_le(cur + 16 + 72 + 40, 8);
+    close(fd);
+    assert_true(t0 + 1 == t1 || t1 + 1 == t0);
+
+    /* the newest meta page's txnid lowered: liblmdb would take the other */
+    char *c = damage(dir, cur_off + 16 + 128, 1ull << 40, 8);
+    expect_open_damaged(c, "transaction ids do not pair up");
+    rmrf(c);
+    c = damage(dir, 16 + 24, psize, 4); /* meta 0's page size 0 */
+    expect_open_damaged(c, "bad page size");
+    rmrf(c);
+    c = damage(dir, (long)(main_root * psize), 1, 1); /* its header's page number */
+    expect_open_damaged(c, "names another page");
+    rmrf(c);
+    /* the node of the ptc.shards database in the main tree: flags F_SUBDATA
+     * -> F_SUBDATA|F_BIGDATA (a page number read from the sub-db record);
+     * and a shard record's node given F_SUBDATA */
+    uint8_t *page = malloc(psize);
+    fd = open(p, O_RDONLY);
+    assert_int_equal(pread(fd, page, psize, (off_t)(main_root * psize)), (ssize_t)psize);
+    uint8_t *k = memmem(page, psize, "ptc.shards", 10);
+    assert_non_null(k);
+    long node = (long)(main_root * psize) + (k - page) - 8;
+    uint64_t shards_root = rd_le(k + 10 + 40, 8);
+    assert_int_equal(pread(fd, page, psize, (off_t)(shards_root * psize)), (ssize_t)psize);
+    uint64_t first = rd_le(page + 16, 2); /* the first node of a shard page */
+    close(fd);
+    c = damage(dir, node + 4, 0x01, 1);
+    expect_open_damaged(c, "page");
+    rmrf(c);
+    if (rd_le(page + 10, 2) & 0x02) { /* a leaf: records are its nodes */
+        c = damage(dir, (long)(shards_root * psize + first) + 4, 0x02, 1);
+        expect_open_damaged(c, "a sub-database node where none can be");
+        rmrf(c);
+    }
+    free(page);
+    /* intact, it opens (and verifies) */
+    assert_int_equal(ptc_store_open(&s, dir, PTC_STORE_CHECK), PTC_OK);
+    assert_int_equal(ptc_store_verify(s, PTC_STORE_ALL_VERSIONS, NULL, NULL), PTC_OK);
+    ptc_store_close(s);
+    rmrf(dir);
+}
+
 /* ---- a reused extent is checked ---------------------------------------------------- */
 
 static void test_reuse_rotted_extent(void **state)
@@ -643,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_changed_version_record),
         cmocka_unit_test(test_vanished_records),
         cmocka_unit_test(test_value_outside_file),
+        cmocka_unit_test(test_mdb_pages),
         cmocka_unit_test(test_reuse_rotted_extent),
         cmocka_unit_test(test_writer_waits),
         cmocka_unit_test(test_queued_writer_first),
