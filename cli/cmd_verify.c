@@ -1,5 +1,4 @@
 /* ptc verify: re-check every block checksum a version references. */
-#include <getopt.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,43 +51,22 @@ static int print_all_json(ptc_store *s, const char *unchecked)
 
 int ptc_cmd_verify(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"store", required_argument, NULL, 's'}, {"version", required_argument, NULL, 'v'},
-        {"all", no_argument, NULL, 'a'},         {"json", no_argument, NULL, 'j'},
-        {"dataset", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
-    };
-    const char *store = NULL, *dataset = NULL;
+    ptc_cli_store cs = {.flags = PTC_STORE_CHECK}; /* data.mdb's pages first, whatever its size */
     uint64_t version = 0;
     bool json = false, all = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 's': store = optarg; break;
-        case 'v':
-            if (!ptc_cli_parse_version(optarg, &version))
-                return ptc_cli_usage_error("--version: '%s' is not a version number", optarg);
-            break;
-        case 'a': all = true; break;
-        case 'd': dataset = optarg; break;
-        case 'j': json = true; break;
-        case 'h': ptc_cli_help(ptc_cmd_verify_help); return PTC_CLI_OK;
-        default: return ptc_cli_bad_option(argv);
-        }
-    }
-    if (optind < argc)
-        return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);
+    const char *dataset = NULL;
+    const ptc_cli_opt opts[] = {PTC_CLI_OPT_STORE(&cs.dir),       PTC_CLI_OPT_VERSION(&version),
+                                PTC_CLI_OPT_FLAG("all", &all),     PTC_CLI_OPT_JSON(&json),
+                                PTC_CLI_OPT_STR("dataset", &dataset), PTC_CLI_OPT_END};
+    int ret = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_verify_help, 0, NULL);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
     if ((all && version) || (dataset && (all || version)))
         return ptc_cli_usage_error("--all, --version and --dataset exclude each other");
-    if (!store)
-        return ptc_cli_usage_error("--store DIR is required");
-    /* the page structure of the metadata first, whatever its size */
-    ptc_store *s = NULL;
-    ptc_store_options so = {.flags = PTC_STORE_CHECK};
-    int ret = PTC_CLI_OK, rc0 = ptc_store_open_ex(&s, store, &so);
-    if (rc0)
-        return ptc_cli_lib_error(rc0);
+    ret = ptc_cli_store_open(&cs, PTC_CLI_STORE_OPEN, 0);
+    if (ret)
+        return ret;
+    ptc_store *s = cs.s;
     uint64_t latest = 0;
     unsigned fmt = 0;
     int rc = ptc_store_format(s, &fmt);
@@ -96,7 +74,7 @@ int ptc_cmd_verify(int argc, char **argv)
         rc = ptc_store_latest(s, &latest);
     if (rc == PTC_OK && latest == 0 && !all && !dataset)
         rc = ptc_error_set(PTC_E_NOTFOUND, "store %s holds no version (--all checks its datasets)",
-                           store);
+                           cs.dir);
     if (rc == PTC_OK && dataset)
         rc = ptc_store_dataset_verify(s, dataset, ptc_cli_progress, NULL);
     else if (rc == PTC_OK)
@@ -127,6 +105,6 @@ int ptc_cmd_verify(int argc, char **argv)
     if (rc == PTC_OK && !json && fmt < 2)
         printf("note: store format 1: its metadata has no checksums yet (the next write adds "
                "them)\n");
-    ptc_store_close(s);
+    ptc_cli_store_close(&cs, ret != PTC_CLI_OK);
     return ret;
 }

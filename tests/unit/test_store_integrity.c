@@ -715,30 +715,6 @@ static void test_readonly_listing(void **state)
     rmrf(dir);
 }
 
-/* ---- the training record's step ------------------------------------------------------ */
-
-/* A job resumed from step S takes step S + 1: 2^63 - 1 is refused on read
- * and on write, 2^63 - 2 is the largest step. */
-static void test_record_step_bound(void **state)
-{
-    (void)state;
-    ptc_ckpt_record rec;
-    static const char top[] = "{\"format\":1,\"step\":9223372036854775807}";
-    assert_int_equal(ptc_ckpt_record_from_json(top, strlen(top), &rec), PTC_E_FORMAT);
-    if (!strstr(ptc_last_error(), "leaves no step"))
-        fail_msg("%s", ptc_last_error());
-    static const char ok_[] = "{\"format\":1,\"step\":9223372036854775806}";
-    assert_int_equal(ptc_ckpt_record_from_json(ok_, strlen(ok_), &rec), PTC_OK);
-    assert_true(rec.step == (uint64_t)INT64_MAX - 1);
-    ptc_ckpt_record_free(&rec);
-    ptc_ckpt_record w = {.step = (uint64_t)INT64_MAX};
-    char *json;
-    assert_int_equal(ptc_ckpt_record_to_json(&w, &json), PTC_E_RANGE);
-    w.step = (uint64_t)INT64_MAX - 1;
-    assert_int_equal(ptc_ckpt_record_to_json(&w, &json), PTC_OK);
-    ptc_store_free(json);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -753,7 +729,6 @@ int main(void)
         cmocka_unit_test(test_gc_beside_saves),
         cmocka_unit_test(test_lock_of_forked_child),
         cmocka_unit_test(test_readonly_listing),
-        cmocka_unit_test(test_record_step_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
