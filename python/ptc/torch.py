@@ -193,6 +193,7 @@ class StepDataset(torch.utils.data.IterableDataset):
         else:
             raise _errors.NotFoundError("%s is neither a ptc mount nor a ptc store" % source)
         self.source = source
+        self._check_start(self.start, "start")
         if count is None:
             count = "read" if self.mode == "mount" else "commit"
         if count not in ("commit", "read", False):
@@ -209,6 +210,12 @@ class StepDataset(torch.utils.data.IterableDataset):
         self._counter = None
 
     # -- positions --------------------------------------------------------------------
+    def _check_start(self, start: int, what: str) -> None:
+        """A position is 0 ... samples (samples: the end of the epoch, no step left)."""
+        if start > self.samples:
+            raise _errors.InvalidError("%s %d is past the end of dataset '%s' (%d samples)"
+                                       % (what, start, self.name, self.samples))
+
     def _path(self, step: int, level: int = L.DATASET_STEP_LEVEL_FILE) -> str:
         """The view path of this rank's step file @p step (level INDEX: its .idx; level
         RANK: their directory), as libptc spells it (ptc_dataset_step_format)."""
@@ -365,14 +372,18 @@ class StepDataset(torch.utils.data.IterableDataset):
         if g is not None and self.generation is not None and int(g) != self.generation:
             raise _errors.InvalidError("dataset '%s' was ingested again since the state "
                                        "was saved" % self.name)
-        self.start = _u64(state["position"], "position")
+        position = _u64(state["position"], "position")
+        self._check_start(position, "position")
+        self.start = position
         self._consumed = self._counted = 0
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
         """Move to the beginning (or position @p start) of epoch @p epoch."""
         self.commit()
+        start = _u64(start, "start")
+        self._check_start(start, "start")
         self.epoch = _u64(epoch, "epoch")
-        self.start = _u64(start, "start")
+        self.start = start
         self._consumed = self._counted = 0
 
     def close(self) -> None:

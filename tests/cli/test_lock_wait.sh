@@ -3,6 +3,8 @@
 # store's writer lock instead of failing.
 #  - a gc loop beside a stream of saves (reshards, dataset ingests, version
 #    deletions): every command succeeds, gc removes what nothing references;
+#  - ptc train --save-every 1 beside a gc loop and an import loop: every
+#    step's save waits its turn, the job and every import succeed;
 #  - --lock-timeout / PTC_LOCK_TIMEOUT bound the wait: 0 fails at once,
 #    S fails after S seconds naming the holder and the wait, a holder that
 #    lets go within S is waited for; bad values are usage errors.
@@ -37,6 +39,26 @@ if ! [ -s gc.err ]; then ok; else bad "gc failed beside writers: $(cat gc.err)";
 left=$(ls st/packs | grep -c '^v' || true)
 if [ "$left" = 2 ] && "$PTC" verify --store st --all >/dev/null; then ok; else
     bad "after the loop: $left pack directories (want 2), or verify failed"; fi
+
+# ---- a training job saving every step beside gc and imports ---------------------------------
+M=mlp:layers=2,hidden=8,vocab=16,tokens=4
+tr=(--schedule 1f1b --model $M --seed 3 --timeout 120 --config dp=1 --microbatches 2 --store tr)
+"$PTC" import --store tr --config tp=2 --rules llama m.safetensors >/dev/null
+rm -f stop
+( while [ ! -e stop ]; do "$PTC" gc --store tr >/dev/null 2>>gc2.err || echo fail >>gc2.err; done ) &
+gcl=$!
+( while [ ! -e stop ]; do "$PTC" import --store tr --config tp=2 --rules llama m.safetensors \
+    >/dev/null 2>>imp.err || echo fail >>imp.err; done ) &
+impl=$!
+if "$PTC" train "${tr[@]}" --steps 30 --save-every 1 >train.out 2>train.err &&
+    grep -q "^saved version .* (step 30)" train.out; then ok; else
+    bad "ptc train beside gc and imports: $(cat train.err)"; fi
+touch stop
+wait $gcl $impl
+if ! [ -s gc2.err ] && ! [ -s imp.err ]; then ok; else
+    bad "gc or import failed beside training: $(cat gc2.err imp.err)"; fi
+n=$("$PTC" versions --store tr --json | python3 -c 'import json,sys; print(sum(v["config"] == "dp=1,tp=1,pp=1" for v in json.load(sys.stdin)["versions"]))')
+if [ "$n" = 30 ]; then ok; else bad "$n training versions saved (want 30)"; fi
 
 # ---- bounded waits ------------------------------------------------------------------------
 # hold STORE/lock for $2 seconds from another process
