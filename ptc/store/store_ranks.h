@@ -39,8 +39,9 @@ typedef struct ptc_rank_counts {
  * @p w: a tensor the rank does not hold is skipped; a shard whose owner
  * (the lowest rank holding an identical shard) is another rank is an
  * alias; an owned shard is referenced where @p src finds it stored (and the
- * stored copy passes its check), else written by @p src. @p counts (may be NULL) is added to. One thread per
- * (writer, rank) at a time, as the writer requires. */
+ * stored copy passes its check), else written by @p src. @p counts (may be
+ * NULL) is added to. One thread per (writer, rank) at a time, as the writer
+ * requires. */
 int ptc_store_write_rank(ptc_store_writer *w, const ptc_layout *l, int r, size_t t_lo,
                          size_t t_hi, const ptc_rank_source *src, ptc_rank_counts *counts);
 
