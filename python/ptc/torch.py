@@ -193,7 +193,6 @@ class StepDataset(torch.utils.data.IterableDataset):
         else:
             raise _errors.NotFoundError("%s is neither a ptc mount nor a ptc store" % source)
         self.source = source
-        self._check_start(self.start, "start")
         if count is None:
             count = "read" if self.mode == "mount" else "commit"
         if count not in ("commit", "read", False):
@@ -210,12 +209,6 @@ class StepDataset(torch.utils.data.IterableDataset):
         self._counter = None
 
     # -- positions --------------------------------------------------------------------
-    def _check_start(self, start: int, what: str) -> None:
-        """A position is 0 ... samples (samples: the end of the epoch, no step left)."""
-        if start > self.samples:
-            raise _errors.InvalidError("%s %d is past the end of dataset '%s' (%d samples)"
-                                       % (what, start, self.name, self.samples))
-
     def _path(self, step: int, level: int = L.DATASET_STEP_LEVEL_FILE) -> str:
         """The view path of this rank's step file @p step (level INDEX: its .idx; level
         RANK: their directory), as libptc spells it (ptc_dataset_step_format)."""
@@ -360,7 +353,9 @@ class StepDataset(torch.utils.data.IterableDataset):
         return d
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Continue at the saved position with this object's dp, rank and batch."""
+        """Continue at the saved position with this object's dp, rank and batch. A
+        position past the dataset's samples is refused (InvalidError): a state
+        never holds one (the end of the epoch is `samples`)."""
         for k in ("name", "seed", "epoch"):
             if k in state and state[k] != getattr(self, k):
                 raise _errors.InvalidError("state is of %s %r, this dataset's is %r"
@@ -373,17 +368,17 @@ class StepDataset(torch.utils.data.IterableDataset):
             raise _errors.InvalidError("dataset '%s' was ingested again since the state "
                                        "was saved" % self.name)
         position = _u64(state["position"], "position")
-        self._check_start(position, "position")
+        if position > self.samples:  # never saved from this dataset: a damaged state
+            raise _errors.InvalidError("position %d is past the end of dataset '%s' (%d samples)"
+                                       % (position, self.name, self.samples))
         self.start = position
         self._consumed = self._counted = 0
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
         """Move to the beginning (or position @p start) of epoch @p epoch."""
         self.commit()
-        start = _u64(start, "start")
-        self._check_start(start, "start")
         self.epoch = _u64(epoch, "epoch")
-        self.start = start
+        self.start = _u64(start, "start")
         self._consumed = self._counted = 0
 
     def close(self) -> None:
