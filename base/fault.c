@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "ptc/error.h"
 #include "base/util_internal.h"
@@ -50,3 +51,23 @@ int ptc_fault_write_hit(void)
     return (at > 0 && c == at) ? atomic_load(&write_fail_errno) : 0;
 }
 
+
+/* The armed crash point of this thread (a name of at most 63 bytes). */
+static _Thread_local char crash_point[64];
+
+void ptc_fault_crash_at(const char *point)
+{
+    crash_point[0] = '\0';
+    if (point) {
+        strncpy(crash_point, point, sizeof crash_point - 1);
+        crash_point[sizeof crash_point - 1] = '\0';
+    }
+}
+
+bool ptc_fault_crash_hit(const char *point)
+{
+    if (!crash_point[0] || strcmp(crash_point, point))
+        return false;
+    crash_point[0] = '\0';
+    return true;
+}

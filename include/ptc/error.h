@@ -125,6 +125,16 @@ PTC_API void ptc_fault_write_at(long n, int err);
  * (lets a test learn the total and then fail each one in turn). */
 PTC_API long ptc_fault_alloc_count(void);
 PTC_API long ptc_fault_write_count(void);
+
+/**
+ * Arm the crash point named @p point (NULL disarms) for the calling thread
+ * only: when this thread next reaches that point of a protocol, the
+ * protocol returns PTC_E_IO ("crash point NAME") at once, with no clean-up
+ * and no further collective, as a process killed there would leave its
+ * files. The point fires once, then disarms. Names are the protocol's
+ * (docs/format.md §10: "hosts.prepared", ...).
+ */
+PTC_API void ptc_fault_crash_at(const char *point);
 #endif
 
 #ifdef __cplusplus

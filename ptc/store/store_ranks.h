@@ -26,6 +26,11 @@ typedef struct ptc_rank_source {
     int (*write)(void *user, ptc_store_writer *w, size_t t, int r, const ptc_shard *sh,
                  const ptc_piece *pc, size_t np);
     void *user;
+    /* NULL: the store holds every rank's shards. Else world bytes, nonzero
+     * for the ranks whose shards this store holds (a host's part of a
+     * version spread over hosts): a shard whose owner is not among them is
+     * owned by the lowest of them holding it (the same owner in the layout). */
+    const uint8_t *local;
 } ptc_rank_source;
 
 /* What one call did, in shards. */
@@ -55,12 +60,13 @@ int64_t ptc_store_find_unchanged(const ptc_store_reader *parent, const ptc_layou
                                  int r, const ptc_shard *sh, const ptc_piece *pc,
                                  const void *buf, uint64_t bytes, size_t *pt);
 
-/* Every (tensor, rank) that layout @p l places has a shard record in one of
- * the @p n descriptor buffers (ptc_store_writer_export) — PTC_OK — or
- * PTC_E_INVAL naming the first missing rank and tensor; PTC_E_FORMAT for a
- * malformed buffer. */
+/* Every (tensor, rank) that layout @p l places (on the ranks @p want marks,
+ * world bytes; NULL: every rank) has a shard record in one of the @p n
+ * descriptor buffers (ptc_store_writer_export) — PTC_OK — or PTC_E_INVAL
+ * naming the first missing rank and tensor; PTC_E_FORMAT for a malformed
+ * buffer. */
 int ptc_store_check_coverage(const ptc_layout *l, const void *const *descs, const size_t *lens,
-                             size_t n);
+                             size_t n, const uint8_t *want);
 
 /* Replace the step label (unless @p step is NULL) and the parent of a
  * version being written, before commit: a checkpoint learns its parent

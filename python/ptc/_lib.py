@@ -218,12 +218,14 @@ ALLGATHER_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t, c_void_p)
 GATHER_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t, c_void_p, c_int)
 BROADCAST_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t, c_int)
 BARRIER_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
+EXCHANGE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_size_t, c_void_p, c_void_p, c_void_p,
+                               c_size_t, c_void_p, c_void_p, c_void_p)
 
 
 class Transport(Structure):
     _fields_ = [("rank", c_int), ("size", c_int), ("allgather", ALLGATHER_FN),
                 ("gather", GATHER_FN), ("broadcast", BROADCAST_FN), ("barrier", BARRIER_FN),
-                ("user", c_void_p)]
+                ("user", c_void_p), ("exchange", EXCHANGE_FN)]  # exchange: NULL (all-gather)
 
 
 class CkptLocal(Structure):
