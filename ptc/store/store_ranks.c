@@ -61,7 +61,16 @@ int ptc_store_write_rank(ptc_store_writer *w, const ptc_layout *l, int r, size_t
             break;
         if (from >= 0) {
             rc = ptc_store_shard_reuse(w, (uint32_t)t, (uint32_t)r, rd, st, (uint32_t)from);
-            n.reused++;
+            if (rc == PTC_E_CHECKSUM || rc == PTC_E_IO) {
+                /* the stored copy went bad: store the source's bytes again (a
+                 * source that reads the same copy reports the damage) */
+                ptc_log(PTC_LOG_WARN, "%s; writing the shard again", ptc_last_error());
+                rc = src->write(src->user, w, t, r, &sh, pc, np);
+                n.written++;
+                n.rewritten++;
+            } else {
+                n.reused++;
+            }
         } else {
             rc = src->write(src->user, w, t, r, &sh, pc, np);
             n.written++;
@@ -72,6 +81,7 @@ int ptc_store_write_rank(ptc_store_writer *w, const ptc_layout *l, int r, size_t
         counts->written += n.written;
         counts->reused += n.reused;
         counts->aliased += n.aliased;
+        counts->rewritten += n.rewritten;
     }
     return rc;
 }

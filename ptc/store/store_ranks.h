@@ -38,14 +38,17 @@ typedef struct ptc_rank_source {
 /* What one call did, in shards. */
 typedef struct ptc_rank_counts {
     uint64_t written, reused, aliased;
+    uint64_t rewritten; /* of written: found unchanged, but the stored copy
+                           failed its check (ptc_store_shard_reuse) */
 } ptc_rank_counts;
 
 /* Write rank @p r's shards of the tensors [t_lo, t_hi) of layout @p l into
  * @p w: a tensor the rank does not hold is skipped; a shard whose owner
  * (the lowest rank holding an identical shard) is another rank is an
- * alias; an owned shard is referenced where @p src finds it stored, else
- * written by @p src. @p counts (may be NULL) is added to. One thread per
- * (writer, rank) at a time, as the writer requires. */
+ * alias; an owned shard is referenced where @p src finds it stored (and the
+ * stored copy passes its check), else written by @p src. @p counts (may be
+ * NULL) is added to. One thread per (writer, rank) at a time, as the writer
+ * requires. */
 int ptc_store_write_rank(ptc_store_writer *w, const ptc_layout *l, int r, size_t t_lo,
                          size_t t_hi, const ptc_rank_source *src, ptc_rank_counts *counts);
 

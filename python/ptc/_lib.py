@@ -349,6 +349,7 @@ FUNCTIONS = {
                                           POINTER(c_int64)]),
     "ptc_store_verify": (c_int, [P, c_uint64, PROGRESS_FN, c_void_p]),
     "ptc_store_gc": (c_int, [P, POINTER(GcStats)]),
+    "ptc_store_set_lock_timeout": (c_int, [P, c_int64]),
     "ptc_store_info_json": (c_int, [P, c_uint64, c_uint, POINTER(c_void_p)]),
     "ptc_store_datasets": (c_int, [P, POINTER(POINTER(DatasetInfo)), POINTER(c_size_t)]),
     "ptc_store_dataset_stat": (c_int, [P, c_char_p, POINTER(DatasetInfo)]),
