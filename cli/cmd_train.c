@@ -139,7 +139,7 @@ static void on_sigusr1(int sig)
 enum {
     OPT_CONFIG = 256, OPT_SCHEDULE, OPT_CHUNKS, OPT_K, OPT_MBS, OPT_STEPS, OPT_MODEL, OPT_SEED,
     OPT_DATA, OPT_DEVICE, OPT_TIMEOUT, OPT_FAKE, OPT_JITTER, OPT_JSON, OPT_SAVE, OPT_UNIT,
-    OPT_CF, OPT_CB, OPT_CW, OPT_ACT, OPT_PREPOST, OPT_OVERLAP, OPT_LR, OPT_DROP, OPT_STORE,
+    OPT_CF, OPT_CB, OPT_CW, OPT_ACT, OPT_PREPOST, OPT_OVERLAP, OPT_LR, OPT_STORE,
     OPT_SAVE_EVERY, OPT_RESUME, OPT_VERSION, OPT_RESIZE, OPT_CONTROL,
 };
 
@@ -167,7 +167,7 @@ static int parse_args(int argc, char **argv, cli_train *ct)
         {"cost-f", 1, 0, OPT_CF},       {"cost-b", 1, 0, OPT_CB},
         {"cost-w", 1, 0, OPT_CW},       {"act-bytes", 1, 0, OPT_ACT},
         {"prepost", 1, 0, OPT_PREPOST}, {"overlap-reduce", 0, 0, OPT_OVERLAP},
-        {"lr", 1, 0, OPT_LR},           {"debug-drop-send", 1, 0, OPT_DROP},
+        {"lr", 1, 0, OPT_LR},
         {"store", 1, 0, OPT_STORE},     {"save-every", 1, 0, OPT_SAVE_EVERY},
         {"resume", 0, 0, OPT_RESUME},   {"version", 1, 0, OPT_VERSION},
         {"resize", 1, 0, OPT_RESIZE},   {"control", 1, 0, OPT_CONTROL},
@@ -295,11 +295,6 @@ static int parse_args(int argc, char **argv, cli_train *ct)
             if (!parse_double(optarg, 0, &d))
                 return ptc_cli_usage_error("--lr: expected a number >= 0");
             o->model.lr = (float)d;
-            break;
-        case OPT_DROP:
-            if (!ptc_cli_parse_u64(optarg, &u))
-                return ptc_cli_usage_error("--debug-drop-send: expected a message count");
-            o->testing_drop_send = (long)u;
             break;
         default:
             return ptc_cli_bad_option(argv);

@@ -18,7 +18,7 @@ foreach(f ${_unit})
   target_compile_options(${n} PRIVATE ${PTC_C_WARN})
   add_test(NAME unit.${n} COMMAND ${n})
   set_tests_properties(unit.${n} PROPERTIES LABELS unit TIMEOUT 300 SKIP_RETURN_CODE 77
-    ENVIRONMENT "PTC_TEST_DATA=${CMAKE_CURRENT_SOURCE_DIR}/tests/data;PTC=$<TARGET_FILE:ptc_cli>")
+    ENVIRONMENT "PTC_TEST_DATA=${CMAKE_CURRENT_SOURCE_DIR}/tests/data;PTC=$<TARGET_FILE:ptc_cli_test>")
 endforeach()
 
 foreach(kind cli fuse mpi net gpu)
@@ -35,7 +35,7 @@ foreach(kind cli fuse mpi net gpu)
     add_test(NAME ${kind}.${n} COMMAND bash ${f})
     set_tests_properties(${kind}.${n} PROPERTIES LABELS "${_labels}" TIMEOUT 900
       SKIP_RETURN_CODE 77
-      ENVIRONMENT "PTC=$<TARGET_FILE:ptc_cli>;PTC_SRC=${CMAKE_CURRENT_SOURCE_DIR};PTC_BUILD=${CMAKE_CURRENT_BINARY_DIR}")
+      ENVIRONMENT "PTC=$<TARGET_FILE:ptc_cli_test>;PTC_SRC=${CMAKE_CURRENT_SOURCE_DIR};PTC_BUILD=${CMAKE_CURRENT_BINARY_DIR}")
     if(kind STREQUAL "mpi" OR kind STREQUAL "fuse" OR kind STREQUAL "net")
       set_tests_properties(${kind}.${n} PROPERTIES RUN_SERIAL ON)
     endif()
@@ -94,5 +94,5 @@ if(NOT PTC_SANITIZE)
   add_test(NAME python.pytest COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/python/run.sh)
   set_tests_properties(python.pytest PROPERTIES LABELS python TIMEOUT 1800
     SKIP_RETURN_CODE 77 RUN_SERIAL ON
-    ENVIRONMENT "PTC=$<TARGET_FILE:ptc_cli>;PTC_SRC=${CMAKE_CURRENT_SOURCE_DIR};PTC_BUILD=${CMAKE_CURRENT_BINARY_DIR};PTC_LIBRARY=$<TARGET_FILE:ptc>")
+    ENVIRONMENT "PTC=$<TARGET_FILE:ptc_cli_test>;PTC_SRC=${CMAKE_CURRENT_SOURCE_DIR};PTC_BUILD=${CMAKE_CURRENT_BINARY_DIR};PTC_LIBRARY=$<TARGET_FILE:ptc_test>")
 endif()

@@ -10,8 +10,8 @@ out=${2:-docs/cli.md}
     echo "Generated from \`ptc COMMAND --help\` by scripts/gen-cli-doc.sh; do not edit by hand."
     echo "Exit status: 0 on success, 1 on failure, 2 on a usage error. Errors go to"
     echo "stderr as one line starting \`ptc: error:\`. \`--json\` output is one JSON object."
-    echo "Test-only environment: \`PTC_FAULT_WRITE=N[:ENOSPC]\` fails the N-th write,"
-    echo "\`PTC_FAULT_ALLOC=N\` the N-th allocation; \`PTC_VERBOSE=1\` logs debug lines."
+    echo "\`PTC_VERBOSE=1\` in the environment logs debug lines. (Fault injection,"
+    echo "\`PTC_FAULT_*\`, is the test build's: build/test-hooks/ptc, never installed.)"
     for c in $("$PTC" --help | awk '/^commands:/{on=1; next} on && NF {print $1}'); do
         echo
         echo "## ptc $c"

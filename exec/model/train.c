@@ -688,8 +688,6 @@ static int seg_open(seg *g, const ptc_train_opts *o, ptc_sched *sched, ptc_store
             eo.prepost = o->prepost;
             eo.overlap_reduce = o->overlap_reduce;
             rc = ptc_exec_create(&g->e, sched, &o->cfg, g->comm, &fns, &eo);
-            if (rc == PTC_OK && o->testing_drop_send && wrank == 0)
-                ptc_exec_testing_drop_send(g->e, o->testing_drop_send);
             if (rc == PTC_OK && g->model)
                 rc = ptc_exec_model_set_comms(g->model, ptc_exec_tp_comm(g->e),
                                               ptc_exec_reduce_comm(g->e));

@@ -99,8 +99,6 @@ typedef struct ptc_train_opts {
     const char *save;        /**< write the final parameters (global names,
                                   F32) to this safetensors file from process
                                   0; NULL: none */
-    long testing_drop_send;  /**< tests: process 0 never sends its n-th
-                                  message (0 = off) */
     ptc_train_resize_fn on_resize; /**< process 0, after each resize or stop
                                         (user: ptc_train_run's); may be NULL */
 } ptc_train_opts;

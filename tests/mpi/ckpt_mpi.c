@@ -21,6 +21,7 @@
 
 #include <mpi.h>
 
+#include "base/fault_testing.h"
 #include "kernels/pack.h"
 #include "ptc/ckpt.h"
 

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "ptc/search.h"
 
 static void close_to(double got, double want, const char *what)
