@@ -8,6 +8,10 @@
 #   tests/fuzz/fuzz_<parser>.c   libFuzzer target + corpus replay, label unit
 #   A first line "# labels: slow" in a script adds labels. Exit status 77:
 #   skipped (reported as such by ctest, never as a pass).
+# Tiers: `make test` runs everything but the labels gpu and slow; the slow
+# label holds the full configuration matrices (tests/*/test_*_all.sh run
+# their script with PTC_TEST_FULL=1, which tests/pairwise.py and the scripts
+# read; unit tests that read PTC_TEST_FULL run again as unit.<name>_all).
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 
 file(GLOB _unit CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/unit/test_*.c)
@@ -16,9 +20,18 @@ foreach(f ${_unit})
   add_executable(${n} ${f})
   target_link_libraries(${n} PRIVATE ptc_testing PkgConfig::CMOCKA)
   target_compile_options(${n} PRIVATE ${PTC_C_WARN})
+  set(_env "PTC_TEST_DATA=${CMAKE_CURRENT_SOURCE_DIR}/tests/data;PTC=$<TARGET_FILE:ptc_cli_test>")
   add_test(NAME unit.${n} COMMAND ${n})
   set_tests_properties(unit.${n} PROPERTIES LABELS unit TIMEOUT 300 SKIP_RETURN_CODE 77
-    ENVIRONMENT "PTC_TEST_DATA=${CMAKE_CURRENT_SOURCE_DIR}/tests/data;PTC=$<TARGET_FILE:ptc_cli_test>")
+    ENVIRONMENT "${_env}")
+  # a test that reads PTC_TEST_FULL runs a subset of its cases; with
+  # PTC_TEST_FULL=1 all of them, as unit.<name>_all (label slow)
+  file(STRINGS ${f} _full REGEX "PTC_TEST_FULL" LIMIT_COUNT 1)
+  if(_full)
+    add_test(NAME unit.${n}_all COMMAND ${n})
+    set_tests_properties(unit.${n}_all PROPERTIES LABELS "unit;slow" TIMEOUT 900
+      SKIP_RETURN_CODE 77 ENVIRONMENT "${_env};PTC_TEST_FULL=1")
+  endif()
 endforeach()
 
 foreach(kind cli fuse mpi net gpu)

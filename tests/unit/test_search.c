@@ -515,11 +515,15 @@ static uint64_t rnd(void)
 static int ri(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
 static double rf(double lo, double hi) { return lo + (hi - lo) * (double)(rnd() >> 11) * 0x1p-53; }
 
+/* 1000 random cases with PTC_TEST_FULL=1 (unit.test_search_all, label
+ * slow), the first 250 of them otherwise. */
 static void descent_vs_exhaustive(void **state)
 {
     (void)state;
     rng_state = 88172645463325252ull; /* fixed: the test is deterministic */
-    int cases = 1000, valid = 0, agree = 0, none_fit = 0;
+    const char *full = getenv("PTC_TEST_FULL");
+    int cases = full && !strcmp(full, "1") ? 1000 : 250;
+    int valid = 0, agree = 0, none_fit = 0;
     double t_desc = 0, t_ex = 0;
     for (int i = 0; i < cases; i++) {
         char txt[160];
@@ -593,7 +597,7 @@ static void descent_vs_exhaustive(void **state)
     printf("# descent within 1%% of exhaustive: %d of %d (%.1f%%); %d with nothing fitting; "
            "search time descent %.2f s, exhaustive %.2f s\n",
            agree, valid, 100 * rate, none_fit, t_desc, t_ex);
-    assert_true(valid >= 800);
+    assert_true(valid >= cases * 4 / 5);
     assert_true(rate >= 0.95);
 }
 
