@@ -52,22 +52,21 @@ test-python: deps build
 	@cd $(BUILD) && ctest --output-on-failure -V -L python
 
 # The fast tier's unit, MPI and FUSE tests under AddressSanitizer +
-# UndefinedBehaviorSanitizer (CPU only; the full matrices add no code path).
-# Leak checks are on (ASan's default), except in the tests that start MPI,
-# which turn them off themselves (__asan_default_options).
+# UndefinedBehaviorSanitizer (CPU only; the full matrices add no code path),
+# in one ctest run so that the unit tests run beside the multi-process ones.
+# Leak checks are on (ASan's default), except in the MPI and FUSE scripts
+# (cmake/tests.cmake: Open MPI's own allocations are never freed) and the
+# unit tests that start MPI, which turn them off themselves
+# (__asan_default_options). test_reshard_mpi compares peak memory figures,
+# which ASan's quarantine changes.
 build-asan: deps-system
 	@cmake -S . -B $(BUILD)-asan -DPTC_SANITIZE=address,undefined -DPTC_WITH_CUDA=OFF \
 	    -DPTC_BENCH=OFF -DPTC_WERROR=$(WERROR) -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	@cmake --build $(BUILD)-asan -j $(JOBS)
 
 test-asan: build-asan
-	@cd $(BUILD)-asan && UBSAN_OPTIONS=print_stacktrace=1 $(CTEST) -L unit -LE slow
-	@# the MPI and FUSE tests too (training, online resize, checkpoints, elastic,
-	@# the mount daemon): Open MPI's own allocations are never freed (no leak
-	@# check); test_reshard_mpi compares peak memory figures, which ASan's
-	@# quarantine changes
-	@cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	    ctest --output-on-failure -L 'mpi|fuse' -LE slow -E test_reshard_mpi
+	@cd $(BUILD)-asan && UBSAN_OPTIONS=print_stacktrace=1 \
+	    $(CTEST) -L 'unit|mpi|fuse' -LE slow -E test_reshard_mpi
 
 # libptc.so, libptc.a, headers, ptc.pc, the CMake package and the ptc command
 # under PREFIX (default /usr/local).
