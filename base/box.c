@@ -164,3 +164,34 @@ void ptc_piece_restrict(ptc_piece *out, const ptc_piece *p, const ptc_box *sub)
     r.local_offset = ptc_piece_local_index(p, sub->lo);
     *out = r;
 }
+
+int ptc_piece_check(const ptc_piece *p, int ndim, const int64_t *shape, int64_t local_volume)
+{
+    if (p->box.ndim != ndim)
+        return ptc_error_set(PTC_E_INVAL, "piece of %d dimensions, tensor of %d", p->box.ndim,
+                             ndim);
+    bool empty = false;
+    for (int d = 0; d < ndim; d++) {
+        if (p->box.lo[d] < 0 || p->box.lo[d] > p->box.hi[d] || p->box.hi[d] > shape[d])
+            return ptc_error_set(PTC_E_INVAL, "piece box outside the tensor (dim %d: %lld:%lld "
+                                 "of %lld)", d, (long long)p->box.lo[d],
+                                 (long long)p->box.hi[d], (long long)shape[d]);
+        empty |= p->box.lo[d] == p->box.hi[d];
+    }
+    if (empty)
+        return PTC_OK;
+    int64_t hi = p->local_offset;
+    if (hi < 0)
+        return ptc_error_set(PTC_E_INVAL, "piece has a negative local offset");
+    for (int d = 0; d < ndim; d++) {
+        int64_t t;
+        if (p->local_stride[d] < 0 ||
+            ptc_mul_overflow_i64(p->box.hi[d] - p->box.lo[d] - 1, p->local_stride[d], &t) ||
+            ptc_add_overflow_i64(hi, t, &hi))
+            return ptc_error_set(PTC_E_INVAL, "piece has bad local strides");
+    }
+    if (hi >= local_volume)
+        return ptc_error_set(PTC_E_INVAL, "piece reaches local element %lld of %lld",
+                             (long long)hi, (long long)local_volume);
+    return PTC_OK;
+}

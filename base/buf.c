@@ -84,3 +84,71 @@ void ptc_buf_free(ptc_buf *b)
     ptc_free(b->p);
     memset(b, 0, sizeof *b);
 }
+
+/* ---- the reading cursor --------------------------------------------------------- */
+
+int ptc_rd_fail(const ptc_rd *r, const char *field)
+{
+    return ptc_error_set(PTC_E_FORMAT, "%s: truncated or invalid at byte %zu (%s)", r->what,
+                         r->pos, field);
+}
+
+int ptc_rd_u32(ptc_rd *r, uint32_t *v, const char *field)
+{
+    if (r->len - r->pos < 4)
+        return ptc_rd_fail(r, field);
+    uint32_t x = 0;
+    for (int i = 3; i >= 0; i--)
+        x = (x << 8) | r->p[r->pos + (size_t)i];
+    r->pos += 4;
+    *v = x;
+    return PTC_OK;
+}
+
+int ptc_rd_u64(ptc_rd *r, uint64_t *v, const char *field)
+{
+    if (r->len - r->pos < 8)
+        return ptc_rd_fail(r, field);
+    uint64_t x = 0;
+    for (int i = 7; i >= 0; i--)
+        x = (x << 8) | r->p[r->pos + (size_t)i];
+    r->pos += 8;
+    *v = x;
+    return PTC_OK;
+}
+
+int ptc_rd_i64(ptc_rd *r, int64_t *v, const char *field)
+{
+    uint64_t u = 0;
+    PTC_TRY(ptc_rd_u64(r, &u, field));
+    *v = (int64_t)u;
+    return PTC_OK;
+}
+
+int ptc_rd_str(ptc_rd *r, char **out, uint32_t *out_len, const char *field)
+{
+    size_t at = r->pos;
+    uint32_t n;
+    PTC_TRY(ptc_rd_u32(r, &n, field));
+    if (r->len - r->pos < n) {
+        r->pos = at;
+        return ptc_rd_fail(r, field);
+    }
+    char *s = ptc_strndup((const char *)r->p + r->pos, n);
+    if (!s) {
+        r->pos = at;
+        return ptc_error_set(PTC_E_NOMEM, "%s: no memory for %s", r->what, field);
+    }
+    r->pos += n;
+    *out = s;
+    if (out_len)
+        *out_len = n;
+    return PTC_OK;
+}
+
+int ptc_rd_end(const ptc_rd *r)
+{
+    if (r->pos != r->len)
+        return ptc_error_set(PTC_E_FORMAT, "%s: %zu trailing bytes", r->what, r->len - r->pos);
+    return PTC_OK;
+}

@@ -31,4 +31,24 @@ int ptc_buf_printf(ptc_buf *b, const char *fmt, ...) __attribute__((format(print
 /* Free the bytes and zero the buffer. */
 void ptc_buf_free(ptc_buf *b);
 
+/* A reading cursor over untrusted bytes, the counterpart of ptc_buf's binary
+ * appends: @c what names the record in messages. Every read checks the
+ * bounds and fails with PTC_E_FORMAT "WHAT: truncated or invalid at byte N
+ * (FIELD)" (ptc_rd_fail), leaving the cursor where it was. */
+typedef struct ptc_rd {
+    const uint8_t *p;
+    size_t len, pos;
+    const char *what;
+} ptc_rd;
+
+int ptc_rd_fail(const ptc_rd *r, const char *field);
+int ptc_rd_u32(ptc_rd *r, uint32_t *v, const char *field);
+int ptc_rd_u64(ptc_rd *r, uint64_t *v, const char *field);
+int ptc_rd_i64(ptc_rd *r, int64_t *v, const char *field);
+/* A u32 length, then that many bytes, copied into a NUL-terminated
+ * allocation (*out; ptc_free); its length into *out_len (may be NULL). */
+int ptc_rd_str(ptc_rd *r, char **out, uint32_t *out_len, const char *field);
+/* PTC_E_FORMAT "WHAT: N trailing bytes" unless every byte was read. */
+int ptc_rd_end(const ptc_rd *r);
+
 #endif

@@ -114,6 +114,38 @@ int ptc_pread_all(int fd, void *buf, size_t n, uint64_t off, const char *what)
     return PTC_OK;
 }
 
+int ptc_file_read(const char *path, size_t max, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ptc_error_sys(errno == ENOENT ? PTC_E_NOTFOUND : PTC_E_IO, "open %s", path);
+    struct stat st;
+    int rc = PTC_OK;
+    if (fstat(fd, &st) != 0)
+        rc = ptc_error_sys(PTC_E_IO, "stat %s", path);
+    else if (!S_ISREG(st.st_mode))
+        rc = ptc_error_set(PTC_E_IO, "%s is not a regular file", path);
+    else if ((uint64_t)st.st_size > max)
+        rc = ptc_error_set(PTC_E_RANGE, "%s: %lld bytes, expected at most %zu", path,
+                           (long long)st.st_size, max);
+    char *buf = NULL;
+    if (rc == PTC_OK) {
+        buf = ptc_malloc((size_t)st.st_size + 1);
+        rc = buf ? ptc_pread_all(fd, buf, (size_t)st.st_size, 0, path) : PTC_E_NOMEM;
+    }
+    close(fd);
+    if (rc != PTC_OK) {
+        ptc_free(buf);
+        return rc;
+    }
+    buf[st.st_size] = 0;
+    *out = buf;
+    *len = (size_t)st.st_size;
+    return PTC_OK;
+}
+
 int ptc_mkdir_p(const char *path, mode_t mode)
 {
     char buf[4096];

@@ -40,6 +40,12 @@ int ptc_fsync_dir(const char *dir);
 /* pread exactly n bytes; a short read is PTC_E_FORMAT ("truncated"). */
 int ptc_pread_all(int fd, void *buf, size_t n, uint64_t off, const char *what);
 
+/* Read the regular file @p path whole, at most @p max bytes, into a new
+ * NUL-terminated buffer (*out, free with ptc_free; *len bytes without the
+ * NUL). PTC_E_NOTFOUND (no such file), PTC_E_IO (not a regular file, a read
+ * error), PTC_E_RANGE (larger than @p max), PTC_E_NOMEM. */
+int ptc_file_read(const char *path, size_t max, char **out, size_t *len);
+
 /* Record errno-based failure: "<fmt>: <strerror(errno)>". Returns code. */
 int ptc_error_sys(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

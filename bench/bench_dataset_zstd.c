@@ -149,10 +149,11 @@ static double epoch_rate(const char *mnt, const char *name, uint64_t seed, uint6
     char path[4400];
     uint64_t steps = (nrec + B - 1) / B, bytes = 0;
     double t0 = now();
-    for (uint64_t k = 0; k < steps; k++) {
-        snprintf(path, sizeof path,
-                 "%s/datasets/%s/seed-%llu/epoch-0/batch-%llu/start-0/dp-1/rank-0/step-%llu", mnt,
-                 name, (unsigned long long)seed, (unsigned long long)B, (unsigned long long)k);
+    ptc_dataset_step st = {.seed = seed, .batch = B, .dp = 1};
+    char rel[PTC_DATASET_STEP_PATH_MAX];
+    for (st.step = 0; st.step < steps; st.step++) {
+        CHECK(ptc_dataset_step_format(&st, PTC_DATASET_STEP_LEVEL_FILE, rel, sizeof rel));
+        snprintf(path, sizeof path, "%s/datasets/%s/%s", mnt, name, rel);
         bytes += read_file(path);
     }
     double dt = now() - t0;

@@ -326,9 +326,10 @@ static bool drop_caches(void)
 
 static void step_path(const struct bench *b, uint64_t k, char *path, size_t cap)
 {
-    snprintf(path, cap, "%s/datasets/tok/seed-%llu/epoch-0/batch-%llu/start-0/dp-1/rank-0/step-%llu",
-             b->mnt_ptc, (unsigned long long)b->seed, (unsigned long long)b->B,
-             (unsigned long long)k);
+    ptc_dataset_step st = {.seed = b->seed, .batch = b->B, .dp = 1, .step = k};
+    char rel[PTC_DATASET_STEP_PATH_MAX];
+    CHECK(ptc_dataset_step_format(&st, PTC_DATASET_STEP_LEVEL_FILE, rel, sizeof rel));
+    snprintf(path, cap, "%s/datasets/tok/%s", b->mnt_ptc, rel);
 }
 
 /* The step files of the bench seed through ptc mount; GB/s. @p uncache:

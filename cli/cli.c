@@ -1,17 +1,21 @@
 /* Helpers shared by the subcommands of the ptc command. */
+#include <assert.h>
 #include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "ptc/error.h"
 #include "ptc/rules.h"
+#include "ptc/store.h"
 
 static void log_to_stderr(int level, const char *msg, void *user)
 {
@@ -125,10 +129,11 @@ bool ptc_cli_parse_int(const char *s, int lo, int hi, int *out)
     return true;
 }
 
-#include "ptc/store.h"
+/* ---- the open-the-store step ------------------------------------------------------- */
 
 int ptc_cli_open_store(const char *dir, bool create, ptc_store **out)
 {
+    *out = NULL;
     if (!dir || !*dir)
         return ptc_cli_usage_error("--store DIR is required");
     int rc = ptc_store_open(out, dir, create ? PTC_STORE_CREATE : 0);
@@ -137,29 +142,47 @@ int ptc_cli_open_store(const char *dir, bool create, ptc_store **out)
     return PTC_CLI_OK;
 }
 
-int ptc_cli_open_store_new(const char *dir, ptc_store **out, int *created)
+int ptc_cli_store_open(ptc_cli_store *cs, unsigned how, uint64_t version)
 {
-    *created = 0;
-    if (!dir || !*dir)
-        return ptc_cli_usage_error("--store DIR is required");
-    struct stat st;
-    bool dir_existed = stat(dir, &st) == 0;
-    int rc = ptc_store_open(out, dir, 0);
-    if (rc == PTC_E_NOTFOUND) {
-        rc = ptc_store_open(out, dir, PTC_STORE_CREATE);
-        if (rc == PTC_OK)
-            *created = dir_existed ? 1 : 2;
+    cs->s = NULL;
+    cs->r = NULL;
+    cs->created = 0;
+    if (!(how & PTC_CLI_STORE_NEW) || !cs->dir || !*cs->dir) {
+        int ret = ptc_cli_open_store(cs->dir, false, &cs->s);
+        if (ret != PTC_CLI_OK)
+            return ret;
+    } else {
+        struct stat st;
+        bool dir_existed = stat(cs->dir, &st) == 0;
+        int rc = ptc_store_open(&cs->s, cs->dir, 0);
+        if (rc == PTC_E_NOTFOUND) {
+            rc = ptc_store_open(&cs->s, cs->dir, PTC_STORE_CREATE);
+            if (rc == PTC_OK)
+                cs->created = dir_existed ? 1 : 2;
+        }
+        if (rc)
+            return ptc_cli_lib_error(rc);
     }
-    if (rc)
-        return ptc_cli_lib_error(rc);
+    if (how & PTC_CLI_STORE_READER) {
+        int rc = ptc_store_reader_open(&cs->r, cs->s, version);
+        if (rc) {
+            int ret = ptc_cli_lib_error(rc);
+            ptc_cli_store_close(cs, true);
+            return ret;
+        }
+    }
     return PTC_CLI_OK;
 }
 
-void ptc_cli_close_store_new(ptc_store *s, const char *dir, int created, bool failed)
+void ptc_cli_store_close(ptc_cli_store *cs, bool failed)
 {
-    ptc_store_close(s);
-    if (failed && created)
-        ptc_store_remove_empty(dir, created == 2); /* quietly: the failure is reported */
+    ptc_store_reader_close(cs->r);
+    ptc_store_close(cs->s);
+    if (failed && cs->created)
+        ptc_store_remove_empty(cs->dir, cs->created == 2); /* quietly: the failure is reported */
+    cs->r = NULL;
+    cs->s = NULL;
+    cs->created = 0;
 }
 
 bool ptc_cli_parse_version(const char *s, uint64_t *out)
@@ -183,8 +206,6 @@ int ptc_cli_parse_compress(const char *arg, unsigned *codec, int *level)
     return PTC_CLI_OK;
 }
 
-#include <getopt.h>
-
 int ptc_cli_bad_option(char **argv)
 {
     const char *opt = optind > 0 ? argv[optind - 1] : "?";
@@ -195,7 +216,114 @@ int ptc_cli_bad_option(char **argv)
                                argv[0], opt, argv[0]);
 }
 
-#include <jansson.h>
+/* ---- options ------------------------------------------------------------------------- */
+
+#define MAX_OPTS 64
+
+static int set_value(const ptc_cli_opt *o, const char *v)
+{
+    int iv;
+    uint64_t u;
+    switch (o->kind) {
+    case PTC_CLI_FLAG:
+        *(bool *)o->dest = true;
+        return PTC_CLI_OK;
+    case PTC_CLI_STR:
+        *(const char **)o->dest = v;
+        return PTC_CLI_OK;
+    case PTC_CLI_INT:
+        if (!ptc_cli_parse_int(v, (int)o->lo, (int)o->hi, &iv))
+            break;
+        *(int *)o->dest = iv;
+        return PTC_CLI_OK;
+    case PTC_CLI_U64:
+        if (!ptc_cli_parse_u64(v, &u) || u < (uint64_t)o->lo || (o->hi && u > o->hi))
+            break;
+        *(uint64_t *)o->dest = u;
+        return PTC_CLI_OK;
+    case PTC_CLI_VERSION:
+        if (!ptc_cli_parse_version(v, &u))
+            break;
+        *(uint64_t *)o->dest = u;
+        return PTC_CLI_OK;
+    case PTC_CLI_DOUBLE: {
+        char *end;
+        double d = strtod(v, &end);
+        if (end == v || *end || !isfinite(d) || d < (double)o->lo)
+            break;
+        *(double *)o->dest = d;
+        return PTC_CLI_OK;
+    }
+    case PTC_CLI_COMPRESS: {
+        ptc_cli_compress *z = o->dest;
+        return ptc_cli_parse_compress(v, &z->codec, &z->level);
+    }
+    case PTC_CLI_CALL:
+        return o->call(v, o->dest);
+    }
+    if (o->bad)
+        return ptc_cli_usage_error(o->bad, v);
+    return ptc_cli_usage_error("--%s: bad value '%s'", o->name, v);
+}
+
+int ptc_cli_parse(int argc, char **argv, int start, const ptc_cli_opt *opts, const char *help,
+                  unsigned flags, int *next)
+{
+    struct option lo[MAX_OPTS + 2];
+    char shorts[2 * MAX_OPTS + 3], *sp = shorts;
+    if (flags & PTC_CLI_IN_ORDER)
+        *sp++ = '+';
+    *sp++ = 'h';
+    size_t n = 0;
+    for (; opts[n].name; n++) {
+        assert(n < MAX_OPTS); /* our own tables */
+        int arg = opts[n].kind == PTC_CLI_FLAG ? no_argument : required_argument;
+        lo[n] = (struct option){opts[n].name, arg, NULL, 256 + (int)n};
+        if (opts[n].short_name) {
+            *sp++ = opts[n].short_name;
+            if (arg == required_argument)
+                *sp++ = ':';
+        }
+    }
+    lo[n] = (struct option){"help", no_argument, NULL, 'h'};
+    lo[n + 1] = (struct option){NULL, 0, NULL, 0};
+    *sp = 0;
+    int c;
+    optind = start;
+    while ((c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
+        if (c == 'h') {
+            ptc_cli_help(help);
+            return PTC_CLI_OK;
+        }
+        const ptc_cli_opt *o = NULL;
+        if (c >= 256 && (size_t)(c - 256) < n)
+            o = &opts[c - 256];
+        for (size_t i = 0; !o && c != '?' && c != ':' && i < n; i++)
+            if (opts[i].short_name == c)
+                o = &opts[i];
+        if (!o)
+            return ptc_cli_bad_option(argv);
+        int rc = set_value(o, optarg);
+        if (rc != PTC_CLI_OK)
+            return rc;
+        if (o->given)
+            *o->given = true;
+    }
+    if (!(flags & PTC_CLI_ARGS) && optind < argc)
+        return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);
+    if (next)
+        *next = optind;
+    return PTC_CLI_CONTINUE;
+}
+
+int ptc_cli_opt_step(const char *value, void *dest)
+{
+    uint64_t v;
+    if (!ptc_cli_parse_u64(value, &v))
+        return ptc_cli_usage_error("--step: '%s' is not a non-negative integer", value);
+    *(const char **)dest = value;
+    return PTC_CLI_OK;
+}
 
 json_t *ptc_cli_dataset_json(const ptc_store_dataset_info *d)
 {
@@ -223,6 +351,11 @@ int ptc_cli_param_add(ptc_cli_params *p, const char *arg)
     p->values[p->n] = (int64_t)v;
     p->n++;
     return PTC_CLI_OK;
+}
+
+int ptc_cli_opt_param(const char *value, void *dest)
+{
+    return ptc_cli_param_add(dest, value);
 }
 
 int ptc_cli_load_rules(ptc_rules **rules, const char *spec, const char *hf_config,

@@ -1,6 +1,5 @@
 /* ptc dataset: ingest records into the store, list and describe datasets,
  * and audit the served-count map (exactly-once). */
-#include <getopt.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,10 +33,18 @@ const char ptc_cmd_dataset_help[] =
     "                 added with --policy), not as missing; --start defaults to 0\n"
     "Exit 0 on success, 1 on failure, 2 on a usage error.\n";
 
-enum { OPT_STORE = 's', OPT_NAME = 'n', OPT_FORMAT = 'f', OPT_COMPRESS = 'z', OPT_REPLACE = 'r',
-       OPT_JSON = 'j', OPT_SEED = 'S', OPT_EPOCH = 'E', OPT_HELP = 'h', OPT_POLICY = 'P',
-       OPT_BATCH = 'B', OPT_DP = 'D', OPT_START = 'X' };
-
+/* What the command line says. */
+typedef struct dataset_args {
+    const char *sub;
+    bool ingest, ls, info, audit;
+    ptc_cli_store cs;
+    const char *name, *format, *policy_text;
+    bool json, replace, have_seed, have_epoch, have_batch, have_dp, have_start;
+    uint64_t seed, epoch;
+    ptc_dataset_batch_policy pol;
+    ptc_cli_compress z;
+    int next;                /* the first INPUT */
+} dataset_args;
 
 static int print_json(json_t *j)
 {
@@ -62,24 +69,157 @@ static void print_info_text(const ptc_store_dataset_info *d)
            d->codec ? "zstd" : "none", when);
 }
 
+static int parse_policy(const char *value, void *dest)
+{
+    dataset_args *d = dest;
+    if (ptc_batch_policy_parse(value, &d->pol.policy) != PTC_OK)
+        return ptc_cli_usage_error("--policy: '%s' is not a batch policy (drop-last, equal, "
+                                   "drop-last+equal, none)", value);
+    d->policy_text = value;
+    return PTC_CLI_OK;
+}
+
+/* The options, and which go with which subcommand. */
+static int parse_args(int argc, char **argv, dataset_args *d)
+{
+    const ptc_cli_opt opts[] = {
+        PTC_CLI_OPT_STORE(&d->cs.dir),
+        PTC_CLI_OPT_STR("name", &d->name),
+        PTC_CLI_OPT_STR("format", &d->format),
+        PTC_CLI_OPT_COMPRESS(&d->z),
+        PTC_CLI_OPT_FLAG("replace", &d->replace),
+        PTC_CLI_OPT_JSON(&d->json),
+        {.name = "seed", .kind = PTC_CLI_U64, .dest = &d->seed, .given = &d->have_seed,
+         .bad = "--seed: '%s' is not a non-negative integer"},
+        {.name = "epoch", .kind = PTC_CLI_U64, .dest = &d->epoch, .given = &d->have_epoch,
+         .bad = "--epoch: '%s' is not a non-negative integer"},
+        PTC_CLI_OPT_CALL("policy", parse_policy, d),
+        {.name = "batch", .kind = PTC_CLI_U64, .dest = &d->pol.batch, .lo = 1,
+         .given = &d->have_batch, .bad = "--batch: '%s' is not a positive integer"},
+        {.name = "dp", .kind = PTC_CLI_U64, .dest = &d->pol.dp, .lo = 1, .given = &d->have_dp,
+         .bad = "--dp: '%s' is not a positive integer"},
+        {.name = "start", .kind = PTC_CLI_U64, .dest = &d->pol.start, .given = &d->have_start,
+         .bad = "--start: '%s' is not a non-negative integer"},
+        PTC_CLI_OPT_END};
+    int rc = ptc_cli_parse(argc, argv, 2, opts, ptc_cmd_dataset_help, PTC_CLI_ARGS, &d->next);
+    if (rc != PTC_CLI_CONTINUE)
+        return rc;
+    const char *sub = d->sub;
+    bool have_policy = d->policy_text != NULL;
+    if (!d->cs.dir)
+        return ptc_cli_usage_error("dataset %s needs --store", sub);
+    if (!d->ls && !d->name)
+        return ptc_cli_usage_error("dataset %s needs --name", sub);
+    if (d->name && !ptc_store_dataset_name_ok(d->name))
+        return ptc_cli_usage_error("--name: '%s' is not a dataset name (1-255 characters of "
+                                   "[A-Za-z0-9._-], not starting with '.')", d->name);
+    if (!d->ingest && (d->format || d->z.codec || d->replace))
+        return ptc_cli_usage_error("--format, --compress and --replace are for ingest");
+    if (!d->audit && (d->have_seed || d->have_epoch))
+        return ptc_cli_usage_error("--seed and --epoch are for audit");
+    if (!d->audit && (have_policy || d->have_batch || d->have_dp || d->have_start))
+        return ptc_cli_usage_error("--policy, --batch, --dp and --start are for audit");
+    if (!have_policy && (d->have_batch || d->have_dp || d->have_start))
+        return ptc_cli_usage_error("--batch, --dp and --start need --policy");
+    if (have_policy && (!d->have_batch || !d->have_dp))
+        return ptc_cli_usage_error("--policy needs --batch and --dp");
+    if (d->ingest && !d->format)
+        return ptc_cli_usage_error("dataset ingest needs --format");
+    if (d->ingest && ptc_ingest_format_check(d->format) != PTC_OK)
+        return ptc_cli_usage_error("--format: %s", ptc_last_error());
+    if (d->ingest && d->next >= argc)
+        return ptc_cli_usage_error("dataset ingest needs at least one INPUT");
+    if (!d->ingest && d->next < argc)
+        return ptc_cli_usage_error("unexpected argument '%s'", argv[d->next]);
+    if (d->audit && (!d->have_seed || !d->have_epoch))
+        return ptc_cli_usage_error("dataset audit needs --seed and --epoch");
+    return PTC_CLI_CONTINUE;
+}
+
+static int run_ingest(const dataset_args *d, char **inputs, size_t n_inputs, int *ret)
+{
+    ptc_dataset_ingest_options io = {.codec = d->z.codec, .level = d->z.level,
+                                     .replace = d->replace, .progress = ptc_cli_progress};
+    uint64_t n = 0;
+    int rc = ptc_dataset_ingest(d->cs.s, d->name, d->format, (const char *const *)inputs,
+                                n_inputs, &io, &n);
+    ptc_cli_progress_done();
+    if (rc != PTC_OK)
+        return rc;
+    ptc_store_dataset_info info;
+    rc = ptc_store_dataset_stat(d->cs.s, d->name, &info);
+    if (rc == PTC_OK && d->json)
+        *ret = print_json(ptc_cli_dataset_json(&info));
+    else if (rc == PTC_OK)
+        printf("dataset %s: %llu records, %llu bytes\n", d->name, (unsigned long long)n,
+               (unsigned long long)info.bytes);
+    return rc;
+}
+
+static int run_ls(const dataset_args *d, int *ret)
+{
+    ptc_store_dataset_info *v = NULL;
+    size_t n = 0;
+    int rc = ptc_store_datasets(d->cs.s, &v, &n);
+    if (rc == PTC_OK && d->json) {
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < n; i++)
+            json_array_append_new(a, ptc_cli_dataset_json(&v[i]));
+        *ret = print_json(json_pack("{s:o}", "datasets", a));
+    } else if (rc == PTC_OK) {
+        for (size_t i = 0; i < n; i++)
+            print_info_text(&v[i]);
+    }
+    ptc_store_free(v);
+    return rc;
+}
+
+static int run_info(const dataset_args *d, int *ret)
+{
+    ptc_store_dataset_info info;
+    int rc = ptc_store_dataset_stat(d->cs.s, d->name, &info);
+    if (rc == PTC_OK && d->json)
+        *ret = print_json(ptc_cli_dataset_json(&info));
+    else if (rc == PTC_OK)
+        print_info_text(&info);
+    return rc;
+}
+
+static int run_audit(const dataset_args *d, int *ret)
+{
+    ptc_dataset_audit_result a;
+    const char *pt = d->policy_text;
+    int rc = ptc_dataset_audit_policy(d->cs.s, d->name, d->seed, d->epoch, pt ? &d->pol : NULL,
+                                      &a);
+    if (rc != PTC_OK)
+        return rc;
+    if (d->json && pt)
+        *ret = print_json(json_pack("{s:I, s:I, s:I, s:I, s:I}", "samples",
+                                    (json_int_t)a.samples, "once", (json_int_t)a.once,
+                                    "repeated", (json_int_t)a.repeated, "missing",
+                                    (json_int_t)a.missing, "dropped", (json_int_t)a.dropped));
+    else if (d->json)
+        *ret = print_json(json_pack("{s:I, s:I, s:I, s:I}", "samples", (json_int_t)a.samples,
+                                    "once", (json_int_t)a.once, "repeated",
+                                    (json_int_t)a.repeated, "missing", (json_int_t)a.missing));
+    else if (pt)
+        printf("dataset %s seed %llu epoch %llu policy %s: %llu samples, %llu served once, "
+               "%llu repeated, %llu missing, %llu dropped\n",
+               d->name, (unsigned long long)d->seed, (unsigned long long)d->epoch, pt,
+               (unsigned long long)a.samples, (unsigned long long)a.once,
+               (unsigned long long)a.repeated, (unsigned long long)a.missing,
+               (unsigned long long)a.dropped);
+    else
+        printf("dataset %s seed %llu epoch %llu: %llu samples, %llu served once, %llu "
+               "repeated, %llu missing\n",
+               d->name, (unsigned long long)d->seed, (unsigned long long)d->epoch,
+               (unsigned long long)a.samples, (unsigned long long)a.once,
+               (unsigned long long)a.repeated, (unsigned long long)a.missing);
+    return PTC_OK;
+}
+
 int ptc_cmd_dataset(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"store", required_argument, NULL, OPT_STORE},
-        {"name", required_argument, NULL, OPT_NAME},
-        {"format", required_argument, NULL, OPT_FORMAT},
-        {"compress", required_argument, NULL, OPT_COMPRESS},
-        {"replace", no_argument, NULL, OPT_REPLACE},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"seed", required_argument, NULL, OPT_SEED},
-        {"epoch", required_argument, NULL, OPT_EPOCH},
-        {"policy", required_argument, NULL, OPT_POLICY},
-        {"batch", required_argument, NULL, OPT_BATCH},
-        {"dp", required_argument, NULL, OPT_DP},
-        {"start", required_argument, NULL, OPT_START},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0},
-    };
     if (argc < 2 || argv[1][0] == '-') {
         if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
             ptc_cli_help(ptc_cmd_dataset_help);
@@ -87,172 +227,31 @@ int ptc_cmd_dataset(int argc, char **argv)
         }
         return ptc_cli_usage_error("dataset needs a subcommand: ingest, ls, info or audit");
     }
-    const char *sub = argv[1];
-    bool ingest = !strcmp(sub, "ingest"), ls = !strcmp(sub, "ls"), info = !strcmp(sub, "info"),
-         audit = !strcmp(sub, "audit");
-    if (!ingest && !ls && !info && !audit)
+    dataset_args d = {.sub = argv[1]};
+    d.ingest = !strcmp(d.sub, "ingest");
+    d.ls = !strcmp(d.sub, "ls");
+    d.info = !strcmp(d.sub, "info");
+    d.audit = !strcmp(d.sub, "audit");
+    if (!d.ingest && !d.ls && !d.info && !d.audit)
         return ptc_cli_usage_error("unknown dataset subcommand '%s' (ingest, ls, info, audit)",
-                                   sub);
-    const char *store = NULL, *name = NULL, *format = NULL;
-    bool json = false, have_seed = false, have_epoch = false;
-    uint64_t seed = 0, epoch = 0;
-    const char *policy_text = NULL;
-    bool have_batch = false, have_dp = false, have_start = false;
-    ptc_dataset_batch_policy pol = {0};
-    ptc_dataset_ingest_options io = {0};
-    int c;
-    optind = 2;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case OPT_STORE: store = optarg; break;
-        case OPT_NAME: name = optarg; break;
-        case OPT_FORMAT: format = optarg; break;
-        case OPT_REPLACE: io.replace = true; break;
-        case OPT_JSON: json = true; break;
-        case OPT_COMPRESS:
-            if (ptc_cli_parse_compress(optarg, &io.codec, &io.level))
-                return PTC_CLI_USAGE;
-            break;
-        case OPT_SEED:
-            if (!ptc_cli_parse_u64(optarg, &seed))
-                return ptc_cli_usage_error("--seed: '%s' is not a non-negative integer", optarg);
-            have_seed = true;
-            break;
-        case OPT_EPOCH:
-            if (!ptc_cli_parse_u64(optarg, &epoch))
-                return ptc_cli_usage_error("--epoch: '%s' is not a non-negative integer", optarg);
-            have_epoch = true;
-            break;
-        case OPT_POLICY:
-            if (ptc_batch_policy_parse(optarg, &pol.policy) != PTC_OK)
-                return ptc_cli_usage_error("--policy: '%s' is not a batch policy (drop-last, "
-                                           "equal, drop-last+equal, none)",
-                                           optarg);
-            policy_text = optarg;
-            break;
-        case OPT_BATCH:
-            if (!ptc_cli_parse_u64(optarg, &pol.batch) || pol.batch == 0)
-                return ptc_cli_usage_error("--batch: '%s' is not a positive integer", optarg);
-            have_batch = true;
-            break;
-        case OPT_DP:
-            if (!ptc_cli_parse_u64(optarg, &pol.dp) || pol.dp == 0)
-                return ptc_cli_usage_error("--dp: '%s' is not a positive integer", optarg);
-            have_dp = true;
-            break;
-        case OPT_START:
-            if (!ptc_cli_parse_u64(optarg, &pol.start))
-                return ptc_cli_usage_error("--start: '%s' is not a non-negative integer", optarg);
-            have_start = true;
-            break;
-        case OPT_HELP: ptc_cli_help(ptc_cmd_dataset_help); return PTC_CLI_OK;
-        default: return ptc_cli_bad_option(argv);
-        }
-    }
-    if (!store)
-        return ptc_cli_usage_error("dataset %s needs --store", sub);
-    if (!ls && !name)
-        return ptc_cli_usage_error("dataset %s needs --name", sub);
-    if (name && !ptc_store_dataset_name_ok(name))
-        return ptc_cli_usage_error("--name: '%s' is not a dataset name (1-255 characters of "
-                                   "[A-Za-z0-9._-], not starting with '.')",
-                                   name);
-    if (!ingest && (format || io.codec || io.replace))
-        return ptc_cli_usage_error("--format, --compress and --replace are for ingest");
-    if (!audit && (have_seed || have_epoch))
-        return ptc_cli_usage_error("--seed and --epoch are for audit");
-    if (!audit && (policy_text || have_batch || have_dp || have_start))
-        return ptc_cli_usage_error("--policy, --batch, --dp and --start are for audit");
-    if (!policy_text && (have_batch || have_dp || have_start))
-        return ptc_cli_usage_error("--batch, --dp and --start need --policy");
-    if (policy_text && (!have_batch || !have_dp))
-        return ptc_cli_usage_error("--policy needs --batch and --dp");
-    if (ingest && !format)
-        return ptc_cli_usage_error("dataset ingest needs --format");
-    if (ingest && ptc_ingest_format_check(format) != PTC_OK)
-        return ptc_cli_usage_error("--format: %s", ptc_last_error());
-    if (ingest && optind >= argc)
-        return ptc_cli_usage_error("dataset ingest needs at least one INPUT");
-    if (!ingest && optind < argc)
-        return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);
-    if (audit && (!have_seed || !have_epoch))
-        return ptc_cli_usage_error("dataset audit needs --seed and --epoch");
-
-    ptc_store *s = NULL;
-    int created = 0;
-    int ret = ingest ? ptc_cli_open_store_new(store, &s, &created)
-                     : ptc_cli_open_store(store, false, &s);
+                                   d.sub);
+    int ret = parse_args(argc, argv, &d);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
+    ret = ptc_cli_store_open(&d.cs, d.ingest ? PTC_CLI_STORE_NEW : PTC_CLI_STORE_OPEN, 0);
     if (ret)
         return ret;
-    int rc = PTC_OK;
-    if (ingest) {
-        io.progress = ptc_cli_progress;
-        uint64_t n = 0;
-        rc = ptc_dataset_ingest(s, name, format, (const char *const *)argv + optind,
-                                (size_t)(argc - optind), &io, &n);
-        ptc_cli_progress_done();
-        if (rc == PTC_OK) {
-            ptc_store_dataset_info d;
-            rc = ptc_store_dataset_stat(s, name, &d);
-            if (rc == PTC_OK && json) {
-                ret = print_json(ptc_cli_dataset_json(&d));
-            } else if (rc == PTC_OK) {
-                printf("dataset %s: %llu records, %llu bytes\n", name, (unsigned long long)n,
-                       (unsigned long long)d.bytes);
-            }
-        }
-    } else if (ls) {
-        ptc_store_dataset_info *v = NULL;
-        size_t n = 0;
-        rc = ptc_store_datasets(s, &v, &n);
-        if (rc == PTC_OK && json) {
-            json_t *a = json_array();
-            for (size_t i = 0; a && i < n; i++) {
-                json_array_append_new(a, ptc_cli_dataset_json(&v[i]));
-            }
-            ret = print_json(json_pack("{s:o}", "datasets", a));
-        } else if (rc == PTC_OK) {
-            for (size_t i = 0; i < n; i++)
-                print_info_text(&v[i]);
-        }
-        ptc_store_free(v);
-    } else if (info) {
-        ptc_store_dataset_info d;
-        rc = ptc_store_dataset_stat(s, name, &d);
-        if (rc == PTC_OK && json) {
-            ret = print_json(ptc_cli_dataset_json(&d));
-        } else if (rc == PTC_OK) {
-            print_info_text(&d);
-        }
-    } else {
-        ptc_dataset_audit_result a;
-        rc = ptc_dataset_audit_policy(s, name, seed, epoch, policy_text ? &pol : NULL, &a);
-        if (rc == PTC_OK && json && policy_text)
-            ret = print_json(json_pack("{s:I, s:I, s:I, s:I, s:I}", "samples",
-                                       (json_int_t)a.samples, "once", (json_int_t)a.once,
-                                       "repeated", (json_int_t)a.repeated, "missing",
-                                       (json_int_t)a.missing, "dropped", (json_int_t)a.dropped));
-        else if (rc == PTC_OK && json)
-            ret = print_json(json_pack("{s:I, s:I, s:I, s:I}", "samples", (json_int_t)a.samples,
-                                       "once", (json_int_t)a.once, "repeated",
-                                       (json_int_t)a.repeated, "missing",
-                                       (json_int_t)a.missing));
-        else if (rc == PTC_OK && policy_text)
-            printf("dataset %s seed %llu epoch %llu policy %s: %llu samples, %llu served once, "
-                   "%llu repeated, %llu missing, %llu dropped\n",
-                   name, (unsigned long long)seed, (unsigned long long)epoch, policy_text,
-                   (unsigned long long)a.samples, (unsigned long long)a.once,
-                   (unsigned long long)a.repeated, (unsigned long long)a.missing,
-                   (unsigned long long)a.dropped);
-        else if (rc == PTC_OK)
-            printf("dataset %s seed %llu epoch %llu: %llu samples, %llu served once, %llu "
-                   "repeated, %llu missing\n",
-                   name, (unsigned long long)seed, (unsigned long long)epoch,
-                   (unsigned long long)a.samples, (unsigned long long)a.once,
-                   (unsigned long long)a.repeated, (unsigned long long)a.missing);
-    }
+    int rc;
+    if (d.ingest)
+        rc = run_ingest(&d, argv + d.next, (size_t)(argc - d.next), &ret);
+    else if (d.ls)
+        rc = run_ls(&d, &ret);
+    else if (d.info)
+        rc = run_info(&d, &ret);
+    else
+        rc = run_audit(&d, &ret);
     if (rc)
         ret = ptc_cli_lib_error(rc);
-    ptc_cli_close_store_new(s, store, created, ret != PTC_CLI_OK);
+    ptc_cli_store_close(&d.cs, ret != PTC_CLI_OK);
     return ret;
 }

@@ -1,7 +1,6 @@
 /* ptc export: the whole model, one rank's stored shards, or every rank of
  * any configuration, as safetensors files. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -33,8 +32,10 @@ const char ptc_cmd_export_help[] =
     "Rank files hold local shapes and record their placement in __metadata__\n"
     "(ptc.config, ptc.rank, ptc.coords, ptc.layout). Files are written atomically.\n";
 
-static int parse_dtype(const char *s, ptc_dtype *out)
+/* --dtype (dest: ptc_dtype *). */
+static int parse_dtype(const char *s, void *dest)
 {
+    ptc_dtype *out = dest;
     if (!strcmp(s, "F32"))
         *out = PTC_DTYPE_F32;
     else if (!strcmp(s, "BF16"))
@@ -47,7 +48,7 @@ static int parse_dtype(const char *s, ptc_dtype *out)
 }
 
 /* "5GB", "500MB", "2GiB", "123": transformers' max_shard_size spellings. */
-static bool parse_size(const char *s, uint64_t *out)
+static bool size_of(const char *s, uint64_t *out)
 {
     static const struct { const char *suffix; uint64_t mult; } units[] = {
         {"", 1},
@@ -77,6 +78,15 @@ static bool parse_size(const char *s, uint64_t *out)
         return true;
     }
     return false;
+}
+
+/* --max-shard-size (dest: uint64_t *). */
+static int parse_size(const char *s, void *dest)
+{
+    if (!size_of(s, dest))
+        return ptc_cli_usage_error("--max-shard-size: '%s' is not a size (5GB, 500MB, 2GiB or "
+                                   "bytes)", s);
+    return PTC_CLI_OK;
 }
 
 static bool is_optim(const ptc_store_reader *r, size_t t)
@@ -222,53 +232,24 @@ static int write_rank(const ptc_store_reader *r, const ptc_layout *l, int rank, 
 
 int ptc_cmd_export(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"store", required_argument, NULL, 's'},   {"version", required_argument, NULL, 'v'},
-        {"out", required_argument, NULL, 'o'},     {"out-dir", required_argument, NULL, 'd'},
-        {"rank", required_argument, NULL, 'r'},    {"config", required_argument, NULL, 'c'},
-        {"dtype", required_argument, NULL, 't'},   {"help", no_argument, NULL, 'h'},
-        {"max-shard-size", required_argument, NULL, 'm'},
-        {"params-only", no_argument, NULL, 'p'},   {NULL, 0, NULL, 0},
-    };
-    const char *store = NULL, *out = NULL, *out_dir = NULL, *config = NULL;
+    ptc_cli_store cs = {0};
+    const char *out = NULL, *out_dir = NULL, *config = NULL;
     uint64_t version = 0;
     int rank = -1;
     ptc_dtype dt = PTC_DTYPE_KEEP;
     uint64_t max_shard = 0;
     bool params_only = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 's': store = optarg; break;
-        case 'o': out = optarg; break;
-        case 'd': out_dir = optarg; break;
-        case 'c': config = optarg; break;
-        case 'v':
-            if (!ptc_cli_parse_version(optarg, &version))
-                return ptc_cli_usage_error("--version: '%s' is not a version number", optarg);
-            break;
-        case 'r':
-            if (!ptc_cli_parse_int(optarg, 0, PTC_CONFIG_MAX_WORLD - 1, &rank))
-                return ptc_cli_usage_error("--rank: '%s' is not a rank", optarg);
-            break;
-        case 't':
-            if (parse_dtype(optarg, &dt))
-                return PTC_CLI_USAGE;
-            break;
-        case 'm':
-            if (!parse_size(optarg, &max_shard))
-                return ptc_cli_usage_error("--max-shard-size: '%s' is not a size (5GB, 500MB, "
-                                           "2GiB or bytes)", optarg);
-            break;
-        case 'p': params_only = true; break;
-        case 'h': ptc_cli_help(ptc_cmd_export_help); return PTC_CLI_OK;
-        default: return ptc_cli_bad_option(argv);
-        }
-    }
-    if (optind < argc)
-        return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);
-    if (!store)
+    const ptc_cli_opt opts[] = {
+        PTC_CLI_OPT_STORE(&cs.dir), PTC_CLI_OPT_VERSION(&version),
+        PTC_CLI_OPT_STR("out", &out), PTC_CLI_OPT_STR("out-dir", &out_dir),
+        PTC_CLI_OPT_INT("rank", &rank, 0, PTC_CONFIG_MAX_WORLD - 1, "--rank: '%s' is not a rank"),
+        PTC_CLI_OPT_STR("config", &config), PTC_CLI_OPT_CALL("dtype", parse_dtype, &dt),
+        PTC_CLI_OPT_CALL("max-shard-size", parse_size, &max_shard),
+        PTC_CLI_OPT_FLAG("params-only", &params_only), PTC_CLI_OPT_END};
+    int ret = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_export_help, 0, NULL);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
+    if (!cs.dir)
         return ptc_cli_usage_error("export needs --store");
     if (config && rank >= 0)
         return ptc_cli_usage_error("--rank and --config exclude each other");
@@ -285,17 +266,11 @@ int ptc_cmd_export(int argc, char **argv)
     if (config && ptc_config_parse(&cfg, config))
         return ptc_cli_usage_error("%s", ptc_last_error());
 
-    ptc_store *s = NULL;
-    int ret = ptc_cli_open_store(store, false, &s);
+    ret = ptc_cli_store_open(&cs, PTC_CLI_STORE_READER, version);
     if (ret)
         return ret;
-    ptc_store_reader *r = NULL;
+    ptc_store_reader *r = cs.r;
     ptc_layout *l = NULL;
-    int rc = ptc_store_reader_open(&r, s, version);
-    if (rc) {
-        ret = ptc_cli_lib_error(rc);
-        goto out_close_store;
-    }
     if (!config && rank < 0) {
         size_t *idx = NULL, n = 0;
         ret = select_tensors(r, params_only, &idx, &n);
@@ -308,12 +283,12 @@ int ptc_cmd_export(int argc, char **argv)
             ret = write_subset(r, idx, n, dt, out);
         }
         free(idx);
-        goto out_close_reader;
+        goto out_close;
     }
-    rc = ptc_layout_of_version(&l, r, config ? &cfg : NULL);
+    int rc = ptc_layout_of_version(&l, r, config ? &cfg : NULL);
     if (rc) {
         ret = ptc_cli_lib_error(rc);
-        goto out_close_reader;
+        goto out_close;
     }
     int world = ptc_config_world(ptc_layout_config(l));
     if (!config) {
@@ -338,9 +313,7 @@ int ptc_cmd_export(int argc, char **argv)
     }
 out_destroy_layout:
     ptc_layout_destroy(l);
-out_close_reader:
-    ptc_store_reader_close(r);
-out_close_store:
-    ptc_store_close(s);
+out_close:
+    ptc_cli_store_close(&cs, ret != PTC_CLI_OK);
     return ret;
 }

@@ -1,6 +1,4 @@
 /* ptc gc: remove pack files no committed version references. */
-#include <getopt.h>
-
 #include "cli/cli.h"
 #include "ptc/store.h"
 
@@ -13,32 +11,18 @@ const char ptc_cmd_gc_help[] =
 
 int ptc_cmd_gc(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"store", required_argument, NULL, 's'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *store = NULL;
+    ptc_cli_store cs = {0};
     bool json = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 's': store = optarg; break;
-        case 'j': json = true; break;
-        case 'h': ptc_cli_help(ptc_cmd_gc_help); return PTC_CLI_OK;
-        default: return ptc_cli_bad_option(argv);
-        }
-    }
-    if (optind < argc)
-        return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);
-    ptc_store *s = NULL;
-    int ret = ptc_cli_open_store(store, false, &s);
+    const ptc_cli_opt opts[] = {PTC_CLI_OPT_STORE(&cs.dir), PTC_CLI_OPT_JSON(&json),
+                                PTC_CLI_OPT_END};
+    int ret = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_gc_help, 0, NULL);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
+    ret = ptc_cli_store_open(&cs, PTC_CLI_STORE_OPEN, 0);
     if (ret)
         return ret;
     ptc_store_gc_stats st = {0};
-    int rc = ptc_store_gc(s, &st);
+    int rc = ptc_store_gc(cs.s, &st);
     if (rc)
         ret = ptc_cli_lib_error(rc);
     else if (json)
@@ -49,6 +33,6 @@ int ptc_cmd_gc(int argc, char **argv)
         printf("removed %llu files, %llu directories, %llu bytes\n",
                (unsigned long long)st.files_removed, (unsigned long long)st.dirs_removed,
                (unsigned long long)st.bytes_removed);
-    ptc_store_close(s);
+    ptc_cli_store_close(&cs, ret != PTC_CLI_OK);
     return ret;
 }

@@ -1,5 +1,4 @@
 /* ptc import: safetensors checkpoints into a new store version. */
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,69 +35,42 @@ const char ptc_cmd_import_help[] =
 
 int ptc_cmd_import(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"store", required_argument, NULL, 's'},  {"config", required_argument, NULL, 'c'},
-        {"rules", required_argument, NULL, 'r'},  {"compress", required_argument, NULL, 'z'},
-        {"step", required_argument, NULL, 't'},   {"json", no_argument, NULL, 'j'},
-        {"param", required_argument, NULL, 'p'},  {"hf-config", required_argument, NULL, 'H'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
-    };
-    const char *store = NULL, *config = NULL, *rules_spec = NULL, *step = NULL;
-    const char *hf_config = NULL;
+    ptc_cli_store cs = {0};
+    const char *config = NULL, *rules_spec = NULL, *step = NULL, *hf_config = NULL;
     ptc_cli_params given = {0};
-    ptc_import_options io = {0};
+    ptc_cli_compress z = {0};
     bool json = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 's': store = optarg; break;
-        case 'c': config = optarg; break;
-        case 'r': rules_spec = optarg; break;
-        case 't': {
-            uint64_t v;
-            if (!ptc_cli_parse_u64(optarg, &v))
-                return ptc_cli_usage_error("--step: '%s' is not a non-negative integer", optarg);
-            step = optarg;
-            break;
-        }
-        case 'z':
-            if (ptc_cli_parse_compress(optarg, &io.codec, &io.level))
-                return PTC_CLI_USAGE;
-            break;
-        case 'p':
-            if (ptc_cli_param_add(&given, optarg))
-                return PTC_CLI_USAGE;
-            break;
-        case 'H': hf_config = optarg; break;
-        case 'j': json = true; break;
-        case 'h': ptc_cli_help(ptc_cmd_import_help); return PTC_CLI_OK;
-        default: return ptc_cli_bad_option(argv);
-        }
-    }
-    if (!store || !config || !rules_spec)
+    const ptc_cli_opt opts[] = {
+        PTC_CLI_OPT_STORE(&cs.dir),          PTC_CLI_OPT_STR("config", &config),
+        PTC_CLI_OPT_STR("rules", &rules_spec), PTC_CLI_OPT_COMPRESS(&z),
+        PTC_CLI_OPT_CALL("step", ptc_cli_opt_step, &step), PTC_CLI_OPT_JSON(&json),
+        PTC_CLI_OPT_CALL("param", ptc_cli_opt_param, &given),
+        PTC_CLI_OPT_STR("hf-config", &hf_config), PTC_CLI_OPT_END};
+    int next;
+    int ret = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_import_help, PTC_CLI_ARGS, &next);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
+    if (!cs.dir || !config || !rules_spec)
         return ptc_cli_usage_error("import needs --store, --config and --rules");
-    if (optind >= argc)
+    if (next >= argc)
         return ptc_cli_usage_error("import needs at least one input file");
     ptc_config cfg;
     int rc = ptc_config_parse(&cfg, config);
     if (rc)
         return ptc_cli_usage_error("%s", ptc_last_error());
     ptc_rules *rules = NULL;
-    rc = ptc_cli_load_rules(&rules, rules_spec, hf_config, argv[optind], &given);
+    rc = ptc_cli_load_rules(&rules, rules_spec, hf_config, argv[next], &given);
     if (rc)
         return ptc_cli_lib_error(rc);
-    ptc_store *s = NULL;
-    int created;
-    int ret = ptc_cli_open_store_new(store, &s, &created);
+    ret = ptc_cli_store_open(&cs, PTC_CLI_STORE_NEW, 0);
     if (ret) {
         ptc_rules_destroy(rules);
         return ret;
     }
-    io.step = step;
-    io.progress = ptc_cli_progress;
+    ptc_import_options io = {.codec = z.codec, .level = z.level, .step = step,
+                             .progress = ptc_cli_progress};
     uint64_t version = 0;
-    rc = ptc_import(s, (const char *const *)argv + optind, (size_t)(argc - optind), &cfg, rules,
+    rc = ptc_import(cs.s, (const char *const *)argv + next, (size_t)(argc - next), &cfg, rules,
                     &io, &version);
     ptc_cli_progress_done();
     if (rc) {
@@ -108,7 +80,7 @@ int ptc_cmd_import(int argc, char **argv)
     } else {
         printf("imported version %llu\n", (unsigned long long)version);
     }
-    ptc_cli_close_store_new(s, store, created, ret != PTC_CLI_OK);
+    ptc_cli_store_close(&cs, ret != PTC_CLI_OK);
     ptc_rules_destroy(rules);
     return ret;
 }

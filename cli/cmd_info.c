@@ -1,5 +1,4 @@
 /* ptc info: a version's configuration, tensors and placements. */
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,41 +62,21 @@ static char *escape_text(const char *s, size_t n)
 
 int ptc_cmd_info(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"store", required_argument, NULL, 's'}, {"version", required_argument, NULL, 'v'},
-        {"json", no_argument, NULL, 'j'},        {"blocks", no_argument, NULL, 'b'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
-    };
-    const char *store = NULL;
+    ptc_cli_store cs = {0};
     uint64_t version = 0;
     bool json = false, blocks = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 's': store = optarg; break;
-        case 'v':
-            if (!ptc_cli_parse_version(optarg, &version))
-                return ptc_cli_usage_error("--version: '%s' is not a version number", optarg);
-            break;
-        case 'j': json = true; break;
-        case 'b': blocks = true; break;
-        case 'h': ptc_cli_help(ptc_cmd_info_help); return PTC_CLI_OK;
-        default: return ptc_cli_bad_option(argv);
-        }
-    }
-    if (optind < argc)
-        return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);
-    ptc_store *s = NULL;
-    int ret = ptc_cli_open_store(store, false, &s);
+    const ptc_cli_opt opts[] = {PTC_CLI_OPT_STORE(&cs.dir), PTC_CLI_OPT_VERSION(&version),
+                                PTC_CLI_OPT_JSON(&json), PTC_CLI_OPT_FLAG("blocks", &blocks),
+                                PTC_CLI_OPT_END};
+    int ret = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_info_help, 0, NULL);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
+    ret = ptc_cli_store_open(&cs, PTC_CLI_STORE_READER, version);
     if (ret)
         return ret;
-    ptc_store_reader *r = NULL;
-    int rc = ptc_store_reader_open(&r, s, version);
-    if (rc) {
-        ret = ptc_cli_lib_error(rc);
-        goto out_close_store;
-    }
+    ptc_store *s = cs.s;
+    ptc_store_reader *r = cs.r;
+    int rc;
     if (json) {
         char *text = NULL;
         rc = ptc_store_info_json(s, ptc_store_reader_version(r)->version,
@@ -123,7 +102,7 @@ int ptc_cmd_info(int argc, char **argv)
         }
         ptc_store_free(ds);
         json_decref(obj);
-        goto out_close_reader;
+        goto out_close;
     }
     const ptc_version_info *vi = ptc_store_reader_version(r);
     char *step = escape_text(vi->step ? vi->step : "", vi->step ? strlen(vi->step) : 0);
@@ -154,9 +133,7 @@ int ptc_cmd_info(int argc, char **argv)
         free(name);
         free(place);
     }
-out_close_reader:
-    ptc_store_reader_close(r);
-out_close_store:
-    ptc_store_close(s);
+out_close:
+    ptc_cli_store_close(&cs, ret != PTC_CLI_OK);
     return ret;
 }

@@ -1,7 +1,6 @@
 /* ptc mount: the store as a read-only FUSE filesystem (models and datasets
  * computed on read), with the served-count map made durable every half
  * second and on unmount. */
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,72 +56,56 @@ static int on_sync(void *user)
 
 int ptc_cmd_mount(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"store", required_argument, NULL, 's'},  {"foreground", no_argument, NULL, 'f'},
-        {"allow-other", no_argument, NULL, 'a'},  {"debug", no_argument, NULL, 'd'},
-        {"flush-ms", required_argument, NULL, 'F'},
-        {"cache-mib", required_argument, NULL, 'C'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
-    };
-    const char *store = NULL;
+    ptc_cli_store cs = {0};
     ptc_mount_options mo = {0};
-    unsigned flush_ms = 500;
+    bool debug = false, have_cache = false;
+    uint64_t flush_ms = 500, cache_mib = 0;
+    const ptc_cli_opt opts[] = {
+        PTC_CLI_OPT_STORE(&cs.dir),
+        {.name = "foreground", .short_name = 'f', .kind = PTC_CLI_FLAG, .dest = &mo.foreground},
+        PTC_CLI_OPT_FLAG("allow-other", &mo.allow_other), PTC_CLI_OPT_FLAG("debug", &debug),
+        PTC_CLI_OPT_U64("flush-ms", &flush_ms, 1, 86400000,
+                        "--flush-ms needs 1 to 86400000, not '%s'"),
+        {.name = "cache-mib", .kind = PTC_CLI_U64, .dest = &cache_mib, .hi = (uint64_t)1 << 30,
+         .given = &have_cache, .bad = "--cache-mib needs 0 to 1073741824, not '%s'"},
+        PTC_CLI_OPT_END};
+    int next;
+    int ret = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_mount_help, PTC_CLI_ARGS, &next);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
+    if (debug)
+        mo.debug = mo.foreground = true;
     ptc_view_store_options vo = {0};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "fh", opts, NULL)) != -1) {
-        switch (c) {
-        case 's': store = optarg; break;
-        case 'f': mo.foreground = true; break;
-        case 'a': mo.allow_other = true; break;
-        case 'd': mo.debug = mo.foreground = true; break;
-        case 'F': {
-            uint64_t v;
-            if (!ptc_cli_parse_u64(optarg, &v) || v == 0 || v > 86400000)
-                return ptc_cli_usage_error("--flush-ms needs 1 to 86400000, not '%s'", optarg);
-            flush_ms = (unsigned)v;
-            break;
-        }
-        case 'C': {
-            uint64_t v;
-            if (!ptc_cli_parse_u64(optarg, &v) || v > ((uint64_t)1 << 30))
-                return ptc_cli_usage_error("--cache-mib needs 0 to 1073741824, not '%s'", optarg);
-            vo.block_cache = v ? v << 20 : 1; /* 1 byte: less than a block, none */
-            break;
-        }
-        case 'h': ptc_cli_help(ptc_cmd_mount_help); return PTC_CLI_OK;
-        default: return ptc_cli_bad_option(argv);
-        }
-    }
-    if (!store)
+    if (have_cache)
+        vo.block_cache = cache_mib ? cache_mib << 20 : 1; /* 1 byte: less than a block, none */
+    if (!cs.dir)
         return ptc_cli_usage_error("mount needs --store");
-    if (optind >= argc)
+    if (next >= argc)
         return ptc_cli_usage_error("mount needs a MOUNTPOINT");
-    if (optind + 1 < argc)
-        return ptc_cli_usage_error("unexpected argument '%s'", argv[optind + 1]);
+    if (next + 1 < argc)
+        return ptc_cli_usage_error("unexpected argument '%s'", argv[next + 1]);
     /* an absolute store path: the mounted process changes its directory to /
      * (ptc_mount_run resolves the mount point itself) */
     char store_abs[PATH_MAX];
-    const char *mnt = argv[optind];
-    if (realpath(store, store_abs))
-        store = store_abs;
+    const char *mnt = argv[next];
+    if (realpath(cs.dir, store_abs))
+        cs.dir = store_abs;
 
     /* check the store now, so a bad one is an error before anything mounts;
      * the mounted process opens it again after detaching (LMDB must not
      * cross a fork) */
-    ptc_store *s = NULL;
-    int ret = ptc_cli_open_store(store, false, &s);
+    ret = ptc_cli_store_open(&cs, PTC_CLI_STORE_OPEN, 0);
     if (ret)
         return ret;
-    ptc_store_close(s);
+    ptc_cli_store_close(&cs, false);
 
     ptc_view_store *vs = NULL;
-    int rc = ptc_view_store_create(&vs, store, &vo);
+    int rc = ptc_view_store_create(&vs, cs.dir, &vo);
     if (rc)
         return ptc_cli_lib_error(rc);
     mo.ready = on_ready;
     mo.tick = on_tick;
-    mo.tick_ms = flush_ms;
+    mo.tick_ms = (unsigned)flush_ms;
     mo.sync = on_sync;
     mo.user = vs;
     rc = ptc_mount_run(ptc_view_store_view(vs), mnt, &mo);

@@ -1,6 +1,5 @@
 /* ptc rules: list and show placement rules presets; check a checkpoint against
  * rules and a configuration without importing it (every problem at once). */
-#include <getopt.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,47 +154,33 @@ static void on_problem(const ptc_tensor_info *t, int code, const char *msg, void
 
 static int cmd_check(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"rules", required_argument, NULL, 'r'},     {"config", required_argument, NULL, 'c'},
-        {"param", required_argument, NULL, 'p'},     {"hf-config", required_argument, NULL, 'H'},
-        {"json", no_argument, NULL, 'j'},            {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *spec = NULL, *config = NULL, *hf_config = NULL;
     ptc_cli_params given = {0};
     bool json = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'r': spec = optarg; break;
-        case 'c': config = optarg; break;
-        case 'p':
-            if (ptc_cli_param_add(&given, optarg))
-                return PTC_CLI_USAGE;
-            break;
-        case 'H': hf_config = optarg; break;
-        case 'j': json = true; break;
-        case 'h': ptc_cli_help(ptc_cmd_rules_help); return PTC_CLI_OK;
-        default: return ptc_cli_bad_option(argv);
-        }
-    }
+    const ptc_cli_opt opts[] = {
+        PTC_CLI_OPT_STR("rules", &spec), PTC_CLI_OPT_STR("config", &config),
+        PTC_CLI_OPT_CALL("param", ptc_cli_opt_param, &given),
+        PTC_CLI_OPT_STR("hf-config", &hf_config), PTC_CLI_OPT_JSON(&json), PTC_CLI_OPT_END};
+    int next;
+    int ret = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_rules_help, PTC_CLI_ARGS, &next);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
     if (!spec || !config)
         return ptc_cli_usage_error("rules check needs --rules and --config");
-    if (optind >= argc)
+    if (next >= argc)
         return ptc_cli_usage_error("rules check needs at least one input file");
     ptc_config cfg;
     int rc = ptc_config_parse(&cfg, config);
     if (rc)
         return ptc_cli_usage_error("%s", ptc_last_error());
     ptc_rules *rules = NULL;
-    rc = ptc_cli_load_rules(&rules, spec, hf_config, argv[optind], &given);
+    rc = ptc_cli_load_rules(&rules, spec, hf_config, argv[next], &given);
     if (rc)
         return ptc_cli_lib_error(rc);
     inputs in;
     memset(&in, 0, sizeof in);
-    int ret = PTC_CLI_OK;
-    rc = read_inputs(&in, argv + optind, argc - optind);
+    ret = PTC_CLI_OK;
+    rc = read_inputs(&in, argv + next, argc - next);
     if (rc) {
         ret = ptc_cli_lib_error(rc);
         goto out_free;
@@ -231,31 +216,19 @@ out_free:
 
 static int cmd_show(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"canonical", no_argument, NULL, 'C'},   {"param", required_argument, NULL, 'p'},
-        {"hf-config", required_argument, NULL, 'H'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     bool canonical = false;
     const char *hf_config = NULL;
     ptc_cli_params given = {0};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'C': canonical = true; break;
-        case 'p':
-            if (ptc_cli_param_add(&given, optarg))
-                return PTC_CLI_USAGE;
-            break;
-        case 'H': hf_config = optarg; break;
-        case 'h': ptc_cli_help(ptc_cmd_rules_help); return PTC_CLI_OK;
-        default: return ptc_cli_bad_option(argv);
-        }
-    }
-    if (optind + 1 != argc)
+    const ptc_cli_opt opts[] = {PTC_CLI_OPT_FLAG("canonical", &canonical),
+                                PTC_CLI_OPT_CALL("param", ptc_cli_opt_param, &given),
+                                PTC_CLI_OPT_STR("hf-config", &hf_config), PTC_CLI_OPT_END};
+    int next;
+    int ret = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_rules_help, PTC_CLI_ARGS, &next);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
+    if (next + 1 != argc)
         return ptc_cli_usage_error("rules show takes exactly one preset or file");
-    const char *spec = argv[optind];
+    const char *spec = argv[next];
     const char *text = NULL;
     if (!canonical && ptc_rules_preset_text(spec, &text) == PTC_OK) {
         fputs(text, stdout);

@@ -10,35 +10,46 @@
 #include "ptc/sched.h"
 
 const char ptc_cmd_schedule_help[] =
-    "generate, validate and simulate pipeline-parallel schedules\n"
+    "generate, validate, simulate and convert pipeline-parallel schedules\n"
     "\n"
     "usage:\n"
     "  ptc schedule --kind K --stages P --microbatches M [--chunks V] [--k K | --adaptive]\n"
     "               [--cost-f F] [--cost-b B] [--cost-w W] [--comm-latency A]\n"
     "               [--bandwidth X --act-bytes Y] [--bw-trace FILE] [--mem-limit N]\n"
-    "               [--emit] [--json] [--svg F] [--trace F]\n"
-    "  ptc schedule --file S.txt --validate [--json] [--svg F]\n"
+    "               [--emit | --to torch|torch-comms | --json] [--svg F] [--trace F]\n"
+    "  ptc schedule --file S.txt [--validate] [--emit | --to torch|torch-comms | --json]\n"
+    "  ptc schedule --from torch FILE.csv [--microbatches M] [--validate]\n"
+    "               [--emit | --to torch|torch-comms | --json]\n"
     "\n"
-    "kinds: gpipe 1f1b interleaved kfkb chimera zb-h1 zb-v\n"
-    "  --stages P        pipeline ranks; --chunks V model chunks per rank (interleaved)\n"
+    "kinds: gpipe 1f1b interleaved kfkb chimera zb-h1 zb-h2 zb-v zb-interleaved\n"
+    "       looped-bfs dualpipev dualpipe\n"
+    "  --stages P        pipeline ranks; --chunks V model chunks per rank (interleaved,\n"
+    "                    zb-interleaved, looped-bfs; zb-v and dualpipev use 2)\n"
     "  --k K             kfkb group size (1 = 1F1B, M = GPipe); --adaptive picks k by\n"
     "                    simulation under the given links and --mem-limit\n"
     "  --cost-f/-b/-w    forward, full backward, weight-gradient part of a whole stage\n"
     "                    (defaults 1, 2, 0; I = B - W; a chunk costs 1/V of them)\n"
     "  --comm-latency A  per message; --bandwidth X bytes per time unit with\n"
     "                    --act-bytes Y bytes per message; --bw-trace FILE time-varying\n"
-    "                    bandwidth (lines 'TIME BYTES_PER_TIME', docs/schedule-format.md)\n"
+    "                    bandwidth (lines 'TIME BYTES_PER_TIME', docs/schedule-format.md).\n"
+    "                    The zero-bubble kinds, dualpipe(v) and chimera plan for them\n"
     "  --mem-limit N     largest activation count a rank may hold (whole-stage units)\n"
     "  --emit            print the schedule in the text format (docs/schedule-format.md)\n"
+    "  --to torch        print it as torch.distributed.pipelining's action lists (CSV,\n"
+    "                    one line per rank, compute actions; its runtime's _load_csv);\n"
+    "                    torch-comms adds the sends, receives, waits and gradient\n"
+    "                    reductions (format=\"compute_comms\")\n"
     "  --json            print one JSON object (makespan, bubble_fraction,\n"
     "                    peak_activations, ...)\n"
     "  --svg F / --trace F   timeline picture / Chrome-Perfetto trace JSON\n"
-    "  --file S.txt      a schedule in the text format; --validate checks dependencies\n"
-    "                    and deadlock-freedom (without --validate it is also simulated)\n"
+    "  --file S.txt      a schedule in the text format; --from torch FILE torch's action\n"
+    "                    lists (either form; --microbatches M when the last micro-batches\n"
+    "                    have no action). Both are validated (dependencies,\n"
+    "                    deadlock-freedom); without --validate also simulated\n"
     "exit status: 0 ok, 1 invalid schedule or failure, 2 usage error\n";
 
 typedef struct opts {
-    const char *kind, *file, *svg, *trace, *bw_trace;
+    const char *kind, *file, *svg, *trace, *bw_trace, *from, *to;
     int stages, mbs, chunks, k;
     bool adaptive, emit, json, validate, have_chunks, have_k;
     double mem_limit;
@@ -178,7 +189,7 @@ static int finish_json(const opts *o, json_t *j)
             printf("%s\n", t);
             free(t);
         }
-    } else if (!o->emit) {
+    } else if (!o->emit && !o->to) {
         print_summary(j);
     }
     json_decref(j);
@@ -218,6 +229,23 @@ static json_t *describe(const ptc_sched *s)
     return j;
 }
 
+/* --emit / --to: the schedule itself on stdout. Returns an exit status. */
+static int print_schedule(const opts *o, const ptc_sched *s)
+{
+    if (!o->emit && !o->to)
+        return 0;
+    char *t;
+    int rc = o->emit ? ptc_sched_format(s, &t, NULL)
+                     : ptc_sched_to_torch(s, strcmp(o->to, "torch") ? PTC_SCHED_TORCH_COMMS
+                                                                   : PTC_SCHED_TORCH_COMPUTE,
+                                          &t, NULL);
+    if (rc)
+        return ptc_cli_lib_error(rc);
+    fputs(t, stdout);
+    ptc_sched_text_free(t);
+    return 0;
+}
+
 static int run_file(const opts *o)
 {
     char *text;
@@ -226,10 +254,14 @@ static int run_file(const opts *o)
     if (rc)
         return rc;
     ptc_sched *s;
-    rc = ptc_sched_parse(&s, text, len);
+    size_t skipped = 0;
+    bool torch = o->from && !strcmp(o->from, "torch");
+    rc = torch ? ptc_sched_from_torch(&s, text, len, o->mbs, &skipped)
+               : ptc_sched_parse(&s, text, len);
     free(text);
     if (rc)
-        return ptc_cli_error("%s: %s", o->file, ptc_last_error());
+        return rc == PTC_E_NOMEM ? ptc_cli_lib_error(rc)
+                                 : ptc_cli_error("%s: %s", o->file, ptc_last_error());
     ptc_sched_report rep;
     rc = ptc_sched_validate(s, &rep);
     if (rc) {
@@ -256,6 +288,10 @@ static int run_file(const opts *o)
     json_t *j = describe(s);
     json_object_set_new(j, "valid", json_true());
     json_object_set_new(j, "messages", json_integer((json_int_t)rep.messages));
+    if (torch) {
+        json_object_set_new(j, "source", json_string("torch"));
+        json_object_set_new(j, "skipped_actions", json_integer((json_int_t)skipped));
+    }
     ptc_sched_report_clear(&rep);
     ptc_sched_sim *sim;
     rc = ptc_sched_simulate(s, &o->costs, &sim);
@@ -267,6 +303,8 @@ static int run_file(const opts *o)
     int st = outputs(o, s, sim, j);
     if (!st)
         st = check_mem(o, s, sim);
+    if (!st)
+        st = print_schedule(o, s);
     if (!st)
         st = finish_json(o, j);
     else
@@ -281,8 +319,12 @@ static int run_generate(const opts *o)
     ptc_sched_kind_id kind;
     if (ptc_sched_kind_parse(o->kind, &kind))
         return ptc_cli_usage_error("%s", ptc_last_error());
-    if (o->have_chunks && kind != PTC_SCHED_INTERLEAVED && o->chunks != (kind == PTC_SCHED_ZBV ? 2 : 1))
-        return ptc_cli_usage_error("--chunks applies to --kind interleaved (zb-v always uses 2)");
+    bool looped = kind == PTC_SCHED_INTERLEAVED || kind == PTC_SCHED_ZBI ||
+                  kind == PTC_SCHED_LOOPED_BFS;
+    bool vshape = kind == PTC_SCHED_ZBV || kind == PTC_SCHED_DUALPIPEV;
+    if (o->have_chunks && !looped && o->chunks != (vshape ? 2 : 1))
+        return ptc_cli_usage_error("--chunks applies to interleaved, zb-interleaved and "
+                                   "looped-bfs (zb-v and dualpipev always use 2)");
     if ((o->have_k || o->adaptive) && kind != PTC_SCHED_KFKB)
         return ptc_cli_usage_error("--k and --adaptive apply to --kind kfkb");
     ptc_sched *s = NULL;
@@ -298,7 +340,7 @@ static int run_generate(const opts *o)
                            o->have_k ? o->k : 1, o->costs.f, o->costs.b, o->costs.w};
         if (kind == PTC_SCHED_KFKB && !o->have_k)
             g.k = 1;
-        rc = ptc_sched_generate(&s, &g);
+        rc = ptc_sched_generate_costed(&s, &g, &o->costs);
     }
     if (rc)
         return rc == PTC_E_NOMEM ? ptc_cli_lib_error(rc) : ptc_cli_error("%s", ptc_last_error());
@@ -330,16 +372,8 @@ static int run_generate(const opts *o)
     int st = outputs(o, s, sim, j);
     if (!st)
         st = check_mem(o, s, sim);
-    if (!st && o->emit) {
-        char *t;
-        rc = ptc_sched_format(s, &t, NULL);
-        if (rc) {
-            st = ptc_cli_lib_error(rc);
-        } else {
-            fputs(t, stdout);
-            ptc_sched_text_free(t);
-        }
-    }
+    if (!st)
+        st = print_schedule(o, s);
     if (!st)
         st = finish_json(o, j);
     else
@@ -380,11 +414,15 @@ int ptc_cmd_schedule(int argc, char **argv)
         static const char *const valued[] = {
             "--kind", "--stages", "--microbatches", "--chunks", "--k", "--cost-f", "--cost-b",
             "--cost-w", "--comm-latency", "--bandwidth", "--act-bytes", "--bw-trace",
-            "--mem-limit", "--svg", "--trace", "--file", NULL};
+            "--mem-limit", "--svg", "--trace", "--file", "--from", "--to", NULL};
         int which = -1;
         for (int k = 0; valued[k]; k++)
             if (!strcmp(a, valued[k]))
                 which = k;
+        if (which < 0 && a[0] != '-' && o.from && !o.file) { /* --from FORMAT FILE */
+            o.file = a;
+            continue;
+        }
         if (which < 0)
             return ptc_cli_usage_error("schedule: unknown option '%s' (see --help)", a);
         if (i + 1 >= argc)
@@ -408,6 +446,14 @@ int ptc_cmd_schedule(int argc, char **argv)
         case 13: o.svg = v; break;
         case 14: o.trace = v; break;
         case 15: o.file = v; break;
+        case 16:
+            o.from = v;
+            ok = !strcmp(v, "torch") || !strcmp(v, "ptc");
+            break;
+        case 17:
+            o.to = v;
+            ok = !strcmp(v, "torch") || !strcmp(v, "torch-comms");
+            break;
         }
         if (!ok)
             return ptc_cli_usage_error("schedule: bad value '%s' for %s", v, a);
@@ -418,14 +464,18 @@ int ptc_cmd_schedule(int argc, char **argv)
         return ptc_cli_usage_error("schedule: --bandwidth and --bw-trace need --act-bytes");
     if (have_bw && o.bw_trace)
         return ptc_cli_usage_error("schedule: give --bandwidth or --bw-trace, not both");
-    if (o.emit && o.json)
-        return ptc_cli_usage_error("schedule: --emit and --json both write stdout; pick one");
+    if ((o.emit != 0) + (o.json != 0) + (o.to != NULL) > 1)
+        return ptc_cli_usage_error("schedule: --emit, --to and --json all write stdout; pick one");
     if (o.have_k && o.adaptive)
         return ptc_cli_usage_error("schedule: give --k or --adaptive, not both");
+    if (o.from && !o.file)
+        return ptc_cli_usage_error("schedule: --from %s needs a FILE", o.from);
     if (o.file) {
-        if (o.kind || o.stages || o.mbs || o.have_chunks || o.have_k || o.adaptive || o.emit)
-            return ptc_cli_usage_error("schedule: --file does not combine with --kind, --stages, "
-                                       "--microbatches, --chunks, --k, --adaptive or --emit");
+        bool torch = o.from && !strcmp(o.from, "torch");
+        if (o.kind || o.stages || (o.mbs && !torch) || o.have_chunks || o.have_k || o.adaptive)
+            return ptc_cli_usage_error("schedule: --file and --from do not combine with --kind, "
+                                       "--stages, --chunks, --k or --adaptive (--microbatches "
+                                       "only with --from torch)");
     } else {
         if (o.validate)
             return ptc_cli_usage_error("schedule: --validate needs --file");

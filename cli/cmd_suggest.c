@@ -18,7 +18,8 @@ const char ptc_cmd_suggest_help[] =
     "usage: ptc suggest (--store DIR [--version V] | --model SPEC) --gpus N\n"
     "         [--gpus-per-host G] [--mem GIB] [--tflops X]\n"
     "         [--intra-bw GBPS --intra-lat US] [--inter-bw GBPS --inter-lat US]\n"
-    "         --global-batch B [--top K] [--exhaustive] [--json]\n"
+    "         --global-batch B [--top K] [--exhaustive] [--from CFG [--amortize N]]\n"
+    "         [--json]\n"
     "\n"
     "  --model SPEC     gpt:layers=L,hidden=H,heads=A,vocab=V,seq=S[,kv_heads=K][,ffn=F]\n"
     "                   [,recompute=selective|none|full], or the demo model of `ptc train`:\n"
@@ -35,8 +36,13 @@ const char ptc_cmd_suggest_help[] =
     "                   per step (mlp: a step of `ptc train` trains dp*M of them)\n"
     "  --top K          configurations printed (default 5)\n"
     "  --exhaustive     cost every valid configuration instead of coordinate descent\n"
+    "  --from CFG       the job's configuration now: rank by step time plus the move from\n"
+    "                   CFG (its whole state, optimizer included) amortised over --amortize\n"
+    "                   steps, the move planned from shapes and timed on the links above\n"
+    "  --amortize N     steps the new configuration runs for (default 1000)\n"
     "  --json           one JSON object: configs (best first: dp, tp, pp, zero, schedule,\n"
-    "                   microbatches, mb_size, step_time_s, memory_bytes, breakdown, ...),\n"
+    "                   microbatches, mb_size, step_time_s, memory_bytes, breakdown, ...;\n"
+    "                   with --from also move_seconds, move_bytes_network, score_s),\n"
     "                   rejected_for_memory, no_fit, search\n"
     "Prints the best configurations with predicted step time, its breakdown (compute,\n"
     "bubble, tp/dp/pp communication) and memory per GPU, and the faster ones that were\n"
@@ -46,8 +52,11 @@ const char ptc_cmd_suggest_help[] =
 enum {
     OPT_STORE = 256, OPT_VERSION, OPT_MODEL, OPT_GPUS, OPT_GPH, OPT_MEM, OPT_TFLOPS,
     OPT_INTRA_BW, OPT_INTRA_LAT, OPT_INTER_BW, OPT_INTER_LAT, OPT_BATCH, OPT_TOP,
-    OPT_EXHAUSTIVE, OPT_JSON,
+    OPT_EXHAUSTIVE, OPT_JSON, OPT_FROM, OPT_AMORTIZE,
 };
+
+/* Candidates the search keeps when --from re-ranks them by the move. */
+#define FROM_CANDIDATES 64
 
 static bool parse_pos(const char *s, double *out)
 {
@@ -111,8 +120,9 @@ static void entry_text(const ptc_search_entry *e, int rank)
     const ptc_search_config *c = &e->config;
     const ptc_cost_result *r = &e->cost;
     char sched[32];
-    if (c->schedule == PTC_SCHED_INTERLEAVED)
-        snprintf(sched, sizeof sched, "interleaved/%d", c->chunks);
+    if (c->schedule == PTC_SCHED_INTERLEAVED || c->schedule == PTC_SCHED_ZBI ||
+        c->schedule == PTC_SCHED_LOOPED_BFS)
+        snprintf(sched, sizeof sched, "%s/%d", ptc_sched_kind_name(c->schedule), c->chunks);
     else if (c->schedule == PTC_SCHED_KFKB)
         snprintf(sched, sizeof sched, "kfkb/%d", c->k);
     else
@@ -135,6 +145,52 @@ static void header(void)
            "dp", "pp", "mem(GiB)");
 }
 
+/* --from: the search's candidates ranked by step time plus the move from
+ * the job's configuration (ptc_search_rank_moves). */
+static int rank_from(const ptc_search_result *res, const ptc_cost_model *m, const char *store,
+                     uint64_t version, const ptc_config *from, const ptc_search_cluster *cl,
+                     double amortize, ptc_search_moved **moved, size_t *nmoved)
+{
+    ptc_search_tensors *t = NULL;
+    int rc;
+    if (store) {
+        ptc_store *st;
+        if ((rc = ptc_cli_open_store(store, false, &st)) != PTC_CLI_OK)
+            return rc;
+        rc = ptc_search_tensors_from_store(&t, st, version);
+        ptc_store_close(st);
+    } else {
+        rc = ptc_search_tensors_create(&t, m, true);
+    }
+    if (rc == PTC_OK)
+        rc = ptc_search_rank_moves(res, t, from, cl, amortize, moved, nmoved);
+    ptc_search_tensors_destroy(t);
+    return rc == PTC_OK ? PTC_CLI_OK : ptc_cli_lib_error(rc);
+}
+
+static json_t *moved_json(const ptc_search_moved *x)
+{
+    json_t *j = entry_json(&x->entry);
+    json_object_set_new(j, "move_seconds", json_real(x->move.seconds));
+    json_object_set_new(j, "move_bytes_network", json_integer((json_int_t)x->move_bytes_network));
+    json_object_set_new(j, "score_s", json_real(x->score));
+    return j;
+}
+
+static void moved_text(const ptc_search_moved *m, size_t n, const char *from, double amortize)
+{
+    printf("\nranked with the move from %s amortised over %.4g steps (seconds):\n", from,
+           amortize);
+    printf("%3s %5s %3s %4s %4s  %-14s %9s %9s %12s %9s\n", "#", "dp", "tp", "pp", "zero",
+           "schedule", "step", "move", "network_GB", "score");
+    for (size_t i = 0; i < n; i++) {
+        const ptc_search_config *c = &m[i].entry.config;
+        printf("%3zu %5d %3d %4d %4d  %-14s %9.4g %9.4g %12.4g %9.4g\n", i + 1, c->dp, c->tp,
+               c->pp, c->zero, ptc_sched_kind_name(c->schedule), m[i].entry.cost.step_time,
+               m[i].move.seconds, (double)m[i].move_bytes_network / 1e9, m[i].score);
+    }
+}
+
 int ptc_cmd_suggest(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -146,11 +202,14 @@ int ptc_cmd_suggest(int argc, char **argv)
         {"inter-lat", 1, 0, OPT_INTER_LAT}, {"global-batch", 1, 0, OPT_BATCH},
         {"top", 1, 0, OPT_TOP},             {"exhaustive", 0, 0, OPT_EXHAUSTIVE},
         {"json", 0, 0, OPT_JSON},           {"help", 0, 0, 'h'},
+        {"from", 1, 0, OPT_FROM},           {"amortize", 1, 0, OPT_AMORTIZE},
         {0, 0, 0, 0}};
     ptc_cli_init();
     const char *store = NULL, *model = NULL;
     uint64_t version = 0, u;
-    bool json = false, have_gpus = false;
+    bool json = false, have_gpus = false, have_from = false;
+    ptc_config from;
+    double amortize = 1000;
     ptc_search_cluster cl;
     ptc_search_cluster_init(&cl);
     ptc_search_job job;
@@ -201,6 +260,15 @@ int ptc_cmd_suggest(int argc, char **argv)
             break;
         case OPT_JSON:
             json = true;
+            break;
+        case OPT_FROM:
+            if (ptc_config_parse(&from, optarg) != PTC_OK)
+                return ptc_cli_usage_error("--from: %s", ptc_last_error());
+            have_from = true;
+            break;
+        case OPT_AMORTIZE:
+            if (!parse_pos(optarg, &amortize) || amortize < 1 || amortize > 1e12)
+                return ptc_cli_usage_error("--amortize: expected a number of steps >= 1");
             break;
         default:
             if (c == '?' || c == ':')
@@ -257,10 +325,26 @@ int ptc_cmd_suggest(int argc, char **argv)
         job.dp_overlap = true;
     }
     ptc_search_result *res = NULL;
+    int top = so.top;
+    if (have_from) /* candidates for the re-ranking */
+        so.top = top > FROM_CANDIDATES ? top : FROM_CANDIDATES;
     int rc = ptc_search_run(&res, m, &cl, &job, &so);
     if (rc != PTC_OK) {
         ptc_cost_model_destroy(m);
         return ptc_cli_lib_error(rc);
+    }
+    ptc_search_moved *moved = NULL;
+    size_t nmoved = 0;
+    char from_txt[PTC_CONFIG_MAX_STAGES * 11 + 64] = "";
+    if (have_from) {
+        ptc_config_format(&from, PTC_CONFIG_STYLE_KEYS, from_txt, sizeof from_txt);
+        int ret = rank_from(res, m, store, version, &from, &cl, amortize, &moved, &nmoved);
+        if (ret != PTC_CLI_OK) {
+            ptc_search_result_destroy(res);
+            ptc_cost_model_destroy(m);
+            return ret;
+        }
+        nmoved = nmoved < (size_t)top ? nmoved : (size_t)top;
     }
     ptc_search_stats st;
     ptc_search_result_stats(res, &st);
@@ -294,8 +378,14 @@ int ptc_cmd_suggest(int argc, char **argv)
                                       (json_int_t)st.rejected, "simulations",
                                       (json_int_t)st.simulations, "seconds", st.seconds));
         json_t *arr = json_array(), *rej = json_array();
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; !have_from && i < n; i++)
             json_array_append_new(arr, entry_json(ptc_search_result_entry(res, i)));
+        for (size_t i = 0; i < nmoved; i++)
+            json_array_append_new(arr, moved_json(&moved[i]));
+        if (have_from) {
+            json_object_set_new(root, "from", json_string(from_txt));
+            json_object_set_new(root, "amortize_steps", json_real(amortize));
+        }
         for (size_t i = 0; i < nr; i++)
             json_array_append_new(rej, entry_json(ptc_search_result_rejected(res, i)));
         json_object_set_new(root, "configs", arr);
@@ -321,11 +411,18 @@ int ptc_cmd_suggest(int argc, char **argv)
         printf("search: %s, %zu configurations costed, %zu fit, %zu rejected for memory, "
                "%.3f s\n", st.exhaustive ? "exhaustive" : "coordinate descent", st.evaluated,
                st.fitting, st.rejected, st.seconds);
-        if (n) {
+        if (n && !have_from) {
             printf("\nbest configurations (times in seconds per step):\n");
             header();
             for (size_t i = 0; i < n; i++)
                 entry_text(ptc_search_result_entry(res, i), (int)i + 1);
+        }
+        if (have_from) {
+            moved_text(moved, nmoved, from_txt, amortize);
+            printf("\nthe same configurations, details:\n");
+            header();
+            for (size_t i = 0; i < nmoved; i++)
+                entry_text(&moved[i].entry, (int)i + 1);
         }
         if (nr) {
             printf("\n%s:\n", n ? "faster but rejected for memory" : "rejected for memory");
@@ -343,6 +440,7 @@ int ptc_cmd_suggest(int argc, char **argv)
                                cl.mem_bytes / GIB, closest->cost.shortfall / GIB, cfg,
                                closest->cost.mem / GIB);
     }
+    ptc_search_moves_free(moved);
     ptc_search_result_destroy(res);
     ptc_cost_model_destroy(m);
     return status;

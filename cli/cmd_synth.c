@@ -1,11 +1,10 @@
 /* ptc synth: a random model with real Hugging Face naming, for demos,
  * tests and benchmarks. Deterministic in the seed. */
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
-#include "ptc/dtype.h"
+#include "ptc/convert.h"
 #include "ptc/safetensors.h"
 
 const char ptc_cmd_synth_help[] =
@@ -180,57 +179,45 @@ out_free:
     return rc ? ptc_cli_lib_error(rc) : PTC_CLI_OK;
 }
 
+/* --hidden (dest: int *): a multiple of 4. */
+static int parse_hidden(const char *v, void *dest)
+{
+    int *h = dest;
+    if (!ptc_cli_parse_int(v, 4, 65536, h) || *h % 4)
+        return ptc_cli_usage_error("--hidden must be a multiple of 4 in 4..65536");
+    return PTC_CLI_OK;
+}
+
+/* --dtype (dest: ptc_dtype *): a floating-point type of 2 or 4 bytes. */
+static int parse_dtype(const char *v, void *dest)
+{
+    ptc_dtype *dt = dest;
+    if (ptc_dtype_parse(v, strlen(v), dt) || !ptc_dtype_is_float(*dt) || *dt == PTC_DTYPE_F64 ||
+        *dt == PTC_DTYPE_F8_E4M3 || *dt == PTC_DTYPE_F8_E5M2)
+        return ptc_cli_usage_error("--dtype must be F32, BF16 or F16");
+    return PTC_CLI_OK;
+}
+
 int ptc_cmd_synth(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"preset", required_argument, NULL, 'p'}, {"seed", required_argument, NULL, 's'},
-        {"out", required_argument, NULL, 'o'},    {"layers", required_argument, NULL, 'l'},
-        {"hidden", required_argument, NULL, 'H'}, {"vocab", required_argument, NULL, 'V'},
-        {"dtype", required_argument, NULL, 't'},  {"optim", no_argument, NULL, 'O'},
-        {"ids", no_argument, NULL, 'i'},          {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *preset = NULL, *out = NULL;
     uint64_t seed = 0;
     bool have_seed = false, optim = false, ids = false;
     int layers = -1, hidden = -1, vocab = -1;
     ptc_dtype dt = PTC_DTYPE_F32;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'p': preset = optarg; break;
-        case 'o': out = optarg; break;
-        case 's':
-            if (!ptc_cli_parse_u64(optarg, &seed))
-                return ptc_cli_usage_error("--seed: '%s' is not a non-negative integer", optarg);
-            have_seed = true;
-            break;
-        case 'l':
-            if (!ptc_cli_parse_int(optarg, 1, 1000, &layers))
-                return ptc_cli_usage_error("--layers must be 1..1000");
-            break;
-        case 'H':
-            if (!ptc_cli_parse_int(optarg, 4, 65536, &hidden) || hidden % 4)
-                return ptc_cli_usage_error("--hidden must be a multiple of 4 in 4..65536");
-            break;
-        case 'V':
-            if (!ptc_cli_parse_int(optarg, 1, 1 << 22, &vocab))
-                return ptc_cli_usage_error("--vocab must be 1..4194304");
-            break;
-        case 't':
-            if (ptc_dtype_parse(optarg, strlen(optarg), &dt) || !ptc_dtype_is_float(dt) ||
-                dt == PTC_DTYPE_F64 || dt == PTC_DTYPE_F8_E4M3 || dt == PTC_DTYPE_F8_E5M2)
-                return ptc_cli_usage_error("--dtype must be F32, BF16 or F16");
-            break;
-        case 'O': optim = true; break;
-        case 'i': ids = true; break;
-        case 'h': ptc_cli_help(ptc_cmd_synth_help); return PTC_CLI_OK;
-        default: return ptc_cli_bad_option(argv);
-        }
-    }
-    if (optind < argc)
-        return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);
+    const ptc_cli_opt opts[] = {
+        PTC_CLI_OPT_STR("preset", &preset),
+        {.name = "seed", .kind = PTC_CLI_U64, .dest = &seed, .given = &have_seed,
+         .bad = "--seed: '%s' is not a non-negative integer"},
+        PTC_CLI_OPT_STR("out", &out),
+        PTC_CLI_OPT_INT("layers", &layers, 1, 1000, "--layers must be 1..1000"),
+        PTC_CLI_OPT_CALL("hidden", parse_hidden, &hidden),
+        PTC_CLI_OPT_INT("vocab", &vocab, 1, 1 << 22, "--vocab must be 1..4194304"),
+        PTC_CLI_OPT_CALL("dtype", parse_dtype, &dt), PTC_CLI_OPT_FLAG("optim", &optim),
+        PTC_CLI_OPT_FLAG("ids", &ids), PTC_CLI_OPT_END};
+    int ret = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_synth_help, 0, NULL);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
     if (!preset || !out || !have_seed)
         return ptc_cli_usage_error("synth needs --preset, --seed and --out");
     if (ids)
@@ -249,7 +236,7 @@ int ptc_cmd_synth(int argc, char **argv)
         return ptc_cli_usage_error("unknown preset '%s' (llama-tiny or gpt2-tiny)", preset);
     }
     qsort(m->t, m->n, sizeof m->t[0], cmp_tensor);
-    int ret = write_model(m, out, seed, ids);
+    ret = write_model(m, out, seed, ids);
     for (size_t i = 0; i < m->n; i++)
         free(m->names[i]);
     free(m);

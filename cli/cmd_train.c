@@ -1,5 +1,4 @@
 /* ptc train: run the pipeline runtime on the demo model (or fake compute). */
-#include <getopt.h>
 #include <signal.h>
 #include <jansson.h>
 #include <math.h>
@@ -23,11 +22,12 @@ const char ptc_cmd_train_help[] =
     "         [--device cpu|cuda] [--lr LR]\n"
     "         [--timeout SEC] [--fake-compute [--unit-ms U] [--cost-f F]\n"
     "         [--cost-b B] [--cost-w W] [--act-bytes N]] [--jitter MS]\n"
-    "         [--prepost N] [--overlap-reduce] [--save FILE.safetensors] [--json]\n"
+    "         [--prepost N] [--overlap-reduce] [--json]\n"
     "\n"
-    "  KIND         1f1b gpipe interleaved kfkb zb-h1 zb-v chimera; or a schedule\n"
-    "               text file (docs/schedule-format.md), validated before any\n"
-    "               process communicates\n"
+    "  KIND         1f1b gpipe interleaved kfkb zb-h1 zb-h2 zb-v zb-interleaved\n"
+    "               looped-bfs dualpipev dualpipe chimera; or a schedule text file\n"
+    "               (docs/schedule-format.md; torch's: ptc schedule --from torch\n"
+    "               F.csv --emit), validated before any process communicates\n"
     "  --config     tp > 1: Megatron-style tensor parallelism (up_proj column-,\n"
     "               down_proj row-parallel; the rules preset ptc-mlp); zero=1: AdamW\n"
     "               moments sharded over the data-parallel replicas\n"
@@ -47,7 +47,9 @@ const char ptc_cmd_train_help[] =
     "               after the last (0: after the last only): parameters, AdamW\n"
     "               moments and the training-state record (step, configuration,\n"
     "               seed, epoch and sample position), each process writing its own\n"
-    "               shards under the ptc-mlp rules (docs/checkpoint.md)\n"
+    "               shards under the ptc-mlp rules (docs/checkpoint.md); the final\n"
+    "               parameters as one file: --save-every 0, then ptc export --store\n"
+    "               DIR --out FILE --params-only\n"
     "  --resize STEP:CFG[,STEP:CFG...]  online resizes: at the start of step STEP\n"
     "               the job moves to CFG in memory (parameters, AdamW moments, step,\n"
     "               data position) by the minimal plan; start it with processes for\n"
@@ -71,7 +73,6 @@ const char ptc_cmd_train_help[] =
     "  --fake-compute  no model: each action sleeps its simulator cost times U ms\n"
     "               (default 1) and checks that its inputs came from the right place\n"
     "  --jitter MS  extra random sleep in [0, MS) ms before every compute action\n"
-    "  --save FILE  write the final parameters (global names) from rank 0\n"
     "  --json       one JSON object with per-step records and timings\n"
     "Prints `step K loss X` per step (rank 0). Single process = the reference run.\n";
 
@@ -136,178 +137,134 @@ static void on_sigusr1(int sig)
     stop_requested = 1;
 }
 
-enum {
-    OPT_CONFIG = 256, OPT_SCHEDULE, OPT_CHUNKS, OPT_K, OPT_MBS, OPT_STEPS, OPT_MODEL, OPT_SEED,
-    OPT_DATA, OPT_DEVICE, OPT_TIMEOUT, OPT_FAKE, OPT_JITTER, OPT_JSON, OPT_SAVE, OPT_UNIT,
-    OPT_CF, OPT_CB, OPT_CW, OPT_ACT, OPT_PREPOST, OPT_OVERLAP, OPT_LR, OPT_STORE,
-    OPT_SAVE_EVERY, OPT_RESUME, OPT_VERSION, OPT_RESIZE, OPT_CONTROL,
-};
+/* ---- the options: what the table cannot say itself ---------------------------------- */
 
-static bool parse_double(const char *s, double lo, double *out)
+static int opt_config(const char *v, void *dest)
+{
+    cli_train *ct = dest;
+    if (ptc_config_parse(&ct->o.cfg, v) != PTC_OK)
+        return ptc_cli_usage_error("--config: %s", ptc_last_error());
+    return PTC_CLI_OK;
+}
+
+static int opt_model(const char *v, void *dest)
+{
+    if (ptc_exec_model_parse(dest, v) != PTC_OK)
+        return ptc_cli_usage_error("--model: %s", ptc_last_error());
+    return PTC_CLI_OK;
+}
+
+/* --seed: the model's and the data's */
+static int opt_seed(const char *v, void *dest)
+{
+    ptc_train_opts *o = dest;
+    uint64_t u;
+    if (!ptc_cli_parse_u64(v, &u))
+        return ptc_cli_usage_error("--seed: expected a non-negative integer");
+    o->model.seed = u;
+    o->data_seed = u;
+    return PTC_CLI_OK;
+}
+
+static int opt_resize(const char *v, void *dest)
+{
+    return parse_resizes(dest, v) == PTC_CLI_OK ? PTC_CLI_OK : PTC_CLI_USAGE;
+}
+
+static int opt_device(const char *v, void *dest)
+{
+    cli_train *ct = dest;
+    if (strcmp(v, "cpu") && strcmp(v, "cuda"))
+        return ptc_cli_usage_error("--device: expected cpu or cuda");
+    ct->device = v;
+    ct->o.cuda = !strcmp(v, "cuda");
+    return PTC_CLI_OK;
+}
+
+static int opt_act_bytes(const char *v, void *dest)
+{
+    uint64_t u;
+    if (!ptc_cli_parse_u64(v, &u) || u < 32 || u > (1u << 30))
+        return ptc_cli_usage_error("--act-bytes: expected 32..2^30");
+    *(size_t *)dest = (size_t)u;
+    return PTC_CLI_OK;
+}
+
+static int opt_lr(const char *v, void *dest)
 {
     char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end || !isfinite(v) || v < lo)
-        return false;
-    *out = v;
-    return true;
+    double d = strtod(v, &end);
+    if (end == v || *end || !isfinite(d) || d < 0)
+        return ptc_cli_usage_error("--lr: expected a number >= 0");
+    *(float *)dest = (float)d;
+    return PTC_CLI_OK;
 }
+
+static int opt_save(const char *v, void *dest)
+{
+    (void)v;
+    (void)dest;
+    return ptc_cli_usage_error("--save was removed: use --store DIR --save-every 0 and then "
+                               "ptc export --store DIR --out FILE --params-only");
+}
+
+#define COST_BAD "--cost-*: expected a number >= 0"
 
 static int parse_args(int argc, char **argv, cli_train *ct)
 {
-    static const struct option longopts[] = {
-        {"config", 1, 0, OPT_CONFIG},   {"schedule", 1, 0, OPT_SCHEDULE},
-        {"chunks", 1, 0, OPT_CHUNKS},   {"k", 1, 0, OPT_K},
-        {"microbatches", 1, 0, OPT_MBS}, {"steps", 1, 0, OPT_STEPS},
-        {"model", 1, 0, OPT_MODEL},     {"seed", 1, 0, OPT_SEED},
-        {"data", 1, 0, OPT_DATA},       {"device", 1, 0, OPT_DEVICE},
-        {"timeout", 1, 0, OPT_TIMEOUT}, {"fake-compute", 0, 0, OPT_FAKE},
-        {"jitter", 1, 0, OPT_JITTER},   {"json", 0, 0, OPT_JSON},
-        {"save", 1, 0, OPT_SAVE},       {"unit-ms", 1, 0, OPT_UNIT},
-        {"cost-f", 1, 0, OPT_CF},       {"cost-b", 1, 0, OPT_CB},
-        {"cost-w", 1, 0, OPT_CW},       {"act-bytes", 1, 0, OPT_ACT},
-        {"prepost", 1, 0, OPT_PREPOST}, {"overlap-reduce", 0, 0, OPT_OVERLAP},
-        {"lr", 1, 0, OPT_LR},
-        {"store", 1, 0, OPT_STORE},     {"save-every", 1, 0, OPT_SAVE_EVERY},
-        {"resume", 0, 0, OPT_RESUME},   {"version", 1, 0, OPT_VERSION},
-        {"resize", 1, 0, OPT_RESIZE},   {"control", 1, 0, OPT_CONTROL},
-        {"help", 0, 0, 'h'},            {0, 0, 0, 0}};
     memset(ct, 0, sizeof *ct);
     ptc_train_opts *o = &ct->o;
     ptc_train_opts_init(o);
     ct->device = "cpu";
     bool have_cfg = false;
-    int c;
-    uint64_t u;
-    double d;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'h':
-            ptc_cli_help(ptc_cmd_train_help);
-            exit(0);
-        case OPT_CONFIG:
-            if (ptc_config_parse(&o->cfg, optarg) != PTC_OK)
-                return ptc_cli_usage_error("--config: %s", ptc_last_error());
-            have_cfg = true;
-            break;
-        case OPT_SCHEDULE:
-            o->schedule = optarg;
-            break;
-        case OPT_CHUNKS:
-            if (!ptc_cli_parse_int(optarg, 1, 1024, &o->chunks))
-                return ptc_cli_usage_error("--chunks: expected 1..1024");
-            break;
-        case OPT_K:
-            if (!ptc_cli_parse_int(optarg, 1, 1 << 20, &o->k))
-                return ptc_cli_usage_error("--k: expected a positive integer");
-            break;
-        case OPT_MBS:
-            if (!ptc_cli_parse_int(optarg, 1, 1 << 16, &o->microbatches))
-                return ptc_cli_usage_error("--microbatches: expected 1..65536");
-            break;
-        case OPT_STEPS:
-            if (!ptc_cli_parse_int(optarg, 1, 1 << 24, &o->steps))
-                return ptc_cli_usage_error("--steps: expected a positive integer");
-            break;
-        case OPT_MODEL:
-            if (ptc_exec_model_parse(&o->model, optarg) != PTC_OK)
-                return ptc_cli_usage_error("--model: %s", ptc_last_error());
-            break;
-        case OPT_SEED:
-            if (!ptc_cli_parse_u64(optarg, &u))
-                return ptc_cli_usage_error("--seed: expected a non-negative integer");
-            o->model.seed = u;
-            o->data_seed = u;
-            break;
-        case OPT_DATA:
-            o->data = optarg;
-            break;
-        case OPT_STORE:
-            o->store = optarg;
-            break;
-        case OPT_SAVE_EVERY:
-            if (!ptc_cli_parse_int(optarg, 0, 1 << 30, &o->save_every))
-                return ptc_cli_usage_error("--save-every: expected a number of steps >= 0");
-            break;
-        case OPT_RESUME:
-            o->resume = true;
-            break;
-        case OPT_RESIZE:
-            if (parse_resizes(ct, optarg) != PTC_CLI_OK)
-                return PTC_CLI_USAGE;
-            break;
-        case OPT_CONTROL:
-            o->control = optarg;
-            break;
-        case OPT_VERSION:
-            if (!ptc_cli_parse_u64(optarg, &u) || u == 0)
-                return ptc_cli_usage_error("--version: expected a version number >= 1");
-            o->resume_version = u;
-            break;
-        case OPT_DEVICE:
-            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
-                return ptc_cli_usage_error("--device: expected cpu or cuda");
-            ct->device = optarg;
-            o->cuda = !strcmp(optarg, "cuda");
-            break;
-        case OPT_TIMEOUT:
-            if (!parse_double(optarg, 0, &o->timeout))
-                return ptc_cli_usage_error("--timeout: expected seconds >= 0");
-            break;
-        case OPT_FAKE:
-            o->fake = true;
-            break;
-        case OPT_JITTER:
-            if (!parse_double(optarg, 0, &o->jitter_ms))
-                return ptc_cli_usage_error("--jitter: expected milliseconds >= 0");
-            break;
-        case OPT_JSON:
-            ct->json = true;
-            break;
-        case OPT_SAVE:
-            o->save = optarg;
-            break;
-        case OPT_UNIT:
-            if (!parse_double(optarg, 0, &o->unit_ms))
-                return ptc_cli_usage_error("--unit-ms: expected milliseconds >= 0");
-            break;
-        case OPT_CF:
-        case OPT_CB:
-        case OPT_CW:
-            if (!parse_double(optarg, 0, &d))
-                return ptc_cli_usage_error("--cost-*: expected a number >= 0");
-            *(c == OPT_CF ? &o->cost_f : c == OPT_CB ? &o->cost_b : &o->cost_w) = d;
-            break;
-        case OPT_ACT:
-            if (!ptc_cli_parse_u64(optarg, &u) || u < 32 || u > (1u << 30))
-                return ptc_cli_usage_error("--act-bytes: expected 32..2^30");
-            o->act_bytes = (size_t)u;
-            break;
-        case OPT_PREPOST:
-            if (!ptc_cli_parse_int(optarg, 0, 1 << 20, &o->prepost))
-                return ptc_cli_usage_error("--prepost: expected a non-negative integer");
-            break;
-        case OPT_OVERLAP:
-            o->overlap_reduce = true;
-            break;
-        case OPT_LR:
-            if (!parse_double(optarg, 0, &d))
-                return ptc_cli_usage_error("--lr: expected a number >= 0");
-            o->model.lr = (float)d;
-            break;
-        default:
-            return ptc_cli_bad_option(argv);
-        }
-    }
-    if (optind < argc)
-        return ptc_cli_usage_error("train: unexpected argument '%s'", argv[optind]);
+    const ptc_cli_opt opts[] = {
+        {.name = "config", .kind = PTC_CLI_CALL, .call = opt_config, .dest = ct,
+         .given = &have_cfg},
+        PTC_CLI_OPT_STR("schedule", &o->schedule),
+        PTC_CLI_OPT_INT("chunks", &o->chunks, 1, 1024, "--chunks: expected 1..1024"),
+        PTC_CLI_OPT_INT("k", &o->k, 1, 1 << 20, "--k: expected a positive integer"),
+        PTC_CLI_OPT_INT("microbatches", &o->microbatches, 1, 1 << 16,
+                        "--microbatches: expected 1..65536"),
+        PTC_CLI_OPT_INT("steps", &o->steps, 1, 1 << 24, "--steps: expected a positive integer"),
+        PTC_CLI_OPT_CALL("model", opt_model, &o->model),
+        PTC_CLI_OPT_CALL("seed", opt_seed, o),
+        PTC_CLI_OPT_STR("data", &o->data),
+        PTC_CLI_OPT_CALL("device", opt_device, ct),
+        PTC_CLI_OPT_DOUBLE("timeout", &o->timeout, 0, "--timeout: expected seconds >= 0"),
+        PTC_CLI_OPT_FLAG("fake-compute", &o->fake),
+        PTC_CLI_OPT_DOUBLE("jitter", &o->jitter_ms, 0, "--jitter: expected milliseconds >= 0"),
+        PTC_CLI_OPT_JSON(&ct->json),
+        PTC_CLI_OPT_CALL("save", opt_save, NULL),
+        PTC_CLI_OPT_DOUBLE("unit-ms", &o->unit_ms, 0, "--unit-ms: expected milliseconds >= 0"),
+        PTC_CLI_OPT_DOUBLE("cost-f", &o->cost_f, 0, COST_BAD),
+        PTC_CLI_OPT_DOUBLE("cost-b", &o->cost_b, 0, COST_BAD),
+        PTC_CLI_OPT_DOUBLE("cost-w", &o->cost_w, 0, COST_BAD),
+        PTC_CLI_OPT_CALL("act-bytes", opt_act_bytes, &o->act_bytes),
+        PTC_CLI_OPT_INT("prepost", &o->prepost, 0, 1 << 20,
+                        "--prepost: expected a non-negative integer"),
+        PTC_CLI_OPT_FLAG("overlap-reduce", &o->overlap_reduce),
+        PTC_CLI_OPT_CALL("lr", opt_lr, &o->model.lr),
+        PTC_CLI_OPT_STR("store", &o->store),
+        PTC_CLI_OPT_INT("save-every", &o->save_every, 0, 1 << 30,
+                        "--save-every: expected a number of steps >= 0"),
+        PTC_CLI_OPT_FLAG("resume", &o->resume),
+        {.name = "version", .kind = PTC_CLI_VERSION, .dest = &o->resume_version,
+         .bad = "--version: expected a version number >= 1"},
+        PTC_CLI_OPT_CALL("resize", opt_resize, ct),
+        PTC_CLI_OPT_STR("control", &o->control),
+        PTC_CLI_OPT_END};
+    int next;
+    int rc = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_train_help, PTC_CLI_ARGS, &next);
+    if (rc != PTC_CLI_CONTINUE)
+        return rc;
+    if (next < argc)
+        return ptc_cli_usage_error("train: unexpected argument '%s'", argv[next]);
     if (!have_cfg || !o->schedule || !o->microbatches || !o->steps)
         return ptc_cli_usage_error("train: --config, --schedule, --microbatches and --steps "
                                    "are required");
     if (o->resume_version && !o->resume)
         return ptc_cli_usage_error("train: --version is the version --resume starts from");
-    return PTC_CLI_OK;
+    return PTC_CLI_CONTINUE;
 }
 
 /* ---- the command ---------------------------------------------------------------- */
@@ -397,7 +354,7 @@ int ptc_cmd_train(int argc, char **argv)
     ptc_cli_init();
     cli_train c;
     int rc = parse_args(argc, argv, &c);
-    if (rc != PTC_CLI_OK)
+    if (rc != PTC_CLI_CONTINUE)
         return rc;
     c.o.stop = &stop_requested;
     c.o.on_resize = on_resize;

@@ -1,6 +1,4 @@
 /* ptc verify: re-check every block checksum a version references. */
-#include <getopt.h>
-
 #include "cli/cli.h"
 #include "ptc/store.h"
 
@@ -15,41 +13,25 @@ const char ptc_cmd_verify_help[] =
 
 int ptc_cmd_verify(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"store", required_argument, NULL, 's'}, {"version", required_argument, NULL, 'v'},
-        {"all", no_argument, NULL, 'a'},         {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
-    };
-    const char *store = NULL;
+    ptc_cli_store cs = {0};
     uint64_t version = 0;
     bool json = false, all = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 's': store = optarg; break;
-        case 'v':
-            if (!ptc_cli_parse_version(optarg, &version))
-                return ptc_cli_usage_error("--version: '%s' is not a version number", optarg);
-            break;
-        case 'a': all = true; break;
-        case 'j': json = true; break;
-        case 'h': ptc_cli_help(ptc_cmd_verify_help); return PTC_CLI_OK;
-        default: return ptc_cli_bad_option(argv);
-        }
-    }
-    if (optind < argc)
-        return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);
+    const ptc_cli_opt opts[] = {PTC_CLI_OPT_STORE(&cs.dir), PTC_CLI_OPT_VERSION(&version),
+                                PTC_CLI_OPT_FLAG("all", &all), PTC_CLI_OPT_JSON(&json),
+                                PTC_CLI_OPT_END};
+    int ret = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_verify_help, 0, NULL);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
     if (all && version)
         return ptc_cli_usage_error("--all and --version exclude each other");
-    ptc_store *s = NULL;
-    int ret = ptc_cli_open_store(store, false, &s);
+    ret = ptc_cli_store_open(&cs, PTC_CLI_STORE_OPEN, 0);
     if (ret)
         return ret;
+    ptc_store *s = cs.s;
     uint64_t latest = 0;
     int rc = ptc_store_latest(s, &latest);
     if (rc == PTC_OK && latest == 0)
-        rc = ptc_error_set(PTC_E_NOTFOUND, "store %s holds no version", store);
+        rc = ptc_error_set(PTC_E_NOTFOUND, "store %s holds no version", cs.dir);
     if (rc == PTC_OK)
         rc = ptc_store_verify(s, all ? PTC_STORE_ALL_VERSIONS : version, ptc_cli_progress, NULL);
     ptc_cli_progress_done();
@@ -76,6 +58,6 @@ int ptc_cmd_verify(int argc, char **argv)
     } else {
         printf("version %llu verified\n", (unsigned long long)(version ? version : latest));
     }
-    ptc_store_close(s);
+    ptc_cli_store_close(&cs, ret != PTC_CLI_OK);
     return ret;
 }

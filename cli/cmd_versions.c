@@ -1,5 +1,4 @@
 /* ptc versions: list the committed versions of a store; delete one. */
-#include <getopt.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,61 +19,49 @@ const char ptc_cmd_versions_help[] =
     "            the pack files no committed version references\n";
 
 /* ptc versions ... delete V */
-static int delete_version(const char *store, int argc, char **argv)
+static int delete_version(ptc_cli_store *cs, int argc, char **argv)
 {
     if (argc != 2)
         return ptc_cli_usage_error("versions delete takes exactly one version number");
     uint64_t v;
     if (!ptc_cli_parse_version(argv[1], &v))
         return ptc_cli_usage_error("delete: '%s' is not a version number", argv[1]);
-    ptc_store *s = NULL;
-    int ret = ptc_cli_open_store(store, false, &s);
+    int ret = ptc_cli_store_open(cs, PTC_CLI_STORE_OPEN, 0);
     if (ret)
         return ret;
-    int rc = ptc_store_version_delete(s, v);
+    int rc = ptc_store_version_delete(cs->s, v);
     if (rc)
         ret = ptc_cli_lib_error(rc);
     else
         printf("deleted version %llu (run ptc gc to free its pack files)\n",
                (unsigned long long)v);
-    ptc_store_close(s);
+    ptc_cli_store_close(cs, ret != PTC_CLI_OK);
     return ret;
 }
 
 int ptc_cmd_versions(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"store", required_argument, NULL, 's'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *store = NULL;
+    ptc_cli_store cs = {0};
     bool json = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 's': store = optarg; break;
-        case 'j': json = true; break;
-        case 'h': ptc_cli_help(ptc_cmd_versions_help); return PTC_CLI_OK;
-        default: return ptc_cli_bad_option(argv);
-        }
-    }
-    if (optind < argc && strcmp(argv[optind], "delete") == 0) {
+    const ptc_cli_opt opts[] = {PTC_CLI_OPT_STORE(&cs.dir), PTC_CLI_OPT_JSON(&json),
+                                PTC_CLI_OPT_END};
+    int next;
+    int ret = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_versions_help, PTC_CLI_ARGS, &next);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
+    if (next < argc && strcmp(argv[next], "delete") == 0) {
         if (json)
             return ptc_cli_usage_error("versions delete takes no --json");
-        return delete_version(store, argc - optind, argv + optind);
+        return delete_version(&cs, argc - next, argv + next);
     }
-    if (optind < argc)
-        return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);
-    ptc_store *s = NULL;
-    int ret = ptc_cli_open_store(store, false, &s);
+    if (next < argc)
+        return ptc_cli_usage_error("unexpected argument '%s'", argv[next]);
+    ret = ptc_cli_store_open(&cs, PTC_CLI_STORE_OPEN, 0);
     if (ret)
         return ret;
     ptc_version_info *v = NULL;
     size_t n = 0;
-    int rc = ptc_store_versions(s, &v, &n);
+    int rc = ptc_store_versions(cs.s, &v, &n);
     if (rc) {
         ret = ptc_cli_lib_error(rc);
         goto out_close;
@@ -110,6 +97,6 @@ int ptc_cmd_versions(int argc, char **argv)
     }
     ptc_store_versions_free(v, n);
 out_close:
-    ptc_store_close(s);
+    ptc_cli_store_close(&cs, ret != PTC_CLI_OK);
     return ret;
 }

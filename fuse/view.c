@@ -54,8 +54,7 @@ struct plan_ref {
 
 struct cache_entry {
     const struct view_ds *ds;
-    uint64_t seed, epoch, batch, start, dp, rank, step;
-    unsigned policy;
+    ptc_dataset_step st;
     struct plan_ref *plan;
     uint64_t used;
 };
@@ -85,9 +84,9 @@ struct ptc_view_handle {
     uint64_t size;
     const struct view_ds *ds; /* dataset nodes; valid until ptc_view_destroy */
     struct plan_ref *plan;    /* step files and their .idx */
-    uint64_t id, seed, epoch;
-    uint64_t batch, start, dp, rank, step; /* step files: the rest of the path (for */
-    unsigned policy;                       /* the next steps' hints) */
+    uint64_t id;
+    ptc_dataset_step st; /* step files: the step (its records are counted in
+                            st.seed, st.epoch; the next steps are hinted) */
     char *text; /* datasets/<NAME>/info.json */
     void *fh;   /* model files: what ops.model_open gave */
 };
@@ -189,22 +188,31 @@ out_close:
     return rc;
 }
 
-static bool cache_match(const struct cache_entry *e, const struct view_ds *ds,
-                        const ptc_view_node *n)
+/* The step a step-file node names. */
+static ptc_dataset_step node_step(const ptc_view_node *n)
 {
-    return e->plan && e->ds == ds && e->seed == n->seed && e->epoch == n->epoch &&
-           e->batch == n->batch && e->start == n->start && e->dp == n->dp &&
-           e->rank == n->rank && e->step == n->step && e->policy == n->policy;
+    return (ptc_dataset_step){.seed = n->seed, .epoch = n->epoch, .batch = n->batch,
+                              .start = n->start, .dp = n->dp, .rank = n->rank,
+                              .step = n->step, .policy = n->policy};
 }
 
-/* The plan of a step node, shared through a small LRU cache (getattr,
- * open and the .idx of one step all need the same plan). */
-static int view_plan(ptc_view *v, const struct view_ds *ds, const ptc_view_node *n,
+static bool cache_match(const struct cache_entry *e, const struct view_ds *ds,
+                        const ptc_dataset_step *st)
+{
+    const ptc_dataset_step *c = &e->st;
+    return e->plan && e->ds == ds && c->seed == st->seed && c->epoch == st->epoch &&
+           c->batch == st->batch && c->start == st->start && c->dp == st->dp &&
+           c->rank == st->rank && c->step == st->step && c->policy == st->policy;
+}
+
+/* The plan of a step, shared through a small LRU cache (getattr, open and
+ * the .idx of one step all need the same plan). */
+static int view_plan(ptc_view *v, const struct view_ds *ds, const ptc_dataset_step *st,
                      struct plan_ref **out)
 {
     pthread_mutex_lock(&v->lock);
     for (size_t i = 0; i < VIEW_CACHE; i++) {
-        if (cache_match(&v->cache[i], ds, n)) {
+        if (cache_match(&v->cache[i], ds, st)) {
             v->cache[i].used = ++v->tick;
             atomic_fetch_add(&v->cache[i].plan->refs, 1);
             *out = v->cache[i].plan;
@@ -216,8 +224,7 @@ static int view_plan(ptc_view *v, const struct view_ds *ds, const ptc_view_node 
     struct plan_ref *p = ptc_calloc(1, sizeof *p);
     if (!p)
         return PTC_E_NOMEM;
-    int rc = ptc_view_step_plan_policy(&ds->ds, n->seed, n->epoch, n->batch, n->start, n->dp,
-                                       n->rank, n->step, n->policy, &p->step);
+    int rc = ptc_view_step_plan(&ds->ds, st, &p->step);
     if (rc < 0) {
         ptc_free(p);
         return rc;
@@ -231,14 +238,7 @@ static int view_plan(ptc_view *v, const struct view_ds *ds, const ptc_view_node 
     struct plan_ref *old = v->cache[victim].plan;
     struct cache_entry *e = &v->cache[victim];
     e->ds = ds;
-    e->seed = n->seed;
-    e->epoch = n->epoch;
-    e->batch = n->batch;
-    e->start = n->start;
-    e->dp = n->dp;
-    e->rank = n->rank;
-    e->step = n->step;
-    e->policy = n->policy;
+    e->st = *st;
     e->plan = p;
     e->used = ++v->tick;
     pthread_mutex_unlock(&v->lock);
@@ -324,7 +324,8 @@ static int view_resolve(ptc_view *v, const char *path, const ptc_view_node *n,
     case PTC_VIEW_STEP:
     case PTC_VIEW_STEP_IDX: {
         struct plan_ref *p;
-        int rc = view_plan(v, d, n, &p);
+        ptc_dataset_step step = node_step(n);
+        int rc = view_plan(v, d, &step, &p);
         if (rc == PTC_E_NOTFOUND)
             return ptc_view_not_found(path);
         if (rc < 0)
@@ -414,14 +415,7 @@ static int node_init(ptc_view *v, const char *path, bool file_only, ptc_view_han
     h->v = v;
     h->kind = n.kind;
     h->id = n.id;
-    h->seed = n.seed;
-    h->epoch = n.epoch;
-    h->batch = n.batch;
-    h->start = n.start;
-    h->dp = n.dp;
-    h->rank = n.rank;
-    h->step = n.step;
-    h->policy = n.policy;
+    h->st = node_step(&n);
     int rc = view_resolve(v, path, &n, &st, &h->ds, &h->plan, &h->text);
     if (rc < 0)
         goto out_release;
@@ -466,7 +460,8 @@ static void count_served(const ptc_view_handle *h, uint64_t a, uint64_t b)
     uint64_t first, end;
     ptc_view_step_served(s, a, b, &first, &end);
     for (uint64_t i = first; i < end; i++)
-        v->ops.served(v->user, h->ds->name, h->ds->ds.generation, h->seed, h->epoch, s->ids[i]);
+        v->ops.served(v->user, h->ds->name, h->ds->ds.generation, h->st.seed, h->st.epoch,
+                      s->ids[i]);
 }
 
 static bool hash_empty_slot(XXH128_hash_t h)
@@ -523,7 +518,7 @@ static void count_empty(const ptc_view_handle *h, const char *path)
     if (!empty_first(v, XXH3_128bits_withSeed(path, strlen(path), h->ds->ds.generation)))
         return;
     for (uint64_t i = 0; i < h->plan->step->n; i++)
-        v->ops.served(v->user, h->ds->name, h->ds->ds.generation, h->seed, h->epoch,
+        v->ops.served(v->user, h->ds->name, h->ds->ds.generation, h->st.seed, h->st.epoch,
                       h->plan->step->ids[i]);
 }
 
@@ -590,15 +585,13 @@ static void hint_next_steps(const ptc_view_handle *h)
 {
     const ptc_view_dataset *ds = &h->ds->ds;
     uint64_t steps;
-    if (ptc_batch_steps_policy(ds->n, h->batch, h->start, h->policy, &steps) < 0)
+    if (ptc_batch_steps_policy(ds->n, h->st.batch, h->st.start, h->st.policy, &steps) < 0)
         return;
-    ptc_view_node n = {.kind = PTC_VIEW_STEP, .seed = h->seed, .epoch = h->epoch,
-                       .batch = h->batch, .start = h->start, .dp = h->dp, .rank = h->rank,
-                       .policy = h->policy};
-    for (uint64_t j = 1; j <= PTC_VIEW_LOOKAHEAD && h->step + j < steps; j++) {
+    ptc_dataset_step next = h->st;
+    for (uint64_t j = 1; j <= PTC_VIEW_LOOKAHEAD && h->st.step + j < steps; j++) {
         struct plan_ref *p;
-        n.step = h->step + j;
-        if (view_plan(h->v, h->ds, &n, &p) < 0)
+        next.step = h->st.step + j;
+        if (view_plan(h->v, h->ds, &next, &p) < 0)
             return;
         ptc_view_step_pieces(p->step, 0, p->step->offsets[p->step->n], later_piece, (void *)ds);
         plan_unref(p);

@@ -1,12 +1,13 @@
 /* The view's path grammar: absolute paths of the mounted tree parsed into
  * nodes (ptc_view_parse), checked against everything that does not depend
- * on the data, and the errno a filesystem answers for each error. Pure: no
- * state, no data. */
+ * on the data, and the errno a filesystem answers for each error. The
+ * levels below datasets/<NAME>/ are a step path, parsed by the dataset
+ * module (ptc_dataset_step_parse). Pure: no state, no data. */
 #include <errno.h>
 #include <string.h>
 
 #include "fuse/view_internal.h"
-#include "ptc/batch.h"
+#include "ptc/step.h"
 
 #define VIEW_MAX_DEPTH 10
 
@@ -133,8 +134,6 @@ static int parse_models(const struct comp *c, int n, ptc_view_node *node, const 
     return PTC_OK;
 }
 
-static int parse_steps(const struct comp *c, int n, ptc_view_node *node, const char *path);
-
 static int parse_datasets(const struct comp *c, int n, ptc_view_node *node, const char *path)
 {
     if (n == 1) {
@@ -166,69 +165,33 @@ static int parse_datasets(const struct comp *c, int n, ptc_view_node *node, cons
         node->kind = PTC_VIEW_SAMPLE;
         return PTC_OK;
     }
-    if (n > 10)
+    /* the rest is a step path: seed-<S>/.../rank-<R>/step-<K>[.idx] */
+    ptc_dataset_step st;
+    ptc_dataset_step_level level;
+    int rc = ptc_dataset_step_parse(c[2].s, strlen(c[2].s), &st, &level);
+    if (rc == PTC_E_INVAL)
         return ptc_view_not_found(path);
-    /* An optional policy-<P> component after dp-<D>: parse it, then the
-     * rest of the path as if it were not there. */
-    if (n >= 8 && c[7].len > 7 && memcmp(c[7].s, "policy-", 7) == 0) {
-        char pol[PTC_BATCH_POLICY_NAME_MAX];
-        size_t pl = c[7].len - 7;
-        if (pl >= sizeof pol)
-            return ptc_view_not_found(path);
-        memcpy(pol, c[7].s + 7, pl);
-        pol[pl] = 0;
-        unsigned policy;
-        /* "policy-none" is not a name: the default tree has no component */
-        if (ptc_batch_policy_parse(pol, &policy) != PTC_OK || policy == 0)
-            return ptc_view_not_found(path);
-        struct comp rest[VIEW_MAX_DEPTH];
-        memcpy(rest, c, 7 * sizeof *c);
-        memcpy(rest + 7, c + 8, (size_t)(n - 8) * sizeof *c);
-        PTC_TRY(parse_steps(rest, n - 1, node, path));
-        node->policy = policy;
-        if (node->kind == PTC_VIEW_DP)
-            node->kind = PTC_VIEW_POLICY;
-        return PTC_OK;
-    }
-    return parse_steps(c, n, node, path);
-}
-
-/* The seed-<S>/.../step-<K> levels under a dataset (c[0], c[1] parsed). */
-static int parse_steps(const struct comp *c, int n, ptc_view_node *node, const char *path)
-{
-    if (n > 9)
-        return ptc_view_not_found(path);
-    static const char *const pre[] = {"seed-", "epoch-", "batch-", "start-", "dp-", "rank-"};
-    static const ptc_view_kind kinds[] = {PTC_VIEW_SEED,  PTC_VIEW_EPOCH, PTC_VIEW_BATCH,
-                                          PTC_VIEW_START, PTC_VIEW_DP,    PTC_VIEW_RANK};
-    uint64_t *dst[] = {&node->seed, &node->epoch, &node->batch,
-                       &node->start, &node->dp,   &node->rank};
-    for (int i = 0; i < 6 && 2 + i < n; i++) {
-        PTC_TRY(parse_prefixed(&c[2 + i], pre[i], "", dst[i], path));
-        node->kind = kinds[i];
-    }
-    if (n >= 5 && node->batch == 0)
-        return ptc_view_not_found(path);
-    if (n >= 7 && node->dp == 0)
-        return ptc_view_not_found(path);
-    if (n >= 7 && node->dp > PTC_VIEW_MAX_DP)
-        return ptc_error_set(PTC_E_RANGE, "dp-%llu is over the largest supported %llu in %s",
-                             (unsigned long long)node->dp,
-                             (unsigned long long)PTC_VIEW_MAX_DP, path);
-    if (n >= 8 && node->rank >= node->dp)
-        return ptc_view_not_found(path);
-    if (n == 9) {
-        const struct comp *s = &c[8];
-        if (s->len > 4 && memcmp(s->s + s->len - 4, ".idx", 4) == 0) {
-            PTC_TRY(parse_prefixed(s, "step-", ".idx", &node->step, path));
-            node->kind = PTC_VIEW_STEP_IDX;
-        } else {
-            PTC_TRY(parse_prefixed(s, "step-", "", &node->step, path));
-            node->kind = PTC_VIEW_STEP;
-        }
-    } else if (n > 9) {
-        return ptc_view_not_found(path);
-    }
+    PTC_TRY(rc);
+    static const ptc_view_kind kinds[] = {
+        [PTC_DATASET_STEP_LEVEL_SEED] = PTC_VIEW_SEED,
+        [PTC_DATASET_STEP_LEVEL_EPOCH] = PTC_VIEW_EPOCH,
+        [PTC_DATASET_STEP_LEVEL_BATCH] = PTC_VIEW_BATCH,
+        [PTC_DATASET_STEP_LEVEL_START] = PTC_VIEW_START,
+        [PTC_DATASET_STEP_LEVEL_DP] = PTC_VIEW_DP,
+        [PTC_DATASET_STEP_LEVEL_POLICY] = PTC_VIEW_POLICY,
+        [PTC_DATASET_STEP_LEVEL_RANK] = PTC_VIEW_RANK,
+        [PTC_DATASET_STEP_LEVEL_FILE] = PTC_VIEW_STEP,
+        [PTC_DATASET_STEP_LEVEL_INDEX] = PTC_VIEW_STEP_IDX,
+    };
+    node->kind = kinds[level];
+    node->seed = st.seed;
+    node->epoch = st.epoch;
+    node->batch = st.batch;
+    node->start = st.start;
+    node->dp = st.dp;
+    node->rank = st.rank;
+    node->step = st.step;
+    node->policy = st.policy;
     return PTC_OK;
 }
 

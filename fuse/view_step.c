@@ -1,13 +1,12 @@
-/* Step files as arithmetic: which records a step file holds (its plan:
- * ids in epoch order and byte offsets), its .idx bytes, the record pieces
- * a byte range covers, and which records a byte range serves. Stateless:
- * everything follows from the dataset's sizes and the epoch order. */
+/* Step files as arithmetic: a step file's plan (the step's records, from
+ * the dataset step API of ptc/step.h, and their byte offsets), its .idx
+ * bytes, the record pieces a byte range covers, and which records a byte
+ * range serves. Stateless: everything follows from the dataset's sizes and
+ * the epoch order. */
 #include <string.h>
 
 #include "base/util_internal.h"
 #include "fuse/view_internal.h"
-#include "ptc/batch.h"
-#include "ptc/order.h"
 
 void ptc_view_step_destroy(ptc_view_step *s)
 {
@@ -18,43 +17,31 @@ void ptc_view_step_destroy(ptc_view_step *s)
     ptc_free(s);
 }
 
-int ptc_view_step_plan(const ptc_view_dataset *ds, uint64_t seed, uint64_t epoch,
-                       uint64_t batch, uint64_t start, uint64_t dp, uint64_t rank,
-                       uint64_t step, ptc_view_step **out)
-{
-    return ptc_view_step_plan_policy(ds, seed, epoch, batch, start, dp, rank, step,
-                                     PTC_BATCH_POLICY_NONE, out);
-}
-
-int ptc_view_step_plan_policy(const ptc_view_dataset *ds, uint64_t seed, uint64_t epoch,
-                              uint64_t batch, uint64_t start, uint64_t dp, uint64_t rank,
-                              uint64_t step, unsigned policy, ptc_view_step **out)
+int ptc_view_step_plan(const ptc_view_dataset *ds, const ptc_dataset_step *st,
+                       ptc_view_step **out)
 {
     *out = NULL;
     uint64_t lo, hi;
-    PTC_TRY(ptc_batch_part_policy(ds->n, batch, start, dp, rank, step, policy, &lo, &hi));
+    PTC_TRY(ptc_dataset_step_range(ds->n, st, &lo, &hi));
     uint64_t n = hi - lo;
     if (n > PTC_VIEW_MAX_STEP_RECORDS)
         return ptc_error_set(PTC_E_RANGE, "a step file of %llu records is over the limit of %llu",
                              (unsigned long long)n,
                              (unsigned long long)PTC_VIEW_MAX_STEP_RECORDS);
-    ptc_order o;
-    PTC_TRY(ptc_order_init(&o, ds->n, seed, epoch));
     ptc_view_step *s = ptc_calloc(1, sizeof *s);
     if (!s)
         return PTC_E_NOMEM;
     int rc = PTC_E_NOMEM;
-    s->n = n;
     s->ids = ptc_malloc((size_t)(n ? n : 1) * sizeof *s->ids);
     s->offsets = ptc_malloc((size_t)(n + 1) * sizeof *s->offsets);
     if (!s->ids || !s->offsets)
         goto out_free;
+    rc = ptc_dataset_step_ids(ds->n, st, s->ids, n, &s->n);
+    if (rc < 0)
+        goto out_free;
     s->offsets[0] = 0;
     for (uint64_t i = 0; i < n; i++) {
         uint64_t size;
-        rc = ptc_order_sample(&o, lo + i, &s->ids[i]);
-        if (rc < 0)
-            goto out_free;
         rc = ds->record_size(ds->user, s->ids[i], &size);
         if (rc < 0)
             goto out_free;

@@ -7,7 +7,7 @@
 
 #include "kernels/cast.h"
 #include "kernels/cast_fast.h"
-#include "ptc/dtype.h"
+#include "ptc/convert.h"
 #include "base/util_internal.h"
 
 static uint16_t load_u16(const unsigned char *p)

@@ -232,12 +232,19 @@ static int reused(const ptc_plan *p, MPI_Comm comm, int me, size_t t_lo, size_t 
         ws = ptc_config_world(ptc_layout_config(ptc_plan_source(p)));
     int wb = ws < wt ? ws : wt;
     MPI_Request *req = NULL;
-    size_t nreq = 0, capreq = 0;
+    size_t nreq = 0, capreq = 0, nmine = 0;
+    /* this process's ranks (a per-process plan knows only theirs) */
+    int *mine = ptc_malloc(sizeof(int) * ((size_t)wb + 1));
+    if (!mine)
+        return PTC_E_NOMEM;
+    for (int r = 0; r < wb; r++)
+        if (o->src[r] == me || o->dst[r] == me)
+            mine[nmine++] = r;
     int rc = PTC_OK;
     for (size_t t = t_lo; t < t_hi && rc == PTC_OK; t++)
-        for (int r = 0; r < wb && rc == PTC_OK; r++) {
-            int from = o->src[r], to = o->dst[r];
-            if ((from != me && to != me) || !ptc_plan_reused(p, t, r))
+        for (size_t i = 0; i < nmine && rc == PTC_OK; i++) {
+            int r = mine[i], from = o->src[r], to = o->dst[r];
+            if (!ptc_plan_reused(p, t, r))
                 continue;
             size_t n;
             rc = shard_bytes(lt, t, r, &n);
@@ -254,6 +261,7 @@ static int reused(const ptc_plan *p, MPI_Comm comm, int me, size_t t_lo, size_t 
                                   RH_TAG_REUSED, comm, true);
             }
         }
+    ptc_free(mine);
     int mrc = nreq ? MPI_Waitall((int)nreq, req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
     if (mrc != MPI_SUCCESS && rc == PTC_OK)
         rc = ptc_mpi_error(mrc, "MPI_Waitall");

@@ -9,7 +9,9 @@
  * to out; returns their count. */
 size_t ptc_box_subtract(ptc_box *out, const ptc_box *b, const ptc_box *i);
 
-/* Identical shards: same presence, flatness, local shape and pieces. */
+/* Identical shards: same presence, local shape and pieces (strides compared
+ * along extents > 1) — so the same bytes in the same places, whether the
+ * layouts call them flat (zero=1) or explicit. */
 bool ptc_shard_same(const ptc_shard *a, const ptc_piece *pa, const ptc_shard *b,
                     const ptc_piece *pb);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/pack.h"
+#include "base/mpi_internal.h"
 #include "base/util_internal.h"
 #include "reshard/reshard_internal.h"
 
@@ -41,16 +42,14 @@ int ptc_reshard_nccl_create(ptc_reshard_nccl **out, MPI_Comm comm)
     ncclResult_t nr = ncclSuccess;
     if (c->me == 0)
         nr = ncclGetUniqueId(&id);
-    int ok = nr == ncclSuccess, all = 0;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
-    if (!all) {
+    int rc = ptc_mpi_agree(comm, nr == ncclSuccess ? PTC_OK : nccl_fail(nr, "ncclGetUniqueId"),
+                           "NCCL setup");
+    int mrc = rc == PTC_OK ? MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm) : MPI_SUCCESS;
+    if (rc == PTC_OK && mrc != MPI_SUCCESS)
+        rc = ptc_mpi_error(mrc, "MPI_Bcast of the NCCL id");
+    if (rc != PTC_OK) {
         ptc_free(c);
-        return nr != ncclSuccess ? nccl_fail(nr, "ncclGetUniqueId")
-                                 : ptc_error_set(PTC_E_NCCL, "ncclGetUniqueId failed on process 0");
-    }
-    if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm) != MPI_SUCCESS) {
-        ptc_free(c);
-        return ptc_error_set(PTC_E_MPI, "MPI_Bcast of the NCCL id failed");
+        return rc;
     }
     nr = ncclCommInitRank(&c->comm, c->np, id, c->me);
     if (nr != ncclSuccess) {

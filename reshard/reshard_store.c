@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "kernels/pack.h"
+#include "ptc/convert.h"
 #include "ptc/layout.h"
 #include "ptc/store/store_ranks.h"
 #include "base/pool_internal.h"
@@ -51,7 +52,8 @@ void rs_set_err(rs_ctx *c, int rc)
 /* ---- setup shared by both executors ------------------------------------- */
 
 int rs_ctx_open(rs_ctx *c, ptc_store *s, uint64_t version, const ptc_config *to,
-                    const ptc_reshard_options *opts, const int *src_host, const int *dst_host)
+                    const ptc_reshard_options *opts, const int *src_host, const int *dst_host,
+                    int me)
 {
     c->s = s;
     if (opts)
@@ -61,9 +63,10 @@ int rs_ctx_open(rs_ctx *c, ptc_store *s, uint64_t version, const ptc_config *to,
     pthread_mutex_init(&c->err_lock, NULL);
     PTC_TRY(ptc_store_reader_open(&c->rd, s, version));
     PTC_TRY(ptc_layout_of_version(&c->ls, c->rd, NULL));
-    PTC_TRY(ptc_layout_of_version(&c->lt, c->rd, to));
+    PTC_TRY(ptc_layout_version_rules(c->rd, &c->rules));
+    PTC_TRY(ptc_layout_of_version_rules(&c->lt, c->rd, to, c->rules));
     c->nt = ptc_layout_count(c->lt);
-    c->ws = ptc_config_world(ptc_layout_config(c->ls));
+    c->ws = ptc_layout_world(c->ls);
     c->wt = ptc_config_world(ptc_layout_config(c->lt));
     c->out_dt = ptc_malloc(sizeof(ptc_dtype) * (c->nt + 1));
     if (!c->out_dt)
@@ -81,27 +84,39 @@ int rs_ctx_open(rs_ctx *c, ptc_store *s, uint64_t version, const ptc_config *to,
         c->o.dtype != PTC_DTYPE_BF16 && c->o.dtype != PTC_DTYPE_F16)
         return ptc_error_set(PTC_E_INVAL, "reshard converts only to F32, BF16 or F16");
     ptc_plan_options po = {.src_host = src_host, .dst_host = dst_host, .no_reuse = convert};
+    if (src_host) { /* MPI: each process is a host and keeps its own part */
+        po.src_proc = src_host;
+        po.dst_proc = dst_host;
+        po.proc = me;
+    }
     PTC_TRY(ptc_plan_create(&c->plan, c->ls, c->lt, &po));
     c->xf = ptc_plan_transfers(c->plan, &c->nxf);
-    size_t ncell = c->nt * (size_t)c->wt;
-    c->first = ptc_calloc(ncell + 1, sizeof *c->first);
-    if (!c->first)
-        return PTC_E_NOMEM;
-    for (size_t i = 0; i < c->nxf; i++)
-        c->first[c->xf[i].tensor * (size_t)c->wt + (size_t)c->xf[i].dst_rank + 1]++;
-    for (size_t i = 0; i < ncell; i++)
-        c->first[i + 1] += c->first[i];
     return PTC_OK;
+}
+
+size_t rs_first(const rs_ctx *c, size_t t, int r)
+{
+    /* transfers are sorted by (tensor, target rank) */
+    size_t lo = 0, hi = c->nxf;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const ptc_transfer *x = &c->xf[mid];
+        if (x->tensor < t || (x->tensor == t && x->dst_rank < r))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 void rs_ctx_close(rs_ctx *c)
 {
     ptc_store_writer_destroy(c->w);
-    ptc_free(c->first);
     ptc_free(c->out_dt);
     ptc_plan_destroy(c->plan);
     ptc_layout_destroy(c->ls);
     ptc_layout_destroy(c->lt);
+    ptc_rules_destroy(c->rules);
     ptc_store_reader_close(c->rd);
     pthread_mutex_destroy(&c->err_lock);
 }
@@ -146,7 +161,7 @@ int rs_write_options(rs_ctx *c, ptc_store_write_options *wo, char *cfg, size_t c
     *wo = (ptc_store_write_options){
         .step = c->o.step ? c->o.step : vi->step,
         .config = cfg,
-        .rules = vi->rules,
+        .rules = ptc_rules_text(c->rules), /* the target's (an explicit source may have none) */
         .parent = vi->version,
         .world_size = (uint32_t)c->wt,
         .codec = c->o.codec,
@@ -202,7 +217,7 @@ static int write_shard(rs_ctx *c, size_t t, int r, const ptc_shard *sh, const pt
     for (int d = 0; d < sh->ndim; d++)
         nel *= sh->shape[d];
     int64_t per = (int64_t)(RS_CHUNK / es);
-    size_t x0 = c->first[t * (size_t)c->wt + (size_t)r], x1 = c->first[t * (size_t)c->wt + (size_t)r + 1];
+    size_t x0 = rs_first(c, t, r), x1 = rs_first(c, t, r + 1);
     for (int64_t a = 0; a < nel; a += per) {
         int64_t b = PTC_MIN(nel, a + per);
         fill_ctx f = {c, NULL, chunk, a, es};
@@ -371,7 +386,8 @@ int rs_figures(rs_ctx *c, ptc_reshard_result *res)
         return PTC_OK;
     ptc_plan *p;
     ptc_plan_options po = {.hosts = c->o.hosts,
-                           .no_reuse = c->o.dtype != PTC_RESHARD_DTYPE_KEEP};
+                           .no_reuse = c->o.dtype != PTC_RESHARD_DTYPE_KEEP,
+                           .figures_only = true};
     PTC_TRY(ptc_plan_create(&p, c->ls, c->lt, &po));
     ptc_plan_stats_get(p, &res->plan);
     ptc_plan_destroy(p);
@@ -384,7 +400,7 @@ int ptc_reshard_store(ptc_store *s, uint64_t version, const ptc_config *to,
     double t0 = rs_now_s();
     rs_ctx c = {0};
     int *ranks = NULL;
-    int rc = rs_ctx_open(&c, s, version, to, opts, NULL, NULL);
+    int rc = rs_ctx_open(&c, s, version, to, opts, NULL, NULL, -1);
     if (rc != PTC_OK)
         goto out_close;
     char cfg[PTC_CONFIG_MAX_STAGES * 11 + 64];

@@ -18,10 +18,10 @@ typedef struct rs_ctx {
     ptc_store *s;
     ptc_store_reader *rd;
     ptc_layout *ls, *lt;
+    ptc_rules *rules;      /* the target layout's (ptc_layout_version_rules) */
     ptc_plan *plan;
     const ptc_transfer *xf;
     size_t nxf;
-    size_t *first;        /* (t*wt + r) -> first transfer, size nt*wt+1 */
     ptc_dtype *out_dt;    /* per tensor */
     size_t nt;
     int ws, wt;
@@ -39,9 +39,16 @@ typedef struct rs_ctx {
 
 double rs_now_s(void);
 void rs_set_err(rs_ctx *c, int rc);
+/* src_host/dst_host NULL: one host, the whole plan (threads); else the
+ * process of every rank (MPI), and the plan keeps process @p me's part. */
 int rs_ctx_open(rs_ctx *c, ptc_store *s, uint64_t version, const ptc_config *to,
-                    const ptc_reshard_options *opts, const int *src_host, const int *dst_host);
+                    const ptc_reshard_options *opts, const int *src_host, const int *dst_host,
+                    int me);
 void rs_ctx_close(rs_ctx *c);
+/* Index of the first transfer into (tensor t, target rank r) or after it:
+ * transfers [rs_first(t, r), rs_first(t, r + 1)) go to (t, r), and
+ * [rs_first(t, 0), rs_first(t + 1, 0)) are tensor t's. */
+size_t rs_first(const rs_ctx *c, size_t t, int r);
 int rs_add_tensors(rs_ctx *c, bool metadata);
 int rs_write_options(rs_ctx *c, ptc_store_write_options *wo, char *cfg, size_t cap);
 int rs_run_pool(rs_ctx *c);

@@ -22,51 +22,21 @@ static size_t net_bytes(const rs_ctx *c, const ptc_transfer *x)
            ptc_dtype_size(ptc_layout_tensor(c->lt, x->tensor)->dtype);
 }
 
-/* Cut the tensors into consecutive ranges (ends[k] = one past the last
- * tensor of range k) such that no process sends plus receives more than
- * @p budget network bytes within a range, unless a single tensor does
- * (then it is a range of its own). Every process computes the same cut. */
-static int plan_rounds(const rs_ctx *c, int np, uint64_t budget, size_t **ends_out, size_t *nr,
-                       uint64_t *max_bytes)
+/* What this process sends plus receives over the network per target
+ * tensor (its per-process plan holds exactly those transfers), for the
+ * rounds every process then agrees on (ptc_plan_rounds). */
+static void own_round_bytes(const rs_ctx *c, int me, uint64_t *bytes)
 {
-    uint64_t *acc = ptc_calloc((size_t)np * 2, sizeof *acc);
-    size_t *ends = ptc_malloc(sizeof *ends * (c->nt + 1));
-    *ends_out = ends;
-    *nr = 0;
-    *max_bytes = 0;
-    if (!acc || !ends) {
-        ptc_free(acc);
-        return ptc_error_set(PTC_E_NOMEM, "out of memory for the reshard rounds");
+    for (size_t i = 0; i < c->nxf; i++) {
+        const ptc_transfer *x = &c->xf[i];
+        if (x->kind != PTC_TRANSFER_NETWORK)
+            continue;
+        size_t b = net_bytes(c, x);
+        if (ptc_plan_src_host(c->plan, x->src_rank) == me)
+            bytes[x->tensor] += b;
+        if (ptc_plan_dst_host(c->plan, x->dst_rank) == me)
+            bytes[x->tensor] += b;
     }
-    uint64_t *cur = acc + np, top = 0;
-    for (size_t t = 0; t < c->nt; t++) {
-        memset(cur, 0, sizeof *cur * (size_t)np);
-        size_t x0 = c->first[t * (size_t)c->wt], x1 = c->first[(t + 1) * (size_t)c->wt];
-        for (size_t i = x0; i < x1; i++) {
-            const ptc_transfer *x = &c->xf[i];
-            if (x->kind != PTC_TRANSFER_NETWORK)
-                continue;
-            size_t b = net_bytes(c, x);
-            cur[ptc_plan_src_host(c->plan, x->src_rank)] += b;
-            cur[ptc_plan_dst_host(c->plan, x->dst_rank)] += b;
-        }
-        bool over = false;
-        for (int p = 0; p < np; p++)
-            over |= acc[p] + cur[p] > budget;
-        if (over && (*nr ? ends[*nr - 1] : 0) < t) {
-            ends[(*nr)++] = t;
-            memset(acc, 0, sizeof *acc * (size_t)np);
-        }
-        for (int p = 0; p < np; p++) {
-            acc[p] += cur[p];
-            top = PTC_MAX(top, acc[p]);
-        }
-    }
-    if (c->nt && (*nr == 0 || ends[*nr - 1] < c->nt))
-        ends[(*nr)++] = c->nt;
-    *max_bytes = top;
-    ptc_free(acc);
-    return PTC_OK;
 }
 
 static void free_bufs(uint8_t **bufs, int np)
@@ -90,7 +60,7 @@ static int exchange(rs_ctx *c, MPI_Comm comm, int me, int np, uint8_t ***bufs_ou
     size_t *at_out = NULL;
     MPI_Request *req = NULL;
     size_t nreq = 0, capreq = 0;
-    size_t x0 = c->first[c->t_lo * (size_t)c->wt], x1 = c->first[c->t_hi * (size_t)c->wt];
+    size_t x0 = rs_first(c, c->t_lo, 0), x1 = rs_first(c, c->t_hi, 0);
     if (!out_len || !in_len || !out) {
         rc = ptc_error_set(PTC_E_NOMEM, "out of memory for the reshard exchange");
         goto out_agree;
@@ -234,7 +204,8 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
     rs_ctx c = {0};
     int *src_host = NULL, *dst_host = NULL, *mine = NULL;
     uint8_t **bufs = NULL;
-    size_t *ends = NULL, nr = 0;
+    size_t *starts = NULL, nr = 0;
+    uint64_t *round_bytes = NULL;
     uint64_t max_round = 0;
     int rc = PTC_OK;
     /* the host maps need the world sizes: read them from the layouts first */
@@ -264,7 +235,7 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
         ptc_store_reader_close(rd);
     }
     if (rc == PTC_OK)
-        rc = rs_ctx_open(&c, s, version, to, opts, src_host, dst_host);
+        rc = rs_ctx_open(&c, s, version, to, opts, src_host, dst_host, me);
     /* the figures now, so nothing can fail on one process after the commit */
     ptc_reshard_result fig = {0};
     if (rc == PTC_OK)
@@ -299,18 +270,26 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
     }
     if (rc == PTC_OK && c.w)
         rc = rs_add_tensors(&c, me == 0);
+    if (rc == PTC_OK && (!(round_bytes = ptc_calloc(c.nt + 1, sizeof *round_bytes)) ||
+                         !(starts = ptc_malloc(sizeof *starts * (c.nt + 1)))))
+        rc = ptc_error_set(PTC_E_NOMEM, "out of memory for the reshard rounds");
     if (rc == PTC_OK)
-        rc = plan_rounds(&c, np, c.o.mpi_budget ? c.o.mpi_budget : PTC_RESHARD_MPI_BUDGET, &ends,
-                         &nr, &max_round);
+        own_round_bytes(&c, me, round_bytes);
     if (rc == PTC_OK && !(c.net = ptc_calloc(c.nxf + 1, sizeof *c.net)))
         rc = ptc_error_set(PTC_E_NOMEM, "out of memory for the reshard exchange");
+    if ((rc = ptc_mpi_agree(comm, rc, "reshard")) != PTC_OK)
+        goto out_close;
+    /* the same rounds on every process, from what each one moves */
+    rc = ptc_plan_rounds(comm, round_bytes, c.nt,
+                         c.o.mpi_budget ? c.o.mpi_budget : PTC_RESHARD_MPI_BUDGET, starts, &nr,
+                         &max_round, NULL);
     if ((rc = ptc_mpi_agree(comm, rc, "reshard")) != PTC_OK)
         goto out_close;
     /* per range of tensors: exchange, write this process's ranks' shards of
      * it (each rank's pack continues in tensor order), free */
     for (size_t k = 0; k < nr; k++) {
-        c.t_lo = k ? ends[k - 1] : 0;
-        c.t_hi = ends[k];
+        c.t_lo = starts[k];
+        c.t_hi = starts[k + 1];
         rc = exchange(&c, comm, me, np, &bufs);
         if ((rc = ptc_mpi_agree(comm, rc, "reshard")) == PTC_OK && c.nmy)
             rc = rs_run_pool(&c);
@@ -346,7 +325,8 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
     rc = PTC_OK;
 out_close:
     free_bufs(bufs, np);
-    ptc_free(ends);
+    ptc_free(starts);
+    ptc_free(round_bytes);
     ptc_free((void *)c.net);
     ptc_free(src_host);
     ptc_free(dst_host);

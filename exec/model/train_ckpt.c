@@ -1,5 +1,6 @@
 /* The training job's state in its store: the layout it saves and loads
- * under, and which of its buffers hold which layout rank's shards.
+ * under, which of its buffers hold which layout rank's shards, and the
+ * collective steps that open the store, save a version and resume from one.
  *
  * A job of D replicas, T tensor-parallel shards and a schedule of S stages
  * per pipe (P pipeline ranks; S = P·chunks for interleaved and V-shaped
@@ -16,7 +17,6 @@
 #include <string.h>
 
 #include "exec/model/train_internal.h"
-#include "ptc/ckpt.h"
 
 int train_ckpt_layout(const ptc_train_opts *o, const ptc_sched *s, ptc_layout **layout,
                       ptc_rules **rules)
@@ -97,4 +97,99 @@ int train_ckpt_buffers(const ptc_train_opts *o, const ptc_sched *s, const ptc_ex
     *bufs_out = bufs;
     *nranks_out = (size_t)nch;
     return PTC_OK;
+}
+
+/* ---- the store: open, resume, save ---------------------------------------------------- */
+
+int train_state_open(const ptc_train_opts *o, bool create, MPI_Comm world, int wrank,
+                     ptc_store **out)
+{
+    *out = NULL;
+    int rc = PTC_OK;
+    if (wrank == 0)
+        rc = ptc_store_open(out, o->store, create ? PTC_STORE_CREATE : 0);
+    int r0 = rc;
+    int mrc = MPI_Bcast(&r0, 1, MPI_INT, 0, world);
+    if (mrc != MPI_SUCCESS)
+        r0 = ptc_mpi_error(mrc, "MPI_Bcast of the store's opening");
+    if (wrank != 0 && r0 == PTC_OK)
+        rc = ptc_store_open(out, o->store, 0);
+    else if (wrank != 0)
+        rc = ptc_error_set(r0, "opening the store %s failed on process 0", o->store);
+    return rc;
+}
+
+static void model_spec(const ptc_exec_model_cfg *m, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "mlp:layers=%d,hidden=%d,vocab=%d,tokens=%d", m->layers, m->hidden,
+             m->vocab, m->tokens);
+}
+
+int train_state_resume_record(ptc_store *store, const ptc_train_opts *o, MPI_Comm world,
+                              int wrank, int rc, ptc_ckpt_record *rec, uint64_t *from)
+{
+    uint64_t v = o->resume_version;
+    if (wrank == 0 && rc == PTC_OK && v == 0) {
+        rc = ptc_store_latest(store, &v);
+        if (rc == PTC_OK && v == 0)
+            rc = ptc_error_set(PTC_E_NOTFOUND, "store %s has no version to resume from",
+                               o->store);
+    }
+    int64_t msg[2] = {rc, (int64_t)v};
+    PTC_MPI_TRY(MPI_Bcast(msg, 2, MPI_INT64_T, 0, world));
+    if (rc == PTC_OK && msg[0] != PTC_OK)
+        rc = ptc_error_set((int)msg[0], "resolving the version to resume from failed on "
+                                        "process 0");
+    *from = (uint64_t)msg[1];
+    if (rc != PTC_OK)
+        return rc;
+    PTC_TRY(ptc_ckpt_read_record(store, *from, rec));
+    if (rec->format == 0)
+        return ptc_error_set(PTC_E_FORMAT, "version %llu of %s has no training-state record "
+                                           "(it was not saved by a training job)",
+                             (unsigned long long)*from, o->store);
+    char want[160];
+    model_spec(&o->model, want, sizeof want);
+    for (size_t i = 0; i < rec->nextra; i++)
+        if (!strcmp(rec->extra[i].key, "model") && strcmp(rec->extra[i].value, want))
+            return ptc_error_set(PTC_E_CONFIG, "version %llu holds the model %s, this job "
+                                               "trains %s", (unsigned long long)*from,
+                                 rec->extra[i].value, want);
+    return PTC_OK;
+}
+
+int train_state_save(const ptc_train_opts *o, ptc_store *store, const train_seg *g,
+                     int64_t steps, bool has_loss, double loss, uint64_t *version)
+{
+    const train_data *ds = &g->ds;
+    char cfg[256], model[160], lr[32];
+    ptc_config_format(&o->cfg, PTC_CONFIG_STYLE_KEYS, cfg, sizeof cfg);
+    model_spec(&o->model, model, sizeof model);
+    snprintf(lr, sizeof lr, "%.9g", (double)o->model.lr);
+    ptc_ckpt_kv extra[] = {{"model", model}, {"lr", lr}, {"data", o->data}};
+    ptc_ckpt_record rec = {.step = (uint64_t)steps, .config = cfg,
+                           .schedule = ptc_sched_kind(g->sched), .seed = ds->seed,
+                           .epoch = ds->pos.epoch,
+                           .sample = ds->pos.start + ds->pos.steps * (uint64_t)ds->per_step,
+                           .global_batch = (uint64_t)ds->per_step,
+                           .dataset = ds->kind >= DATA_DATASET ? ds->name : NULL,
+                           .has_loss = has_loss, .loss = loss, .extra = extra,
+                           .nextra = PTC_ARRAY_LEN(extra)};
+    ptc_ckpt_options co;
+    ptc_ckpt_options_init(&co);
+    return ptc_ckpt_save(store, g->layout, g->rules, g->ranks, g->nranks,
+                         (const void *const *)g->bufs, &rec, &co, g->comm, version);
+}
+
+int train_state_load(ptc_store *store, uint64_t from, train_seg *g, MPI_Comm world)
+{
+    ptc_ckpt_options co;
+    ptc_ckpt_options_init(&co);
+    int rc = PTC_OK;
+    if (g->active)
+        rc = ptc_ckpt_load(store, from, g->layout, g->ranks, g->nranks, g->bufs, &co, g->comm,
+                           NULL, NULL);
+    if (rc == PTC_OK && g->gmodel)
+        rc = ptc_exec_model_cuda_push_state(g->gmodel);
+    return train_agree(world, rc);
 }

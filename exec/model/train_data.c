@@ -42,38 +42,11 @@ static uint64_t mix(uint64_t z)
     return z ^ (z >> 31);
 }
 
-static int read_whole(const char *path, size_t max, char **out, size_t *len)
-{
-    *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ptc_error_sys(errno == ENOENT ? PTC_E_NOTFOUND : PTC_E_IO, "open %s", path);
-    struct stat st;
-    int rc = fstat(fd, &st) == 0 ? PTC_OK : ptc_error_sys(PTC_E_IO, "stat %s", path);
-    if (rc == PTC_OK && (uint64_t)st.st_size > max)
-        rc = ptc_error_set(PTC_E_FORMAT, "%s: %lld bytes, expected at most %zu", path,
-                           (long long)st.st_size, max);
-    char *buf = NULL;
-    if (rc == PTC_OK) {
-        buf = ptc_malloc((size_t)st.st_size + 1);
-        rc = buf ? ptc_pread_all(fd, buf, (size_t)st.st_size, 0, path) : PTC_E_NOMEM;
-    }
-    close(fd);
-    if (rc != PTC_OK) {
-        ptc_free(buf);
-        return rc;
-    }
-    buf[st.st_size] = 0;
-    *out = buf;
-    *len = (size_t)st.st_size;
-    return PTC_OK;
-}
-
 static int load_tokens(train_data *d, const char *path)
 {
     char *buf = NULL;
     size_t len = 0;
-    PTC_TRY(read_whole(path, SIZE_MAX / 2, &buf, &len));
+    PTC_TRY(ptc_file_read(path, SIZE_MAX / 2, &buf, &len));
     if (len / 2 < (size_t)d->tokens + 1) {
         ptc_free(buf);
         return ptc_error_set(PTC_E_FORMAT, "%s: fewer than %d tokens", path, d->tokens + 1);
@@ -149,7 +122,7 @@ static int open_mount(train_data *d, const char *dir)
     char path[4200], *txt = NULL;
     size_t len;
     snprintf(path, sizeof path, "%s/info.json", d->dir);
-    int rc = read_whole(path, 1 << 20, &txt, &len);
+    int rc = ptc_file_read(path, 1 << 20, &txt, &len);
     if (rc == PTC_E_NOTFOUND)
         return ptc_error_set(PTC_E_NOTFOUND, "--data mount:%s: no dataset there (expected "
                                              "MNT/datasets/NAME of a ptc mount)", d->dir);
@@ -224,63 +197,72 @@ static void bytes_to_tokens(uint16_t *dst, const uint8_t *src, size_t len, size_
         dst[i] = i < len ? src[i] : 0;
 }
 
-/* The reader: this replica's M records of the step into d->buf. */
-static int read_step(train_data *d)
+/* The step being run: data-parallel rank r's part of global batch k. The
+ * job reads full global batches only (train_data_next starts the next
+ * epoch instead of a partial one), so the default rule's paths serve it. */
+static ptc_dataset_step data_step(const train_data *d)
+{
+    return (ptc_dataset_step){.seed = d->seed, .epoch = d->step_epoch,
+                              .batch = (uint64_t)d->per_step, .start = d->step_start,
+                              .dp = (uint64_t)d->D, .rank = (uint64_t)d->dp_rank,
+                              .step = d->step_index};
+}
+
+/* The reader of a stored dataset: the step's records, by id, into d->buf. */
+static int read_store_step(train_data *d, const ptc_dataset_step *st)
 {
     size_t W = (size_t)d->tokens + 1;
-    uint64_t B = (uint64_t)d->per_step, lo, hi;
-    PTC_TRY(ptc_batch_part(d->samples, B, d->step_start, (uint64_t)d->D, (uint64_t)d->dp_rank,
-                           d->step_index, &lo, &hi));
-    if (hi - lo != (uint64_t)d->M)
-        return ptc_error_set(PTC_E_INVAL, "step %llu of '%s' gives this replica %llu records, "
-                                          "not %d", (unsigned long long)d->step_index, d->name,
-                             (unsigned long long)(hi - lo), d->M);
-    if (d->kind == DATA_DATASET) {
-        ptc_order ord;
-        PTC_TRY(ptc_order_init(&ord, d->samples, d->seed, d->step_epoch));
-        uint8_t *tmp = d->bytes ? ptc_malloc(W) : NULL;
-        if (d->bytes && !tmp)
-            return PTC_E_NOMEM;
-        int rc = PTC_OK;
-        for (uint64_t p = lo; rc == PTC_OK && p < hi; p++) {
-            uint64_t id, size;
-            uint16_t *dst = d->buf + (p - lo) * W;
-            rc = ptc_order_sample(&ord, p, &id);
-            if (rc == PTC_OK)
-                rc = ptc_store_dataset_record_size(d->ds, id, &size);
-            if (rc == PTC_OK && !d->bytes && size != 2 * W)
-                rc = ptc_error_set(PTC_E_FORMAT, "record %llu of '%s' has %llu bytes, not %zu",
-                                   (unsigned long long)id, d->name, (unsigned long long)size,
-                                   2 * W);
-            size_t take = d->bytes ? (size < W ? (size_t)size : W) : 2 * W;
-            if (rc == PTC_OK)
-                rc = ptc_store_dataset_record_read(d->ds, id, 0, d->bytes ? (void *)tmp
-                                                                          : (void *)dst, take);
-            if (rc == PTC_OK && d->bytes)
-                bytes_to_tokens(dst, tmp, take, W);
-            if (rc == PTC_OK)
-                rc = ptc_dataset_counter_add(d->counter, d->name, d->gen, d->seed,
-                                             d->step_epoch, id);
-        }
-        ptc_free(tmp);
-        return rc;
+    uint64_t count;
+    uint64_t *ids = ptc_malloc((size_t)d->M * sizeof *ids);
+    uint8_t *tmp = d->bytes ? ptc_malloc(W) : NULL;
+    int rc = !ids || (d->bytes && !tmp) ? PTC_E_NOMEM : PTC_OK;
+    if (rc == PTC_OK)
+        rc = ptc_dataset_step_ids(d->samples, st, ids, (uint64_t)d->M, &count);
+    for (uint64_t i = 0; rc == PTC_OK && i < count; i++) {
+        uint64_t id = ids[i], size;
+        uint16_t *dst = d->buf + i * W;
+        rc = ptc_store_dataset_record_size(d->ds, id, &size);
+        if (rc == PTC_OK && !d->bytes && size != 2 * W)
+            rc = ptc_error_set(PTC_E_FORMAT, "record %llu of '%s' has %llu bytes, not %zu",
+                               (unsigned long long)id, d->name, (unsigned long long)size,
+                               2 * W);
+        size_t take = d->bytes ? (size < W ? (size_t)size : W) : 2 * W;
+        if (rc == PTC_OK)
+            rc = ptc_store_dataset_record_read(d->ds, id, 0, d->bytes ? (void *)tmp
+                                                                      : (void *)dst, take);
+        if (rc == PTC_OK && d->bytes)
+            bytes_to_tokens(dst, tmp, take, W);
+        if (rc == PTC_OK)
+            rc = ptc_dataset_counter_add(d->counter, d->name, d->gen, d->seed, d->step_epoch,
+                                         id);
     }
-    /* mount: the step file and, for byte records, its index */
-    char path[4400], *data = NULL, *idx = NULL;
+    ptc_free(tmp);
+    ptc_free(ids);
+    return rc;
+}
+
+/* The reader through a mount: the step file and, for byte records, its
+ * index, into d->buf. */
+static int read_mount_step(train_data *d, const ptc_dataset_step *st)
+{
+    size_t W = (size_t)d->tokens + 1;
+    char rel[PTC_DATASET_STEP_PATH_MAX], path[sizeof d->dir + sizeof rel], *data = NULL,
+        *idx = NULL;
     size_t len = 0, ilen = 0;
-    snprintf(path, sizeof path, "%s/seed-%llu/epoch-%llu/batch-%llu/start-%llu/dp-%d/rank-%d/step-%llu",
-             d->dir, (unsigned long long)d->seed, (unsigned long long)d->step_epoch,
-             (unsigned long long)B, (unsigned long long)d->step_start, d->D, d->dp_rank,
-             (unsigned long long)d->step_index);
-    int rc = read_whole(path, (size_t)1 << 31, &data, &len);
+    PTC_TRY(ptc_dataset_step_format(st, PTC_DATASET_STEP_LEVEL_FILE, rel, sizeof rel));
+    snprintf(path, sizeof path, "%s/%s", d->dir, rel);
+    int rc = ptc_file_read(path, (size_t)1 << 31, &data, &len);
     if (rc == PTC_OK && !d->bytes && len != (size_t)d->M * 2 * W)
         rc = ptc_error_set(PTC_E_FORMAT, "%s: %zu bytes, expected %d windows of %zu", path, len,
                            d->M, 2 * W);
     if (rc == PTC_OK && !d->bytes)
         memcpy(d->buf, data, len);
     if (rc == PTC_OK && d->bytes) {
-        strcat(path, ".idx");
-        rc = read_whole(path, ((size_t)d->M + 1) * 8, &idx, &ilen);
+        rc = ptc_dataset_step_format(st, PTC_DATASET_STEP_LEVEL_INDEX, rel, sizeof rel);
+        if (rc == PTC_OK) {
+            snprintf(path, sizeof path, "%s/%s", d->dir, rel);
+            rc = ptc_file_read(path, ((size_t)d->M + 1) * 8, &idx, &ilen);
+        }
         if (rc == PTC_OK && ilen != ((size_t)d->M + 1) * 8)
             rc = ptc_error_set(PTC_E_FORMAT, "%s: %zu bytes, expected %d offsets", path, ilen,
                                d->M + 1);
@@ -298,6 +280,19 @@ static int read_step(train_data *d)
     ptc_free(data);
     ptc_free(idx);
     return rc;
+}
+
+/* The reader: this replica's M records of the step into d->buf. */
+static int read_step(train_data *d)
+{
+    ptc_dataset_step st = data_step(d);
+    uint64_t lo, hi;
+    PTC_TRY(ptc_dataset_step_range(d->samples, &st, &lo, &hi));
+    if (hi - lo != (uint64_t)d->M)
+        return ptc_error_set(PTC_E_INVAL, "step %llu of '%s' gives this replica %llu records, "
+                                          "not %d", (unsigned long long)d->step_index, d->name,
+                             (unsigned long long)(hi - lo), d->M);
+    return d->kind == DATA_DATASET ? read_store_step(d, &st) : read_mount_step(d, &st);
 }
 
 int train_data_next(train_data *d)

@@ -2,8 +2,10 @@
 #ifndef PTC_TRAIN_INTERNAL_H
 #define PTC_TRAIN_INTERNAL_H
 
+#include "ptc/ckpt.h"
 #include "ptc/store.h"
 #include "ptc/train.h"
+#include "base/mpi_internal.h"
 #include "base/util_internal.h"
 
 /* Where a job's tokens come from (train_data.c). */
@@ -74,5 +76,103 @@ int train_ckpt_layout(const ptc_train_opts *o, const ptc_sched *s, ptc_layout **
 int train_ckpt_buffers(const ptc_train_opts *o, const ptc_sched *s, const ptc_exec_model *m,
                        const ptc_layout *l, int pp_i, int dp_i, int tp_i, int **ranks,
                        size_t *nranks, void ***bufs);
+
+/* ---- the job (train_prepare.c) ------------------------------------------------------- */
+
+struct ptc_train {
+    ptc_train_opts o;
+    ptc_sched *sched;
+};
+
+/* Generate or read the schedule of @p o, then validate it against pp and
+ * the micro-batches. No communication. */
+int train_make_schedule(const ptc_train_opts *o, ptc_sched **out);
+
+/* Every process agrees on @p rc: the same return everywhere, carrying the
+ * failing process's message. Collective over @p comm. */
+static inline int train_agree(MPI_Comm comm, int rc)
+{
+    return ptc_mpi_agree(comm, rc, "training");
+}
+
+/* ---- one configuration's running state (train_seg.c) ------------------------------------ */
+
+/* The first world(cfg) processes of the world run it; the others wait for
+ * process 0's word. Lives on the heap (train_seg_new): the model's data
+ * callback holds &seg->ds, so a segment is never copied once open. */
+typedef struct train_seg {
+    ptc_config cfg;
+    ptc_sched *sched;        /* owned */
+    bool active;
+    MPI_Comm comm;           /* the active processes; MPI_COMM_NULL when idle */
+    int rank, pp_i, dp_i, tp_i, G;
+    ptc_exec *e;
+    ptc_exec_model *model;
+    ptc_exec_model_cuda *gmodel;
+    ptc_exec_fake *fake;
+    ptc_sched_sim *sim;
+    train_data ds;
+    ptc_layout *layout;      /* the layout its state is saved and moved under */
+    ptc_rules *rules;
+    int *ranks;
+    void **bufs;
+    size_t nranks;
+    double *losses, *all;
+} train_seg;
+
+train_seg *train_seg_new(void);
+void train_seg_free(train_seg *g);
+/* The model, data and runtime of configuration o->cfg with schedule
+ * @p sched (taken). Collective over @p world; every process returns the
+ * same code. @p state: build the layout and buffers of the job's state.
+ * @p rc: an earlier failure of this process, carried into the agreement. */
+int train_seg_open(train_seg *g, const ptc_train_opts *o, ptc_sched *sched, ptc_store *store,
+                   MPI_Comm world, int wrank, bool state, int rc);
+
+/* ---- step boundaries, the control file and resizes (train_resize.c) -------------------- */
+
+/* What process 0 decides at a step boundary, sent to every process. */
+enum { TRAIN_GO = 0, TRAIN_RESIZE = 1, TRAIN_STOP = 2, TRAIN_FINISH = 3 };
+typedef struct train_decision {
+    int32_t rc, action;
+    int64_t step;
+    char reason[16];
+    char cfg[256];
+} train_decision;
+
+/* Process 0, after step @p k - 1 ran (k < the last): a planned resize at
+ * @p k (resize_step[@p next_resize]), a stop (o->stop), or the control
+ * file's request; TRAIN_GO when none. d->rc carries a bad control file. */
+void train_decide(const ptc_train_opts *o, int64_t k, int next_resize, train_decision *d);
+/* Process 0: send @p d to the waiting processes (world ranks nactive..). */
+int train_tell_waiting(MPI_Comm world, int nactive, const train_decision *d);
+/* A waiting process: sleep until process 0 says what comes next. */
+int train_wait_word(MPI_Comm world, train_decision *d);
+/* Move the job from segment *@p gp to configuration @p to: the new
+ * segment's model is built, the state moves by the minimal plan between the
+ * old and the new layout, the old segment is closed; *@p jo becomes the new
+ * running options. @p rep (process 0) receives the figures. Collective over
+ * @p world. */
+int train_resize(ptc_train_opts *jo, train_seg **gp, const ptc_config *to, ptc_store *store,
+                 MPI_Comm world, int wrank, ptc_train_resize *rep);
+
+/* ---- the job's state in its store (train_ckpt.c) ---------------------------------------- */
+
+/* Open the job's store on every process (process 0 first, making it when
+ * @p create, then the others). Collective; the same code everywhere. */
+int train_state_open(const ptc_train_opts *o, bool create, MPI_Comm world, int wrank,
+                     ptc_store **out);
+/* Resolve the version to resume from (process 0: the newest unless given)
+ * and read its record on every process, checking that it holds this job's
+ * model. Collective. @p rc: an earlier failure of this process. */
+int train_state_resume_record(ptc_store *store, const ptc_train_opts *o, MPI_Comm world,
+                              int wrank, int rc, ptc_ckpt_record *rec, uint64_t *from);
+/* Save the state of segment @p g after @p steps steps as a new version.
+ * Collective over the active processes. */
+int train_state_save(const ptc_train_opts *o, ptc_store *store, const train_seg *g,
+                     int64_t steps, bool has_loss, double loss, uint64_t *version);
+/* Load version @p from into segment @p g (its active processes) and push it
+ * to the device. Collective over @p world. */
+int train_state_load(ptc_store *store, uint64_t from, train_seg *g, MPI_Comm world);
 
 #endif

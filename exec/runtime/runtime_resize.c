@@ -74,12 +74,12 @@ static uint64_t xbytes(const ptc_plan *p, const ptc_transfer *x)
            ptc_dtype_size(ptc_layout_tensor(ptc_plan_target(p), x->tensor)->dtype);
 }
 
-/* The rounds: consecutive target tensors whose bytes, sent plus received by
- * any one process, stay within the budget (the same on every process: a
- * function of the plan and the owner maps). rounds[i] is the first tensor of
- * round i; rounds[n] the tensor count. Also the figures of the whole move. */
-static int make_rounds(const ptc_plan *p, int np, const int *sown, const int *down,
-                       uint64_t budget, size_t **out, size_t *nout, ptc_exec_resize_stats *st)
+/* This process's part of the move, from its per-process plan: per target
+ * tensor the bytes it sends plus receives (tin), and what it sends
+ * (*moved). Reused shards whose two ranks are on different processes
+ * travel whole. */
+static int own_bytes(const ptc_plan *p, int me, const int *sown, const int *down, uint64_t *tin,
+                     uint64_t *moved)
 {
     const ptc_layout *lt = ptc_plan_target(p);
     size_t nt = ptc_layout_count(lt), nx;
@@ -87,85 +87,33 @@ static int make_rounds(const ptc_plan *p, int np, const int *sown, const int *do
     int wt = ptc_config_world(ptc_layout_config(lt)),
         ws = ptc_config_world(ptc_layout_config(ptc_plan_source(p))), wb = PTC_MIN(ws, wt);
     const ptc_transfer *xf = ptc_plan_transfers(p, &nx);
-    uint64_t *cur = ptc_calloc((size_t)np, sizeof *cur), *tot = ptc_calloc((size_t)np, sizeof *tot);
-    uint64_t *tin = ptc_calloc((size_t)np, sizeof *tin);
-    size_t *r = ptc_calloc(nt + 2, sizeof *r);
-    /* the transfers bucketed by target tensor (a counting sort): each
-     * tensor's transfers are visited once, not found by a scan per tensor */
-    size_t *first = ptc_calloc(nt + 1, sizeof *first), *by = ptc_calloc(nx + 1, sizeof *by);
-    if (!cur || !tot || !tin || !r || !first || !by) {
-        ptc_free(cur), ptc_free(tot), ptc_free(tin), ptc_free(r), ptc_free(first), ptc_free(by);
-        return PTC_E_NOMEM;
+    for (size_t i = 0; i < nx; i++) {
+        const ptc_transfer *x = &xf[i];
+        int from = x->kind == PTC_TRANSFER_FANOUT ? down[x->src_rank] : sown[x->src_rank];
+        int to = down[x->dst_rank];
+        if (from == to)
+            continue;
+        uint64_t b = xbytes(p, x);
+        tin[x->tensor] += b;
+        if (from == me)
+            *moved += b;
     }
-    bool moved_reuse = false; /* a reused shard whose two ranks are on different processes */
-    for (int q = 0; q < wb; q++)
-        moved_reuse |= sown[q] != down[q];
-    for (size_t i = 0; i < nx; i++)
-        first[xf[i].tensor + 1]++;
-    for (size_t t = 0; t < nt; t++)
-        first[t + 1] += first[t];
-    for (size_t i = 0; i < nx; i++)
-        by[first[xf[i].tensor]++] = i;
-    for (size_t t = nt; t > 0; t--) /* undo the advance: first[t] starts tensor t again */
-        first[t] = first[t - 1];
-    first[0] = 0;
-    size_t n = 0;
-    r[n++] = 0;
-    uint64_t round_max = 0;
-    int rc = PTC_OK;
-    for (size_t t = 0; t < nt && rc == PTC_OK; t++) {
-        /* this tensor's bytes per process */
-        memset(tin, 0, (size_t)np * sizeof *tin);
-        for (size_t e = first[t]; e < first[t + 1]; e++) {
-            const ptc_transfer *x = &xf[by[e]];
-            int from = x->kind == PTC_TRANSFER_FANOUT ? down[x->src_rank] : sown[x->src_rank];
-            int to = down[x->dst_rank];
-            if (from == to)
-                continue;
-            uint64_t b = xbytes(p, x);
-            tin[from] += b;
-            tin[to] += b;
-            st->bytes_moved += b;
-        }
-        for (int q = 0; moved_reuse && q < wb && rc == PTC_OK; q++) {
-            if (sown[q] == down[q] || !ptc_plan_reused(p, t, q))
+    for (int q = 0; q < wb; q++) {
+        if (sown[q] == down[q] || (sown[q] != me && down[q] != me))
+            continue;
+        for (size_t t = 0; t < nt; t++) {
+            if (!ptc_plan_reused(p, t, q))
                 continue;
             ptc_shard sh;
-            rc = ptc_layout_shard(lt, t, q, &sh);
+            PTC_TRY(ptc_layout_shard(lt, t, q, &sh));
             uint64_t b = ptc_dtype_size(ptc_layout_tensor(lt, t)->dtype);
             for (int d = 0; d < sh.ndim; d++)
                 b *= (uint64_t)sh.shape[d];
-            tin[sown[q]] += b;
-            tin[down[q]] += b;
-            st->bytes_moved += b;
-        }
-        bool over = false;
-        for (int q = 0; q < np; q++)
-            over |= cur[q] > 0 && cur[q] + tin[q] > budget;
-        if (over) {
-            r[n++] = t;
-            memset(cur, 0, (size_t)np * sizeof *cur);
-        }
-        for (int q = 0; q < np; q++) {
-            cur[q] += tin[q];
-            tot[q] += tin[q];
-            if (cur[q] > round_max)
-                round_max = cur[q];
+            tin[t] += b;
+            if (sown[q] == me)
+                *moved += b;
         }
     }
-    r[n] = nt;
-    for (int q = 0; q < np; q++)
-        if (tot[q] > st->max_process_bytes)
-            st->max_process_bytes = tot[q];
-    st->rounds = nt ? n : 0;
-    st->max_round_bytes = round_max;
-    ptc_free(cur), ptc_free(tot), ptc_free(tin), ptc_free(first), ptc_free(by);
-    if (rc != PTC_OK) {
-        ptc_free(r);
-        return rc;
-    }
-    *out = r;
-    *nout = n;
     return PTC_OK;
 }
 
@@ -191,18 +139,43 @@ int ptc_exec_resize_owned(const ptc_layout *from, const int *from_owner,
     if (MPI_Comm_rank(world, &me) != MPI_SUCCESS || MPI_Comm_size(world, &np) != MPI_SUCCESS)
         return ptc_error_set(PTC_E_MPI, "MPI_Comm_rank/size failed");
     uint64_t budget = opts && opts->budget ? opts->budget : RESIZE_BUDGET;
-    ptc_plan_options po = {.hosts = opts ? opts->hosts : 0};
+    /* each process plans only what it sends or receives (plan.h) */
+    ptc_plan_options po = {.hosts = opts ? opts->hosts : 0, .src_proc = from_owner,
+                           .dst_proc = to_owner, .proc = me};
     double t0 = now_s();
     ptc_plan *plan = NULL;
-    size_t *rounds = NULL, nrounds = 0;
-    int rc = check_owners(from, from_owner, np, "source");
+    size_t nt = ptc_layout_count(to), *rounds = NULL, nrounds = 0;
+    uint64_t *tin = ptc_calloc(nt + 1, sizeof *tin), mine[2] = {0, 0}, all[2] = {0, 0};
+    int rc = tin ? PTC_OK : PTC_E_NOMEM;
+    rounds = ptc_malloc(sizeof *rounds * (nt + 1));
+    if (rc == PTC_OK && !rounds)
+        rc = PTC_E_NOMEM;
+    if (rc == PTC_OK)
+        rc = check_owners(from, from_owner, np, "source");
     if (rc == PTC_OK)
         rc = check_owners(to, to_owner, np, "target");
     if (rc == PTC_OK)
         rc = ptc_plan_create(&plan, from, to, &po);
     if (rc == PTC_OK)
-        rc = make_rounds(plan, np, from_owner, to_owner, budget, &rounds, &nrounds, &st);
+        rc = own_bytes(plan, me, from_owner, to_owner, tin, &mine[0]);
+    if (rc == PTC_OK) {
+        ptc_plan_stats ps;
+        ptc_plan_stats_get(plan, &ps);
+        mine[1] = ps.bytes_total; /* of this process's target ranks */
+    }
     rc = ptc_mpi_agree(world, rc, "resize");
+    /* the rounds and the totals, the same on every process */
+    if (rc == PTC_OK)
+        rc = ptc_mpi_agree(world,
+                           ptc_plan_rounds(world, tin, nt, budget, rounds, &nrounds,
+                                           &st.max_round_bytes, &st.max_process_bytes),
+                           "resize");
+    int mrc = rc == PTC_OK ? MPI_Allreduce(mine, all, 2, MPI_UINT64_T, MPI_SUM, world)
+                           : MPI_SUCCESS;
+    if (mrc != MPI_SUCCESS)
+        rc = ptc_mpi_error(mrc, "MPI_Allreduce of the resize totals");
+    st.rounds = nrounds;
+    st.bytes_moved = all[0];
     double t1 = now_s();
     for (size_t i = 0; rc == PTC_OK && i < nrounds; i++) {
         rc = ptc_reshard_host_owned_range(plan, world, rounds[i], rounds[i + 1], from_owner, src,
@@ -210,14 +183,12 @@ int ptc_exec_resize_owned(const ptc_layout *from, const int *from_owner,
         rc = ptc_mpi_agree(world, rc, "resize");
     }
     double t2 = now_s();
-    if (rc == PTC_OK) {
-        ptc_plan_stats ps;
-        ptc_plan_stats_get(plan, &ps);
-        st.bytes_total = ps.bytes_total;
-    }
+    if (rc == PTC_OK)
+        st.bytes_total = all[1];
     st.plan_seconds = t1 - t0;
     st.move_seconds = t2 - t1;
     ptc_free(rounds);
+    ptc_free(tin);
     ptc_plan_destroy(plan);
     if (stats)
         *stats = st;

@@ -189,12 +189,16 @@ int ptc_sched_append(ptc_sched *s, int rank, ptc_sched_action a)
 int ptc_sched_set_kind(ptc_sched *s, const char *kind, int k)
 {
     size_t n = strlen(kind);
-    if (n >= sizeof s->kind || k < 0)
-        return ptc_error_set(PTC_E_INVAL, "kind label too long or k negative");
+    if (n >= sizeof s->kind)
+        return ptc_error_set(PTC_E_INVAL, "kind label '%.40s%s' has %zu characters, at most %zu",
+                             kind, n > 40 ? "..." : "", n, sizeof s->kind - 1);
+    if (k < 0)
+        return ptc_error_set(PTC_E_INVAL, "kind label k %d is negative", k);
     for (size_t i = 0; i < n; i++) {
         char c = kind[i];
         if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
-            return ptc_error_set(PTC_E_INVAL, "kind label may hold only [a-z0-9-]");
+            return ptc_error_set(PTC_E_INVAL, "kind label '%.40s' may hold only a-z, 0-9 and '-'",
+                                 kind);
     }
     memcpy(s->kind, kind, n + 1);
     s->k = k;
@@ -288,39 +292,6 @@ bool ptc_sched_equal(const ptc_sched *a, const ptc_sched *b)
 }
 
 void ptc_sched_text_free(char *text) { ptc_free(text); }
-
-void sched_buf_printf(sched_buf *b, const char *fmt, ...)
-{
-    if (b->err)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->n;
-        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? room : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->err = PTC_E_INVAL;
-            return;
-        }
-        if (b->p && (size_t)k < room) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t need = b->n + (size_t)k + 1;
-        if (need < b->cap * 2)
-            need = b->cap * 2;
-        if (need < 256)
-            need = 256;
-        char *np = ptc_realloc(b->p, need);
-        if (!np) {
-            b->err = PTC_E_NOMEM;
-            return;
-        }
-        b->p = np;
-        b->cap = need;
-    }
-}
 
 int sched_report_set(ptc_sched_report *rep, int code, int rank, int step, const char *fmt, ...)
 {

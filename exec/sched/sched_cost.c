@@ -150,6 +150,11 @@ int ptc_cost_model_create(ptc_cost_model **out, const ptc_cost_tensor *t, size_t
 int64_t ptc_cost_model_layers(const ptc_cost_model *m) { return m->L; }
 double ptc_cost_model_params(const ptc_cost_model *m) { return m->params; }
 const ptc_cost_model_info *ptc_cost_model_get_info(const ptc_cost_model *m) { return &m->info; }
+size_t ptc_cost_model_count(const ptc_cost_model *m) { return m->n; }
+const ptc_cost_tensor *ptc_cost_model_tensor(const ptc_cost_model *m, size_t i)
+{
+    return i < m->n ? &m->t[i] : NULL;
+}
 
 /* ---- specs -------------------------------------------------------------------- */
 
@@ -795,8 +800,7 @@ static bool key_eq(const cost_sim *s, const sim_key *k)
  * so that configurations with nearly the same ratios share a schedule. */
 static int gen_get(cost_ctx *x, const sim_key *k, int M, const ptc_sched **out)
 {
-    bool greedy = k->kind == PTC_SCHED_ZBH1 || k->kind == PTC_SCHED_ZBV ||
-                  k->kind == PTC_SCHED_CHIMERA;
+    bool greedy = sched_costs_order(k->kind);
     double rb = greedy && k->f > 0 ? nearbyint(k->b / k->f * 16) / 16 : 0;
     double rw = greedy && k->f > 0 ? nearbyint(k->w / k->f * 16) / 16 : 0;
     int kk = k->kind == PTC_SCHED_KFKB ? k->k : 1;
@@ -953,8 +957,9 @@ static int peaks_of(const ptc_sched *s, cost_peaks *p)
 static int peaks_extend(cost_peaks *a, const cost_peaks *b, bool linear, double t)
 {
     for (int r = 0; r < a->P; r++) {
-        if (linear && a->nch == 1 && a->n[r] == 1 && b->n[r] == 1) {
-            a->v[r][0] += t * (b->v[r][0] - a->v[r][0]);
+        if (linear && a->n[r] == 1 && b->n[r] == 1) {
+            for (int q = 0; q < a->nch; q++)
+                a->v[r][q] += t * (b->v[r][q] - a->v[r][q]);
             a->peak[r] += t * (b->peak[r] - a->peak[r]);
             continue;
         }
@@ -1002,10 +1007,10 @@ static int sim_point(cost_ctx *x, const sim_key *k, int M, bool comm, double *mk
  * bounds the error of the others against full simulations). */
 static void extrapolation_points(const sim_key *k, int *m1, int *m2)
 {
-    int u = k->kind == PTC_SCHED_INTERLEAVED ? k->P
-          : k->kind == PTC_SCHED_KFKB        ? k->k
-          : k->kind == PTC_SCHED_CHIMERA     ? 2
-                                             : 1;
+    int u = k->kind == PTC_SCHED_INTERLEAVED || k->kind == PTC_SCHED_ZBI ? k->P
+          : k->kind == PTC_SCHED_KFKB                                     ? k->k
+          : sched_two_pipes(k->kind)                                      ? 2
+                                                                          : 1;
     int lo = PTC_MAX(2 * k->P, 8);
     *m1 = u * ((lo + u - 1) / u);
     *m2 = *m1 + u * ((PTC_MAX(k->P, 4) + u - 1) / u);
@@ -1039,7 +1044,8 @@ static int sim_makespan(cost_ctx *x, const sim_key *k, bool comm, double *mk, co
     double t = (double)(k->M - m1) / (double)(m2 - m1), busy = k->f + k->b;
     *mk = k->M * busy + extend(a - m1 * busy, b - m2 * busy, t);
     if (pk) {
-        rc = peaks_extend(pk, &p2, k->kind == PTC_SCHED_GPIPE, t);
+        rc = peaks_extend(pk, &p2,
+                          k->kind == PTC_SCHED_GPIPE || k->kind == PTC_SCHED_LOOPED_BFS, t);
         peaks_free(&p2);
         if (rc)
             peaks_free(pk);
@@ -1111,8 +1117,11 @@ static bool kind_allowed(const ptc_search_job *j, ptc_sched_kind_id k)
 static int stages_of(const ptc_search_config *cfg)
 {
     switch (cfg->schedule) {
-    case PTC_SCHED_INTERLEAVED: return cfg->pp * cfg->chunks;
-    case PTC_SCHED_ZBV: return 2 * cfg->pp;
+    case PTC_SCHED_INTERLEAVED:
+    case PTC_SCHED_ZBI:
+    case PTC_SCHED_LOOPED_BFS: return cfg->pp * cfg->chunks;
+    case PTC_SCHED_ZBV:
+    case PTC_SCHED_DUALPIPEV: return 2 * cfg->pp;
     default: return cfg->pp;
     }
 }
@@ -1139,7 +1148,7 @@ int cost_check_config(cost_ctx *x, const ptc_search_config *g)
         return ptc_error_set(PTC_E_CONFIG, "zero=1 is not allowed");
     if (g->pp > PTC_SCHED_MAX_RANKS || g->microbatches > PTC_SCHED_MAX_MICROBATCHES)
         return ptc_error_set(PTC_E_CONFIG, "pp or microbatches over the simulator's limits");
-    if ((unsigned)g->schedule > PTC_SCHED_ZBV)
+    if ((unsigned)g->schedule > PTC_SCHED_DUALPIPE)
         return ptc_error_set(PTC_E_CONFIG, "unknown schedule kind");
     const cost_tp *t = cost_tp_get(x, g->tp);
     if (!t)
@@ -1161,9 +1170,24 @@ int cost_check_config(cost_ctx *x, const ptc_search_config *g)
             return ptc_error_set(PTC_E_CONFIG, "interleaved needs chunks >= 2 and microbatches "
                                                "a multiple of pp");
         break;
+    case PTC_SCHED_ZBI:
+    case PTC_SCHED_LOOPED_BFS:
+        if (g->chunks < 2)
+            return ptc_error_set(PTC_E_CONFIG, "%s needs chunks >= 2",
+                                 ptc_sched_kind_name(g->schedule));
+        break;
     case PTC_SCHED_ZBV:
+    case PTC_SCHED_DUALPIPEV:
         if (g->chunks != 2)
-            return ptc_error_set(PTC_E_CONFIG, "zb-v has 2 chunks");
+            return ptc_error_set(PTC_E_CONFIG, "%s has 2 chunks",
+                                 ptc_sched_kind_name(g->schedule));
+        if (g->schedule == PTC_SCHED_DUALPIPEV && M < 2 * P)
+            return ptc_error_set(PTC_E_CONFIG, "dualpipev needs microbatches >= 2*pp");
+        break;
+    case PTC_SCHED_DUALPIPE:
+        if (g->chunks != 1 || P % 2 || M % 2 || M < 2 * P)
+            return ptc_error_set(PTC_E_CONFIG, "dualpipe has 1 chunk and needs an even pp and "
+                                               "an even number of microbatches >= 2*pp");
         break;
     default:
         if (g->chunks != 1)
@@ -1201,14 +1225,18 @@ static int rank_stages(const ptc_search_config *g, int r, int *st)
     int P = g->pp;
     switch (g->schedule) {
     case PTC_SCHED_ZBV:
+    case PTC_SCHED_DUALPIPEV:
         st[0] = r;
         st[1] = 2 * P - 1 - r;
         return 2;
     case PTC_SCHED_CHIMERA:
+    case PTC_SCHED_DUALPIPE:
         st[0] = r;
         st[1] = P - 1 - r;
         return 2;
     case PTC_SCHED_INTERLEAVED:
+    case PTC_SCHED_ZBI:
+    case PTC_SCHED_LOOPED_BFS:
         for (int c = 0; c < g->chunks; c++)
             st[c] = r + c * P;
         return g->chunks;
@@ -1248,8 +1276,9 @@ int cost_eval(cost_ctx *x, const ptc_search_config *g, bool breakdown, ptc_cost_
     const ptc_search_cluster *c = &x->c;
     const cost_tp *t = cost_tp_get(x, g->tp);
     int P = g->pp, D = g->dp, S = stages_of(g), M = g->microbatches;
-    bool chim = g->schedule == PTC_SCHED_CHIMERA && P > 1;
-    bool wrap = g->schedule == PTC_SCHED_INTERLEAVED;
+    bool chim = sched_two_pipes(g->schedule) && P > 1;
+    bool wrap = g->schedule == PTC_SCHED_INTERLEAVED || g->schedule == PTC_SCHED_ZBI ||
+                g->schedule == PTC_SCHED_LOOPED_BFS;
     const cost_topo *tp = topo_get(x, D, g->tp, P, g->chunks, wrap, chim);
     if (!tp)
         return PTC_E_NOMEM;
@@ -1270,7 +1299,7 @@ int cost_eval(cost_ctx *x, const ptc_search_config *g, bool breakdown, ptc_cost_
         }
     }
     double f = best.fc + best.tf, b = best.bc + best.tb, w = best.wc;
-    bool zb = g->schedule == PTC_SCHED_ZBH1 || g->schedule == PTC_SCHED_ZBV;
+    bool zb = sched_splits_backward(g->schedule);
     /* The simulator charges a chunk (P/S) of a whole-stage cost. */
     double scale = chim ? 1 : (double)S / P;
     double lat = 0, bw = 0, act = 0;
@@ -1418,7 +1447,9 @@ int ptc_search_config_format(const ptc_search_config *c, char *buf, size_t cap)
     int n = snprintf(buf, cap, "dp=%d,tp=%d,pp=%d,zero=%d schedule=%s microbatches=%d mb_size=%d",
                      c->dp, c->tp, c->pp, c->zero, ptc_sched_kind_name(c->schedule),
                      c->microbatches, c->mb_size);
-    if (n >= 0 && (size_t)n < cap && c->schedule == PTC_SCHED_INTERLEAVED)
+    if (n >= 0 && (size_t)n < cap &&
+        (c->schedule == PTC_SCHED_INTERLEAVED || c->schedule == PTC_SCHED_ZBI ||
+         c->schedule == PTC_SCHED_LOOPED_BFS))
         n += snprintf(buf + n, cap - (size_t)n, " chunks=%d", c->chunks);
     if (n >= 0 && (size_t)n < cap && c->schedule == PTC_SCHED_KFKB)
         n += snprintf(buf + n, cap - (size_t)n, " k=%d", c->k);

@@ -171,19 +171,19 @@ int sched_report_deadlock(const ptc_sched *s, const size_t *stuck, ptc_sched_rep
             if (strlen(t) + 2 > width)
                 width = strlen(t) + 2;
         }
-    sched_buf b = {0};
-    sched_buf_printf(&b, "%-9s", "step");
+    ptc_buf b = {0};
+    ptc_buf_printf(&b, "%-9s", "step");
     for (size_t i = from; i < to; i++)
-        sched_buf_printf(&b, " %*zu", (int)width, i);
-    sched_buf_printf(&b, "\n");
+        ptc_buf_printf(&b, " %*zu", (int)width, i);
+    ptc_buf_printf(&b, "\n");
     int shown = 0;
     for (int r = 0; r < s->ranks; r++) {
         if (shown == 64) {
-            sched_buf_printf(&b, "(%d more ranks)\n", s->ranks - r);
+            ptc_buf_printf(&b, "(%d more ranks)\n", s->ranks - r);
             break;
         }
         shown++;
-        sched_buf_printf(&b, "rank %-4d", r);
+        ptc_buf_printf(&b, "rank %-4d", r);
         for (size_t i = from; i < to; i++) {
             char t[48] = "", cell[56];
             if (i < s->lists[r].n)
@@ -194,14 +194,14 @@ int sched_report_deadlock(const ptc_sched *s, const size_t *stuck, ptc_sched_rep
                 snprintf(cell, sizeof cell, "[%s]", t);
             else
                 snprintf(cell, sizeof cell, "%s", t);
-            sched_buf_printf(&b, " %*s", (int)width, cell);
+            ptc_buf_printf(&b, " %*s", (int)width, cell);
         }
-        sched_buf_printf(&b, "%s\n", stuck[r] >= s->lists[r].n ? "   (done)" : "");
+        ptc_buf_printf(&b, "%s\n", stuck[r] >= s->lists[r].n ? "   (done)" : "");
     }
-    sched_buf_printf(&b, "[x] = the action each rank is blocked at\n");
+    ptc_buf_printf(&b, "[x] = the action each rank is blocked at\n");
     if (b.err)
-        ptc_free(b.p);
+        ptc_free(b.s);
     else
-        rep->grid = b.p;
+        rep->grid = b.s;
     return rc;
 }

@@ -31,20 +31,20 @@ int ptc_sched_svg(const ptc_sched *s, const ptc_sched_sim *sim, char **out)
         span = 1;
     double sc = width / span;
     double h = top + row * s->ranks + 70;
-    sched_buf b = {0};
-    sched_buf_printf(&b,
+    ptc_buf b = {0};
+    ptc_buf_printf(&b,
                      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
                      "font-family=\"DejaVu Sans, Arial, sans-serif\">\n"
                      "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n",
                      left + width + 20, h);
-    sched_buf_printf(&b,
+    ptc_buf_printf(&b,
                      "<text x=\"%.0f\" y=\"20\" font-size=\"14\">%s: %d ranks, %d stages x %d "
                      "pipe(s), %d micro-batches; makespan %.6g, bubble %.2f%%</text>\n",
                      left, s->kind[0] ? s->kind : "schedule", s->ranks, s->stages, s->pipes,
                      s->mbs, ptc_sched_sim_makespan(sim), 100 * ptc_sched_sim_bubble(sim));
     for (int r = 0; r < s->ranks; r++) {
         double y = top + r * row;
-        sched_buf_printf(&b,
+        ptc_buf_printf(&b,
                          "<text x=\"8\" y=\"%.1f\" font-size=\"12\">rank %d</text>\n"
                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
                          "fill=\"#ececec\"/>\n",
@@ -61,7 +61,7 @@ int ptc_sched_svg(const ptc_sched *s, const ptc_sched_sim *sim, char **out)
             int op = a[i].op, odd = a[i].chunk & 1;
             char tok[48];
             ptc_sched_action_format(&a[i], tok, sizeof tok);
-            sched_buf_printf(&b,
+            ptc_buf_printf(&b,
                              "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
                              "fill=\"%s\" stroke=\"#ffffff\" stroke-width=\"%s\"><title>rank %d "
                              "%s [%.6g, %.6g)</title></rect>\n",
@@ -70,7 +70,7 @@ int ptc_sched_svg(const ptc_sched *s, const ptc_sched_sim *sim, char **out)
             snprintf(lab, sizeof lab, "%d", (int)a[i].mb);
             double fs = wd >= 7.0 * (double)strlen(lab) ? 11 : wd >= 5.0 * (double)strlen(lab) ? 8 : 0;
             if (fs > 0)
-                sched_buf_printf(&b,
+                ptc_buf_printf(&b,
                                  "<text x=\"%.2f\" y=\"%.1f\" font-size=\"%.0f\" "
                                  "text-anchor=\"middle\" fill=\"%s\">%s</text>\n",
                                  x + wd / 2, y + bar / 2 + fs * 0.36, fs, label_col[op], lab);
@@ -78,10 +78,10 @@ int ptc_sched_svg(const ptc_sched *s, const ptc_sched_sim *sim, char **out)
     }
     /* Time axis. */
     double ay = top + row * s->ranks + 4, st = nice_step(span);
-    sched_buf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n",
+    ptc_buf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n",
                      left, ay, left + width, ay);
     for (double t = 0; t <= span * (1 + 1e-9); t += st)
-        sched_buf_printf(&b,
+        ptc_buf_printf(&b,
                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>"
                          "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" "
                          "text-anchor=\"middle\">%.6g</text>\n",
@@ -91,21 +91,21 @@ int ptc_sched_svg(const ptc_sched *s, const ptc_sched_sim *sim, char **out)
                                          "W weight grad"};
     double lx = left, ly = ay + 30;
     for (int op = 0; op < 4; op++) {
-        sched_buf_printf(&b,
+        ptc_buf_printf(&b,
                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"%s\"/>"
                          "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s</text>\n",
                          lx, ly, fill[op][0], lx + 18, ly + 11, names[op]);
         lx += 130;
     }
-    sched_buf_printf(&b,
+    ptc_buf_printf(&b,
                      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">darker = odd chunk; "
                      "numbers = micro-batch; grey = idle</text>\n</svg>\n",
                      lx, ly + 11);
     if (b.err) {
-        ptc_free(b.p);
+        ptc_free(b.s);
         return b.err == PTC_E_NOMEM ? PTC_E_NOMEM : ptc_error_set(b.err, "svg failed");
     }
-    *out = b.p;
+    *out = b.s;
     return PTC_OK;
 }
 

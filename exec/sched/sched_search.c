@@ -215,6 +215,16 @@ static int sched_options(const search *s, int P, int M, sopt *o)
         o[n++] = (sopt){PTC_SCHED_ZBV, 2, 0};
     if (OK_KIND(PTC_SCHED_CHIMERA))
         o[n++] = (sopt){PTC_SCHED_CHIMERA, 1, 0};
+    if (OK_KIND(PTC_SCHED_ZBH2))
+        o[n++] = (sopt){PTC_SCHED_ZBH2, 1, 0};
+    if (OK_KIND(PTC_SCHED_ZBI) && 2 * (int64_t)P <= s->L)
+        o[n++] = (sopt){PTC_SCHED_ZBI, 2, 0};
+    if (OK_KIND(PTC_SCHED_LOOPED_BFS) && 2 * (int64_t)P <= s->L)
+        o[n++] = (sopt){PTC_SCHED_LOOPED_BFS, 2, 0};
+    if (OK_KIND(PTC_SCHED_DUALPIPEV) && M >= 2 * P && 2 * (int64_t)P <= s->L)
+        o[n++] = (sopt){PTC_SCHED_DUALPIPEV, 2, 0};
+    if (OK_KIND(PTC_SCHED_DUALPIPE) && P % 2 == 0 && M % 2 == 0 && M >= 2 * P)
+        o[n++] = (sopt){PTC_SCHED_DUALPIPE, 1, 0};
 #undef OK_KIND
     return n;
 }
@@ -275,7 +285,7 @@ static bool make(const search *s, const point *p, ptc_search_config *c)
     c->schedule = pick.kind;
     c->chunks = pick.V;
     c->k = pick.k;
-    bool group = D > 1 || (c->schedule == PTC_SCHED_CHIMERA && p->pp > 1);
+    bool group = D > 1 || (sched_two_pipes(c->schedule) && p->pp > 1);
     c->zero = group && !s->x.j.no_zero ? p->zero : 0;
     return true;
 }
@@ -309,7 +319,7 @@ static int exhaustive(search *s)
                     for (int z = 0; z <= 1; z++) {
                         ptc_search_config c = {D, T, P, z, o[i].kind, (int)(per / mb), (int)mb,
                                                o[i].V, o[i].k};
-                        if (z && ((D == 1 && !(c.schedule == PTC_SCHED_CHIMERA && P > 1)) ||
+                        if (z && ((D == 1 && !(sched_two_pipes(c.schedule) && P > 1)) ||
                                   s->x.j.no_zero))
                             continue;
                         const ptc_search_entry *e;

@@ -5,6 +5,7 @@
 
 #include "ptc/search.h"
 #include "base/util_internal.h"
+#include "exec/sched/sched_internal.h"
 
 /* Aggregates of one group of tensors (a layer, the first-stage tensors, ...)
  * for one tensor-parallel degree. Per-token figures are multiplied by the

@@ -1,4 +1,4 @@
-/* Discrete-event simulation of schedules, bandwidth traces, adaptive kFkB. */
+/* Discrete-event simulation of schedules, the link model, bandwidth traces. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +190,64 @@ typedef struct link {
     double free;
 } link;
 
+int sched_links_init(sched_links *k, int ranks, const ptc_sched_costs *c)
+{
+    memset(k, 0, sizeof *k);
+    k->c = c;
+    k->ranks = ranks;
+    if (c->bandwidth > 0 && c->act_bytes > 0)
+        k->transfer = c->act_bytes / c->bandwidth;
+    k->timed = (c->trace && c->act_bytes > 0) || k->transfer > 0;
+    if (!k->timed)
+        return PTC_OK;
+    k->l = ptc_calloc((size_t)ranks, sizeof(link *));
+    k->n = ptc_calloc((size_t)ranks, sizeof(size_t));
+    k->cap = ptc_calloc((size_t)ranks, sizeof(size_t));
+    if (!k->l || !k->n || !k->cap) {
+        sched_links_free(k);
+        return PTC_E_NOMEM;
+    }
+    return PTC_OK;
+}
+
+void sched_links_free(sched_links *k)
+{
+    if (k->l)
+        for (int i = 0; i < k->ranks; i++)
+            ptc_free(k->l[i]);
+    ptc_free(k->l);
+    ptc_free(k->n);
+    ptc_free(k->cap);
+    k->l = NULL;
+    k->n = k->cap = NULL;
+}
+
+double sched_links_arrival(sched_links *k, int src, int dst, double t)
+{
+    const ptc_sched_costs *c = k->c;
+    if (src == dst)
+        return t;
+    if (!k->timed)
+        return t + c->latency;
+    link *l = NULL;
+    for (size_t i = 0; i < k->n[src]; i++)
+        if (k->l[src][i].dst == dst)
+            l = &k->l[src][i];
+    if (!l) {
+        if (ptc_grow((void **)&k->l[src], &k->cap[src], k->n[src] + 1, sizeof(link))) {
+            k->err = PTC_E_NOMEM;
+            return t;
+        }
+        l = &k->l[src][k->n[src]++];
+        l->dst = dst;
+        l->free = 0;
+    }
+    double begin = t > l->free ? t : l->free;
+    double d = c->trace ? trace_duration(c->trace, begin, c->act_bytes) : k->transfer;
+    l->free = begin + d;
+    return begin + d + c->latency;
+}
+
 typedef struct runner {
     const ptc_sched *s;
     const ptc_sched_costs *c;
@@ -198,13 +256,10 @@ typedef struct runner {
     size_t *pc;
     bool *running;
     double *free_at;
-    link **links;
-    size_t *nlinks, *caplinks;
+    sched_links links;
     heap h;
     uint64_t seq;
     double scale;
-    double transfer; /* act_bytes / bandwidth without a trace */
-    int err;
 } runner;
 
 static double arrival(runner *u, int src, int dst, double t)
@@ -212,29 +267,7 @@ static double arrival(runner *u, int src, int dst, double t)
     if (src == dst)
         return t;
     u->r->messages++;
-    const ptc_sched_costs *c = u->c;
-    double d = 0;
-    bool timed = (c->trace && c->act_bytes > 0) || u->transfer > 0;
-    if (!timed)
-        return t + c->latency;
-    link *l = NULL;
-    for (size_t i = 0; i < u->nlinks[src]; i++)
-        if (u->links[src][i].dst == dst)
-            l = &u->links[src][i];
-    if (!l) {
-        if (ptc_grow((void **)&u->links[src], &u->caplinks[src], u->nlinks[src] + 1,
-                     sizeof(link))) {
-            u->err = PTC_E_NOMEM;
-            return t;
-        }
-        l = &u->links[src][u->nlinks[src]++];
-        l->dst = dst;
-        l->free = 0;
-    }
-    double begin = t > l->free ? t : l->free;
-    d = c->trace ? trace_duration(c->trace, begin, c->act_bytes) : u->transfer;
-    l->free = begin + d;
-    return begin + d + c->latency;
+    return sched_links_arrival(&u->links, src, dst, t);
 }
 
 static void try_start(runner *u, int rank)
@@ -346,8 +379,6 @@ int sched_run_exec(const ptc_sched *s, const ptc_sched_costs *c, sched_run *r)
     u.c = c;
     u.r = r;
     u.scale = (double)s->ranks / s->stages;
-    if (c->bandwidth > 0 && c->act_bytes > 0)
-        u.transfer = c->act_bytes / c->bandwidth;
     size_t cells = (size_t)s->mbs * s->stages, P = (size_t)s->ranks;
     int rc = PTC_E_NOMEM;
     r->start = ptc_calloc(P, sizeof(double *));
@@ -362,13 +393,10 @@ int sched_run_exec(const ptc_sched *s, const ptc_sched_costs *c, sched_run *r)
     u.pc = ptc_calloc(P, sizeof(size_t));
     u.running = ptc_calloc(P, sizeof(bool));
     u.free_at = ptc_calloc(P, sizeof(double));
-    u.links = ptc_calloc(P, sizeof(link *));
-    u.nlinks = ptc_calloc(P, sizeof(size_t));
-    u.caplinks = ptc_calloc(P, sizeof(size_t));
     u.h.e = ptc_malloc(P * sizeof(ev));
     if (!r->start || !r->end || !r->busy || !r->peak || !r->stuck || !u.avail_f ||
-        !u.avail_b || !u.f_end || !u.i_end || !u.pc || !u.running || !u.free_at ||
-        !u.links || !u.nlinks || !u.caplinks || !u.h.e)
+        !u.avail_b || !u.f_end || !u.i_end || !u.pc || !u.running || !u.free_at || !u.h.e ||
+        sched_links_init(&u.links, s->ranks, c))
         goto out_free;
     for (size_t i = 0; i < P; i++) {
         size_t n = s->lists[i].n ? s->lists[i].n : 1;
@@ -381,12 +409,12 @@ int sched_run_exec(const ptc_sched *s, const ptc_sched_costs *c, sched_run *r)
         u.avail_f[i] = u.avail_b[i] = u.f_end[i] = u.i_end[i] = INFINITY;
     for (int i = 0; i < s->ranks; i++)
         try_start(&u, i);
-    while (u.h.n && !u.err) {
+    while (u.h.n && !u.links.err) {
         ev e = heap_pop(&u.h);
         finish(&u, e.rank, e.t);
     }
-    if (u.err) {
-        rc = u.err;
+    if (u.links.err) {
+        rc = u.links.err;
         goto out_free;
     }
     rc = PTC_OK;
@@ -417,12 +445,7 @@ out_free:
     ptc_free(u.pc);
     ptc_free(u.running);
     ptc_free(u.free_at);
-    if (u.links)
-        for (size_t i = 0; i < P; i++)
-            ptc_free(u.links[i]);
-    ptc_free(u.links);
-    ptc_free(u.nlinks);
-    ptc_free(u.caplinks);
+    sched_links_free(&u.links);
     ptc_free(u.h.e);
     if (rc && rc != PTC_E_DEADLOCK)
         sched_run_free(s, r);
@@ -437,20 +460,32 @@ struct ptc_sched_sim {
     size_t *n;
 };
 
-static int check_costs(const ptc_sched_costs *c)
+int sched_links_check(const ptc_sched_costs *c)
 {
-    if (!(c->f >= 0) || !(c->b >= 0) || !(c->w >= 0) || c->w > c->b || !(c->latency >= 0) ||
-        !(c->bandwidth >= 0) || !(c->act_bytes >= 0) || !isfinite(c->f + c->b + c->w +
-                                                                   c->latency + c->bandwidth +
-                                                                   c->act_bytes))
-        return ptc_error_set(PTC_E_INVAL, "costs must be finite and >= 0, with w <= b");
+    if (!(c->latency >= 0) || !(c->bandwidth >= 0) || !(c->act_bytes >= 0) ||
+        !isfinite(c->latency + c->bandwidth + c->act_bytes))
+        return ptc_error_set(PTC_E_INVAL, "link latency, bandwidth and bytes must be finite "
+                                          "and >= 0");
     return PTC_OK;
+}
+
+bool sched_links_free_of_cost(const ptc_sched_costs *c)
+{
+    return !c || (c->latency == 0 && !(c->act_bytes > 0 && (c->bandwidth > 0 || c->trace)));
+}
+
+int sched_costs_check(const ptc_sched_costs *c)
+{
+    if (!(c->f >= 0) || !(c->b >= 0) || !(c->w >= 0) || c->w > c->b ||
+        !isfinite(c->f + c->b + c->w))
+        return ptc_error_set(PTC_E_INVAL, "costs must be finite and >= 0, with w <= b");
+    return sched_links_check(c);
 }
 
 int ptc_sched_simulate(const ptc_sched *s, const ptc_sched_costs *c, ptc_sched_sim **out)
 {
     *out = NULL;
-    PTC_TRY(check_costs(c));
+    PTC_TRY(sched_costs_check(c));
     PTC_TRY(ptc_sched_check_placement(s));
     PTC_TRY(sched_check_deps(s, NULL));
     ptc_sched_sim *sim = ptc_calloc(1, sizeof *sim);
@@ -522,69 +557,5 @@ int ptc_sched_sim_timing(const ptc_sched_sim *sim, int rank, size_t i, double *s
         return ptc_error_set(PTC_E_RANGE, "no action %zu on rank %d", i, rank);
     *start = sim->run.start[rank][i];
     *end = sim->run.end[rank][i];
-    return PTC_OK;
-}
-
-/* ---- adaptive kFkB ------------------------------------------------------------ */
-
-int ptc_sched_adapt_kfkb(ptc_sched **out, ptc_sched_adaptive *a, const ptc_sched_costs *c)
-{
-    *out = NULL;
-    PTC_TRY(check_costs(c));
-    int M = a->microbatches;
-    if (M < 1 || a->ranks < 1)
-        return ptc_error_set(PTC_E_INVAL, "adaptive kfkb needs ranks and microbatches >= 1");
-    ptc_sched *best = NULL;
-    double best_t = INFINITY, best_peak = INFINITY;
-    a->candidates = 0;
-    a->chosen_k = 0;
-    int last = 0;
-    for (int step = 0;; step++) {
-        /* 1..8, then powers of two, then M: increasing, no repeats. */
-        int k = step < 8 ? step + 1 : 1 << (step - 4);
-        if (k >= M || step > 40)
-            k = M;
-        if (k <= last)
-            break;
-        last = k;
-        ptc_sched_gen g = {.kind = PTC_SCHED_KFKB, .ranks = a->ranks, .microbatches = M,
-                           .chunks = 1, .k = k};
-        ptc_sched *s;
-        ptc_sched_sim *sim;
-        int rc = ptc_sched_generate(&s, &g);
-        if (rc) {
-            ptc_sched_destroy(best);
-            return rc;
-        }
-        if ((rc = ptc_sched_simulate(s, c, &sim))) {
-            ptc_sched_destroy(s);
-            ptc_sched_destroy(best);
-            return rc;
-        }
-        a->candidates++;
-        double peak = 0;
-        for (int r = 0; r < a->ranks; r++)
-            peak = fmax(peak, ptc_sched_sim_peak(sim, r));
-        double t = ptc_sched_sim_makespan(sim);
-        ptc_sched_sim_destroy(sim);
-        bool fits = a->mem_limit <= 0 || peak <= a->mem_limit + 1e-9;
-        /* Strictly better by a relative margin, so ties keep the smaller k. */
-        if (fits && t < best_t * (1 - 1e-12)) {
-            ptc_sched_destroy(best);
-            best = s;
-            best_t = t;
-            best_peak = peak;
-            a->chosen_k = k;
-        } else {
-            ptc_sched_destroy(s);
-        }
-        if (k == M)
-            break;
-    }
-    (void)best_peak;
-    if (!best)
-        return ptc_error_set(PTC_E_RANGE, "no k fits the memory limit %g", a->mem_limit);
-    a->makespan = best_t;
-    *out = best;
     return PTC_OK;
 }

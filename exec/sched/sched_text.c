@@ -1,4 +1,5 @@
 /* Text form of schedules (docs/schedule-format.md): parse and print. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,43 +30,43 @@ int ptc_sched_format(const ptc_sched *s, char **out, size_t *len)
     if (len)
         *len = 0;
     PTC_TRY(ptc_sched_check_placement(s));
-    sched_buf b = {0};
-    sched_buf_printf(&b, "ptc-schedule 1\n");
+    ptc_buf b = {0};
+    ptc_buf_printf(&b, "ptc-schedule 1\n");
     if (s->kind[0]) {
         if (s->k)
-            sched_buf_printf(&b, "kind %s %d\n", s->kind, s->k);
+            ptc_buf_printf(&b, "kind %s %d\n", s->kind, s->k);
         else
-            sched_buf_printf(&b, "kind %s\n", s->kind);
+            ptc_buf_printf(&b, "kind %s\n", s->kind);
     }
-    sched_buf_printf(&b, "ranks %d\nstages %d\npipes %d\nmicrobatches %d\n", s->ranks,
+    ptc_buf_printf(&b, "ranks %d\nstages %d\npipes %d\nmicrobatches %d\n", s->ranks,
                      s->stages, s->pipes, s->mbs);
     for (int r = 0; r < s->ranks; r++) {
-        sched_buf_printf(&b, "place %d", r);
+        ptc_buf_printf(&b, "place %d", r);
         for (int c = 0; c < s->nchunks[r]; c++) {
             int g = s->chunk_gs[r][c];
             if (s->pipes == 1)
-                sched_buf_printf(&b, " %d", g);
+                ptc_buf_printf(&b, " %d", g);
             else
-                sched_buf_printf(&b, " %d:%d", g / s->stages, g % s->stages);
+                ptc_buf_printf(&b, " %d:%d", g / s->stages, g % s->stages);
         }
-        sched_buf_printf(&b, "\n");
+        ptc_buf_printf(&b, "\n");
     }
     for (int r = 0; r < s->ranks; r++) {
-        sched_buf_printf(&b, "rank %d:", r);
+        ptc_buf_printf(&b, "rank %d:", r);
         for (size_t i = 0; i < s->lists[r].n; i++) {
             char t[48];
             ptc_sched_action_format(&s->lists[r].a[i], t, sizeof t);
-            sched_buf_printf(&b, " %s", t);
+            ptc_buf_printf(&b, " %s", t);
         }
-        sched_buf_printf(&b, "\n");
+        ptc_buf_printf(&b, "\n");
     }
     if (b.err) {
-        ptc_free(b.p);
+        ptc_free(b.s);
         return b.err == PTC_E_NOMEM ? PTC_E_NOMEM : ptc_error_set(b.err, "format failed");
     }
-    *out = b.p;
+    *out = b.s;
     if (len)
-        *len = b.n;
+        *len = b.len;
     return PTC_OK;
 }
 
@@ -104,14 +105,14 @@ static bool tok_is(tok t, const char *w)
     return t.n == strlen(w) && !memcmp(t.p, w, t.n);
 }
 
-/* Parse one action token; false if malformed. */
-static bool parse_action(tok t, ptc_sched_action *a)
+/* Parse one action token; NULL if fine, else what is wrong with it. */
+static const char *parse_action(tok t, ptc_sched_action *a)
 {
     const char *p = t.p, *e = t.p + t.n;
     memset(a, 0, sizeof *a);
     a->peer = -1;
     if (p >= e)
-        return false;
+        return "empty";
     char c = *p++;
     bool comm = false;
     switch (c) {
@@ -121,30 +122,35 @@ static bool parse_action(tok t, ptc_sched_action *a)
     case 'W': a->op = PTC_SCHED_W; break;
     case 'S': a->op = PTC_SCHED_SEND; comm = true; break;
     case 'R': a->op = PTC_SCHED_RECV; comm = true; break;
-    default: return false;
+    default: return "an action starts with F, B, I, W, S (send) or R (receive)";
     }
     if (comm) {
         if (p >= e || (*p != 'A' && *p != 'G'))
-            return false;
+            return "a send or receive names its tensor: A (activation) or G (gradient)";
         a->tensor = *p++ == 'G' ? PTC_SCHED_GRAD : PTC_SCHED_ACT;
     }
     int v;
     if (!take_num(&p, e, &v))
-        return false;
+        return "expected a micro-batch number (at most 9 digits)";
     a->mb = v;
     if (p < e && *p == '.') {
         p++;
-        if (!take_num(&p, e, &v) || v > 65535)
-            return false;
+        if (!take_num(&p, e, &v))
+            return "expected a chunk number after '.'";
+        if (v > 65535)
+            return "chunk over 65535";
         a->chunk = (uint16_t)v;
     }
     if (comm) {
         char want = a->op == PTC_SCHED_SEND ? '>' : '<';
-        if (p >= e || *p++ != want || !take_num(&p, e, &v))
-            return false;
+        if (p >= e || *p++ != want)
+            return a->op == PTC_SCHED_SEND ? "a send ends with '>PEER'"
+                                           : "a receive ends with '<PEER'";
+        if (!take_num(&p, e, &v))
+            return "expected the peer rank";
         a->peer = v;
     }
-    return p == e;
+    return p == e ? NULL : "trailing characters";
 }
 
 typedef struct parser {
@@ -157,20 +163,35 @@ typedef struct parser {
     bool *placed_rank;
 } parser;
 
-static int perr(const parser *ps, const char *what)
+static int perr(const parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int perr(const parser *ps, const char *fmt, ...)
 {
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
     return ptc_error_set(PTC_E_FORMAT, "schedule line %d: %s", ps->line, what);
 }
+
+/* A token for messages: at most 40 characters. */
+#define TOK(t) ((t).n > 40 ? 40 : (int)(t).n), (t).p
 
 static int ensure_sched(parser *ps)
 {
     if (ps->s)
         return PTC_OK;
     if (!ps->ranks || !ps->stages || !ps->mbs)
-        return perr(ps, "ranks, stages and microbatches must come before place/rank lines");
-    int rc = ptc_sched_create(&ps->s, ps->ranks, ps->stages, ps->pipes ? ps->pipes : 1, ps->mbs);
+        return perr(ps, "ranks, stages and microbatches must come before place/rank lines "
+                        "(missing: %s%s%s)", ps->ranks ? "" : "ranks ",
+                    ps->stages ? "" : "stages ", ps->mbs ? "" : "microbatches");
+    int pipes = ps->pipes ? ps->pipes : 1;
+    if ((int64_t)pipes * ps->stages * ps->mbs > PTC_SCHED_MAX_CELLS)
+        return perr(ps, "pipes x stages x microbatches = %lld, over the limit %d",
+                    (long long)pipes * ps->stages * ps->mbs, PTC_SCHED_MAX_CELLS);
+    int rc = ptc_sched_create(&ps->s, ps->ranks, ps->stages, pipes, ps->mbs);
     if (rc)
-        return rc;
+        return rc == PTC_E_NOMEM ? rc : perr(ps, "%s", ptc_last_error());
     ps->placed_rank = ptc_calloc((size_t)ps->ranks, sizeof(bool));
     if (!ps->placed_rank)
         return PTC_E_NOMEM;
@@ -186,67 +207,84 @@ static int parse_line(parser *ps, tok *t, size_t nt)
     int v;
     if (tok_is(t[0], "ptc-schedule")) {
         if (nt != 2 || !tok_num(t[1], &v) || v != 1)
-            return perr(ps, "expected 'ptc-schedule 1'");
+            return perr(ps, "expected 'ptc-schedule 1' (this reader knows version 1)");
         return PTC_OK;
     }
     if (tok_is(t[0], "kind")) {
-        if (ps->s || ps->have_kind || nt < 2 || nt > 3 || t[1].n >= sizeof ps->kind)
-            return perr(ps, "expected 'kind NAME [K]' once, before place/rank lines");
+        if (ps->have_kind)
+            return perr(ps, "kind given twice");
+        if (ps->s)
+            return perr(ps, "the kind line must come before place/rank lines");
+        if (nt < 2 || nt > 3)
+            return perr(ps, "expected 'kind NAME [K]', got %zu values", nt - 1);
+        if (t[1].n >= sizeof ps->kind)
+            return perr(ps, "kind label '%.*s%s' has %zu characters, at most %zu", TOK(t[1]),
+                        t[1].n > 40 ? "..." : "", t[1].n, sizeof ps->kind - 1);
+        for (size_t i = 0; i < t[1].n; i++) {
+            char c = t[1].p[i];
+            if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+                return perr(ps, "kind label '%.*s' may hold only a-z, 0-9 and '-'", TOK(t[1]));
+        }
         memcpy(ps->kind, t[1].p, t[1].n);
         ps->kind[t[1].n] = 0;
         if (nt == 3 && (!tok_num(t[2], &ps->k) || ps->k < 1))
-            return perr(ps, "bad k in kind line");
+            return perr(ps, "k in the kind line must be a number >= 1, got '%.*s'", TOK(t[2]));
         ps->have_kind = true;
         return PTC_OK;
     }
-    int *field = NULL;
-    if (tok_is(t[0], "ranks"))
-        field = &ps->ranks;
-    else if (tok_is(t[0], "stages"))
-        field = &ps->stages;
-    else if (tok_is(t[0], "pipes"))
-        field = &ps->pipes;
-    else if (tok_is(t[0], "microbatches"))
-        field = &ps->mbs;
-    if (field) {
+    static const char *const sizes[] = {"ranks", "stages", "pipes", "microbatches"};
+    static const int limits[] = {PTC_SCHED_MAX_RANKS, PTC_SCHED_MAX_STAGES, PTC_SCHED_MAX_PIPES,
+                                 PTC_SCHED_MAX_MICROBATCHES};
+    int *fields[] = {&ps->ranks, &ps->stages, &ps->pipes, &ps->mbs};
+    for (size_t f = 0; f < PTC_ARRAY_LEN(sizes); f++) {
+        if (!tok_is(t[0], sizes[f]))
+            continue;
         if (ps->s)
-            return perr(ps, "sizes must come before place/rank lines");
-        if (*field)
-            return perr(ps, "size given twice");
+            return perr(ps, "%s must come before place/rank lines", sizes[f]);
+        if (*fields[f])
+            return perr(ps, "%s given twice", sizes[f]);
         if (nt != 2 || !tok_num(t[1], &v) || v < 1)
-            return perr(ps, "expected a positive number");
-        *field = v;
+            return perr(ps, "%s: expected one number >= 1", sizes[f]);
+        if (v > limits[f])
+            return perr(ps, "%s %d over the limit %d", sizes[f], v, limits[f]);
+        *fields[f] = v;
         return PTC_OK;
     }
     if (tok_is(t[0], "place")) {
         PTC_TRY(ensure_sched(ps));
         int r;
-        if (nt < 3 || !tok_num(t[1], &r) || r >= ps->ranks)
-            return perr(ps, "expected 'place RANK STAGE...' with a rank in range");
+        if (nt < 3 || !tok_num(t[1], &r))
+            return perr(ps, "expected 'place RANK STAGE...'");
+        if (r >= ps->ranks)
+            return perr(ps, "place: rank %d out of range (ranks %d)", r, ps->ranks);
         if (ps->placed_rank[r])
-            return perr(ps, "rank placed twice");
+            return perr(ps, "rank %d placed twice", r);
         ps->placed_rank[r] = true;
         ps->any_place = true;
         for (size_t i = 2; i < nt; i++) {
             const char *p = t[i].p, *e = t[i].p + t[i].n;
             int pipe = 0, st;
-            if (!take_num(&p, e, &st))
-                return perr(ps, "bad stage in place line");
-            if (p < e && *p == ':') {
+            bool ok = take_num(&p, e, &st);
+            if (ok && p < e && *p == ':') {
                 p++;
                 pipe = st;
-                if (!take_num(&p, e, &st))
-                    return perr(ps, "bad stage in place line");
+                ok = take_num(&p, e, &st);
             }
-            if (p != e)
-                return perr(ps, "bad stage in place line");
+            if (!ok || p != e)
+                return perr(ps, "bad stage '%.*s' in place line (STAGE, or PIPE:STAGE)",
+                            TOK(t[i]));
             if (pipe >= ps->s->pipes || st >= ps->s->stages)
-                return perr(ps, "stage out of range in place line");
+                return perr(ps, "place: '%.*s' out of range (pipes %d, stages %d)", TOK(t[i]),
+                            ps->s->pipes, ps->s->stages);
             if (i - 2 > 65535)
-                return perr(ps, "too many chunks on one rank");
+                return perr(ps, "place: more than 65536 chunks on rank %d", r);
+            int owner, chunk;
+            if (ptc_sched_rank_of(ps->s, pipe, st, &owner, &chunk) == PTC_OK)
+                return perr(ps, "place: stage '%.*s' already placed as chunk %d of rank %d",
+                            TOK(t[i]), chunk, owner);
             int rc = ptc_sched_place(ps->s, pipe, st, r, (int)(i - 2));
             if (rc)
-                return rc == PTC_E_NOMEM ? rc : perr(ps, "stage placed twice");
+                return rc == PTC_E_NOMEM ? rc : perr(ps, "%s", ptc_last_error());
         }
         return PTC_OK;
     }
@@ -256,27 +294,29 @@ static int parse_line(parser *ps, tok *t, size_t nt)
         if (nt < 2 || t[1].n < 2 || t[1].p[t[1].n - 1] != ':')
             return perr(ps, "expected 'rank R: ACTION...'");
         tok rt = {t[1].p, t[1].n - 1};
-        if (!tok_num(rt, &r) || r >= ps->ranks)
-            return perr(ps, "rank out of range");
+        if (!tok_num(rt, &r))
+            return perr(ps, "expected 'rank R: ACTION...'");
+        if (r >= ps->ranks)
+            return perr(ps, "rank %d out of range (ranks %d)", r, ps->ranks);
         for (size_t i = 2; i < nt; i++) {
             ptc_sched_action a;
-            if (!parse_action(t[i], &a)) {
-                char msg[96];
-                snprintf(msg, sizeof msg, "bad action '%.*s'", t[i].n > 40 ? 40 : (int)t[i].n,
-                         t[i].p);
-                return perr(ps, msg);
-            }
+            const char *why = parse_action(t[i], &a);
+            if (why)
+                return perr(ps, "bad action '%.*s': %s", TOK(t[i]), why);
             if (a.mb >= ps->mbs)
-                return perr(ps, "micro-batch out of range");
+                return perr(ps, "action '%.*s': micro-batch %d out of range (microbatches %d)",
+                            TOK(t[i]), a.mb, ps->mbs);
             if (!sched_is_compute(a.op) && (a.peer >= ps->ranks || a.peer == r))
-                return perr(ps, "peer rank out of range or equal to the rank itself");
+                return perr(ps, "action '%.*s': peer %d %s", TOK(t[i]), a.peer,
+                            a.peer == r ? "is the rank itself" : "out of range");
             int rc = ptc_sched_append(ps->s, r, a);
             if (rc)
-                return rc == PTC_E_NOMEM ? rc : perr(ps, ptc_last_error());
+                return rc == PTC_E_NOMEM ? rc : perr(ps, "%s", ptc_last_error());
         }
         return PTC_OK;
     }
-    return perr(ps, "unknown keyword");
+    return perr(ps, "unknown keyword '%.*s' (ptc-schedule, kind, ranks, stages, pipes, "
+                    "microbatches, place, rank)", TOK(t[0]));
 }
 
 int ptc_sched_parse(ptc_sched **out, const char *text, size_t len)
@@ -303,7 +343,7 @@ int ptc_sched_parse(ptc_sched **out, const char *text, size_t len)
                 continue;
             }
             if (ch < 32 || ch > 126) {
-                rc = perr(&ps, "unexpected character");
+                rc = perr(&ps, "unexpected byte 0x%02x", ch);
                 goto out_free;
             }
             const char *b = q;
@@ -322,8 +362,10 @@ int ptc_sched_parse(ptc_sched **out, const char *text, size_t len)
     if ((rc = ensure_sched(&ps)))
         goto out_free;
     if (!ps.any_place && (rc = ptc_sched_place_looped(ps.s))) {
-        rc = ptc_error_set(PTC_E_FORMAT, "schedule without place lines needs one pipe and "
-                                         "stages a multiple of ranks");
+        rc = ptc_error_set(PTC_E_FORMAT, "schedule without place lines: the looped placement "
+                                         "needs one pipe (have %d) and stages (%d) a multiple "
+                                         "of ranks (%d)", ps.s->pipes, ps.s->stages,
+                           ps.s->ranks);
         goto out_free;
     }
     /* A micro-batch runs on the pipe of its first compute action. */

@@ -85,6 +85,17 @@ PTC_API int64_t ptc_piece_local_index(const ptc_piece *p, const int64_t *g);
 PTC_API void ptc_piece_restrict(ptc_piece *out, const ptc_piece *p,
                                 const ptc_box *sub);
 
+/**
+ * Check a piece (untrusted input) against a global tensor of @p ndim
+ * dimensions and @p shape and a local tensor of @p local_volume elements:
+ * its box lies inside the tensor (lo <= hi per dimension) and, unless the
+ * box is empty, its offset and strides are non-negative and keep every
+ * element of the box inside [0, local_volume).
+ * @return PTC_OK, or PTC_E_INVAL with a one-line message naming the problem.
+ */
+PTC_API int ptc_piece_check(const ptc_piece *p, int ndim, const int64_t *shape,
+                            int64_t local_volume);
+
 #ifdef __cplusplus
 }
 #endif

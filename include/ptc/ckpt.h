@@ -129,6 +129,10 @@ typedef struct ptc_ckpt_options {
      * and for a load at least 8, as its threads mostly wait on reads; with
      * several processes per host give each its share). */
     int threads;
+    /** ptc_ckpt_load_locals_over with a configuration: the rules of the
+     * target layout; NULL (the default): the version's
+     * (ptc_layout_version_rules). Not referenced after the call. */
+    const ptc_rules *rules;
 } ptc_ckpt_options;
 
 /** Defaults: parent PTC_CKPT_PARENT_LATEST, no compression, reuse on,
@@ -196,7 +200,10 @@ typedef struct ptc_ckpt_txn ptc_ckpt_txn;
  * @param l      the job's layout (tensors and configuration); referenced by
  *               the transaction: keep it alive until commit or abort
  * @param rules  the rules @p l was created with; their canonical text is
- *               stored with the version (not referenced after return)
+ *               stored with the version (not referenced after return). For
+ *               an explicit layout (ptc_layout_create_explicit) optional:
+ *               rules that place every tensor, stored as the rules the
+ *               version is viewed with under a configuration; NULL: none
  * @param opts   parent, codec, level (NULL: defaults)
  * @return PTC_OK; PTC_E_BUSY "store … is locked by another process (pid N)";
  *   PTC_E_RULE (@p rules place a tensor otherwise than @p l does, naming
@@ -333,6 +340,153 @@ PTC_API int ptc_ckpt_load_over(const ptc_transport *t, ptc_store *s, uint64_t ve
                                const ptc_layout *l, const int *ranks, size_t nranks,
                                void *const *bufs, const ptc_ckpt_options *opts,
                                ptc_ckpt_record *rec, uint64_t *loaded);
+
+/* ---- collective: described local tensors ---------------------------------------- */
+
+/**
+ * One local tensor of a process as it describes it: layout rank @p rank's
+ * part of global tensor @p name. A job that does not build the layout of its
+ * whole collection itself (the Python package: a process knows its own
+ * tensors only) describes what it holds and lets the group agree on the
+ * layout (ptc_ckpt_collect_over), then saves or loads the described buffers
+ * (ptc_ckpt_save_locals_over, ptc_ckpt_load_locals_over). Zero-initialise,
+ * then fill.
+ */
+typedef struct ptc_ckpt_local {
+    const char *name;     /**< global tensor name (NUL-terminated, not empty) */
+    int rank;             /**< the layout rank whose local tensor this is: one of
+                               the process's ranks */
+    ptc_dtype dtype;      /**< element type of @ref data */
+    int ndim;             /**< local dimensions, 0..PTC_MAX_DIMS */
+    int64_t shape[PTC_MAX_DIMS];   /**< local shape (row-major buffer) */
+    bool has_global;      /**< @ref global_shape is known here; a tensor whose
+                               global shape no process knows is taken to be
+                               replicated (local shape = global shape) and is
+                               refused where the rules split it */
+    int global_ndim;      /**< global dimensions, 0..PTC_MAX_DIMS (has_global) */
+    int64_t global_shape[PTC_MAX_DIMS]; /**< global shape (has_global) */
+    bool has_box;         /**< @ref box is known: the buffer holds exactly that
+                               box of the global tensor (a DTensor's shard);
+                               checked against the layout's piece */
+    ptc_box box;          /**< the global box the buffer holds (has_box) */
+    void *data;           /**< the local tensor, row-major: read by a save,
+                               filled by a load; NULL if it has no elements */
+    const ptc_piece *pieces; /**< where @ref npieces > 0: the pieces of the
+                               global tensor the buffer holds, each a box and
+                               its place in the buffer (a DTensor's strided
+                               shard holds several; docs/checkpoint.md);
+                               @ref box is then not read. Only read during the
+                               call. */
+    size_t npieces;       /**< number of @ref pieces (0: none given) */
+} ptc_ckpt_local;
+
+/**
+ * Agree on the layout of a collection that every process describes in part
+ * (the first step of ptc_ckpt_save_locals_over): the group exchanges what
+ * each process holds — configuration, rules, ranks, and per local tensor its
+ * name, rank, dtype, local and (where known) global shape — and every
+ * process builds the same layout: the tensors in the order first seen
+ * (process 0's first, each in its given order), each with the dtype all
+ * give and the global shape some process gives (or, for a replicated
+ * tensor, its local shape).
+ *
+ * With @p cfg NULL the layout is explicit (ptc_layout_create_explicit): the
+ * world is the ranks the processes run (together exactly 0..W-1) and each
+ * local tensor is placed where it says it is: its @ref ptc_ckpt_local.pieces,
+ * else its box (one piece, the buffer row-major), else the whole tensor (a
+ * plain tensor: its local shape is its global shape). The exchange then
+ * carries each local tensor's pieces, and the checks add a piece outside
+ * the tensor or the buffer, and pieces that do not fill the buffer
+ * (PTC_E_INVAL naming the tensor and rank). @p rules may then be NULL.
+ *
+ * Checks, in this order. Of this process's description, agreed so that
+ * every process fails with "checkpoint collect failed on process P: ...":
+ * a rank given twice or negative ("rank R given twice"), a local tensor of a
+ * rank not in @p ranks, a name given twice for one rank, a bad dtype or
+ * shape. Of the exchanged descriptions, computed alike by every process and
+ * returned without naming a process: another configuration or rules text
+ * than process 0's ("process P saves with config 'X', process 0 with 'Y'"),
+ * a rank outside the world, run twice or by no process ("no process runs
+ * rank R of CFG (N processes run M of W ranks)"), a tensor of two dtypes
+ * ("tensor 'x' is F32 on rank 0 and F16 on rank 1") or two global shapes,
+ * a tensor whose global shape is unknown and that the rules do not
+ * replicate, and the errors of ptc_layout_create (PTC_E_RULE naming the
+ * tensor, PTC_E_CONFIG).
+ *
+ * @param ranks,nranks  the distinct layout ranks this process runs (a rank
+ *                      may hold no tensor)
+ * @param locals,n      this process's local tensors (only the descriptions
+ *                      are read, not the buffers)
+ * @param cfg,rules     the configuration and rules (equal on every process);
+ *                      @p cfg NULL: an explicit layout (rules optional)
+ * @param out           receives the layout (ptc_layout_destroy); NULL on failure
+ * @return PTC_OK; PTC_E_INVAL; PTC_E_RULE; PTC_E_CONFIG; PTC_E_NOMEM; the
+ *   transport's error.
+ */
+PTC_API int ptc_ckpt_collect_over(const ptc_transport *t, const int *ranks, size_t nranks,
+                                  const ptc_ckpt_local *locals, size_t n, const ptc_config *cfg,
+                                  const ptc_rules *rules, ptc_layout **out);
+
+/**
+ * Save described local tensors collectively: agree on this process's
+ * outcome so far (@p rc), collect the layout (ptc_ckpt_collect_over), check
+ * every local tensor against it — the rank must hold the tensor, with the
+ * same dtype and local shape (and box, where given), and every tensor a rank
+ * holds elements of must be given — then run ptc_ckpt_save_over() with the
+ * buffers. The check and process 0's begin end in one agreement.
+ *
+ * A fault in this process's description is agreed as "checkpoint save
+ * failed on process P: ..." (ptc_ckpt_collect_over names the step "checkpoint
+ * collect").
+ *
+ * With @p cfg NULL the layout is explicit (see ptc_ckpt_collect_over): the
+ * version records each rank's pieces (its configuration text is
+ * "explicit:W", docs/format.md §2.2) and loads into any other layout; every
+ * tensor's distinct shards must then hold each of its elements exactly once
+ * (ptc_layout_check_cover). @p rules, if given, must place every tensor:
+ * they are stored as the rules the version is viewed with under a
+ * configuration (ptc_layout_version_rules); NULL: none stored.
+ *
+ * @param rc   this process's outcome before the call: PTC_OK, or a PTC_E_*
+ *             code with its message set (ptc_error_set): then every process
+ *             returns "checkpoint save failed on process P: its message",
+ *             nothing is written, and this process's other arguments are
+ *             not used (they may be NULL)
+ * @param rec  used on process 0 only (others may pass NULL)
+ * @return PTC_OK, @p rc's agreed failure, the errors of
+ *   ptc_ckpt_collect_over() and ptc_ckpt_save_over(); a local tensor that
+ *   does not match the layout: PTC_E_INVAL ("tensor 'x' on rank R: local
+ *   shape [A], but the layout of CFG gives [B]"; "rank R holds tensor 'x'
+ *   (local shape [B] under CFG), but the state has no tensor of that name").
+ */
+PTC_API int ptc_ckpt_save_locals_over(const ptc_transport *t, int rc, ptc_store *s,
+                                      const int *ranks, size_t nranks,
+                                      const ptc_ckpt_local *locals, size_t n,
+                                      const ptc_config *cfg, const ptc_rules *rules,
+                                      const ptc_ckpt_record *rec, const ptc_ckpt_options *opts,
+                                      uint64_t *version);
+
+/**
+ * Load described local tensors collectively: agree on @p rc (as for a save),
+ * process 0 resolves @p version (0: the newest) for all, every process
+ * builds the layout of that version under @p cfg (ptc_layout_of_version;
+ * with opts->rules, those rules instead of the version's) — or, with
+ * @p cfg NULL, the explicit layout the processes' local tensors describe
+ * (ptc_ckpt_collect_over; a tensor's dtype is the version's where its
+ * buffer takes it as raw bits) —
+ * checks its local tensors against it as a save does — except that a buffer
+ * of an integer dtype of the same size may receive BF16 or FP8 elements as
+ * raw bits, and names the version ("tensor 'x' is not in version V";
+ * "tensor 'x' on rank R has dtype F64; version V has F32") — and fills them
+ * (ptc_ckpt_load_local); all agree on the outcome.
+ * @return PTC_OK, @p rc's agreed failure, the errors above and those of
+ *   ptc_ckpt_load_over(), each as "checkpoint load failed on process P: ...".
+ */
+PTC_API int ptc_ckpt_load_locals_over(const ptc_transport *t, int rc, ptc_store *s,
+                                      uint64_t version, const int *ranks, size_t nranks,
+                                      const ptc_ckpt_local *locals, size_t n,
+                                      const ptc_config *cfg, const ptc_ckpt_options *opts,
+                                      ptc_ckpt_record *rec, uint64_t *loaded);
 
 /** ptc_ckpt_save_over() over the MPI communicator @p comm. */
 PTC_API int ptc_ckpt_save(ptc_store *s, const ptc_layout *l, const ptc_rules *rules,

@@ -3,7 +3,8 @@
  * @brief Stored datasets: ingest into a store, served-record counting and the exactly-once audit (dataset/).
  *
  * The dataset module's other headers come with this one: ptc/order.h (epoch
- * order), ptc/batch.h (batch arithmetic), ptc/ingest.h (ingest readers).
+ * order), ptc/batch.h (batch arithmetic), ptc/step.h (the records and path
+ * of a step), ptc/ingest.h (ingest readers).
  *
  * @note Thread safety: a ptc_dataset_counter takes adds from any number of
  *       threads (see below); the other calls are safe on distinct stores and
@@ -15,6 +16,7 @@
 #include "ptc/batch.h"
 #include "ptc/ingest.h"
 #include "ptc/order.h"
+#include "ptc/step.h"
 #include "ptc/store.h"
 
 #ifdef __cplusplus

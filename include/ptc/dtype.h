@@ -1,6 +1,9 @@
 /**
  * @file dtype.h
- * @brief Element types (safetensors names) and conversions.
+ * @brief Element types (safetensors names), their sizes and names.
+ *
+ * Converting arrays between dtypes is the kernels module's:
+ * ptc_dtype_convert() in ptc/convert.h.
  * @note Thread safety: all functions are pure and safe from any thread.
  */
 #ifndef PTC_DTYPE_H
@@ -48,16 +51,6 @@ PTC_API int ptc_dtype_parse(const char *s, size_t len, ptc_dtype *out);
 
 /** @return true for F16, BF16, F32, F64 and the F8 types. */
 PTC_API bool ptc_dtype_is_float(ptc_dtype dt);
-
-/**
- * Convert @p n elements from @p st to @p dt (both little-endian, not
- * overlapping). Supported: identity for every dtype; between F32, F16, BF16,
- * F8_E4M3, F8_E5M2 and F64 in any direction (round to nearest even; F8_E4M3
- * saturates to ±448 and has no infinity, NaN stays NaN).
- * @return PTC_OK or PTC_E_UNSUPPORTED.
- */
-PTC_API int ptc_dtype_convert(void *dst, ptc_dtype dt, const void *src,
-                              ptc_dtype st, size_t n);
 
 #ifdef __cplusplus
 }

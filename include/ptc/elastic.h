@@ -1,7 +1,10 @@
 /**
  * @file elastic.h
- * @brief The configuration rule of `ptc elastic` (exec/model/elastic.c):
- *        which dp/tp/pp a job runs on the slots it has (docs/elastic.md).
+ * @brief `ptc elastic` as a library: the configuration rule
+ *        (exec/model/elastic.c: which dp/tp/pp a job runs on the slots it
+ *        has) and the supervisor (exec/model/elastic_supervisor.c) that
+ *        keeps a `ptc train` job running under mpirun on them
+ *        (docs/elastic.md).
  *
  * The rule, in order of preference:
  *  1. tensor parallelism stays within a host: a tp group is tp consecutive
@@ -17,7 +20,9 @@
  *  3. the rest is data parallelism: dp = floor(usable slots / (tp * pp)).
  * Slots beyond dp * tp * pp stay idle.
  *
- * @note Thread safety: pure functions; safe.
+ * @note Thread safety: the rule's functions are pure and safe; a supervisor
+ *       (ptc_elastic) is externally synchronised, one per process (it
+ *       forks mpirun and waits for its children).
  */
 #ifndef PTC_ELASTIC_H
 #define PTC_ELASTIC_H
@@ -96,6 +101,127 @@ PTC_API int ptc_elastic_pick(ptc_config *out, int *usable, const int *slots, siz
 PTC_API int ptc_elastic_search(ptc_config *out, int *usable, const int *slots, size_t nhosts,
                                const ptc_elastic_want *want, const ptc_search_cluster *cluster,
                                double *predicted);
+
+/* ---- the supervisor ----------------------------------------------------------------- */
+
+/** What the supervisor reports: its start, each reconfiguration (after the
+ * new job's first step, or at once for an online resize) and its end. */
+typedef enum ptc_elastic_event_kind {
+    PTC_ELASTIC_START,       /**< before the first launch */
+    PTC_ELASTIC_RECONFIGURE, /**< a restart or an in-memory resize took effect */
+    PTC_ELASTIC_DONE,        /**< the newest version reached the total steps */
+} ptc_elastic_event_kind;
+
+/** One event (small value type; valid during the callback). Seconds are
+ * wall-clock; a reconfiguration's downtime is the sum of its parts. */
+typedef struct ptc_elastic_event {
+    ptc_elastic_event_kind kind;
+    char config[128];       /**< start: the first configuration; reconfigure:
+                                 the new one; done: the last one (keys form) */
+    int slots;              /**< start, reconfigure: the free slots */
+    uint64_t version;       /**< start: the newest version (0: none); reconfigure
+                                 (restart): the version resumed from; done: the
+                                 newest */
+    int64_t step;           /**< start: that version's step; reconfigure: the
+                                 step the job was at; done: the newest step */
+    int64_t total_steps;    /**< the job's total */
+    /* reconfigure */
+    char reason[32];        /**< failure, scale-in, scale-out, hosts-changed */
+    char from[128];         /**< the old configuration */
+    bool online;            /**< resized in memory (no restart) */
+    int64_t resumed_step;   /**< the step the new job started from */
+    int64_t steps_lost;     /**< steps run again */
+    double downtime, detect, save, plan, move, load, restart;
+    /* done */
+    int reconfigurations, failures;
+} ptc_elastic_event;
+
+/** Called for each event; may be NULL. */
+typedef void (*ptc_elastic_event_fn)(const ptc_elastic_event *ev, void *user);
+/** Called with each line the job writes (without its newline; stderr when
+ * @p is_stderr); may be NULL. The supervisor reads the lines it needs
+ * (steps, resume, resize and stop reports, mpirun's notices) either way. */
+typedef void (*ptc_elastic_output_fn)(const char *line, bool is_stderr, void *user);
+
+/** Options of a supervisor. Initialise with ptc_elastic_opts_init(). The
+ * strings and arrays are borrowed until ptc_elastic_destroy. */
+typedef struct ptc_elastic_opts {
+    const char *store;       /**< the job's store (a directory; the job makes
+                                  the store at its first save) */
+    int slots;               /**< slots available (-1: not given) */
+    const char *slots_file;  /**< or a watched file holding that number */
+    const char *hostfile;    /**< a watched Open MPI hostfile (NULL: every slot
+                                  on this host, named localhost); the slots,
+                                  when given, cap its total (hosts in order) */
+    int min_slots;           /**< fail with fewer slots (default 1) */
+    int max_restarts;        /**< failures tolerated (default 10) */
+    double watchdog;         /**< seconds without a step, or to stop when
+                                  asked, before the job is killed (120) */
+    bool online;             /**< resize in memory when the running processes
+                                  can take the new configuration */
+    bool search;             /**< pick by ptc_elastic_search over @ref cluster
+                                  instead of ptc_elastic_pick */
+    ptc_search_cluster cluster;
+    ptc_elastic_want want;   /**< the rule's inputs (layers, hidden, ...) */
+    const char *mpirun;      /**< the launcher (default "mpirun") */
+    const char *prog;        /**< the ptc executable the ranks run */
+    const char *const *train_args; /**< ARGS of `ptc train` without --steps,
+                                  --config, --store, --resume, --version,
+                                  --control, --resize, --json */
+    int ntrain_args;
+    int64_t total_steps;     /**< the job's total steps (>= 1) */
+    bool train_timeout;      /**< ARGS give --timeout (else the watchdog is) */
+    volatile int *stop;      /**< non-zero (a signal handler may set it):
+                                  stop the job (it saves) and return */
+    ptc_elastic_event_fn on_event;
+    ptc_elastic_output_fn on_output;
+    void *user;              /**< for the callbacks */
+} ptc_elastic_opts;
+
+/** Defaults: slots -1, min_slots 1, max_restarts 10, watchdog 120 s,
+ * mpirun "mpirun", the 1f1b schedule, ptc_search_cluster_init's cluster. */
+PTC_API void ptc_elastic_opts_init(ptc_elastic_opts *o);
+
+/** How a supervisor ended (ptc_elastic_run). */
+typedef struct ptc_elastic_result {
+    bool stopped;            /**< ended by @ref ptc_elastic_opts.stop */
+    bool stopped_job;        /**< ... while a job ran (at_step is its step) */
+    int64_t at_step;         /**< the step the stopped job was at */
+    uint64_t version;        /**< the newest version at the end */
+    int64_t step;            /**< its step */
+    int reconfigurations, failures;
+} ptc_elastic_result;
+
+/** A supervisor (opaque). */
+typedef struct ptc_elastic ptc_elastic;
+
+/**
+ * Read the slots and the hostfile and pick the first configuration.
+ * Starts nothing.
+ * @return PTC_OK; PTC_E_INVAL (no slots given, an unreadable or malformed
+ *   slots file or hostfile, bad options); PTC_E_CONFIG (fewer slots than
+ *   min_slots, no configuration fits: ptc_elastic_pick's message);
+ *   PTC_E_NOMEM. A failed create leaves *@p out NULL.
+ */
+PTC_API int ptc_elastic_create(ptc_elastic **out, const ptc_elastic_opts *o);
+
+/**
+ * Run the job to its total steps: launch it under mpirun on the slots
+ * (resuming from the store's newest version), restart it from the newest
+ * version after a failure, and stop and relaunch it (or resize it in
+ * memory, @ref ptc_elastic_opts.online) when the slots file or the hostfile
+ * changes. Blocks; the control file and hostfile of the job live in a
+ * directory made beside the store and removed at the end.
+ * @param res may be NULL; else how it ended
+ * @return PTC_OK (done, or stopped by @ref ptc_elastic_opts.stop: see
+ *   @p res); PTC_E_IO (the store, the launch, the job failing before its
+ *   first step or more than max_restarts times: the message says which);
+ *   PTC_E_CONFIG (no configuration fits the slots left after a failure).
+ */
+PTC_API int ptc_elastic_run(ptc_elastic *e, ptc_elastic_result *res);
+
+/** Free; NULL is a no-op. */
+PTC_API void ptc_elastic_destroy(ptc_elastic *e);
 
 #ifdef __cplusplus
 }

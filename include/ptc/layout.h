@@ -187,19 +187,132 @@ PTC_API int ptc_layout_groups(const ptc_layout *l, size_t t, ptc_shard_group **g
 /** Free what ptc_layout_groups returned. NULL is a no-op. */
 PTC_API void ptc_layout_groups_free(ptc_shard_group *groups);
 
+/* ---- explicit layouts: per-rank pieces ------------------------------------------ */
+
+/** Prefix of the configuration text of an explicit layout: "explicit:W"
+ * for a world of W ranks (ptc_layout_describe; a version's record). */
+#define PTC_LAYOUT_EXPLICIT_PREFIX "explicit:"
+
+/**
+ * One rank's shard of one tensor of an explicit layout: its local tensor
+ * (row-major, @p ndim dimensions of @p shape) and the pieces of the global
+ * tensor it holds, each a box and its place in the local tensor (ptc_piece).
+ * A DTensor's shard is one piece (Shard / Replicate placements) or, for a
+ * strided shard (FSDP2 over a tensor-parallel dimension, `_StridedShard`),
+ * the product of the runs of global indices its local tensor holds along
+ * each dimension (docs/checkpoint.md, "Layouts from DTensors").
+ */
+typedef struct ptc_layout_explicit_shard {
+    size_t tensor;                /**< index into the tensors of the layout */
+    int rank;                     /**< 0 <= rank < world */
+    int ndim;                     /**< local dimensions, 0..PTC_MAX_DIMS */
+    int64_t shape[PTC_MAX_DIMS];  /**< local shape */
+    const ptc_piece *pieces;      /**< @ref npieces pieces (copied) */
+    size_t npieces;
+} ptc_layout_explicit_shard;
+
+/**
+ * A layout given as explicit per-rank pieces instead of a configuration and
+ * rules: rank r holds tensor t iff some entry of @p shards names (t, r).
+ * Every query of this header answers for it as for a layout of a
+ * configuration: shards (never flat), pieces in the order given (pieces
+ * with no elements dropped), owners (the lowest rank holding an identical
+ * shard: same local shape and pieces, strides compared along extents > 1),
+ * groups. Its configuration (ptc_layout_config) is dp=1, tp=world, pp=1,
+ * so that code exploiting the structure of configurations (shards repeat
+ * over dp, stages repeat) takes its general path; its placements are
+ * replicate/pp=all and mean nothing; ptc_layout_describe names it
+ * "explicit:W". Memory: the entries and the distinct shards' pieces (a
+ * query of (tensor, rank) is a binary search among the tensor's entries).
+ *
+ * @param tensors  @p n tensors (names copied; checked as ptc_layout_create)
+ * @param world    number of ranks, 1..PTC_CONFIG_MAX_WORLD
+ * @param shards   @p nshards entries, at most one per (tensor, rank)
+ * @return PTC_OK, or with a message naming the tensor and rank:
+ *   PTC_E_INVAL  a bad tensor (as ptc_layout_create); a bad world; an entry
+ *                with a tensor index or rank out of range, given twice, with
+ *                a bad local shape, a piece outside the tensor or the local
+ *                tensor (ptc_piece_check), or pieces whose elements do not
+ *                add up to the local tensor's;
+ *   PTC_E_RANGE  a local volume that overflows;
+ *   PTC_E_NOMEM.
+ */
+PTC_API int ptc_layout_create_explicit(ptc_layout **out, const ptc_tensor_info *tensors,
+                                       size_t n, int world,
+                                       const ptc_layout_explicit_shard *shards,
+                                       size_t nshards);
+
+/**
+ * Read the text of an explicit layout, "explicit:W" (a version record's
+ * configuration, docs/format.md §2.2): W in plain decimal, 1..PTC_CONFIG_MAX_WORLD,
+ * no sign or leading zero.
+ * @param world  receives W, or 0 when @p text does not start with
+ *               PTC_LAYOUT_EXPLICIT_PREFIX (it may then be a configuration)
+ * @return PTC_OK, or PTC_E_INVAL for the prefix followed by anything else.
+ */
+PTC_API int ptc_layout_parse_explicit(const char *text, int *world);
+
+/** @return whether @p l was made by ptc_layout_create_explicit. */
+PTC_API bool ptc_layout_is_explicit(const ptc_layout *l);
+
+/** @return the number of ranks of the layout (its configuration's world). */
+PTC_API int ptc_layout_world(const ptc_layout *l);
+
+/**
+ * The text that names the layout: its configuration (PTC_CONFIG_STYLE_KEYS)
+ * or, for an explicit layout, "explicit:W".
+ * @return PTC_OK or PTC_E_RANGE (@p cap too small).
+ */
+PTC_API int ptc_layout_describe(const ptc_layout *l, char *buf, size_t cap);
+
+/**
+ * Whether the distinct shards of tensor @p t hold every element of the
+ * tensor exactly once (no element missing, none in two distinct shards):
+ * what a layout that saves a tensor must do. Always true for a layout of a
+ * configuration.
+ * @return PTC_OK; PTC_E_INVAL naming the tensor and the problem ("ranks 1
+ *   and 2 hold overlapping parts that are not one shard"; "its shards hold
+ *   96 of its 128 elements"); PTC_E_RANGE (bad index); PTC_E_NOMEM.
+ */
+PTC_API int ptc_layout_check_cover(const ptc_layout *l, size_t t);
+
 /* ---- the layout of a stored version (ptc/layout_store.c) ------------------ */
 
 /** A read view of one stored version (include/ptc/store.h). */
 typedef struct ptc_store_reader ptc_store_reader;
 
 /**
- * The layout of a stored version: its tensors under its rules and either
- * the configuration it was stored with (@p cfg NULL) or @p cfg.
+ * The layout of a stored version: with @p cfg NULL the layout it was stored
+ * with — its configuration under its rules, or, for a version saved with
+ * an explicit layout (its record's configuration is "explicit:W",
+ * docs/format.md §2.2), the explicit layout rebuilt from its shard records
+ * (every rank with a record of a tensor holds that record's local shape and
+ * pieces; an alias, its owner's) — or its tensors under @p cfg and the
+ * rules of ptc_layout_version_rules().
  * @return PTC_OK or the errors of ptc_rules_parse / ptc_config_parse /
- *   ptc_layout_create (e.g. PTC_E_CONFIG: a layers= list that does not fit).
+ *   ptc_layout_create / ptc_layout_create_explicit (e.g. PTC_E_CONFIG: a
+ *   layers= list that does not fit; PTC_E_STORE: an explicit version whose
+ *   world or records do not make a layout).
  */
 PTC_API int ptc_layout_of_version(ptc_layout **out, const ptc_store_reader *r,
                                   const ptc_config *cfg);
+
+/**
+ * ptc_layout_of_version() under @p cfg (not NULL) with @p rules instead of
+ * the version's (NULL: the version's, as ptc_layout_of_version()).
+ */
+PTC_API int ptc_layout_of_version_rules(ptc_layout **out, const ptc_store_reader *r,
+                                        const ptc_config *cfg, const ptc_rules *rules);
+
+/**
+ * The rules a version is viewed with under another configuration: its
+ * stored rules, or, where it has none (a version saved from DTensors with
+ * no rules), the preset `none` (every tensor whole on every rank of the
+ * first stage).
+ * @param out  receives the rules (ptc_rules_destroy)
+ * @return PTC_OK or the errors of ptc_rules_parse.
+ */
+PTC_API int ptc_layout_version_rules(const ptc_store_reader *r, ptc_rules **out);
 
 #ifdef __cplusplus
 }

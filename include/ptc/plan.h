@@ -22,6 +22,11 @@
  * network bytes equal the lower bound sum_h bytes(need(h) - have(h)).
  * The plan is a deterministic function of its inputs.
  *
+ * Cost: linear in the ranks that hold each tensor plus its pieces, never
+ * rank against rank (docs/reshard.md, "How the planner scales"); a plan
+ * with figures_only keeps no transfers, and a per-process plan only its
+ * process's.
+ *
  * @note Thread safety: a ptc_plan is immutable after creation; any number
  * of threads may query it concurrently.
  */
@@ -50,6 +55,32 @@ typedef struct ptc_plan_options {
     /** Do not reuse identical shards (e.g. when the executor converts the
      * dtype): every target byte is copied. */
     bool no_reuse;
+    /** Keep no transfers, only the figures (what `ptc plan` prints):
+     * memory stays O(tensors x pieces + ranks) however many transfers the
+     * move has. ptc_plan_transfers() is then empty and ptc_plan_reused()
+     * false. */
+    bool figures_only;
+    /** Per-process plan: the process of every source rank and of every
+     * target rank (both or neither). The plan keeps only the transfers
+     * process @ref proc sends (its source ranks provide them; for FANOUT its
+     * target ranks) or receives, and the reused shards of its ranks, in the
+     * whole plan's order; they equal the whole plan's transfers filtered so
+     * (tested), except that a FANOUT transfer's `via` indexes the kept
+     * transfers, or is UINT64_MAX where the NETWORK transfer it copies is
+     * not kept. Its figures (ptc_plan_stats) count only what the process's
+     * target ranks receive (bytes_total, bytes_reused, the copies and
+     * network bytes, shards), `transfers` the kept transfers,
+     * max_rank_send and max_rank_recv only its own ranks;
+     * bytes_network_lower_bound and the per-host figures are 0. Cost: with
+     * every rank on one host, O(the process's own pieces) plus the distinct
+     * shards of each tensor; with several hosts the least-loaded rule makes
+     * each network choice depend on all earlier ones, so the process
+     * follows the whole plan (time of a whole plan, memory of its part). */
+    const int *src_proc;
+    /** @copydoc src_proc */
+    const int *dst_proc;
+    /** The process a per-process plan is for. */
+    int proc;
 } ptc_plan_options;
 
 /** How a transfer's data gets to its target rank. */
@@ -110,6 +141,9 @@ typedef struct ptc_plan_host_stats {
     uint64_t bytes_out;  /**< NETWORK bytes out of the host */
     uint64_t bytes_need; /**< bytes of the distinct elements the host's target ranks hold */
     uint64_t bytes_have; /**< bytes of the distinct elements the host's source ranks hold */
+    uint64_t bytes_copy; /**< HOST and FANOUT bytes into the host's target ranks: copies
+                              between its GPUs (what the link model charges to the
+                              links inside the host) */
 } ptc_plan_host_stats;
 
 /**

@@ -15,6 +15,7 @@
 #include "ptc/transport.h"
 /* kernels */
 #include "ptc/crc32c.h"
+#include "ptc/convert.h"
 /* ptc/layout */
 #include "ptc/config.h"
 #include "ptc/rules.h"
@@ -31,6 +32,7 @@
 /* dataset */
 #include "ptc/order.h"
 #include "ptc/batch.h"
+#include "ptc/step.h"
 #include "ptc/ingest.h"
 #include "ptc/dataset.h"
 /* reshard */

@@ -140,13 +140,40 @@ PTC_API int ptc_reshard_host_range(const ptc_plan *p, MPI_Comm comm, size_t t_lo
  * that holds it, and is not read elsewhere (NULL there). Reused shards move
  * whole when their source and target ranks are on different processes. The
  * plan's transfer kinds and figures still assume rank r is one process for
- * both layouts. Every process must pass the same maps and range.
+ * both layouts. Every process must pass the same maps and range. @p p may
+ * be the whole plan or this process's per-process plan
+ * (ptc_plan_options: src_proc = @p src_owner, dst_proc = @p dst_owner,
+ * proc = this process): only the transfers and reused shards the process
+ * sends or receives are read.
  * @return as ptc_reshard_host(); PTC_E_INVAL for an owner outside @p comm.
  */
 PTC_API int ptc_reshard_host_owned_range(const ptc_plan *p, MPI_Comm comm, size_t t_lo,
                                          size_t t_hi, const int *src_owner,
                                          const void *const *const *src, const int *dst_owner,
                                          void *const *const *dst);
+
+/**
+ * Cut tensors 0..nt-1 into rounds of consecutive tensors for an exchange in
+ * bounded memory, the same cut on every process of @p comm (collective;
+ * call it on every process, also after a failure agreed on beforehand).
+ * Each process gives only its own bytes: @p bytes[t] is what it sends plus
+ * receives of tensor t (from its per-process plan). With m[t] the most
+ * any process moves of tensor t (one all-reduce), a round closes before
+ * the tensor that would take the sum of m over the round past @p budget,
+ * unless the round is empty: so no process moves more than @p budget in a
+ * round, except in a round of one tensor over it.
+ * @param starts  room for nt + 1 entries; receives nrounds + 1: round i is
+ *                tensors [starts[i], starts[i+1]) (no round when nt is 0)
+ * @param max_round_bytes  receives the most bytes one process moves in one
+ *                round (may be NULL)
+ * @param max_total_bytes  receives the most bytes one process moves in all
+ *                (may be NULL)
+ * @return PTC_OK; PTC_E_MPI; PTC_E_NOMEM (on any process: every process
+ *   returns an error); PTC_E_RANGE (nt over 2^31 - 2).
+ */
+PTC_API int ptc_plan_rounds(MPI_Comm comm, const uint64_t *bytes, size_t nt, uint64_t budget,
+                            size_t *starts, size_t *nrounds, uint64_t *max_round_bytes,
+                            uint64_t *max_total_bytes);
 
 /**
  * NCCL context for ptc_reshard_device(): a communicator over the processes

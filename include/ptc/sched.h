@@ -3,9 +3,9 @@
  * @brief Pipeline schedules: IR, text format, generators, validator,
  *        simulator and pictures.
  *
- * A schedule has `ranks` workers, `pipes` pipelines (1, or 2 for Chimera)
- * of `stages` stages each, and `microbatches` micro-batches; micro-batch m
- * flows through pipeline ptc_sched_mb_pipe(m). The placement maps each
+ * A schedule has `ranks` workers, `pipes` pipelines (1, or 2 for Chimera
+ * and DualPipe) of `stages` stages each, and `microbatches` micro-batches;
+ * micro-batch m flows through pipeline ptc_sched_mb_pipe(m). The placement maps each
  * (pipe, stage) to a (rank, chunk): chunk c of rank r is the c-th model
  * piece that r holds. Looped (interleaved: stage s on rank s mod P),
  * V-shaped (stage s and 2P-1-s on rank s) and bidirectional (Chimera: rank
@@ -19,7 +19,9 @@
  * the SEND/RECV actions in an order that is deadlock-free under blocking
  * point-to-point with per-peer FIFO matching.
  *
- * Text format: docs/schedule-format.md.
+ * Text format: docs/schedule-format.md; torch.distributed.pipelining's
+ * action lists: ptc_sched_to_torch(), ptc_sched_from_torch(),
+ * docs/pipelines.md.
  *
  * @note Thread safety: a ptc_sched or ptc_sched_sim is externally
  *       synchronised (one writer, or any number of readers); distinct
@@ -184,6 +186,76 @@ PTC_API void ptc_sched_text_free(char *text);
  * @return PTC_OK or PTC_E_RANGE if @p cap is too small (>= 40 always fits). */
 PTC_API int ptc_sched_action_format(const ptc_sched_action *a, char *buf, size_t cap);
 
+/* ---- costs and links --------------------------------------------------------- */
+
+/** Piecewise-constant bandwidth over time (opaque). */
+typedef struct ptc_sched_bw_trace ptc_sched_bw_trace;
+
+/**
+ * Parse a bandwidth trace: lines `TIME BANDWIDTH` (bytes per time unit),
+ * `#` comments, times strictly increasing from 0, bandwidths >= 0 and the
+ * last one > 0 (docs/schedule-format.md).
+ * @return PTC_OK, PTC_E_FORMAT (detail names the line) or PTC_E_NOMEM.
+ */
+PTC_API int ptc_sched_bw_trace_parse(ptc_sched_bw_trace **out, const char *text,
+                                     size_t len);
+/** Free; NULL is a no-op. */
+PTC_API void ptc_sched_bw_trace_destroy(ptc_sched_bw_trace *t);
+
+/** Simulation costs. A stage's costs; an action on one of S stages of a
+ * pipeline spread over P ranks costs (P/S) of them (1/V per chunk). */
+typedef struct ptc_sched_costs {
+    double f;          /**< forward of a whole stage (default 1) */
+    double b;          /**< full backward of a whole stage (default 2) */
+    double w;          /**< weight-gradient part of b (default 0); I = b - w */
+    double latency;    /**< per message (default 0) */
+    double bandwidth;  /**< bytes per time unit; 0 = infinite */
+    double act_bytes;  /**< bytes per message (activation or gradient) */
+    const ptc_sched_bw_trace *trace; /**< overrides bandwidth if set (borrowed) */
+} ptc_sched_costs;
+
+/** Fill the defaults (f=1, b=2, everything else 0). */
+PTC_API void ptc_sched_costs_init(ptc_sched_costs *c);
+
+/* ---- torch.distributed.pipelining action lists ---------------------------- */
+
+/** Forms of torch's per-rank action lists (the CSV of its schedules). */
+enum {
+    /** Compute actions only (F, I, W, B): what
+     * `_PipelineScheduleRuntime._load_csv(path)` reads and lowers itself. */
+    PTC_SCHED_TORCH_COMPUTE = 0,
+    /** Compute plus communication (SEND_F/RECV_F/SEND_B/RECV_B in the order
+     * of ptc_sched_infer_comm(), WAIT_SEND_F/WAIT_SEND_B, REDUCE_GRAD and
+     * WAIT_REDUCE_GRAD): `_load_csv(path, format="compute_comms")`. */
+    PTC_SCHED_TORCH_COMMS = 1,
+};
+
+/**
+ * Write @p s as torch's action lists: one line per rank, comma-separated
+ * cells `<stage><type><micro-batch>` (stage = the global stage index, type
+ * F, B, I or W, ...); docs/schedule-format.md. *out is NUL-terminated,
+ * *len excludes the NUL; release it with ptc_sched_text_free().
+ * @return PTC_OK, PTC_E_UNSUPPORTED (two pipelines, as chimera and
+ *         dualpipe: torch runs one), PTC_E_INVAL (unknown form, or a
+ *         dependency error), PTC_E_DEADLOCK or PTC_E_NOMEM.
+ */
+PTC_API int ptc_sched_to_torch(const ptc_sched *s, int form, char **out, size_t *len);
+
+/**
+ * Read torch's action lists (either form; rows are ranks, empty cells idle
+ * steps, `(A;B)OVERLAP_F_B` groups run A then B). Compute actions become
+ * the schedule; communication and memory actions (SEND_*, RECV_*, WAIT_*,
+ * UNSHARD, RESHARD, REDUCE_GRAD) are counted in @p skipped and left out:
+ * the compute order determines the communication (ptc_sched_infer_comm).
+ * Stage s is placed on the rank whose actions name it, as chunk k when it
+ * is that rank's k-th stage. @p microbatches 0 infers M from the largest
+ * micro-batch. The result is not validated (ptc_sched_validate()).
+ * @return PTC_OK, PTC_E_FORMAT (detail names the line, rank, cell and
+ *         problem), PTC_E_RANGE or PTC_E_NOMEM; *out NULL on failure.
+ */
+PTC_API int ptc_sched_from_torch(ptc_sched **out, const char *text, size_t len,
+                                 int microbatches, size_t *skipped);
+
 /* ---- generators ------------------------------------------------------------ */
 
 /** Generator kinds. */
@@ -195,6 +267,11 @@ typedef enum ptc_sched_kind_id {
     PTC_SCHED_CHIMERA,
     PTC_SCHED_ZBH1,
     PTC_SCHED_ZBV,
+    PTC_SCHED_ZBH2,        /**< ZB-H2: zero bubble with up to 2P-1 in flight */
+    PTC_SCHED_ZBI,         /**< interleaved zero bubble, any chunks per rank */
+    PTC_SCHED_LOOPED_BFS,  /**< breadth-first over looped chunks */
+    PTC_SCHED_DUALPIPEV,   /**< DeepSeek's DualPipeV (V placement) */
+    PTC_SCHED_DUALPIPE,    /**< DeepSeek's DualPipe (two pipes, even P) */
 } ptc_sched_kind_id;
 
 /** Generator parameters. */
@@ -202,15 +279,20 @@ typedef struct ptc_sched_gen {
     ptc_sched_kind_id kind;
     int ranks;        /**< P (the `--stages` of the command): pipeline ranks */
     int microbatches; /**< M */
-    int chunks;       /**< V for interleaved (>= 1; others ignore it) */
+    int chunks;       /**< V for interleaved, zb-interleaved and looped-bfs (>= 1;
+                           the others ignore it) */
     int k;            /**< kFkB group size, 1..M */
-    double cost_f, cost_b, cost_w; /**< costs used by the greedy generators
-                                        (chimera, zb-v) to order work; <= 0
-                                        means the defaults 1, 2, B/2 */
+    double cost_f, cost_b, cost_w; /**< costs the greedy generators (chimera,
+                                        zb-h1, zb-h2, zb-v, zb-interleaved)
+                                        order work with, and by which
+                                        ptc_sched_generate() picks among a
+                                        kind's plans; <= 0 means the
+                                        defaults 1, 2, B/2 */
 } ptc_sched_gen;
 
 /** Parse a kind name ("gpipe", "1f1b", "interleaved", "kfkb", "chimera",
- * "zb-h1", "zb-v"). @return PTC_OK or PTC_E_INVAL. */
+ * "zb-h1", "zb-v", "zb-h2", "zb-interleaved", "looped-bfs", "dualpipev",
+ * "dualpipe"). @return PTC_OK or PTC_E_INVAL. */
 PTC_API int ptc_sched_kind_parse(const char *name, ptc_sched_kind_id *out);
 
 /** @return the kind's name (static). */
@@ -220,11 +302,30 @@ PTC_API const char *ptc_sched_kind_name(ptc_sched_kind_id kind);
  * Generate a compute-only schedule (call ptc_sched_infer_comm() for the
  * explicit SEND/RECV form). Requirements: ranks >= 1, microbatches >= 1;
  * interleaved: microbatches % ranks == 0; kfkb: 1 <= k <= M; chimera:
- * ranks >= 2.
+ * ranks >= 2; dualpipev: M >= 2 * ranks; dualpipe: ranks and M even,
+ * M >= 2 * ranks. Every stage runs its backwards in increasing
+ * micro-batch order. Details per kind: docs/schedule-format.md.
  * @return PTC_OK, PTC_E_INVAL (detail says which requirement), PTC_E_RANGE
  *         or PTC_E_NOMEM. On failure *out is NULL.
  */
 PTC_API int ptc_sched_generate(ptc_sched **out, const ptc_sched_gen *g);
+
+/**
+ * ptc_sched_generate() for the costs the schedule will be simulated or run
+ * with. The zero-bubble family (zb-h1, zb-h2, zb-v, zb-interleaved) and
+ * DualPipe(V), and chimera, make several plans and keep the one with the
+ * smallest simulated makespan under @p costs (f, b, w and the links:
+ * latency, bandwidth with act_bytes, a bandwidth trace): their published
+ * fixed order where there is one, the greedy scheduler of
+ * docs/schedule-format.md, and under costly links also the greedy planned
+ * for them (a rank fills the time an input is in flight with other work)
+ * and each plan compacted for them. Every plan keeps the kind's activation
+ * caps. The greedy orders its work with the costs of @p g. NULL @p costs is
+ * ptc_sched_generate(): plans judged by @p g's costs with free links.
+ * @return as ptc_sched_generate(), or PTC_E_INVAL for bad costs.
+ */
+PTC_API int ptc_sched_generate_costed(ptc_sched **out, const ptc_sched_gen *g,
+                                      const ptc_sched_costs *costs);
 
 /* ---- validation and communication ----------------------------------------- */
 
@@ -269,35 +370,6 @@ PTC_API void ptc_sched_report_clear(ptc_sched_report *rep);
 PTC_API int ptc_sched_infer_comm(ptc_sched *s);
 
 /* ---- simulation -------------------------------------------------------------- */
-
-/** Piecewise-constant bandwidth over time (opaque). */
-typedef struct ptc_sched_bw_trace ptc_sched_bw_trace;
-
-/**
- * Parse a bandwidth trace: lines `TIME BANDWIDTH` (bytes per time unit),
- * `#` comments, times strictly increasing from 0, bandwidths >= 0 and the
- * last one > 0 (docs/schedule-format.md).
- * @return PTC_OK, PTC_E_FORMAT (detail names the line) or PTC_E_NOMEM.
- */
-PTC_API int ptc_sched_bw_trace_parse(ptc_sched_bw_trace **out, const char *text,
-                                     size_t len);
-/** Free; NULL is a no-op. */
-PTC_API void ptc_sched_bw_trace_destroy(ptc_sched_bw_trace *t);
-
-/** Simulation costs. A stage's costs; an action on one of S stages of a
- * pipeline spread over P ranks costs (P/S) of them (1/V per chunk). */
-typedef struct ptc_sched_costs {
-    double f;          /**< forward of a whole stage (default 1) */
-    double b;          /**< full backward of a whole stage (default 2) */
-    double w;          /**< weight-gradient part of b (default 0); I = b - w */
-    double latency;    /**< per message (default 0) */
-    double bandwidth;  /**< bytes per time unit; 0 = infinite */
-    double act_bytes;  /**< bytes per message (activation or gradient) */
-    const ptc_sched_bw_trace *trace; /**< overrides bandwidth if set (borrowed) */
-} ptc_sched_costs;
-
-/** Fill the defaults (f=1, b=2, everything else 0). */
-PTC_API void ptc_sched_costs_init(ptc_sched_costs *c);
 
 /** Opaque simulation result. */
 typedef struct ptc_sched_sim ptc_sched_sim;

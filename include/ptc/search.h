@@ -153,6 +153,13 @@ PTC_API double ptc_cost_model_params(const ptc_cost_model *m);
 /** @return the model-wide figures (owned by @p m, valid while it lives). */
 PTC_API const ptc_cost_model_info *ptc_cost_model_get_info(const ptc_cost_model *m);
 
+/** @return the number of tensors of the description. */
+PTC_API size_t ptc_cost_model_count(const ptc_cost_model *m);
+
+/** Tensor @p i of the description, as created (names copied); owned by
+ * @p m, valid while it lives; NULL when @p i >= ptc_cost_model_count(). */
+PTC_API const ptc_cost_tensor *ptc_cost_model_tensor(const ptc_cost_model *m, size_t i);
+
 /* ---- transformer specs ------------------------------------------------------ */
 
 /** Spec families. */

@@ -1,6 +1,6 @@
 /**
  * @file train.h
- * @brief The training job of `ptc train` as a library (exec/model/train.c):
+ * @brief The training job of `ptc train` as a library (exec/model/train*.c):
  *        the demo model (ptc/exec_model.h) or fake compute, driven by the
  *        pipeline runtime (ptc/exec.h) over MPI for a number of steps.
  *
@@ -66,7 +66,10 @@ typedef struct ptc_train_opts {
     int save_every;          /**< with @ref store: save the whole training state
                                   (parameters, AdamW moments, the record) every
                                   N steps and after the last; 0: after the last
-                                  only; -1 (the default): never */
+                                  only; -1 (the default): never. The final
+                                  parameters as one safetensors file: save_every
+                                  0, then `ptc export --store DIR --out FILE
+                                  --params-only` */
     /** Online resizes: at the start of step resize_step[i] the job moves to
      * resize_cfg[i] (its state moves between the processes in memory, by
      * the minimal plan; ptc_reshard_host). The world must hold the largest
@@ -96,9 +99,6 @@ typedef struct ptc_train_opts {
     double jitter_ms;        /**< random sleep before each compute action */
     int prepost;             /**< receives posted ahead (0: all of a step) */
     bool overlap_reduce;     /**< start reductions as chunks finish */
-    const char *save;        /**< write the final parameters (global names,
-                                  F32) to this safetensors file from process
-                                  0; NULL: none */
     ptc_train_resize_fn on_resize; /**< process 0, after each resize or stop
                                         (user: ptc_train_run's); may be NULL */
 } ptc_train_opts;

@@ -1,6 +1,6 @@
 /**
  * @file view.h
- * @brief The mounted tree as a library: path parsing, step files, reads.
+ * @brief The mounted tree as a library: path parsing, resolved nodes, reads.
  *
  * The view answers the questions a filesystem asks — does this path exist,
  * is it a directory, how large is it, what are bytes [a, b) — for the tree
@@ -18,7 +18,9 @@
  *
  * policy-<P> (P: drop-last, equal, drop-last+equal) serves the same epoch
  * order under a batch policy (ptc/batch.h); without it the rule is the
- * default one.
+ * default one. The part below datasets/<NAME>/ is a step path, and a step
+ * file holds the records of that step: both are the dataset module's
+ * (ptc/step.h), which the view only uses.
  *
  * Datasets come from an abstract interface (ptc_view_dataset: N, record
  * length, record bytes) so any backing store plugs in; model files are only
@@ -34,17 +36,16 @@
  * A path may also be resolved once into a handle (ptc_view_node_resolve)
  * and read from that handle, with no parsing or cache search per read.
  *
- * @note Thread safety: ptc_view_parse and the step helpers are pure. A
- *       ptc_view is safe to use from any number of threads at once (the
- *       callbacks it calls must be too). A ptc_view_file may be read by
- *       several threads at once; close it once. Handles: see
- *       ptc_view_handle.
+ * @note Thread safety: ptc_view_parse is pure. A ptc_view is safe to use
+ *       from any number of threads at once (the callbacks it calls must be
+ *       too). Handles: see ptc_view_handle.
  */
 #ifndef PTC_VIEW_H
 #define PTC_VIEW_H
 
 #include "ptc/config.h"
 #include "ptc/error.h"
+#include "ptc/step.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,8 +53,9 @@ extern "C" {
 
 /** Longest path component (a dataset name, a CFG). */
 #define PTC_VIEW_NAME_MAX 255
-/** Largest data-parallel degree accepted in a dp-<D> component. */
-#define PTC_VIEW_MAX_DP ((uint64_t)1 << 20)
+/** Largest data-parallel degree accepted in a dp-<D> component (that of
+ * a step path). */
+#define PTC_VIEW_MAX_DP PTC_DATASET_STEP_MAX_DP
 /** Most records one step file may hold (a larger part is PTC_E_RANGE). */
 #define PTC_VIEW_MAX_STEP_RECORDS ((uint64_t)1 << 22)
 /** How many step files after the one being read the view hints
@@ -184,63 +186,10 @@ typedef struct ptc_view_ops {
     int (*model_list)(void *user, ptc_view_emit_fn emit, void *ctx);
 } ptc_view_ops;
 
-/* ---- step files ------------------------------------------------------------------- */
-
-/** The records of one step file: ids in order and n+1 byte offsets. */
-typedef struct ptc_view_step {
-    uint64_t n;          /**< number of records (may be 0) */
-    uint64_t *ids;       /**< n sample ids, in epoch order */
-    uint64_t *offsets;   /**< n + 1 offsets; offsets[n] is the file size */
-} ptc_view_step;
-
-/**
- * Compute the step file of rank @p rank of @p dp at step @p step (batch
- * @p batch from start position @p start) of epoch @p epoch, seed @p seed.
- * @param out  a new plan; free with ptc_view_step_destroy; NULL on failure
- * @return PTC_OK; PTC_E_NOTFOUND if the step does not exist; PTC_E_RANGE if
- *         the part has more than PTC_VIEW_MAX_STEP_RECORDS records or the
- *         file would exceed 2^63 bytes; PTC_E_INVAL for bad arguments; a
- *         record_size error; PTC_E_NOMEM.
- */
-PTC_API int ptc_view_step_plan(const ptc_view_dataset *ds, uint64_t seed,
-                               uint64_t epoch, uint64_t batch, uint64_t start,
-                               uint64_t dp, uint64_t rank, uint64_t step,
-                               ptc_view_step **out);
-
-/**
- * ptc_view_step_plan under batch policy @p policy (ptc_batch_policy flags;
- * 0 is ptc_view_step_plan): the records are those of
- * ptc_batch_part_policy.
- * @return as ptc_view_step_plan; PTC_E_NOTFOUND also for the partial last
- *         step under drop-last; PTC_E_INVAL for an unknown policy flag.
- */
-PTC_API int ptc_view_step_plan_policy(const ptc_view_dataset *ds, uint64_t seed,
-                                      uint64_t epoch, uint64_t batch, uint64_t start,
-                                      uint64_t dp, uint64_t rank, uint64_t step,
-                                      unsigned policy, ptc_view_step **out);
-
-/** Free a plan; NULL is a no-op. */
-PTC_API void ptc_view_step_destroy(ptc_view_step *s);
-
-/** Index i of the record holding byte @p off (offsets[i] <= off <
- * offsets[i+1], skipping empty records); n if off >= the file size. */
-PTC_API uint64_t ptc_view_step_find(const ptc_view_step *s, uint64_t off);
-
-/**
- * Write bytes [off, off + len) of the step file's .idx (n+1 little-endian
- * u64 offsets) into @p buf, clipped to its size 8(n+1).
- * @param got  bytes written
- */
-PTC_API void ptc_view_step_idx_read(const ptc_view_step *s, uint64_t off,
-                                    void *buf, size_t len, size_t *got);
-
 /* ---- the view ----------------------------------------------------------------------- */
 
 /** A view over a backing (datasets, models). Opaque. */
 typedef struct ptc_view ptc_view;
-
-/** An open file of the view. Opaque. */
-typedef struct ptc_view_file ptc_view_file;
 
 /** What stat reports about a path. */
 typedef struct ptc_view_stat {
@@ -254,8 +203,8 @@ typedef struct ptc_view_stat {
  */
 PTC_API int ptc_view_create(ptc_view **out, const ptc_view_ops *ops, void *user);
 
-/** Destroy a view (closes its datasets). No file may be open and no handle
- * held. NULL: no-op. */
+/** Destroy a view (closes its datasets). No handle may be held. NULL:
+ * no-op. */
 PTC_API void ptc_view_destroy(ptc_view *v);
 
 /**
@@ -274,46 +223,18 @@ PTC_API int ptc_view_list(ptc_view *v, const char *path, ptc_view_emit_fn emit,
                           void *ctx);
 
 /**
- * Open a file of the view (a directory is PTC_E_INVAL).
- * @param out  the file; NULL on failure
- */
-PTC_API int ptc_view_open(ptc_view *v, const char *path, ptc_view_file **out);
-
-/** Size of an open file in bytes. */
-PTC_API uint64_t ptc_view_file_size(const ptc_view_file *f);
-
-/**
- * Read bytes [off, off + len) clipped to the file size. For step files,
- * every record whose last byte lies in the range is reported to
- * ops.served (a record of length 0 counts with the byte before it, or with
- * byte 0 when it starts the file; records of an empty step file count when
- * it is first opened or looked up in this view — once per view).
+ * Read bytes [off, off + len) of the file at @p path, clipped to its size,
+ * without an open handle: resolve (cached: datasets, step plans, model
+ * files), read, release. For step files, every record whose last byte lies
+ * in the range is reported to ops.served (a record of length 0 counts with
+ * the byte before it, or with byte 0 when it starts the file; the records
+ * of an empty step file count when it is first resolved in this view, as
+ * ptc_view_node_resolve says). Allocates nothing for samples/<ID> and for
+ * step files whose plan is cached (the view keeps the 64 most recent
+ * plans).
  * @param got  bytes read (short only at end of file)
- * @return PTC_OK or a backing error (nothing is counted then).
- */
-PTC_API int ptc_view_read(ptc_view_file *f, uint64_t off, void *buf, size_t len,
-                          size_t *got);
-
-/** Close an open file; NULL is a no-op. */
-PTC_API void ptc_view_close(ptc_view_file *f);
-
-/**
- * For a filesystem that skips opens (FUSE without per-open state): stat
- * @p path as ptc_view_stat_path does and, because no open will follow,
- * count the records of an empty step file as ptc_view_open would (once per
- * view: a repeated lookup or open of the same empty step file counts nothing).
- * @return as ptc_view_stat_path.
- */
-PTC_API int ptc_view_lookup(ptc_view *v, const char *path, ptc_view_stat *st);
-
-/**
- * Read bytes [off, off + len) of the file at @p path without an open
- * handle: resolve (cached: datasets, step plans, model files), read as
- * ptc_view_read does (step-file records counted the same way), release.
- * Allocates nothing for samples/<ID> and for step files whose plan is
- * cached (the view keeps the 64 most recent plans).
- * @param got  bytes read (short only at end of file)
- * @return PTC_OK; the errors of ptc_view_open and ptc_view_read.
+ * @return PTC_OK; PTC_E_NOTFOUND; PTC_E_RANGE; PTC_E_INVAL for a
+ *         directory; PTC_E_NOMEM; a backing error (nothing is counted then).
  */
 PTC_API int ptc_view_pread(ptc_view *v, const char *path, uint64_t off, void *buf, size_t len,
                            size_t *got);
@@ -323,21 +244,6 @@ typedef struct ptc_view_seg {
     const void *ptr;
     size_t len;
 } ptc_view_seg;
-
-/**
- * ptc_view_pread without copying what a dataset holds in place
- * (ptc_view_dataset.record_map): the bytes read are the concatenation of
- * @p segs. Pieces point either into the dataset's memory (valid while the
- * view lives) or into @p scratch, where everything that had to be copied or
- * computed goes. Reads and counts exactly as ptc_view_pread.
- * @param scratch  at least @p len bytes
- * @param segs     room for *nseg pieces (at least 2)
- * @param nseg     in: the room; out: the pieces used
- * @param got      bytes read (short only at end of file)
- * @return as ptc_view_pread; PTC_E_INVAL if *nseg < 2.
- */
-PTC_API int ptc_view_pread_segs(ptc_view *v, const char *path, uint64_t off, size_t len,
-                                void *scratch, ptc_view_seg *segs, size_t *nseg, size_t *got);
 
 /* ---- resolved nodes ------------------------------------------------------------------- */
 
@@ -368,8 +274,8 @@ typedef struct ptc_view_handle ptc_view_handle;
  * resolve counts as an open, or as the lookup of a filesystem that skips
  * opens: the records of an empty step file are reported to ops.served
  * the first time it is resolved, opened or looked up in this view (once
- * per view, as ptc_view_lookup). Directories resolve too (they are not
- * readable).
+ * per view: a repeated resolve of the same empty step file counts
+ * nothing). Directories resolve too (they are not readable).
  * @param out  a new handle holding one reference; NULL on failure
  * @return PTC_OK; PTC_E_NOTFOUND; PTC_E_RANGE; PTC_E_NOMEM; a backing error.
  */
@@ -400,10 +306,11 @@ PTC_API int ptc_view_node_pread(ptc_view_handle *h, uint64_t off, void *buf, siz
                                 size_t *got);
 
 /**
- * ptc_view_node_pread without copying what the dataset holds in place:
- * pieces as ptc_view_pread_segs gives them (into the dataset's memory,
- * valid while the view lives, or into @p scratch), with the same bytes and
- * counts.
+ * ptc_view_node_pread without copying what the dataset holds in place
+ * (ptc_view_dataset.record_map): the bytes read are the concatenation of
+ * @p segs. Pieces point either into the dataset's memory (valid while the
+ * view lives) or into @p scratch, where everything that had to be copied
+ * or computed goes. Reads and counts exactly as ptc_view_node_pread.
  * @param scratch  at least @p len bytes
  * @param segs     room for *nseg pieces (at least 2)
  * @param nseg     in: the room; out: the pieces used

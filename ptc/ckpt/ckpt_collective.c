@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ptc/ckpt.h"
+#include "ptc/ckpt/ckpt_internal.h"
 #include "base/util_internal.h"
 
 /* Bytes of a u64 on the wire (little-endian, as everywhere in the store). */
@@ -37,16 +37,12 @@ static int bcast_u64(const ptc_transport *t, uint64_t *v, size_t n)
     return PTC_OK;
 }
 
-/* A failure of the transport itself: the group cannot agree any more. */
-static int lost(int rc, const char *what, const char *step)
-{
-    return ptc_error_set(rc, "%s: %s: %s", what, step, ptc_last_error());
-}
-
-int ptc_ckpt_save_over(const ptc_transport *t, ptc_store *s, const ptc_layout *l,
-                       const ptc_rules *rules, const int *ranks, size_t nranks,
-                       const void *const *bufs, const ptc_ckpt_record *rec,
-                       const ptc_ckpt_options *opts, uint64_t *version)
+/* The save, with this process's outcome so far (@p rc) in its first
+ * agreement. */
+static int save_run(const ptc_transport *t, ptc_store *s, const ptc_layout *l,
+                    const ptc_rules *rules, const int *ranks, size_t nranks,
+                    const void *const *bufs, const ptc_ckpt_record *rec,
+                    const ptc_ckpt_options *opts, int rc, uint64_t *version)
 {
     static const char what[] = "checkpoint save";
     ptc_ckpt_txn *txn = NULL;
@@ -54,10 +50,9 @@ int ptc_ckpt_save_over(const ptc_transport *t, ptc_store *s, const ptc_layout *l
     size_t dlen = 0, *lens = NULL;
     const void **descs = NULL;
     uint64_t vp[2] = {0, 0};
-    int rc = PTC_OK;
 
     /* process 0: check the record before anyone writes, then begin */
-    if (t->rank == 0) {
+    if (t->rank == 0 && rc == PTC_OK) {
         char *json = NULL;
         if (rec)
             rc = ptc_ckpt_record_to_json(rec, &json);
@@ -72,7 +67,7 @@ int ptc_ckpt_save_over(const ptc_transport *t, ptc_store *s, const ptc_layout *l
     if ((rc = ptc_transport_agree(t, rc, what)) < 0)
         goto out_free;
     if ((rc = bcast_u64(t, vp, 2)) < 0) {
-        rc = lost(rc, what, "broadcast of the version");
+        rc = ptc_ckpt_lost(rc, what, "broadcast of the version");
         goto out_free;
     }
 
@@ -85,7 +80,7 @@ int ptc_ckpt_save_over(const ptc_transport *t, ptc_store *s, const ptc_layout *l
 
     /* the descriptors to process 0, which commits them */
     if ((rc = ptc_transport_gatherv(t, desc, dlen, 0, &all, lens)) < 0) {
-        rc = lost(rc, what, "gather of the shard descriptors");
+        rc = ptc_ckpt_lost(rc, what, "gather of the shard descriptors");
         goto out_free;
     }
     uint64_t committed = 0;
@@ -105,7 +100,7 @@ int ptc_ckpt_save_over(const ptc_transport *t, ptc_store *s, const ptc_layout *l
     if ((rc = ptc_transport_agree(t, rc, what)) < 0)
         goto out_free;
     if ((rc = bcast_u64(t, &committed, 1)) < 0) {
-        rc = lost(rc, what, "broadcast of the committed version");
+        rc = ptc_ckpt_lost(rc, what, "broadcast of the committed version");
         goto out_free;
     }
     if (version)
@@ -121,26 +116,131 @@ out_free:
     return rc;
 }
 
-int ptc_ckpt_load_over(const ptc_transport *t, ptc_store *s, uint64_t version,
-                       const ptc_layout *l, const int *ranks, size_t nranks, void *const *bufs,
-                       const ptc_ckpt_options *opts, ptc_ckpt_record *rec, uint64_t *loaded)
+int ptc_ckpt_save_over(const ptc_transport *t, ptc_store *s, const ptc_layout *l,
+                       const ptc_rules *rules, const int *ranks, size_t nranks,
+                       const void *const *bufs, const ptc_ckpt_record *rec,
+                       const ptc_ckpt_options *opts, uint64_t *version)
+{
+    return save_run(t, s, l, rules, ranks, nranks, bufs, rec, opts, PTC_OK, version);
+}
+
+int ptc_ckpt_save_locals_over(const ptc_transport *t, int rc, ptc_store *s, const int *ranks,
+                              size_t nranks, const ptc_ckpt_local *locals, size_t n,
+                              const ptc_config *cfg, const ptc_rules *rules,
+                              const ptc_ckpt_record *rec, const ptc_ckpt_options *opts,
+                              uint64_t *version)
+{
+    static const char what[] = "checkpoint save";
+    ptc_layout *l = NULL;
+    void **bufs = NULL;
+    PTC_TRY(ptc_ckpt_collect(t, what, rc, ranks, nranks, locals, n, cfg, rules, &l));
+    /* a local tensor that does not fit is agreed with process 0's begin */
+    rc = PTC_OK;
+    for (size_t k = 0; k < ptc_layout_count(l) && rc == PTC_OK; k++)
+        rc = ptc_layout_check_cover(l, k); /* an explicit layout must hold everything */
+    if (rc == PTC_OK)
+        rc = ptc_ckpt_bind(l, ranks, nranks, locals, n, "the layout", false, &bufs);
+    rc = save_run(t, s, l, rules, ranks, nranks, (const void *const *)bufs, rec, opts, rc,
+                  version);
+    ptc_free(bufs);
+    ptc_layout_destroy(l);
+    return rc;
+}
+
+/* Process 0 resolves the version (0: the newest) for every process, even if
+ * another job commits meanwhile; @p rc, this process's outcome so far, is
+ * agreed with it. */
+static int resolve_version(const ptc_transport *t, ptc_store *s, int rc, uint64_t *version)
 {
     static const char what[] = "checkpoint load";
-    if (rec)
-        memset(rec, 0, sizeof *rec);
-    uint64_t v = version;
-    int rc = PTC_OK;
-    /* one version for all, even if another job commits meanwhile */
-    if (t->rank == 0 && v == 0) {
+    uint64_t v = *version;
+    if (t->rank == 0 && rc == PTC_OK && v == 0) {
         rc = ptc_store_latest(s, &v);
         if (rc == PTC_OK && v == 0)
             rc = ptc_error_set(PTC_E_NOTFOUND, "store %s has no versions", ptc_store_dir(s));
     }
     PTC_TRY(ptc_transport_agree(t, rc, what));
     if ((rc = bcast_u64(t, &v, 1)) < 0)
-        return lost(rc, what, "broadcast of the version");
-    rc = ptc_ckpt_load_local(s, v, l, ranks, nranks, bufs, opts, rec, loaded);
-    rc = ptc_transport_agree(t, rc, what);
+        return ptc_ckpt_lost(rc, what, "broadcast of the version");
+    *version = v;
+    return PTC_OK;
+}
+
+int ptc_ckpt_load_over(const ptc_transport *t, ptc_store *s, uint64_t version,
+                       const ptc_layout *l, const int *ranks, size_t nranks, void *const *bufs,
+                       const ptc_ckpt_options *opts, ptc_ckpt_record *rec, uint64_t *loaded)
+{
+    if (rec)
+        memset(rec, 0, sizeof *rec);
+    PTC_TRY(resolve_version(t, s, PTC_OK, &version));
+    int rc = ptc_ckpt_load_local(s, version, l, ranks, nranks, bufs, opts, rec, loaded);
+    rc = ptc_transport_agree(t, rc, "checkpoint load");
+    if (rc < 0 && rec)
+        ptc_ckpt_record_free(rec);
+    return rc;
+}
+
+/* This process's part of a load of described tensors: the layout of
+ * @p version under @p cfg (NULL: the explicit layout the processes
+ * describe, @p l), the check of the tensors against it, the reads. */
+static int load_locals(ptc_store *s, uint64_t version, const int *ranks, size_t nranks,
+                       const ptc_ckpt_local *locals, size_t n, const ptc_config *cfg,
+                       const ptc_layout *given, const ptc_ckpt_options *opts,
+                       ptc_ckpt_record *rec, uint64_t *loaded)
+{
+    ptc_store_reader *rd = NULL;
+    ptc_layout *l = NULL;
+    void **bufs = NULL;
+    char where[48];
+    snprintf(where, sizeof where, "version %llu", (unsigned long long)version);
+    int rc = PTC_OK;
+    if (!given) {
+        rc = ptc_store_reader_open(&rd, s, version);
+        if (rc == PTC_OK)
+            rc = ptc_layout_of_version_rules(&l, rd, cfg, opts ? opts->rules : NULL);
+        ptc_store_reader_close(rd);
+        given = l;
+    }
+    if (rc == PTC_OK)
+        rc = ptc_ckpt_bind(given, ranks, nranks, locals, n, where, true, &bufs);
+    if (rc == PTC_OK)
+        rc = ptc_ckpt_load_local(s, version, given, ranks, nranks, bufs, opts, rec, loaded);
+    ptc_free(bufs);
+    ptc_layout_destroy(l);
+    return rc;
+}
+
+/* The explicit layout of the processes' local tensors, to load @p version
+ * into (collective). */
+static int collect_target(const ptc_transport *t, ptc_store *s, uint64_t version,
+                          const int *ranks, size_t nranks, const ptc_ckpt_local *locals,
+                          size_t n, ptc_layout **out)
+{
+    ptc_store_reader *rd = NULL;
+    int rc = ptc_store_reader_open(&rd, s, version);
+    /* a process that cannot open the version says so in the collection */
+    rc = rc == PTC_OK ? ptc_ckpt_collect_load(t, "checkpoint load", ranks, nranks, locals, n,
+                                              rd, out)
+                      : ptc_ckpt_collect(t, "checkpoint load", rc, ranks, nranks, locals, n,
+                                         NULL, NULL, out);
+    ptc_store_reader_close(rd);
+    return rc;
+}
+
+int ptc_ckpt_load_locals_over(const ptc_transport *t, int rc, ptc_store *s, uint64_t version,
+                              const int *ranks, size_t nranks, const ptc_ckpt_local *locals,
+                              size_t n, const ptc_config *cfg, const ptc_ckpt_options *opts,
+                              ptc_ckpt_record *rec, uint64_t *loaded)
+{
+    if (rec)
+        memset(rec, 0, sizeof *rec);
+    PTC_TRY(resolve_version(t, s, rc, &version));
+    ptc_layout *l = NULL;
+    if (!cfg)
+        PTC_TRY(collect_target(t, s, version, ranks, nranks, locals, n, &l));
+    rc = load_locals(s, version, ranks, nranks, locals, n, cfg, l, opts, rec, loaded);
+    ptc_layout_destroy(l);
+    rc = ptc_transport_agree(t, rc, "checkpoint load");
     if (rc < 0 && rec)
         ptc_ckpt_record_free(rec);
     return rc;

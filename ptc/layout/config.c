@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ptc/config.h"
+#include "ptc/layout.h"
 #include "base/util_internal.h"
 
 void ptc_config_init(ptc_config *out)
@@ -97,6 +98,10 @@ int ptc_config_parse(ptc_config *out, const char *text)
         return ptc_error_set(PTC_E_INVAL, "config: empty");
     if (n > 16384)
         return ptc_error_set(PTC_E_INVAL, "config: too long");
+    if (strncmp(text, PTC_LAYOUT_EXPLICIT_PREFIX, strlen(PTC_LAYOUT_EXPLICIT_PREFIX)) == 0)
+        return ptc_error_set(PTC_E_INVAL, "config '%.64s' names an explicit layout (per-rank "
+                                          "pieces, e.g. saved from DTensors), not a parallel "
+                                          "configuration", text);
     bool keys_form = strchr(text, '=') != NULL;
     char sep = keys_form ? ',' : '-';
     unsigned seen = 0;

@@ -4,28 +4,8 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "ptc/layout.h"
+#include "ptc/layout/layout_internal.h"
 #include "base/util_internal.h"
-
-typedef struct ltensor {
-    ptc_tensor_info info; /* info.name owned */
-    ptc_placement pl;
-    int stage;            /* pp=layer: the stage of the layer */
-    bool zero;            /* flat over dp (zero=1 and kind=optim) */
-    int nb;               /* split: number of blocks (1 without blocks) */
-    int64_t other_vol;    /* volume of every dim except the split dim */
-    int64_t unit;         /* heads without blocks=: rows of one head */
-    bool repl;            /* some block replicates whole heads over tp */
-} ltensor;
-
-struct ptc_layout {
-    ptc_config cfg;
-    size_t n;
-    ltensor *t;
-    int64_t nlayers;
-    size_t *hash;         /* open addressing: index+1, 0 = empty */
-    size_t hmask;
-};
 
 /* One non-empty part of a block on a tp rank: global start along the split
  * dim, start in the local tensor, length. */
@@ -33,7 +13,7 @@ typedef struct part {
     int64_t glo, llo, len;
 } part;
 
-static const char *clipname(const char *s, char buf[96])
+const char *ptc_layout_clip(const char *s, char buf[96])
 {
     size_t n = strlen(s), m = n > 80 ? 80 : n;
     for (size_t i = 0; i < m; i++) {
@@ -56,6 +36,8 @@ void ptc_layout_destroy(ptc_layout *l)
         ptc_free((char *)l->t[i].info.name);
     ptc_free(l->t);
     ptc_free(l->hash);
+    if (l->ex)
+        l->ops->free(l->ex);
     ptc_free(l);
 }
 
@@ -107,7 +89,8 @@ int ptc_layout_find(const ptc_layout *l, const char *name, size_t *t)
         *t = v - 1;
         return PTC_OK;
     }
-    return ptc_error_set(PTC_E_NOTFOUND, "no tensor '%s' in the layout", clipname(name, cb));
+    return ptc_error_set(PTC_E_NOTFOUND, "no tensor '%s' in the layout",
+                         ptc_layout_clip(name, cb));
 }
 
 /* ptc_rules_has_fn over the layout being built (its name table is complete). */
@@ -196,6 +179,8 @@ static int tp_parts(const ltensor *lt, int T, int i, part *out, int64_t *len)
 
 bool ptc_layout_on_stage(const ptc_layout *l, size_t t, int stage)
 {
+    if (l->ex)
+        return stage == 0;
     const ltensor *lt = &l->t[t];
     int P = l->cfg.pp;
     switch (lt->pl.pp) {
@@ -256,6 +241,10 @@ static int tp_owner(const ltensor *lt, int T, int i, int64_t Li)
 static void shard_compute(const ptc_layout *l, size_t t, int rank, ptc_shard *sh,
                           ptc_piece *out, size_t cap)
 {
+    if (l->ex) {
+        l->ops->shard(l, t, rank, sh, out, cap);
+        return;
+    }
     const ltensor *lt = &l->t[t];
     const ptc_config *c = &l->cfg;
     int pp_i, dp_i, tp_i;
@@ -417,6 +406,10 @@ int ptc_layout_pieces(const ptc_layout *l, size_t t, int rank, ptc_piece *pieces
 int ptc_layout_owners(const ptc_layout *l, size_t t, int *owners)
 {
     PTC_TRY(check_rank(l, t, 0));
+    if (l->ex) {
+        l->ops->owners(l, t, owners);
+        return PTC_OK;
+    }
     const ltensor *lt = &l->t[t];
     const ptc_config *c = &l->cfg;
     int s0 = first_stage(lt, c->pp);
@@ -520,7 +513,7 @@ static int check_heads(ltensor *lt, int T)
     char cb[96];
     const ptc_tensor_info *ti = &lt->info;
     const ptc_placement *pl = &lt->pl;
-    const char *name = clipname(ti->name, cb);
+    const char *name = ptc_layout_clip(ti->name, cb);
     int64_t S = ti->shape[pl->dim];
     if (pl->nblocks == 0 && pl->nheads > 1) {
         int64_t sum = 0;
@@ -592,13 +585,13 @@ static int check_tensor(ltensor *lt, int T)
         return PTC_OK;
     if (pl->dim < 0 || pl->dim >= ti->ndim)
         return ptc_error_set(PTC_E_RULE, "tensor '%s': split dim %d but the tensor has %d dims",
-                             clipname(ti->name, cb), pl->dim, ti->ndim);
+                             ptc_layout_clip(ti->name, cb), pl->dim, ti->ndim);
     int64_t S = ti->shape[pl->dim];
     lt->nb = pl->nblocks ? pl->nblocks : 1;
     if (pl->nblocks && pl->blocks_equal && S % pl->nblocks != 0)
         return ptc_error_set(PTC_E_RULE,
                              "tensor '%s': dim %d of size %lld is not divisible into %d blocks",
-                             clipname(ti->name, cb), pl->dim, (long long)S, pl->nblocks);
+                             ptc_layout_clip(ti->name, cb), pl->dim, (long long)S, pl->nblocks);
     if (pl->nblocks && !pl->blocks_equal) {
         int64_t sum = 0;
         bool over = false;
@@ -607,7 +600,7 @@ static int check_tensor(ltensor *lt, int T)
         if (over || sum != S)
             return ptc_error_set(PTC_E_RULE,
                                  "tensor '%s': blocks sum to %s%lld but dim %d has size %lld",
-                                 clipname(ti->name, cb), over ? "more than " : "",
+                                 ptc_layout_clip(ti->name, cb), over ? "more than " : "",
                                  over ? (long long)INT64_MAX : (long long)sum, pl->dim,
                                  (long long)S);
     }
@@ -623,21 +616,21 @@ static int check_info(const ptc_tensor_info *ti, size_t i)
         return ptc_error_set(PTC_E_INVAL, "tensor %zu has no name", i);
     if (strlen(ti->name) > PTC_TENSOR_NAME_MAX)
         return ptc_error_set(PTC_E_INVAL, "tensor '%s': name longer than %d bytes",
-                             clipname(ti->name, cb), PTC_TENSOR_NAME_MAX);
+                             ptc_layout_clip(ti->name, cb), PTC_TENSOR_NAME_MAX);
     if ((unsigned)ti->dtype >= PTC_DTYPE_COUNT)
-        return ptc_error_set(PTC_E_INVAL, "tensor '%s': bad dtype %d", clipname(ti->name, cb),
-                             (int)ti->dtype);
+        return ptc_error_set(PTC_E_INVAL, "tensor '%s': bad dtype %d",
+                             ptc_layout_clip(ti->name, cb), (int)ti->dtype);
     if (ti->ndim < 0 || ti->ndim > PTC_MAX_DIMS)
         return ptc_error_set(PTC_E_INVAL, "tensor '%s': %d dims (0..%d allowed)",
-                             clipname(ti->name, cb), ti->ndim, PTC_MAX_DIMS);
+                             ptc_layout_clip(ti->name, cb), ti->ndim, PTC_MAX_DIMS);
     int64_t v = 1;
     for (int e = 0; e < ti->ndim; e++) {
         if (ti->shape[e] < 0)
             return ptc_error_set(PTC_E_INVAL, "tensor '%s': negative extent in dim %d",
-                                 clipname(ti->name, cb), e);
+                                 ptc_layout_clip(ti->name, cb), e);
         if (ptc_mul_overflow_i64(v, ti->shape[e], &v))
             return ptc_error_set(PTC_E_RANGE, "tensor '%s': element count overflows",
-                                 clipname(ti->name, cb));
+                                 ptc_layout_clip(ti->name, cb));
     }
     return PTC_OK;
 }
@@ -672,7 +665,7 @@ static int count_layers(ptc_layout *l)
                     rc = ptc_error_set(PTC_E_RULE,
                                        "layer %lld is missing: tensor '%s' has layer %lld but "
                                        "layer indices must be 0..n-1", (long long)n,
-                                       clipname(l->t[j].info.name, cb), (long long)idx[i]);
+                                       ptc_layout_clip(l->t[j].info.name, cb), (long long)idx[i]);
                     break;
                 }
             goto out_free;
@@ -685,31 +678,21 @@ out_free:
     return rc;
 }
 
-int ptc_layout_create(ptc_layout **out, const ptc_tensor_info *tensors, size_t n,
-                      const ptc_rules *rules, const ptc_config *cfg)
+int ptc_layout_alloc(ptc_layout **out, const ptc_tensor_info *tensors, size_t n)
 {
     char cb[96];
     *out = NULL;
-    int rc;
+    int rc = PTC_E_NOMEM;
     ptc_layout *l = ptc_calloc(1, sizeof *l);
     if (!l)
         return PTC_E_NOMEM;
-    l->cfg = *cfg;
-    if (cfg->dp < 1 || cfg->tp < 1 || cfg->pp < 1 ||
-        (long long)cfg->dp * cfg->tp * cfg->pp > PTC_CONFIG_MAX_WORLD) {
-        rc = ptc_error_set(PTC_E_CONFIG, "bad configuration dp=%d tp=%d pp=%d", cfg->dp,
-                           cfg->tp, cfg->pp);
-        goto out_destroy;
-    }
     l->t = ptc_calloc(n ? n : 1, sizeof *l->t);
     size_t hsize = 16;
     while (hsize < 2 * n)
         hsize *= 2;
     l->hash = ptc_calloc(hsize, sizeof *l->hash);
-    if (!l->t || !l->hash) {
-        rc = PTC_E_NOMEM;
+    if (!l->t || !l->hash)
         goto out_destroy;
-    }
     l->hmask = hsize - 1;
     for (size_t i = 0; i < n; i++) {
         rc = check_info(&tensors[i], i);
@@ -727,11 +710,31 @@ int ptc_layout_create(ptc_layout **out, const ptc_tensor_info *tensors, size_t n
         for (; l->hash[h]; h = (h + 1) & l->hmask)
             if (strcmp(l->t[l->hash[h] - 1].info.name, lt->info.name) == 0) {
                 rc = ptc_error_set(PTC_E_INVAL, "tensor '%s' is listed twice",
-                                   clipname(lt->info.name, cb));
+                                   ptc_layout_clip(lt->info.name, cb));
                 goto out_destroy;
             }
         l->hash[h] = i + 1;
     }
+    *out = l;
+    return PTC_OK;
+out_destroy:
+    ptc_layout_destroy(l);
+    return rc;
+}
+
+int ptc_layout_create(ptc_layout **out, const ptc_tensor_info *tensors, size_t n,
+                      const ptc_rules *rules, const ptc_config *cfg)
+{
+    *out = NULL;
+    if (cfg->dp < 1 || cfg->tp < 1 || cfg->pp < 1 ||
+        (long long)cfg->dp * cfg->tp * cfg->pp > PTC_CONFIG_MAX_WORLD)
+        return ptc_error_set(PTC_E_CONFIG, "bad configuration dp=%d tp=%d pp=%d", cfg->dp,
+                             cfg->tp, cfg->pp);
+    ptc_layout *l;
+    int rc = ptc_layout_alloc(&l, tensors, n);
+    if (rc != PTC_OK)
+        return rc;
+    l->cfg = *cfg;
     /* every name is known before any is resolved (unless= asks the collection) */
     for (size_t i = 0; i < n; i++) {
         ltensor *lt = &l->t[i];

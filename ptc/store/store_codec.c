@@ -55,76 +55,6 @@ uint32_t ptc_key_get_u32(const uint8_t *p)
     return v;
 }
 
-/* ---- reading cursor over untrusted bytes ------------------------------------------- */
-
-typedef struct rd {
-    const uint8_t *p;
-    size_t len, pos;
-    const char *what;
-} rd;
-
-static int rd_fail(rd *r, const char *field)
-{
-    return ptc_error_set(PTC_E_FORMAT, "%s: truncated or invalid at byte %zu (%s)", r->what,
-                         r->pos, field);
-}
-
-static int rd_u32(rd *r, uint32_t *v, const char *field)
-{
-    if (r->len - r->pos < 4)
-        return rd_fail(r, field);
-    uint32_t x = 0;
-    for (int i = 3; i >= 0; i--)
-        x = (x << 8) | r->p[r->pos + (size_t)i];
-    r->pos += 4;
-    *v = x;
-    return PTC_OK;
-}
-
-static int rd_u64(rd *r, uint64_t *v, const char *field)
-{
-    if (r->len - r->pos < 8)
-        return rd_fail(r, field);
-    uint64_t x = 0;
-    for (int i = 7; i >= 0; i--)
-        x = (x << 8) | r->p[r->pos + (size_t)i];
-    r->pos += 8;
-    *v = x;
-    return PTC_OK;
-}
-
-static int rd_i64(rd *r, int64_t *v, const char *field)
-{
-    uint64_t u;
-    PTC_TRY(rd_u64(r, &u, field));
-    *v = (int64_t)u;
-    return PTC_OK;
-}
-
-/* A length-prefixed string copied into a NUL-terminated allocation. */
-static int rd_str(rd *r, char **out, uint32_t *out_len, const char *field)
-{
-    uint32_t n;
-    PTC_TRY(rd_u32(r, &n, field));
-    if (r->len - r->pos < n)
-        return rd_fail(r, field);
-    char *s = ptc_strndup((const char *)r->p + r->pos, n);
-    if (!s)
-        return PTC_E_NOMEM;
-    r->pos += n;
-    *out = s;
-    if (out_len)
-        *out_len = n;
-    return PTC_OK;
-}
-
-static int rd_end(rd *r)
-{
-    if (r->pos != r->len)
-        return ptc_error_set(PTC_E_FORMAT, "%s: %zu trailing bytes", r->what, r->len - r->pos);
-    return PTC_OK;
-}
-
 /* ---- version record ------------------------------------------------------------ */
 
 #define VERSION_REC_FORMAT 1u
@@ -147,26 +77,26 @@ int ptc_version_rec_encode(ptc_buf *b, const ptc_version_rec *r)
 int ptc_version_rec_decode(ptc_version_rec *v, const void *data, size_t len)
 {
     memset(v, 0, sizeof *v);
-    rd r = {data, len, 0, "version record"};
+    ptc_rd r = {data, len, 0, "version record"};
     uint32_t fmt;
     uint64_t created;
     int rc;
-    if ((rc = rd_u32(&r, &fmt, "format")) < 0)
+    if ((rc = ptc_rd_u32(&r, &fmt, "format")) < 0)
         goto out_free;
     if (fmt != VERSION_REC_FORMAT) {
         rc = ptc_error_set(PTC_E_FORMAT, "version record: unknown record format %u", fmt);
         goto out_free;
     }
-    if ((rc = rd_u32(&r, &v->state, "state")) < 0 ||
-        (rc = rd_u64(&r, &v->parent, "parent")) < 0 ||
-        (rc = rd_u64(&r, &created, "created")) < 0 ||
-        (rc = rd_u64(&r, &v->tensor_count, "tensor_count")) < 0 ||
-        (rc = rd_u64(&r, &v->bytes, "bytes")) < 0 ||
-        (rc = rd_u64(&r, &v->stored_bytes, "stored_bytes")) < 0 ||
-        (rc = rd_str(&r, &v->step, NULL, "step")) < 0 ||
-        (rc = rd_str(&r, &v->config, NULL, "config")) < 0 ||
-        (rc = rd_str(&r, &v->rules, NULL, "rules")) < 0 ||
-        (rc = rd_str(&r, &v->metadata_json, NULL, "metadata")) < 0 || (rc = rd_end(&r)) < 0)
+    if ((rc = ptc_rd_u32(&r, &v->state, "state")) < 0 ||
+        (rc = ptc_rd_u64(&r, &v->parent, "parent")) < 0 ||
+        (rc = ptc_rd_u64(&r, &created, "created")) < 0 ||
+        (rc = ptc_rd_u64(&r, &v->tensor_count, "tensor_count")) < 0 ||
+        (rc = ptc_rd_u64(&r, &v->bytes, "bytes")) < 0 ||
+        (rc = ptc_rd_u64(&r, &v->stored_bytes, "stored_bytes")) < 0 ||
+        (rc = ptc_rd_str(&r, &v->step, NULL, "step")) < 0 ||
+        (rc = ptc_rd_str(&r, &v->config, NULL, "config")) < 0 ||
+        (rc = ptc_rd_str(&r, &v->rules, NULL, "rules")) < 0 ||
+        (rc = ptc_rd_str(&r, &v->metadata_json, NULL, "metadata")) < 0 || (rc = ptc_rd_end(&r)) < 0)
         goto out_free;
     v->created_unix_ns = (int64_t)created;
     return PTC_OK;
@@ -200,10 +130,10 @@ int ptc_tensor_rec_encode(ptc_buf *b, const ptc_tensor_rec *t)
 int ptc_tensor_rec_decode(ptc_tensor_rec *t, const void *data, size_t len)
 {
     memset(t, 0, sizeof *t);
-    rd r = {data, len, 0, "tensor record"};
+    ptc_rd r = {data, len, 0, "tensor record"};
     uint32_t nd;
     int rc;
-    if ((rc = rd_u32(&r, &t->dtype, "dtype")) < 0 || (rc = rd_u32(&r, &nd, "ndim")) < 0)
+    if ((rc = ptc_rd_u32(&r, &t->dtype, "dtype")) < 0 || (rc = ptc_rd_u32(&r, &nd, "ndim")) < 0)
         goto out_free;
     if (t->dtype >= PTC_DTYPE_COUNT || nd > PTC_MAX_DIMS) {
         rc = ptc_error_set(PTC_E_FORMAT, "tensor record: bad dtype %u or ndim %u", t->dtype,
@@ -213,15 +143,15 @@ int ptc_tensor_rec_decode(ptc_tensor_rec *t, const void *data, size_t len)
     t->ndim = (int)nd;
     int64_t vol = 1;
     for (int d = 0; d < t->ndim; d++) {
-        if ((rc = rd_i64(&r, &t->shape[d], "shape")) < 0)
+        if ((rc = ptc_rd_i64(&r, &t->shape[d], "shape")) < 0)
             goto out_free;
         if (t->shape[d] < 0 || ptc_mul_overflow_i64(vol, t->shape[d], &vol)) {
             rc = ptc_error_set(PTC_E_FORMAT, "tensor record: bad shape");
             goto out_free;
         }
     }
-    if ((rc = rd_str(&r, &t->name, &t->name_len, "name")) < 0 ||
-        (rc = rd_str(&r, &t->placement, NULL, "placement")) < 0 || (rc = rd_end(&r)) < 0)
+    if ((rc = ptc_rd_str(&r, &t->name, &t->name_len, "name")) < 0 ||
+        (rc = ptc_rd_str(&r, &t->placement, NULL, "placement")) < 0 || (rc = ptc_rd_end(&r)) < 0)
         goto out_free;
     if (t->name_len == 0 || t->name_len > PTC_STORE_MAX_NAME ||
         memchr(t->name, 0, t->name_len)) {
@@ -291,27 +221,27 @@ int ptc_shard_rec_decode(ptc_shard_rec *s, const void *data, size_t len)
     memset(s, 0, sizeof *s);
     s->tensor = tensor;
     s->rank = rank;
-    rd r = {data, len, 0, "shard record"};
+    ptc_rd r = {data, len, 0, "shard record"};
     int rc;
     uint32_t nd;
-    if ((rc = rd_u32(&r, &s->kind, "kind")) < 0 ||
-        (rc = rd_u32(&r, &s->alias_rank, "alias")) < 0)
+    if ((rc = ptc_rd_u32(&r, &s->kind, "kind")) < 0 ||
+        (rc = ptc_rd_u32(&r, &s->alias_rank, "alias")) < 0)
         goto out_free;
     if (s->kind == PTC_SHARD_ALIAS)
-        return rd_end(&r);
+        return ptc_rd_end(&r);
     if (s->kind != PTC_SHARD_DATA) {
         rc = shard_fail("unknown kind");
         goto out_free;
     }
-    if ((rc = rd_u64(&r, &s->pack_version, "pack_version")) < 0 ||
-        (rc = rd_u32(&r, &s->pack_rank, "pack_rank")) < 0 ||
-        (rc = rd_u32(&r, &s->codec, "codec")) < 0 ||
-        (rc = rd_u64(&r, &s->offset, "offset")) < 0 ||
-        (rc = rd_u64(&r, &s->length, "length")) < 0 ||
-        (rc = rd_u64(&r, &s->raw_length, "raw_length")) < 0 ||
-        (rc = rd_u32(&r, &nd, "local_ndim")) < 0 ||
-        (rc = rd_u32(&r, &s->npieces, "npieces")) < 0 ||
-        (rc = rd_u64(&r, &s->nblocks, "nblocks")) < 0)
+    if ((rc = ptc_rd_u64(&r, &s->pack_version, "pack_version")) < 0 ||
+        (rc = ptc_rd_u32(&r, &s->pack_rank, "pack_rank")) < 0 ||
+        (rc = ptc_rd_u32(&r, &s->codec, "codec")) < 0 ||
+        (rc = ptc_rd_u64(&r, &s->offset, "offset")) < 0 ||
+        (rc = ptc_rd_u64(&r, &s->length, "length")) < 0 ||
+        (rc = ptc_rd_u64(&r, &s->raw_length, "raw_length")) < 0 ||
+        (rc = ptc_rd_u32(&r, &nd, "local_ndim")) < 0 ||
+        (rc = ptc_rd_u32(&r, &s->npieces, "npieces")) < 0 ||
+        (rc = ptc_rd_u64(&r, &s->nblocks, "nblocks")) < 0)
         goto out_free;
     if (nd > PTC_MAX_DIMS) {
         rc = shard_fail("local ndim > 8");
@@ -328,7 +258,7 @@ int ptc_shard_rec_decode(ptc_shard_rec *s, const void *data, size_t len)
     }
     s->local_ndim = (int)nd;
     for (int d = 0; d < s->local_ndim; d++)
-        if ((rc = rd_i64(&r, &s->local_shape[d], "local_shape")) < 0)
+        if ((rc = ptc_rd_i64(&r, &s->local_shape[d], "local_shape")) < 0)
             goto out_free;
     /* each piece takes at least 16 bytes, each block exactly 16 */
     if (s->npieces > (r.len - r.pos) / 16) {
@@ -350,7 +280,7 @@ int ptc_shard_rec_decode(ptc_shard_rec *s, const void *data, size_t len)
     for (uint32_t i = 0; i < s->npieces; i++) {
         ptc_piece *p = &s->pieces[i];
         uint32_t pnd, pad;
-        if ((rc = rd_u32(&r, &pnd, "piece ndim")) < 0 || (rc = rd_u32(&r, &pad, "piece")) < 0)
+        if ((rc = ptc_rd_u32(&r, &pnd, "piece ndim")) < 0 || (rc = ptc_rd_u32(&r, &pad, "piece")) < 0)
             goto out_free;
         if (pnd > PTC_MAX_DIMS) {
             rc = shard_fail("piece ndim > 8");
@@ -358,15 +288,15 @@ int ptc_shard_rec_decode(ptc_shard_rec *s, const void *data, size_t len)
         }
         p->box.ndim = (int)pnd;
         for (uint32_t d = 0; d < pnd; d++)
-            if ((rc = rd_i64(&r, &p->box.lo[d], "piece lo")) < 0)
+            if ((rc = ptc_rd_i64(&r, &p->box.lo[d], "piece lo")) < 0)
                 goto out_free;
         for (uint32_t d = 0; d < pnd; d++)
-            if ((rc = rd_i64(&r, &p->box.hi[d], "piece hi")) < 0)
+            if ((rc = ptc_rd_i64(&r, &p->box.hi[d], "piece hi")) < 0)
                 goto out_free;
-        if ((rc = rd_i64(&r, &p->local_offset, "piece offset")) < 0)
+        if ((rc = ptc_rd_i64(&r, &p->local_offset, "piece offset")) < 0)
             goto out_free;
         for (uint32_t d = 0; d < pnd; d++)
-            if ((rc = rd_i64(&r, &p->local_stride[d], "piece stride")) < 0)
+            if ((rc = ptc_rd_i64(&r, &p->local_stride[d], "piece stride")) < 0)
                 goto out_free;
     }
     if (s->nblocks != (r.len - r.pos) / 16 || (r.len - r.pos) % 16) {
@@ -383,9 +313,9 @@ int ptc_shard_rec_decode(ptc_shard_rec *s, const void *data, size_t len)
     uint64_t total = 0;
     for (uint64_t i = 0; i < s->nblocks; i++) {
         ptc_block *b = &s->blocks[i];
-        if ((rc = rd_u64(&r, &b->xxh3, "block hash")) < 0 ||
-            (rc = rd_u32(&r, &b->stored, "block length")) < 0 ||
-            (rc = rd_u32(&r, &b->codec, "block codec")) < 0)
+        if ((rc = ptc_rd_u64(&r, &b->xxh3, "block hash")) < 0 ||
+            (rc = ptc_rd_u32(&r, &b->stored, "block length")) < 0 ||
+            (rc = ptc_rd_u32(&r, &b->codec, "block codec")) < 0)
             goto out_free;
         uint64_t raw = i + 1 < s->nblocks ? PTC_STORE_BLOCK_SIZE
                                           : s->raw_length - i * PTC_STORE_BLOCK_SIZE;
@@ -400,7 +330,7 @@ int ptc_shard_rec_decode(ptc_shard_rec *s, const void *data, size_t len)
         rc = shard_fail("block lengths do not add up to the shard length");
         goto out_free;
     }
-    return rd_end(&r);
+    return ptc_rd_end(&r);
 out_free:
     ptc_shard_rec_free(s);
     return rc;
@@ -432,35 +362,9 @@ int ptc_shard_rec_check(const ptc_shard_rec *s, int ndim, const int64_t *shape,
     if (ptc_mul_overflow_i64(vol, (int64_t)elem_size, &bytes) || (uint64_t)bytes != s->raw_length)
         return ptc_error_set(PTC_E_INVAL, "shard: raw length %llu does not match local shape",
                              (unsigned long long)s->raw_length);
-    for (uint32_t i = 0; i < s->npieces; i++) {
-        const ptc_piece *p = &s->pieces[i];
-        if (p->box.ndim != ndim)
-            return ptc_error_set(PTC_E_INVAL, "shard piece %u: rank %d, tensor has %d", i,
-                                 p->box.ndim, ndim);
-        bool empty = false;
-        for (int d = 0; d < ndim; d++) {
-            if (p->box.lo[d] < 0 || p->box.lo[d] > p->box.hi[d] || p->box.hi[d] > shape[d])
-                return ptc_error_set(PTC_E_INVAL, "shard piece %u: box outside the tensor", i);
-            if (p->box.lo[d] == p->box.hi[d])
-                empty = true;
-        }
-        if (empty)
-            continue;
-        int64_t hi = p->local_offset;
-        if (hi < 0)
-            return ptc_error_set(PTC_E_INVAL, "shard piece %u: negative local offset", i);
-        for (int d = 0; d < ndim; d++) {
-            int64_t t;
-            if (p->local_stride[d] < 0 ||
-                ptc_mul_overflow_i64(p->box.hi[d] - p->box.lo[d] - 1, p->local_stride[d], &t) ||
-                ptc_add_overflow_i64(hi, t, &hi))
-                return ptc_error_set(PTC_E_INVAL, "shard piece %u: bad local strides", i);
-        }
-        if (hi >= vol)
-            return ptc_error_set(PTC_E_INVAL,
-                                 "shard piece %u: reaches local element %lld of %lld", i,
-                                 (long long)hi, (long long)vol);
-    }
+    for (uint32_t i = 0; i < s->npieces; i++)
+        if (ptc_piece_check(&s->pieces[i], ndim, shape, vol) != PTC_OK)
+            return ptc_error_set(PTC_E_INVAL, "shard piece %u: %s", i, ptc_last_error());
     return PTC_OK;
 }
 
@@ -495,18 +399,18 @@ int ptc_desc_decode(const void *data, size_t len, uint64_t *version, ptc_shard_r
 {
     *out = NULL;
     *nout = 0;
-    rd r = {data, len, 0, "descriptor buffer"};
+    ptc_rd r = {data, len, 0, "descriptor buffer"};
     uint32_t fmt, pad;
     uint64_t n;
     if (len < 8 || memcmp(data, PTC_DESC_MAGIC, 8) != 0)
         return ptc_error_set(PTC_E_FORMAT, "descriptor buffer: bad magic");
     r.pos = 8;
-    PTC_TRY(rd_u32(&r, &fmt, "format"));
-    PTC_TRY(rd_u32(&r, &pad, "reserved"));
+    PTC_TRY(ptc_rd_u32(&r, &fmt, "format"));
+    PTC_TRY(ptc_rd_u32(&r, &pad, "reserved"));
     if (fmt != DESC_FORMAT)
         return ptc_error_set(PTC_E_FORMAT, "descriptor buffer: unknown format %u", fmt);
-    PTC_TRY(rd_u64(&r, version, "version"));
-    PTC_TRY(rd_u64(&r, &n, "count"));
+    PTC_TRY(ptc_rd_u64(&r, version, "version"));
+    PTC_TRY(ptc_rd_u64(&r, &n, "count"));
     if (n > (len - r.pos) / 20) /* each entry: 12-byte head + at least 8 */
         return ptc_error_set(PTC_E_FORMAT, "descriptor buffer: count %llu exceeds buffer",
                              (unsigned long long)n);
@@ -520,11 +424,11 @@ int ptc_desc_decode(const void *data, size_t len, uint64_t *version, ptc_shard_r
     size_t done = 0;
     for (; done < n; done++) {
         uint32_t t, rank, rl;
-        if ((rc = rd_u32(&r, &t, "tensor")) < 0 || (rc = rd_u32(&r, &rank, "rank")) < 0 ||
-            (rc = rd_u32(&r, &rl, "length")) < 0)
+        if ((rc = ptc_rd_u32(&r, &t, "tensor")) < 0 || (rc = ptc_rd_u32(&r, &rank, "rank")) < 0 ||
+            (rc = ptc_rd_u32(&r, &rl, "length")) < 0)
             goto out_free;
         if (rl > r.len - r.pos) {
-            rc = rd_fail(&r, "record");
+            rc = ptc_rd_fail(&r, "record");
             goto out_free;
         }
         recs[done].tensor = t;
@@ -533,7 +437,7 @@ int ptc_desc_decode(const void *data, size_t len, uint64_t *version, ptc_shard_r
             goto out_free;
         r.pos += rl;
     }
-    if ((rc = rd_end(&r)) < 0)
+    if ((rc = ptc_rd_end(&r)) < 0)
         goto out_free;
     *out = recs;
     *nout = (size_t)n;

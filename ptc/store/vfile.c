@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ptc/vfile.h"
+#include "ptc/convert.h"
 #include "ptc/safetensors.h"
 #include "base/piecewalk_internal.h"
 #include "base/util_internal.h"
@@ -218,16 +219,19 @@ static json_t *pieces_json(const ptc_piece *p, size_t n)
 static int add_rank_meta(ptc_vfile *f, const ptc_layout *l, int rank)
 {
     const ptc_config *cfg = ptc_layout_config(l);
+    bool ex = ptc_layout_is_explicit(l);
     char buf[PTC_CONFIG_MAX_STAGES * 11 + 64];
-    PTC_TRY(ptc_config_format(cfg, PTC_CONFIG_STYLE_KEYS, buf, sizeof buf));
+    PTC_TRY(ptc_layout_describe(l, buf, sizeof buf));
     PTC_TRY(add_meta(f, "ptc.config", buf));
     PTC_TRY(add_meta(f, "ptc.format", "1"));
     snprintf(buf, sizeof buf, "%d", rank);
     PTC_TRY(add_meta(f, "ptc.rank", buf));
-    int pp_i, dp_i, tp_i;
-    ptc_config_coords(cfg, rank, &pp_i, &dp_i, &tp_i);
-    snprintf(buf, sizeof buf, "pp=%d,dp=%d,tp=%d", pp_i, dp_i, tp_i);
-    PTC_TRY(add_meta(f, "ptc.coords", buf));
+    if (!ex) { /* an explicit layout's ranks have no coordinates */
+        int pp_i, dp_i, tp_i;
+        ptc_config_coords(cfg, rank, &pp_i, &dp_i, &tp_i);
+        snprintf(buf, sizeof buf, "pp=%d,dp=%d,tp=%d", pp_i, dp_i, tp_i);
+        PTC_TRY(add_meta(f, "ptc.coords", buf));
+    }
 
     json_t *tensors = json_object();
     if (!tensors)
@@ -236,8 +240,9 @@ static int add_rank_meta(ptc_vfile *f, const ptc_layout *l, int rank)
     for (size_t i = 0; i < f->n && rc == PTC_OK; i++) {
         const struct ventry *e = &f->e[i];
         const ptc_tensor_info *ti = ptc_layout_tensor(l, e->tensor);
-        char place[256];
-        rc = ptc_placement_format(ptc_layout_placement(l, e->tensor), place, sizeof place);
+        char place[256] = "";
+        rc = ex ? PTC_OK
+                : ptc_placement_format(ptc_layout_placement(l, e->tensor), place, sizeof place);
         if (rc)
             break;
         json_t *shape = json_array();
@@ -264,10 +269,9 @@ int ptc_vfile_rank(ptc_vfile **out, const ptc_store_reader *r, const ptc_layout 
                    ptc_dtype dtype)
 {
     *out = NULL;
-    const ptc_config *cfg = ptc_layout_config(l);
-    if (rank < 0 || rank >= ptc_config_world(cfg))
+    if (rank < 0 || rank >= ptc_layout_world(l))
         return ptc_error_set(PTC_E_RANGE, "rank %d outside a world of %d", rank,
-                             ptc_config_world(cfg));
+                             ptc_layout_world(l));
     ptc_vfile *f = ptc_calloc(1, sizeof *f);
     if (!f)
         return PTC_E_NOMEM;

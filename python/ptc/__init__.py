@@ -9,38 +9,48 @@ reimplemented here. See docs/python.md.
         st.export("ranks", config="tp=4")
 
 ``ptc.torch`` (imported on demand) holds the PyTorch parts: StepDataset.
+``ptc.schedule(stages, n_microbatches, kind=...)`` runs PTC's pipeline
+schedules in torch.distributed.pipelining (ptc.pipelining; torch is imported
+only when it is called).
 """
 
+from typing import Any
+
 from ._errors import (BusyError, ChecksumError, ConfigError, CudaError, DeadlockError, Error,
-                      ExistsError, FormatError, InvalidError, IOError, MpiError, NcclError,
-                      NoMemoryError, NotFoundError, RangeError, RuleError, StoreError,
-                      TimeoutError, UnsupportedError)
+                      ExistsError, FormatError, InvalidError, MpiError, NcclError, NoMemoryError,
+                      NotFoundError, PtcIOError, PtcTimeoutError, RangeError, RuleError,
+                      StoreError, UnsupportedError)
+from ._errors import deprecated as _deprecated
 from ._arrays import dtype_name
 from ._lib import Rules, hf_params, library_path
 from .checkpoint import load, read_record, save
 from .layout import Layout, Piece, Shard, layout
+from .pipelining import Schedule, schedule
 from .store import Store
 
 __version__ = "0.1.0"
 
 
-def lib_version():
+def lib_version() -> str:
     """The version string of the loaded libptc (ptc_version())."""
     from ._lib import lib
     return lib().ptc_version().decode()
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name == "torch":   # ptc.torch needs torch: load it only when asked for
         import importlib
         return importlib.import_module(".torch", __name__)
+    cls = _deprecated(name, "ptc")   # IOError, TimeoutError: renamed, with a warning
+    if cls is not None:
+        return cls
     raise AttributeError("module 'ptc' has no attribute %r" % name)
 
 
 __all__ = ["Store", "Layout", "Shard", "Piece", "Rules", "hf_params", "layout", "save", "load",
-           "read_record",
+           "read_record", "Schedule", "schedule",
            "dtype_name", "library_path", "lib_version", "Error", "InvalidError",
-           "NoMemoryError", "IOError", "FormatError", "NotFoundError", "ExistsError",
+           "NoMemoryError", "PtcIOError", "FormatError", "NotFoundError", "ExistsError",
            "ChecksumError", "UnsupportedError", "RangeError", "BusyError", "RuleError",
            "ConfigError", "CudaError", "MpiError", "NcclError", "DeadlockError", "StoreError",
-           "TimeoutError"]
+           "PtcTimeoutError"]

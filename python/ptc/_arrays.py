@@ -9,6 +9,7 @@ raw uint16 / uint8 numpy arrays when the PTC dtype is given explicitly.
 """
 
 import sys
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -39,7 +40,7 @@ _TORCH_NAMES = {
 }
 
 
-def dtype_name(dt):
+def dtype_name(dt: Any) -> str:
     """Normalise a PTC dtype given as a name ("BF16", "bf16"), an enum value, a
     numpy dtype or a torch dtype to its safetensors name."""
     if isinstance(dt, str):
@@ -74,15 +75,15 @@ def dtype_name(dt):
     raise _errors.InvalidError("numpy dtype %s has no PTC dtype" % ndt)
 
 
-def dtype_value(dt):
+def dtype_value(dt: Any) -> int:
     return DTYPES[dtype_name(dt)][0]
 
 
-def dtype_size(dt):
+def dtype_size(dt: Any) -> int:
     return DTYPES[dtype_name(dt)][1]
 
 
-def numpy_dtype(name):
+def numpy_dtype(name: Any) -> "np.dtype[Any]":
     """The numpy dtype holding PTC dtype @p name: native, ml_dtypes, or raw bits."""
     name = dtype_name(name)
     if name in _NUMPY:
@@ -95,7 +96,7 @@ def numpy_dtype(name):
         return np.dtype(_RAW[name])
 
 
-def torch_dtype(name):
+def torch_dtype(name: Any) -> Any:
     import torch
     t = getattr(torch, _TORCH_NAMES[dtype_name(name)], None)
     if t is None:
@@ -103,12 +104,12 @@ def torch_dtype(name):
     return t
 
 
-def is_torch(x):
+def is_torch(x: Any) -> bool:
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(x, torch.Tensor)
 
 
-def dtensor_class():
+def dtensor_class() -> Optional[type]:
     """torch's DTensor class if its module is loaded (an object can only be a
     DTensor if it is; importing it costs ~0.7 s of sympy and friends)."""
     for mod in ("torch.distributed.tensor", "torch.distributed._tensor"):
@@ -118,7 +119,7 @@ def dtensor_class():
     return None
 
 
-def local_tensor(x):
+def local_tensor(x: Any) -> Any:
     """A DTensor's local shard; anything else as it is."""
     DTensor = dtensor_class()
     if DTensor is not None and isinstance(x, DTensor):
@@ -132,18 +133,20 @@ class ArrayRef:
 
     __slots__ = ("obj", "ptr", "dtype", "shape", "nbytes")
 
-    def __init__(self, obj, ptr, dtype, shape, nbytes):
+    def __init__(self, obj: Any, ptr: int, dtype: str, shape: Sequence[int],
+                 nbytes: int) -> None:
         self.obj, self.ptr, self.dtype, self.shape, self.nbytes = obj, ptr, dtype, shape, nbytes
 
 
-def _raw_ok(native, expected):
+def _raw_ok(native: str, expected: str) -> bool:
     """Whether an array of dtype @p native may carry @p expected as raw bits: an
     integer type of the same size for the types numpy lacks (BF16, F8)."""
     return (expected in _RAW and native in ("U8", "I8", "U16", "I16")
             and DTYPES[native][1] == DTYPES[expected][1])
 
 
-def array_ref(x, dtype=None, writable=False, what="array"):
+def array_ref(x: Any, dtype: Any = None, writable: bool = False,
+              what: str = "array") -> ArrayRef:
     """The pointer, dtype and shape of a numpy array or a CPU torch tensor (a
     DTensor gives its local shard) without copying it.
 
@@ -185,7 +188,7 @@ def array_ref(x, dtype=None, writable=False, what="array"):
     return ArrayRef(x, ptr, name, shape, nbytes)
 
 
-def empty(shape, dtype, like="numpy"):
+def empty(shape: Sequence[int], dtype: Any, like: str = "numpy") -> Any:
     """A new C-contiguous array for PTC dtype @p dtype: a torch tensor with
     like="torch", else a numpy array (raw bits for BF16/F8 without ml_dtypes)."""
     if like == "torch":

@@ -22,6 +22,7 @@ newer library; calling one that is absent raises UnsupportedError.
 import ctypes
 import os
 import threading
+from typing import Any, Dict, Mapping, Optional, Union
 from ctypes import (POINTER, Structure, c_bool, c_char, c_char_p, c_double, c_int, c_int64,
                     c_long, c_size_t, c_uint, c_uint32, c_uint64, c_void_p)
 
@@ -49,6 +50,11 @@ CKPT_RECORD_FORMAT = 1
 CKPT_RNG_MAX = 4 << 20
 CKPT_EXTRA_MAX = 4096
 CKPT_PARENT_LATEST = (1 << 64) - 1
+# step.h
+DATASET_STEP_PATH_MAX = 256
+DATASET_STEP_LEVEL_RANK = 7    # ptc_dataset_step_level: .../rank-<R>
+DATASET_STEP_LEVEL_FILE = 8    # .../rank-<R>/step-<K>
+DATASET_STEP_LEVEL_INDEX = 9   # .../rank-<R>/step-<K>.idx
 
 
 # ---- structs (include/ptc/*.h) ---------------------------------------------------------
@@ -112,7 +118,8 @@ class ImportOptions(Structure):
 
 class PlanOptions(Structure):
     _fields_ = [("hosts", c_int), ("src_host", POINTER(c_int)), ("dst_host", POINTER(c_int)),
-                ("no_reuse", c_bool)]
+                ("no_reuse", c_bool), ("figures_only", c_bool), ("src_proc", POINTER(c_int)),
+                ("dst_proc", POINTER(c_int)), ("proc", c_int)]
 
 
 class PlanStats(Structure):
@@ -127,7 +134,7 @@ class PlanStats(Structure):
 
 class PlanHostStats(Structure):
     _fields_ = [("bytes_in", c_uint64), ("bytes_out", c_uint64), ("bytes_need", c_uint64),
-                ("bytes_have", c_uint64)]
+                ("bytes_have", c_uint64), ("bytes_copy", c_uint64)]
 
 
 class ReshardOptions(Structure):
@@ -174,6 +181,12 @@ class Order(Structure):
                 ("mask", c_uint64)]
 
 
+class DatasetStep(Structure):
+    _fields_ = [("seed", c_uint64), ("epoch", c_uint64), ("batch", c_uint64),
+                ("start", c_uint64), ("dp", c_uint64), ("rank", c_uint64), ("step", c_uint64),
+                ("policy", c_uint)]
+
+
 class ViewStat(Structure):
     _fields_ = [("is_dir", c_bool), ("size", c_uint64)]
 
@@ -196,7 +209,28 @@ class CkptRecord(Structure):
 
 class CkptOptions(Structure):
     _fields_ = [("parent", c_uint64), ("codec", c_uint), ("level", c_int),
-                ("no_reuse", c_bool), ("ignore_extra", c_bool), ("threads", c_int)]
+                ("no_reuse", c_bool), ("ignore_extra", c_bool), ("threads", c_int),
+                ("rules", c_void_p)]
+
+
+# transport.h: the callbacks of a ptc_transport
+ALLGATHER_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t, c_void_p)
+GATHER_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t, c_void_p, c_int)
+BROADCAST_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t, c_int)
+BARRIER_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
+
+
+class Transport(Structure):
+    _fields_ = [("rank", c_int), ("size", c_int), ("allgather", ALLGATHER_FN),
+                ("gather", GATHER_FN), ("broadcast", BROADCAST_FN), ("barrier", BARRIER_FN),
+                ("user", c_void_p)]
+
+
+class CkptLocal(Structure):
+    _fields_ = [("name", c_char_p), ("rank", c_int), ("dtype", c_int), ("ndim", c_int),
+                ("shape", c_int64 * MAX_DIMS), ("has_global", c_bool), ("global_ndim", c_int),
+                ("global_shape", c_int64 * MAX_DIMS), ("has_box", c_bool), ("box", Box),
+                ("data", c_void_p), ("pieces", POINTER(Piece)), ("npieces", c_size_t)]
 
 
 # Every struct the ABI test checks against the C headers: Python name -> C type name.
@@ -211,10 +245,11 @@ STRUCTS = {
     "GcStats": "ptc_store_gc_stats", "DatasetInfo": "ptc_store_dataset_info",
     "DatasetIngestOptions": "ptc_dataset_ingest_options",
     "AuditResult": "ptc_dataset_audit_result", "Order": "ptc_order",
-    "DatasetBatchPolicy": "ptc_dataset_batch_policy",
+    "DatasetBatchPolicy": "ptc_dataset_batch_policy", "DatasetStep": "ptc_dataset_step",
     "ViewStat": "ptc_view_stat", "ViewStoreOptions": "ptc_view_store_options",
     "CkptKv": "ptc_ckpt_kv", "CkptRecord": "ptc_ckpt_record",
-    "CkptOptions": "ptc_ckpt_options",
+    "CkptOptions": "ptc_ckpt_options", "Transport": "ptc_transport",
+    "CkptLocal": "ptc_ckpt_local",
 }
 
 # ---- the function table ---------------------------------------------------------------
@@ -229,6 +264,8 @@ FUNCTIONS = {
     "ptc_strerror": (c_char_p, [c_int]),
     "ptc_last_error": (c_char_p, []),
     "ptc_error_clear": (None, []),
+    # variadic in C; bound with the format alone (callers escape '%')
+    "ptc_error_set": (c_int, [c_int, c_char_p]),
     "ptc_version": (c_char_p, []),
     "ptc_fault_alloc_at": (None, [c_long]),
     "ptc_fault_write_at": (None, [c_long, c_int]),
@@ -253,6 +290,7 @@ FUNCTIONS = {
     "ptc_rules_params_free": (None, [POINTER(RulesParam), c_size_t]),
     "ptc_rules_missing_params": (c_char_p, [P]),
     "ptc_rules_destroy": (None, [P]),
+    "ptc_rules_preset_names": (POINTER(c_char_p), []),
     "ptc_rules_text": (c_char_p, [P]),
     "ptc_rules_resolve": (c_int, [P, c_char_p, POINTER(Placement)]),
     "ptc_placement_format": (c_int, [POINTER(Placement), c_char_p, c_size_t]),
@@ -268,6 +306,11 @@ FUNCTIONS = {
     "ptc_layout_pieces": (c_int, [P, c_size_t, c_int, POINTER(Piece), c_size_t,
                                   POINTER(c_size_t)]),
     "ptc_layout_nlayers": (c_int64, [P]),
+    # layout.h: explicit layouts (layouts read from DTensors)
+    "ptc_layout_is_explicit": (c_bool, [P]),
+    "ptc_layout_world": (c_int, [P]),
+    "ptc_layout_describe": (c_int, [P, c_char_p, c_size_t]),
+    "ptc_layout_of_version_rules": (c_int, [PP, P, POINTER(Config), P]),
     # store.h
     "ptc_store_open": (c_int, [PP, c_char_p, c_uint]),
     "ptc_store_close": (None, [P]),
@@ -317,6 +360,11 @@ FUNCTIONS = {
     "ptc_batch_steps_policy": (c_int, [c_uint64, c_uint64, c_uint64, c_uint, u64p]),
     "ptc_batch_part_policy": (c_int, [c_uint64, c_uint64, c_uint64, c_uint64, c_uint64,
                                       c_uint64, c_uint, u64p, u64p]),
+    "ptc_dataset_step_format": (c_int, [POINTER(DatasetStep), c_int, c_char_p, c_size_t]),
+    "ptc_dataset_step_range": (c_int, [c_uint64, POINTER(DatasetStep), POINTER(c_uint64),
+                                       POINTER(c_uint64)]),
+    "ptc_dataset_step_ids": (c_int, [c_uint64, POINTER(DatasetStep), POINTER(c_uint64),
+                                     c_uint64, POINTER(c_uint64)]),
     "ptc_dataset_ingest": (c_int, [P, c_char_p, c_char_p, POINTER(c_char_p), c_size_t,
                                    POINTER(DatasetIngestOptions), u64p]),
     "ptc_dataset_audit": (c_int, [P, c_char_p, c_uint64, c_uint64, POINTER(AuditResult)]),
@@ -334,37 +382,93 @@ FUNCTIONS = {
     "ptc_view_store_destroy": (None, [P]),
     "ptc_view_stat_path": (c_int, [P, c_char_p, POINTER(ViewStat)]),
     "ptc_view_pread": (c_int, [P, c_char_p, c_uint64, c_void_p, c_size_t, POINTER(c_size_t)]),
-    # ckpt.h: the non-collective steps (ptc.save / ptc.load run the collective
-    # parts over torch.distributed; ptc_ckpt_save / ptc_ckpt_load take an
-    # MPI_Comm and are not bound)
+    # transport.h and ckpt.h: ptc.save / ptc.load hand libptc a transport over
+    # torch.distributed (ptc._transport) and the described local tensors; the
+    # protocol is libptc's (ptc_ckpt_save_locals_over / _load_locals_over)
+    "ptc_transport_self": (None, [POINTER(Transport)]),
     "ptc_ckpt_options_init": (None, [POINTER(CkptOptions)]),
     "ptc_ckpt_record_free": (None, [POINTER(CkptRecord)]),
     "ptc_ckpt_record_to_json": (c_int, [POINTER(CkptRecord), POINTER(c_void_p)]),
     "ptc_ckpt_record_from_json": (c_int, [c_char_p, c_size_t, POINTER(CkptRecord)]),
     "ptc_ckpt_read_record": (c_int, [P, c_uint64, POINTER(CkptRecord)]),
-    "ptc_ckpt_local_bytes": (c_int, [P, c_size_t, c_int, POINTER(c_size_t)]),
-    "ptc_ckpt_begin": (c_int, [PP, P, P, P, POINTER(CkptOptions)]),
-    "ptc_ckpt_txn_version": (c_uint64, [P]),
-    "ptc_ckpt_txn_parent": (c_uint64, [P]),
-    "ptc_ckpt_write_local": (c_int, [P, c_uint64, c_uint64, P, POINTER(c_int), c_size_t,
-                                     POINTER(c_void_p), POINTER(CkptOptions), POINTER(c_void_p),
-                                     POINTER(c_size_t)]),
-    "ptc_ckpt_commit": (c_int, [P, POINTER(c_void_p), POINTER(c_size_t), c_size_t,
-                                POINTER(CkptRecord), u64p]),
-    "ptc_ckpt_abort": (None, [P]),
-    "ptc_ckpt_load_local": (c_int, [P, c_uint64, P, POINTER(c_int), c_size_t,
-                                    POINTER(c_void_p), POINTER(CkptOptions),
-                                    POINTER(CkptRecord), u64p]),
+    "ptc_ckpt_collect_over": (c_int, [POINTER(Transport), POINTER(c_int), c_size_t,
+                                      POINTER(CkptLocal), c_size_t, POINTER(Config), P, PP]),
+    "ptc_ckpt_save_locals_over": (c_int, [POINTER(Transport), c_int, P, POINTER(c_int),
+                                          c_size_t, POINTER(CkptLocal), c_size_t,
+                                          POINTER(Config), P, POINTER(CkptRecord),
+                                          POINTER(CkptOptions), u64p]),
+    "ptc_ckpt_load_locals_over": (c_int, [POINTER(Transport), c_int, P, c_uint64,
+                                          POINTER(c_int), c_size_t, POINTER(CkptLocal),
+                                          c_size_t, POINTER(Config), POINTER(CkptOptions),
+                                          POINTER(CkptRecord), u64p]),
 }
 
 # Functions a library may lack; calling one that is absent raises UnsupportedError.
-# The training-state checkpoint API (ckpt.h) is newer than the rest: a library
-# built before it still loads, and ptc.save / ptc.load then raise
-# UnsupportedError.
+# The training-state checkpoint API (ckpt.h, over transport.h) is newer than
+# the rest: a library built before it still loads, and ptc.save / ptc.load
+# then raise UnsupportedError.
+CKPT_FUNCTIONS = tuple(n for n in FUNCTIONS if n.startswith(("ptc_ckpt_", "ptc_transport_")))
 # The fault-injection setters exist only in the test build's library
 # (build/test-hooks/libptc.so), which the package's tests load.
-CKPT_FUNCTIONS = tuple(n for n in FUNCTIONS if n.startswith("ptc_ckpt_"))
 _OPTIONAL = set(CKPT_FUNCTIONS) | {"ptc_fault_alloc_at", "ptc_fault_write_at"}
+
+# ---- sched.h: pipeline schedules (ptc.pipelining) --------------------------------------
+# Its structs and functions in one block; optional like ckpt.h (an older
+# library loads, ptc.pipelining then raises UnsupportedError).
+
+
+class SchedGen(Structure):
+    _fields_ = [("kind", c_int), ("ranks", c_int), ("microbatches", c_int), ("chunks", c_int),
+                ("k", c_int), ("cost_f", c_double), ("cost_b", c_double), ("cost_w", c_double)]
+
+
+class SchedCosts(Structure):
+    _fields_ = [("f", c_double), ("b", c_double), ("w", c_double), ("latency", c_double),
+                ("bandwidth", c_double), ("act_bytes", c_double), ("trace", c_void_p)]
+
+
+class SchedAdaptive(Structure):
+    _fields_ = [("ranks", c_int), ("microbatches", c_int), ("mem_limit", c_double),
+                ("chosen_k", c_int), ("makespan", c_double), ("candidates", c_int)]
+
+
+class SchedReport(Structure):
+    _fields_ = [("code", c_int), ("rank", c_int), ("step", c_int), ("message", c_char * 320),
+                ("grid", c_char_p), ("messages", c_size_t)]
+
+
+STRUCTS.update({"SchedGen": "ptc_sched_gen", "SchedCosts": "ptc_sched_costs",
+                "SchedAdaptive": "ptc_sched_adaptive", "SchedReport": "ptc_sched_report"})
+SCHED_FUNCTIONS = {
+    "ptc_sched_kind_parse": (c_int, [c_char_p, POINTER(c_int)]),
+    "ptc_sched_generate_costed": (c_int, [PP, POINTER(SchedGen), POINTER(SchedCosts)]),
+    "ptc_sched_adapt_kfkb": (c_int, [PP, POINTER(SchedAdaptive), POINTER(SchedCosts)]),
+    "ptc_sched_parse": (c_int, [PP, c_char_p, c_size_t]),
+    "ptc_sched_from_torch": (c_int, [PP, c_char_p, c_size_t, c_int, POINTER(c_size_t)]),
+    "ptc_sched_format": (c_int, [P, POINTER(c_void_p), POINTER(c_size_t)]),
+    "ptc_sched_to_torch": (c_int, [P, c_int, POINTER(c_void_p), POINTER(c_size_t)]),
+    "ptc_sched_text_free": (None, [c_void_p]),
+    "ptc_sched_destroy": (None, [P]),
+    "ptc_sched_validate": (c_int, [P, POINTER(SchedReport)]),
+    "ptc_sched_report_clear": (None, [POINTER(SchedReport)]),
+    "ptc_sched_ranks": (c_int, [P]),
+    "ptc_sched_stages": (c_int, [P]),
+    "ptc_sched_pipes": (c_int, [P]),
+    "ptc_sched_microbatches": (c_int, [P]),
+    "ptc_sched_chunks": (c_int, [P, c_int]),
+    "ptc_sched_kind": (c_char_p, [P]),
+    "ptc_sched_k": (c_int, [P]),
+    "ptc_sched_stage_of": (c_int, [P, c_int, c_int, POINTER(c_int), POINTER(c_int)]),
+    "ptc_sched_simulate": (c_int, [P, POINTER(SchedCosts), PP]),
+    "ptc_sched_sim_destroy": (None, [P]),
+    "ptc_sched_sim_makespan": (c_double, [P]),
+    "ptc_sched_sim_bubble": (c_double, [P]),
+    "ptc_sched_sim_peak": (c_double, [P, c_int]),
+}
+FUNCTIONS.update(SCHED_FUNCTIONS)
+_OPTIONAL.update(SCHED_FUNCTIONS)
+SCHED_TORCH_COMPUTE = 0
+SCHED_TORCH_COMMS = 1
 
 _lock = threading.Lock()
 _lib = None
@@ -439,7 +543,7 @@ def lib():
                           % ", ".join(tried))
 
 
-def library_path():
+def library_path() -> str:
     """Path of the loaded libptc."""
     lib()
     return _path
@@ -557,7 +661,7 @@ class Handle:
             pass
 
 
-def hf_params(config_json):
+def hf_params(config_json: Union[str, "os.PathLike[str]"]) -> Dict[str, int]:
     """The rules parameters of a Hugging Face config.json (ptc_rules_params_read):
     a dict name -> int (booleans as 0/1, num_key_value_heads and head_dim derived
     when the file leaves them out)."""
@@ -570,55 +674,120 @@ def hf_params(config_json):
         lib().ptc_rules_params_free(arr, n)
 
 
+def presets() -> "tuple[str, ...]":
+    """The names of the built-in rules presets (ptc_rules_preset_names)."""
+    names, arr, i = [], lib().ptc_rules_preset_names(), 0
+    while arr[i]:
+        names.append(dec(arr[i]))
+        i += 1
+    return tuple(names)
+
+
 class Rules:
     """Parsed placement rules: a preset name (llama, gpt2, megatron-gpt, ptc-mlp, bert, phi3,
-    none), a rules file path, or rules text (anything containing a newline). @p params
-    (a dict name -> int, e.g. hf_params("config.json")) gives the values of `$NAME`
-    in the rules (docs/rules.md, "Parameters")."""
+    none) or rules text — one rule without a newline (``"match * tp=replicate pp=all"``) or
+    several lines — or, with @p file, the rules file at that path (a str is never taken
+    for a path). @p params (a dict name -> int, e.g. hf_params("config.json")) gives the
+    values of `$NAME` in the rules (docs/rules.md, "Parameters")."""
 
-    def __init__(self, spec, params=None):
+    def __init__(self, spec: Any = None, params: Optional[Mapping[str, int]] = None,
+                 file: Any = None) -> None:
         self._h = Handle("ptc_rules_destroy")
         if isinstance(spec, Rules):
             spec = spec.text
+        if (spec is None) == (file is None):
+            raise _errors.InvalidError("rules: give rules (a preset name or rules text) or "
+                                       "rules_file (a path), one of them")
         params = dict(params or {})
         names = [enc(k) for k in params]
         arr = (RulesParam * max(1, len(params)))()
         for i, (k, v) in enumerate(params.items()):
             arr[i].name = names[i]
             arr[i].value = int(v)
-        if isinstance(spec, str) and "\n" in spec:
-            b = spec.encode("utf-8")
+        if file is not None:
+            path = os.fspath(file)
+            if os.sep not in path:
+                path = os.path.join(os.curdir, path)  # never a preset's name
+            call("ptc_rules_load_params", ctypes.byref(self._h.ptr), enc(path), arr,
+                 len(params))
+            return
+        if not isinstance(spec, str):
+            raise _errors.InvalidError("rules must be a preset name or rules text (str), not "
+                                       "%s; a rules file is given as rules_file=PATH"
+                                       % type(spec).__name__)
+        if "\n" not in spec and spec.strip() in presets():
+            call("ptc_rules_load_params", ctypes.byref(self._h.ptr), enc(spec.strip()), arr,
+                 len(params))
+            return
+        b = spec.encode("utf-8")
+        try:
             call("ptc_rules_parse_params", ctypes.byref(self._h.ptr), b, len(b), b"rules", arr,
                  len(params))
-        else:
-            call("ptc_rules_load_params", ctypes.byref(self._h.ptr), enc(spec), arr,
-                 len(params))
+        except _errors.Error as e:
+            if "\n" in spec:
+                raise
+            hint = (" (a file of that name exists: pass it as rules_file=)"
+                    if os.path.isfile(spec) else "")
+            raise _errors.make_error(e.code, "rules '%s' is neither a preset name (%s) nor "
+                                             "rule text (%s); a rules file is given as "
+                                             "rules_file=PATH%s"
+                                     % (spec[:80], ", ".join(presets()), e.message,
+                                        hint)) from None
 
     @property
-    def ptr(self):
+    def ptr(self) -> Any:
         return self._h.ptr
 
     @property
-    def text(self):
+    def text(self) -> str:
         """The canonical rules text (presets expanded)."""
         return dec(lib().ptc_rules_text(self._h.ptr))
 
-    def close(self):
+    def close(self) -> None:
         self._h.close()
 
 
-def as_rules(spec):
-    return spec if isinstance(spec, Rules) else Rules(spec)
+def as_rules(spec: Any, file: Any = None) -> "Rules":
+    """@p spec as Rules (a Rules object as it is), or the rules file @p file."""
+    if isinstance(spec, Rules) and file is None:
+        return spec
+    return Rules(spec, file=file)
 
 
-def progress_callback(fn):
-    """A C progress callback calling fn(what, done, total), or a NULL one."""
-    if fn is None:
-        return PROGRESS_FN()
+def describe_layout(ptr: Any) -> str:
+    """The text naming a layout: its configuration, or "explicit:W"."""
+    buf = ctypes.create_string_buffer(CONFIG_MAX_STAGES * 11 + 64)
+    call("ptc_layout_describe", ptr, buf, len(buf))
+    return dec(buf.value)
 
-    def cb(what, done, total, user):
+
+class Progress:
+    """A C progress callback calling fn(what, done, total) (a NULL one for
+    fn None), used as a context manager around the libptc call.
+
+    libptc's progress callbacks cannot stop the work (ptc_progress_fn returns
+    nothing), so an exception that fn raises is kept, fn is not called again,
+    and the exception is raised when the call returns (from ``__exit__``,
+    chained to the call's own error if it failed too)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.exc = None
+        self.c = PROGRESS_FN(self._cb) if fn is not None else PROGRESS_FN()
+
+    def _cb(self, what, done, total, user):
+        if self.exc is not None:
+            return
         try:
-            fn(dec(what), done, total)
-        except Exception:
-            pass
-    return PROGRESS_FN(cb)
+            self.fn(dec(what), done, total)
+        except BaseException as e:  # noqa: B036 -- raised again by __exit__
+            self.exc = e
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        e, self.exc = self.exc, None
+        if e is not None:
+            raise e
+        return False

@@ -1,46 +1,43 @@
 """ptc.save / ptc.load: collective save and load of a training job's state
 (parameters, optimizer state, training-state record) over a torch.distributed
-process group or in one process, binding the non-collective steps of
-libptc's training-state checkpoint API (include/ptc/ckpt.h).
+process group or in one process.
 
-Saving (every process of the group calls ``save``):
+The protocol is libptc's (include/ptc/ckpt.h), the same code the C API runs
+over MPI: ``ptc_ckpt_save_locals_over`` and ``ptc_ckpt_load_locals_over``.
+This module only converts: each tensor of ``state`` becomes a description
+(name, rank, pointer, dtype, local shape, and where known its global shape
+and where a DTensor's local tensor lies — a box, or the pieces of a strided
+shard, read from its mesh and placements by ptc._dtensor; no copies), the
+arguments become C structs, and the
+process group becomes a ptc_transport whose callbacks run torch.distributed
+collectives on uint8 tensors (ptc._transport). libptc then exchanges the
+descriptions and agrees on the layout of the whole collection (that of
+``config`` and the rules, or, without a config, the explicit layout the
+descriptions make), checks every
+local tensor against it, and saves (process 0 begins, every process writes
+its ranks' shards, process 0 commits) or loads (process 0 resolves the
+version, every process reads the stored blocks its pieces touch).
 
-1. every process turns its ``state`` into pointers, dtypes and shapes (no
-   copies) and the group exchanges what each holds (names, dtypes, global
-   shapes, ranks) as JSON in uint8 tensors, so that every process builds the
-   same layout of the whole collection; each checks its local tensors
-   against it;
-2. process 0 begins the version (``ptc_ckpt_begin``: the store's writer
-   lock, the version number, the parent) and the group learns the numbers;
-3. every process writes its ranks' shards into its own pack files
-   (``ptc_ckpt_write_local``, in parallel over libptc's threads) and the
-   shard descriptors travel to every process as uint8 tensors;
-4. process 0 commits with the training-state record (``ptc_ckpt_commit``),
-   or aborts, and the group learns the outcome.
-
-Every step ends in an agreement: a failure on any process makes every process
-raise the same ``ptc.Error`` ("checkpoint save failed on process P: ...") and
-no version becomes visible. No object is pickled: the group exchanges byte
-tensors (``all_gather`` of lengths, then of padded bytes).
-
-Loading: process 0 resolves the version, every process builds the layout of
-that version under its ``config`` (``ptc_layout_of_version``), checks its
-tensors against it and fills them in place (``ptc_ckpt_load_local``), which
-reads only the stored blocks its pieces touch, whatever configuration saved
-them; then the group agrees on the outcome.
+Every step ends in an agreement: a failure on any process — a conversion
+here, a check, a write, a collective — makes every process raise the same
+``ptc.Error`` ("checkpoint save failed on process P: ...") and no version
+becomes visible. A check of the exchanged descriptions, which every process
+computes alike, is raised as is (e.g. "tensor 'w' is F32 on rank 0 and F16
+on rank 1").
 """
 
 import ctypes
-import json
-import math
 import os
-import sys
-from ctypes import byref, c_int, c_size_t, c_uint64, c_void_p
+from ctypes import byref, c_int, c_uint64, c_void_p
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _arrays, _errors
+from . import _arrays, _dtensor, _errors
 from . import _lib as L
 from ._lib import call, dec
-from .layout import Layout
+from ._transport import Transport, set_error
+
+if TYPE_CHECKING:
+    from .store import Store
 
 CKPT_FUNCTIONS = L.CKPT_FUNCTIONS
 
@@ -48,159 +45,131 @@ CKPT_FUNCTIONS = L.CKPT_FUNCTIONS
 RECORD_FIELDS = {"schedule": str, "seed": "u64", "epoch": "u63", "sample": "u63",
                  "global_batch": "u63", "dataset": str, "loss": float, "rng": bytes}
 
-
-# ---- the processes of a call ----------------------------------------------------------
-
-class _Group:
-    """The processes taking part: a torch.distributed group, or this one alone."""
-
-    def __init__(self, group):
-        self.dist = None
-        self.size, self.me = 1, 0
-        if group is None:
-            dist = sys.modules.get("torch.distributed")
-            if dist is None or not dist.is_available() or not dist.is_initialized():
-                return
-        else:
-            import torch.distributed as dist
-        self.size = dist.get_world_size(group)
-        self.me = dist.get_rank(group)
-        if self.size <= 1:
-            self.size, self.me = 1, 0
-            return
-        import torch
-        self.torch, self.dist, self.group = torch, dist, group
-        self.device = torch.device("cpu")
-        if dist.get_backend(group) == "nccl":
-            self.device = torch.device("cuda", torch.cuda.current_device())
-
-    def exchange(self, code, payload):
-        """Every process's (code, bytes): all_gather of [code, length] as int64,
-        then of the bytes padded to the longest, as uint8 tensors."""
-        if self.dist is None:
-            return [(code, payload)]
-        torch, dist = self.torch, self.dist
-        head = torch.tensor([code, len(payload)], dtype=torch.int64, device=self.device)
-        heads = [torch.empty_like(head) for _ in range(self.size)]
-        dist.all_gather(heads, head, group=self.group)
-        heads = [tuple(int(v) for v in h.tolist()) for h in heads]
-        longest = max(n for _, n in heads)
-        if longest == 0:
-            return [(c, b"") for c, _ in heads]
-        buf = torch.zeros(longest, dtype=torch.uint8, device=self.device)
-        if payload:
-            buf[:len(payload)].copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
-        bufs = [torch.empty_like(buf) for _ in range(self.size)]
-        dist.all_gather(bufs, buf, group=self.group)
-        return [(c, bufs[p][:n].cpu().numpy().tobytes()) for p, (c, n) in enumerate(heads)]
-
-
-def _code_and_text(err):
-    if isinstance(err, _errors.Error):
-        return (err.code if err.code < 0 else -1), err.message
-    return _errors.InvalidError.code, "%s: %s" % (type(err).__name__, err)
-
-
-def _agree(grp, what, err, payload=b""):
-    """Exchange this process's outcome (an exception or None, and bytes) and
-    return every process's bytes; if any process failed, raise the failure
-    of the lowest failing process on every process."""
-    if grp.dist is None:
-        if err is not None:
-            raise err
-        return [payload]
-    code, text = _code_and_text(err) if err is not None else (0, None)
-    res = grp.exchange(code, text.encode("utf-8", "replace") if err is not None else payload)
-    for p, (c, data) in enumerate(res):
-        if c < 0:
-            exc = _errors.make_error(c, "%s failed on process %d: %s"
-                                     % (what, p, data.decode("utf-8", "replace")))
-            raise exc from err
-    return [data for _, data in res]
-
-
-def _attempt(fn, *args):
-    """(result, None) or (None, the exception fn raised)."""
-    try:
-        return fn(*args), None
-    except Exception as e:     # every process must reach the agreement
-        return None, e
+StoreLike = Union[str, "os.PathLike[str]", "Store"]   # a store's path or an open one
+State = Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]
+Ranks = Union[int, Sequence[int]]
 
 
 # ---- arguments ---------------------------------------------------------------------------
 
-def _store_of(store, writable):
+def _store_of(store: StoreLike, writable: bool, create: bool = False) -> Any:
     from .store import Store, shared_store
     if isinstance(store, Store):
         return store
-    return shared_store(os.fspath(store), writable=writable)
+    return shared_store(os.fspath(store), writable=writable, create=create)
 
 
-def _rank_states(rank, state):
+def _rank_states(rank: Ranks, state: State) -> List[Tuple[int, Mapping[str, Any]]]:
     """[(rank, {name: tensor})]: one rank and a mapping, or a sequence of ranks
     and a sequence of mappings (one process running several ranks)."""
     if isinstance(rank, int) and not isinstance(rank, bool):
         if not hasattr(state, "items"):
             raise _errors.InvalidError("state must map tensor names to this rank's tensors")
-        return [(rank, state)]
+        return [(rank, state)]  # type: ignore[list-item]
     try:
-        ranks = [int(r) for r in rank]
+        ranks = [int(r) for r in rank]  # type: ignore[union-attr]
     except TypeError:
         raise _errors.InvalidError("rank must be an int or a sequence of ints, not %r"
                                    % (rank,)) from None
     if hasattr(state, "items") or len(state) != len(ranks):
         raise _errors.InvalidError("with %d ranks, state must be a sequence of %d mappings"
                                    % (len(ranks), len(ranks)))
-    if len(set(ranks)) != len(ranks):
-        raise _errors.InvalidError("rank %d given twice" % next(
-            r for r in ranks if ranks.count(r) > 1))
-    return list(zip(ranks, state))
+    return list(zip(ranks, state))  # type: ignore[arg-type]
 
 
-def _is_dtensor(x):
-    DTensor = _arrays.dtensor_class()
-    return DTensor is not None and isinstance(x, DTensor)
-
-
-def _dtensor_box(x, name):
-    """(local shape, global offset) of this process's shard of DTensor @p x, or
-    None where torch cannot tell."""
-    for p in x.placements:
-        if p.is_partial():
-            raise _errors.InvalidError("tensor '%s' is a DTensor with a Partial placement "
-                                       "(reduce it first)" % name)
+def _dtensor_place(loc: Any, x: Any, local: Any, name: str) -> Optional[Any]:
+    """Describe where DTensor @p x's local tensor @p local lies in its global
+    tensor (ptc._dtensor: its mesh coordinate and placements) in the
+    ptc_ckpt_local @p loc: a box, or the pieces of a strided shard. Returns
+    what the description points to (keep it alive), or None where this
+    process is outside the DTensor's mesh (it holds none of it)."""
     try:
-        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
-    except ImportError:
+        shape, pieces = _dtensor.local_pieces(x, name)
+    except LookupError:
         return None
-    shape, off = compute_local_shape_and_global_offset(x.shape, x.device_mesh, x.placements)
-    return tuple(int(s) for s in shape), tuple(int(o) for o in off)
+    if tuple(local.shape) != shape:
+        raise _errors.InvalidError("tensor '%s': the DTensor's local tensor has shape %s, but "
+                                   "its placements give %s" % (name, list(local.shape),
+                                                              list(shape)))
+    what = "tensor '%s'" % name
+    if len(pieces) == 1 and pieces[0][2] == 0:
+        lo, hi = pieces[0][0], pieces[0][1]
+        loc.has_box = True
+        loc.box.ndim = _set_shape(loc.box.lo, lo, what)
+        _set_shape(loc.box.hi, hi, what)
+        return ()
+    arr = (L.Piece * max(1, len(pieces)))()
+    for i, (lo, hi, off, st) in enumerate(pieces):
+        arr[i].box.ndim = _set_shape(arr[i].box.lo, lo, what)
+        _set_shape(arr[i].box.hi, hi, what)
+        arr[i].local_offset = off
+        _set_shape(arr[i].local_stride, st, what)
+    if not pieces:  # an empty shard: a box of its (empty) local shape
+        loc.has_box = True
+        loc.box.ndim = _set_shape(loc.box.hi, shape, what)
+    else:
+        loc.pieces, loc.npieces = arr, len(pieces)
+    return arr
 
 
-def _refs(items, writable):
-    """{rank: {name: ArrayRef}} and {rank: {name: (global shape, dtensor box)}} of
-    the states; DTensors give their local shard."""
-    refs, info = {}, {}
-    for r, st in items:
-        refs[r], info[r] = {}, {}
-        for name, x in st.items():
-            if not isinstance(name, str):
-                raise _errors.InvalidError("tensor names must be str, not %r" % (name,))
-            what = "tensor '%s'" % name
-            if _is_dtensor(x):
-                box = _dtensor_box(x, name)
-                local = getattr(x, "_local_tensor", None)
-                if local is None:
-                    local = x.to_local()
-                refs[r][name] = _arrays.array_ref(local, writable=writable, what=what)
-                info[r][name] = (tuple(int(s) for s in x.shape), box)
-            else:
-                refs[r][name] = _arrays.array_ref(x, writable=writable, what=what)
-                info[r][name] = (None, None)
-    return refs, info
+def _set_shape(dst: Any, shape: Sequence[int], what: str) -> int:
+    if len(shape) > L.MAX_DIMS:
+        raise _errors.InvalidError("%s has %d dimensions (at most %d)"
+                                   % (what, len(shape), L.MAX_DIMS))
+    for d, v in enumerate(shape):
+        dst[d] = int(v)
+    return len(shape)
 
 
-def _u(v, what, bits):
+class _Locals:
+    """The ranks and the described local tensors of one call (ptc_ckpt_local),
+    and the arrays and bytes they point to."""
+
+    def __init__(self, rank: Ranks, state: State, writable: bool,
+                 global_shapes: Optional[Mapping[str, Sequence[int]]] = None) -> None:
+        items = _rank_states(rank, state)
+        DTensor = _arrays.dtensor_class()
+        gs = dict(global_shapes or {})
+        self.nranks = len(items)
+        self.ranks = (c_int * max(1, len(items)))(*[r for r, _ in items])
+        n = sum(len(st) for _, st in items)
+        self.arr = (L.CkptLocal * max(1, n))()
+        self._keep: List[Any] = []
+        i = 0
+        for r, st in items:
+            for name, x in st.items():
+                if not isinstance(name, str):
+                    raise _errors.InvalidError("tensor names must be str, not %r" % (name,))
+                what = "tensor '%s'" % name
+                loc = self.arr[i]
+                g = None
+                if DTensor is not None and isinstance(x, DTensor):
+                    local = getattr(x, "_local_tensor", None)
+                    if local is None:
+                        local = x.to_local()
+                    keep = _dtensor_place(loc, x, local, name)
+                    if keep is None:
+                        continue  # outside its mesh: this process holds none of it
+                    self._keep.append(keep)
+                    g = tuple(int(s) for s in x.shape)
+                    x = local
+                elif name in gs:
+                    g = tuple(int(s) for s in gs[name])
+                i += 1
+                ref = _arrays.array_ref(x, writable=writable, what=what)
+                b = name.encode("utf-8")
+                self._keep += [b, ref]
+                loc.name, loc.rank = b, r
+                loc.dtype = _arrays.dtype_value(ref.dtype)
+                loc.ndim = _set_shape(loc.shape, ref.shape, what)
+                if g is not None:
+                    loc.has_global = True
+                    loc.global_ndim = _set_shape(loc.global_shape, g, what + " (global)")
+                loc.data = ref.ptr or None
+        self.n = i
+
+
+def _u(v: Any, what: str, bits: int) -> int:
     """@p v as an int in [0, 2^bits)."""
     try:
         iv = int(v)
@@ -217,9 +186,10 @@ def _u(v, what, bits):
 class _Record:
     """A ptc_ckpt_record to pass in, and the bytes it points to."""
 
-    def __init__(self, step, meta, record):
+    def __init__(self, step: Optional[int], meta: Optional[Mapping[str, str]],
+                 record: Optional[Mapping[str, Any]]) -> None:
         self.rec = L.CkptRecord()
-        self._keep = []
+        self._keep: List[Any] = []
         rec = self.rec
         rec.step = _u(step if step is not None else 0, "step", 63)
         for k, v in (record or {}).items():
@@ -261,17 +231,8 @@ class _Record:
         self._keep.append(kvs)
         rec.extra, rec.nextra = ctypes.cast(kvs, ctypes.POINTER(L.CkptKv)), len(meta)
 
-    def check(self):
-        """The record's JSON as libptc would store it (raises what commit would)."""
-        text = c_void_p()
-        call("ptc_ckpt_record_to_json", byref(self.rec), byref(text))
-        try:
-            return ctypes.string_at(text).decode("utf-8")
-        finally:
-            L.lib().ptc_store_free(text)
 
-
-def record_dict(rec, version):
+def record_dict(rec: Any, version: int) -> Dict[str, Any]:
     """A filled ptc_ckpt_record as a dict."""
     return {
         "version": version, "format": rec.format, "step": rec.step,
@@ -284,7 +245,8 @@ def record_dict(rec, version):
     }
 
 
-def _options(threads=None, compress=None, reuse=True, parent=None):
+def _options(threads: Optional[int] = None, compress: Any = None, reuse: bool = True,
+             parent: Optional[int] = None) -> Any:
     o = L.CkptOptions()
     L.lib().ptc_ckpt_options_init(byref(o))
     if threads is not None:
@@ -298,7 +260,7 @@ def _options(threads=None, compress=None, reuse=True, parent=None):
     return o
 
 
-def _require_ckpt(what):
+def _require_ckpt(what: str) -> None:
     lib = L.lib()
     missing = [n for n in CKPT_FUNCTIONS if not lib.has(n)]
     if missing:
@@ -307,179 +269,62 @@ def _require_ckpt(what):
             "the loaded library (%s) lacks %s" % (what, L.library_path(), missing[0]))
 
 
-# ---- checks against a layout ------------------------------------------------------------
-
-def _volume(shape):
-    return math.prod(shape) if shape else 1
-
-
-def check_local(layout, refs, rank, where=None, info=None, raw_ok=False):
-    """Compare every local array of @p refs ({name: ArrayRef}) with @p layout's
-    shard of @p rank: the rank must hold the tensor, with the same dtype (with
-    @p raw_ok, BF16 / F8 also as raw bits in an integer array of their size)
-    and local shape, and a DTensor's box (in @p info) must be the layout's;
-    every tensor the rank holds elements of must be there. Returns [(tensor
-    index, ArrayRef)] in layout order; raises InvalidError / NotFoundError
-    naming the tensor."""
-    names = layout.names()
-    known = set(names)
-    for name in refs:
-        if name not in known:
-            raise _errors.NotFoundError("tensor '%s' is not in %s" % (name, where or "the layout"))
-    out = []
-    for t, name in enumerate(names):
-        sh = layout.shard(name, rank)
-        ref = refs.get(name)
-        if ref is None:
-            if sh.present and _volume(sh.shape):
-                raise _errors.InvalidError(
-                    "rank %d holds tensor '%s' (local shape %s under %s), but the state has "
-                    "no tensor of that name" % (rank, name, list(sh.shape), layout.config))
-            continue
-        if not sh.present:
-            raise _errors.InvalidError("tensor '%s' is not held by rank %d under %s"
-                                       % (name, rank, layout.config))
-        if ref.dtype != sh.dtype and not (raw_ok and _arrays._raw_ok(ref.dtype, sh.dtype)):
-            raise _errors.InvalidError("tensor '%s' on rank %d has dtype %s; %s has %s"
-                                       % (name, rank, ref.dtype, where or "the layout",
-                                          sh.dtype))
-        if tuple(ref.shape) != tuple(sh.shape):
-            raise _errors.InvalidError(
-                "tensor '%s' on rank %d: local shape %s, but the layout of %s gives %s"
-                % (name, rank, list(ref.shape), layout.config, list(sh.shape)))
-        box = info.get(name, (None, None))[1] if info else None
-        if box is not None and _volume(sh.shape):
-            pieces = [p for p in sh.pieces if _volume(p.shape)]
-            if (len(pieces) != 1 or pieces[0].shape != box[0]
-                    or tuple(pieces[0].lo) != box[1]):
-                have = ", ".join("%s:%s" % (o, o + s) for o, s in zip(box[1], box[0]))
-                want = "; ".join(", ".join("%s:%s" % (lo, hi) for lo, hi in zip(p.lo, p.hi))
-                                 for p in pieces)
-                raise _errors.InvalidError(
-                    "tensor '%s' on rank %d: the DTensor holds [%s] of the global tensor, "
-                    "but the layout of %s places [%s] there (placements and rank must match "
-                    "the rules)" % (name, rank, have, layout.config, want))
-        out.append((t, ref))
-    return out
-
-
-def _buffers(layout, held, nranks):
-    """The nranks x ntensors pointer array of ckpt.h from [[(t, ArrayRef)]]."""
-    nt = len(layout)
-    arr = (c_void_p * max(1, nranks * nt))()
-    for i, pairs in enumerate(held):
-        for t, ref in pairs:
-            arr[i * nt + t] = ref.ptr or None
-    return arr
+def _convert(tr: Transport, fn: Any) -> Tuple[Any, int, Optional[BaseException]]:
+    """(fn(), PTC_OK, None), or (None, its code, the exception) with libptc's
+    error set, so that the C call agrees on this process's failure. Alone,
+    the exception is raised as it is: there is nobody to agree with."""
+    try:
+        return fn(), 0, None
+    except Exception as e:     # every process must reach the agreement
+        if tr.size == 1:
+            raise
+        return None, set_error(e), e
 
 
 # ---- save -----------------------------------------------------------------------------------
 
-def _save_prepare(store, state, config, rules, rank, step, meta, record, global_shapes,
-                  me):
-    items = _rank_states(rank, state)
-    st = _store_of(store, writable=True)
-    st._ptr()
-    cfg = L.parse_config(config)
-    rl = L.as_rules(rules)
-    refs, info = _refs(items, writable=False)
-    rec = None
-    if me == 0:               # process 0's record is the one stored: check it now
-        rec = _Record(step, meta, record)
-        rec.check()
-    gs = dict(global_shapes or {})
-    tensors = []
-    for r, _ in items:
-        for name, ref in refs[r].items():
-            g = info[r][name][0]
-            if g is None and name in gs:
-                g = tuple(int(s) for s in gs[name])
-            tensors.append([name, ref.dtype, list(g) if g is not None else None,
-                            list(ref.shape), r])
-    spec = {"config": L.format_config(cfg), "rules": rl.text, "ranks": [r for r, _ in items],
-            "tensors": tensors}
-    return st, cfg, rl, items, refs, info, rec, spec
+def _rules_of(rules: Any, rules_file: Any) -> Optional[Any]:
+    """The rules given (a preset name or rules text) or read from @p rules_file;
+    None where neither is."""
+    if rules is None and rules_file is None:
+        return None
+    return L.as_rules(rules, rules_file)
 
 
-def _replicated(rules, cfg, name):
-    """Whether @p rules give tensor @p name the same local shape as its global
-    one on every rank holding it under @p cfg (tp=replicate, and not an
-    optimizer state flattened by zero=1)."""
-    p = L.Placement()
-    if L.lib().ptc_rules_resolve(rules.ptr, name.encode("utf-8"), byref(p)) < 0:
-        L.lib().ptc_error_clear()
-        return False
-    return p.tp == L.TP_REPLICATE and (p.kind == L.KIND_PARAM or not cfg.zero)
-
-
-def _collection(specs, cfg, rules):
-    """The tensors of the whole collection [(name, dtype, global shape)] from
-    every process's spec, in a deterministic order; the checks are the same on
-    every process."""
-    world = L.config_world(cfg)
-    base = specs[0]
-    for p, s in enumerate(specs[1:], 1):
-        for key in ("config", "rules"):
-            if s[key] != base[key]:
-                raise _errors.InvalidError("process %d saves with %s '%s', process 0 with '%s'"
-                                           % (p, key, s[key], base[key]))
-    owner = {}
-    for p, s in enumerate(specs):
-        for r in s["ranks"]:
-            if not 0 <= r < world:
-                raise _errors.InvalidError("process %d runs rank %d, outside the world of %d "
-                                           "ranks of %s" % (p, r, world, base["config"]))
-            if r in owner:
-                raise _errors.InvalidError("rank %d is run by processes %d and %d"
-                                           % (r, owner[r], p))
-            owner[r] = p
-    missing = [r for r in range(world) if r not in owner]
-    if missing:
-        raise _errors.InvalidError("no process runs rank %d of %s (%d processes run %d of %d "
-                                   "ranks)" % (missing[0], base["config"], len(specs),
-                                               len(owner), world))
-    order, seen = [], {}
-    for s in specs:
-        for name, dt, g, local, r in s["tensors"]:
-            if name not in seen:
-                seen[name] = [dt, g, local, r]
-                order.append(name)
-                continue
-            have = seen[name]
-            if have[0] != dt:
-                raise _errors.InvalidError("tensor '%s' is %s on rank %d and %s on rank %d"
-                                           % (name, have[0], have[3], dt, r))
-            if g is not None:
-                if have[1] is not None and list(have[1]) != list(g):
-                    raise _errors.InvalidError("tensor '%s' has global shape %s on one rank "
-                                               "and %s on another" % (name, have[1], g))
-                have[1] = g
-    out = []
-    for name in order:
-        dt, g, local, _ = seen[name]
-        if g is None:
-            if world != 1 and not _replicated(rules, cfg, name):
-                raise _errors.InvalidError(
-                    "tensor '%s': its global shape is unknown (give a DTensor, or "
-                    "global_shapes={name: shape}; only replicated tensors go without)" % name)
-            g = local
-        out.append((name, dt, tuple(g)))
-    return out
-
-
-def save(store, state, *, config, rules, rank, group=None, step=None, meta=None, record=None,
-         global_shapes=None, compress=None, threads=None, reuse=True):
+def save(store: StoreLike, state: State, *, config: Any = None, rules: Any = None,
+         rank: Optional[Ranks] = None, group: Any = None, step: Optional[int] = None,
+         meta: Optional[Mapping[str, str]] = None, record: Optional[Mapping[str, Any]] = None,
+         global_shapes: Optional[Mapping[str, Sequence[int]]] = None, compress: Any = None,
+         threads: Optional[int] = None, reuse: bool = True, rules_file: Any = None) -> int:
     """Save this process's local tensors as part of a new version; collective
     over @p group (default: torch.distributed's default group when one is
-    initialised, else this process alone). Returns the committed version.
+    initialised, else this process alone). Returns the committed version. A
+    @p store given as a path is created if it does not exist (in a new or
+    empty directory).
 
     @p state maps global tensor names to this rank's local tensors (numpy
-    arrays, CPU torch tensors, DTensors: their local shard), each of the local
-    shape and dtype the layout of @p config under @p rules gives @p rank. A
-    process running several ranks passes a sequence of ranks and a sequence of
-    mappings. The processes' ranks together must be the configuration's world.
-    A plain tensor's global shape comes from a DTensor of the same name on
-    another rank or from @p global_shapes (not needed for a world of one rank).
+    arrays, CPU torch tensors, DTensors: their local shard). A process running
+    several ranks passes a sequence of ranks and a sequence of mappings; one
+    rank (@p rank, default: this process's rank in @p group) a mapping.
+
+    Without @p config the layout is the one the tensors have: each DTensor
+    where its DeviceMesh and placements put its local tensor (Shard on any
+    mesh dimension, Replicate, FSDP2's strided shards; Partial is refused),
+    each plain tensor whole. The version records it as explicit per-rank
+    pieces and loads into any other layout (docs/checkpoint.md, "Layouts from
+    DTensors"). The processes' ranks together must be 0..W-1, and the ranks'
+    local tensors together must hold every element of every tensor exactly
+    once (replicas aside). @p rules / @p rules_file, if given, must place
+    every tensor: they are stored as the rules the version is viewed with
+    under a configuration (ptc export --config, the mount, reshard).
+
+    With @p config the layout is @p config under @p rules (a preset name or
+    rules text) or @p rules_file (a path): each local tensor must have the
+    local shape and dtype it gives @p rank (a DTensor also its place), and
+    the processes' ranks together must be the configuration's world. A plain
+    tensor's global shape comes from a DTensor of the same name on another
+    rank or from @p global_shapes (not needed for a world of one rank or a
+    replicated tensor).
 
     @p step (optimizer steps completed), @p meta (str -> str: the record's
     free-form key/values) and @p record (the named fields: schedule, seed,
@@ -493,131 +338,98 @@ def save(store, state, *, config, rules, rank, group=None, step=None, meta=None,
     no version becomes visible and its pack files are removed.
     """
     _require_ckpt("ptc.save")
-    grp = _Group(group)
-    what = "checkpoint save"
-    prep, err = _attempt(_save_prepare, store, state, config, rules, rank, step, meta, record,
-                         global_shapes, grp.me)
-    payload = json.dumps(prep[-1]).encode() if err is None else b""
-    specs = [json.loads(b) for b in _agree(grp, what, err, payload)]
-    st, cfg, rl, items, refs, info, rec, _ = prep
-    lay = Layout(_collection(specs, cfg, rl), cfg, rl)
-    txn = L.Handle("ptc_ckpt_abort")
-    try:
-        def check_and_begin():
-            held = [check_local(lay, refs[r], r, info=info[r]) for r, _ in items]
-            opts = _options(threads, compress, reuse)
-            if grp.me == 0:
-                call("ptc_ckpt_begin", byref(txn.ptr), st._ptr(), lay._h.ptr, rl.ptr,
-                     byref(opts))
-                lib = L.lib()
-                vp = [lib.ptc_ckpt_txn_version(txn.ptr), lib.ptc_ckpt_txn_parent(txn.ptr)]
-                return held, opts, json.dumps(vp).encode()
-            return held, opts, b""
+    tr = Transport(group)
 
-        got, err = _attempt(check_and_begin)
-        out = _agree(grp, what, err, got[2] if err is None else b"")
-        held, opts, _ = got
-        version, parent = json.loads(out[0])
+    def convert() -> Tuple[Any, ...]:
+        st = _store_of(store, writable=True, create=True)
+        st._ptr()
+        cfg = L.parse_config(config) if config is not None else None
+        rl = _rules_of(rules, rules_file)
+        if cfg is not None and rl is None:
+            raise _errors.InvalidError("a save with config= needs rules= (a preset name or "
+                                       "rules text) or rules_file=")
+        loc = _Locals(tr.rank if rank is None else rank, state, writable=False,
+                      global_shapes=global_shapes)
+        rec = _Record(step, meta, record) if tr.rank == 0 else None
+        return st, cfg, rl, loc, rec, _options(threads, compress, reuse)
 
-        def write():
-            ranks = (c_int * max(1, len(items)))(*[r for r, _ in items])
-            bufs = _buffers(lay, held, len(items))
-            desc, dlen = c_void_p(), c_size_t()
-            call("ptc_ckpt_write_local", st._ptr(), version, parent, lay._h.ptr, ranks,
-                 len(items), bufs, byref(opts), byref(desc), byref(dlen))
-            try:
-                return ctypes.string_at(desc, dlen.value)
-            finally:
-                L.lib().ptc_store_free(desc)
-
-        desc, err = _attempt(write)
-        descs = _agree(grp, what, err, desc if err is None else b"")
-
-        def commit():
-            if grp.me != 0:
-                return b""
-            n = len(descs)
-            keep = [ctypes.create_string_buffer(d, len(d)) for d in descs]
-            ptrs = (c_void_p * n)(*[ctypes.cast(k, c_void_p) for k in keep])
-            lens = (c_size_t * n)(*[len(d) for d in descs])
-            v = c_uint64()
-            p, txn.ptr = txn.ptr, c_void_p()      # commit consumes the transaction
-            call("ptc_ckpt_commit", p, ptrs, lens, n, byref(rec.rec), byref(v))
-            return str(v.value).encode()
-
-        done, err = _attempt(commit)
-        return int(_agree(grp, what, err, done if err is None else b"")[0])
-    finally:
-        txn.close()            # aborts a version that was begun and not committed
-        lay.close()
+    got, rc, cause = _convert(tr, convert)
+    v = c_uint64()
+    if rc < 0:
+        rc = L.lib().ptc_ckpt_save_locals_over(byref(tr.t), rc, None, None, 0, None, 0, None,
+                                               None, None, None, byref(v))
+    else:
+        st, cfg, rl, loc, rec, opts = got
+        L.lib().ptc_error_clear()
+        rc = L.lib().ptc_ckpt_save_locals_over(
+            byref(tr.t), 0, st._ptr(), loc.ranks, loc.nranks, loc.arr, loc.n,
+            byref(cfg) if cfg is not None else None, rl.ptr if rl is not None else None,
+            byref(rec.rec) if rec is not None else None, byref(opts), byref(v))
+    tr.check(rc, cause)
+    return v.value
 
 
 # ---- load -----------------------------------------------------------------------------------
 
-def _load_prepare(store, state, rank, version, me):
-    items = _rank_states(rank, state)
-    st = _store_of(store, writable=False)
-    refs, info = _refs(items, writable=True)
-    v = b""
-    if me == 0:
-        v = int(version or 0) or st.latest()
-        if v == 0:
-            raise _errors.NotFoundError("store %s has no versions" % st.path)
-        v = str(v).encode()
-    return st, items, refs, info, v
-
-
-def load(store, state, *, config, rank, version=None, group=None, threads=None):
+def load(store: StoreLike, state: State, *, config: Any = None, rank: Optional[Ranks] = None,
+         version: Optional[int] = None, group: Any = None, threads: Optional[int] = None,
+         rules: Any = None, rules_file: Any = None) -> Dict[str, Any]:
     """Fill this process's local tensors of @p state in place from a stored
-    version (default: the newest, as process 0 sees it) under @p config, whatever
-    configuration saved it; collective over @p group like save. Returns the
-    version's training-state record as a dict: version, format (0: the version
-    has none), step, config, schedule, seed, epoch, sample, global_batch,
-    dataset, loss (None: not set), rng (bytes) and meta (str -> str).
+    version (default: the newest, as process 0 sees it), whatever layout saved
+    it; collective over @p group like save. Returns the version's
+    training-state record as a dict: version, format (0: the version has
+    none), step, config, schedule, seed, epoch, sample, global_batch, dataset,
+    loss (None: not set), rng (bytes) and meta (str -> str).
 
-    @p state maps the global names of the tensors this rank holds under
-    @p config to arrays of their local shape and stored dtype (numpy, CPU torch,
-    DTensor: its local shard is filled); every tensor the rank holds must be
-    there. Several ranks per process: sequences, as for save. Only the stored
-    blocks that the local pieces touch are read, over libptc's threads
-    (@p threads per process; default: the CPUs, at most 16, at least 8).
+    Without @p config each tensor of @p state receives what its layout says
+    it holds: a DTensor its local shard (any mesh, any placements but
+    Partial), a plain tensor the whole tensor. With @p config, the layout of
+    @p config under the version's rules (or @p rules / @p rules_file: needed
+    to split tensors of a version saved from DTensors without rules, whose
+    tensors are otherwise whole on every rank): @p state maps the global names
+    of the tensors @p rank holds to arrays of their local shape, and every
+    tensor the rank holds must be there. Arrays have the stored dtype (BF16
+    and FP8 also integer arrays of their size, as raw bits). Several ranks per
+    process: sequences, as for save. Only the stored blocks that the local
+    pieces touch are read, over libptc's threads (@p threads per process;
+    default: the CPUs, at most 16, at least 8).
     """
     _require_ckpt("ptc.load")
-    grp = _Group(group)
-    what = "checkpoint load"
-    prep, err = _attempt(_load_prepare, store, state, rank, version, grp.me)
-    out = _agree(grp, what, err, prep[-1] if err is None else b"")
-    st, items, refs, info, _ = prep
-    v = int(out[0])
+    tr = Transport(group)
 
-    def fill():
-        cfg = L.parse_config(config)
-        with st.reader(v) as r:
-            lay = Layout.of_version(r, cfg)
-        try:
-            where = "version %d" % v
-            held = [check_local(lay, refs[rk], rk, where, info[rk], raw_ok=True)
-                    for rk, _ in items]
-            ranks = (c_int * max(1, len(items)))(*[rk for rk, _ in items])
-            bufs = _buffers(lay, held, len(items))
-            opts = _options(threads)
-            rec = L.CkptRecord()
-            loaded = c_uint64()
-            call("ptc_ckpt_load_local", st._ptr(), v, lay._h.ptr, ranks, len(items), bufs,
-                 byref(opts), byref(rec), byref(loaded))
-            try:
-                return record_dict(rec, loaded.value)
-            finally:
-                L.lib().ptc_ckpt_record_free(byref(rec))
-        finally:
-            lay.close()
+    def convert() -> Tuple[Any, ...]:
+        st = _store_of(store, writable=False)
+        st._ptr()
+        cfg = L.parse_config(config) if config is not None else None
+        rl = _rules_of(rules, rules_file)
+        if cfg is None and rl is not None:
+            raise _errors.InvalidError("rules= applies to a load with config= (the layout of a "
+                                       "load without one is its tensors')")
+        loc = _Locals(tr.rank if rank is None else rank, state, writable=True)
+        opts = _options(threads)
+        if rl is not None:
+            opts.rules = rl.ptr
+        return st, cfg, loc, opts, _u(version or 0, "version", 64), rl
 
-    res, err = _attempt(fill)
-    _agree(grp, what, err)
-    return res
+    got, rc, cause = _convert(tr, convert)
+    rec, loaded = L.CkptRecord(), c_uint64()
+    if rc < 0:
+        rc = L.lib().ptc_ckpt_load_locals_over(byref(tr.t), rc, None, 0, None, 0, None, 0,
+                                               None, None, byref(rec), byref(loaded))
+    else:
+        st, cfg, loc, opts, v, _ = got
+        L.lib().ptc_error_clear()
+        rc = L.lib().ptc_ckpt_load_locals_over(
+            byref(tr.t), 0, st._ptr(), v, loc.ranks, loc.nranks, loc.arr, loc.n,
+            byref(cfg) if cfg is not None else None, byref(opts), byref(rec), byref(loaded))
+    tr.check(rc, cause)
+    try:
+        return record_dict(rec, loaded.value)
+    finally:
+        L.lib().ptc_ckpt_record_free(byref(rec))
 
 
-def read_record(store, version=None):
+def read_record(store: StoreLike, version: Optional[int] = None) -> Dict[str, Any]:
     """The training-state record of a version (default: the newest) as load
     returns it, without reading any tensor."""
     _require_ckpt("ptc.read_record")

@@ -5,13 +5,17 @@ holds the tensor, its local shape and its pieces."""
 import ctypes
 from ctypes import byref, c_size_t
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _arrays, _errors
 from . import _lib as L
 from ._lib import call
+
+# name -> array (numpy, torch, DTensor: its global shape) or (dtype, shape), or
+# [(name, dtype, shape)]
+Tensors = Union[Mapping[str, Any], Sequence[Tuple[str, Any, Sequence[int]]]]
 
 
 @dataclass(frozen=True)
@@ -25,7 +29,7 @@ class Piece:
     strides: Tuple[int, ...]
 
     @property
-    def shape(self):
+    def shape(self) -> Tuple[int, ...]:
         return tuple(h - l for l, h in zip(self.lo, self.hi))
 
 
@@ -44,12 +48,12 @@ class Shard:
     pieces: List[Piece] = field(default_factory=list)
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         if not self.present:
             return 0
         return int(np.prod(self.shape, dtype=np.int64)) * _arrays.dtype_size(self.dtype)
 
-    def _views(self, local, global_):
+    def _views(self, local: Any, global_: Any) -> Iterator[Tuple[Any, Any]]:
         loc = np.asarray(local).reshape(-1)
         isz = loc.itemsize
         for p in self.pieces:
@@ -61,7 +65,7 @@ class Shard:
             gv = global_[tuple(slice(l, h) for l, h in zip(p.lo, p.hi))]
             yield lv, gv
 
-    def take(self, global_array):
+    def take(self, global_array: Any) -> Any:
         """This rank's local tensor cut from the whole tensor @p global_array (numpy
         or torch; the result is of the same kind)."""
         if not self.present:
@@ -85,7 +89,7 @@ class Shard:
             lv[...] = gv
         return out
 
-    def place(self, local, global_array):
+    def place(self, local: Any, global_array: Any) -> Any:
         """Write this rank's @p local tensor into its place in @p global_array."""
         if _arrays.is_torch(global_array):
             import torch
@@ -101,7 +105,7 @@ class Shard:
         return global_array
 
 
-def _tensor_specs(tensors):
+def _tensor_specs(tensors: "Tensors") -> List[Tuple[str, str, Tuple[int, ...]]]:
     """[(name, dtype, shape)] from a mapping name -> array / (dtype, shape) or a
     list of (name, dtype, shape). DTensors give their global shape."""
     items = tensors.items() if hasattr(tensors, "items") else tensors
@@ -127,15 +131,16 @@ class Layout:
     @p tensors: a mapping name -> array (numpy / torch / DTensor: its global
     shape) or name -> (dtype, shape), or a list of (name, dtype, shape); the
     order is kept. @p config: "dp=2,tp=2,pp=1[,zero=1]" or the path form.
-    @p rules: a preset name, a rules file or rules text.
+    @p rules: a preset name or rules text; or @p rules_file: a path.
     Raises RuleError (no rule, a bad split), ConfigError, InvalidError naming
     the tensor.
     """
 
-    def __init__(self, tensors, config, rules):
+    def __init__(self, tensors: "Tensors", config: Any, rules: Any = None,
+                 rules_file: Any = None) -> None:
         specs = _tensor_specs(tensors)
         cfg = L.parse_config(config)
-        rl = L.as_rules(rules)
+        rl = L.as_rules(rules, rules_file)
         arr = (L.TensorInfo * max(1, len(specs)))()
         self._names = []
         for i, (name, dt, shape) in enumerate(specs):
@@ -154,9 +159,11 @@ class Layout:
         self._describe(specs, cfg)
 
     @classmethod
-    def of_version(cls, reader, config=None):
+    def of_version(cls, reader: Any, config: Any = None) -> "Layout":
         """The layout of a stored version (a Store.reader()) under its stored rules
-        and @p config (default: the configuration it was stored with)."""
+        and @p config (default: the layout it was stored with: its configuration,
+        or, for a version saved from DTensors, its explicit per-rank pieces, whose
+        config reads "explicit:W" and whose placements are empty)."""
         self = cls.__new__(cls)
         cfg = L.parse_config(config) if config is not None else None
         self._h = L.Handle("ptc_layout_destroy")
@@ -171,25 +178,28 @@ class Layout:
         self._describe(specs, lib.ptc_layout_config(self._h.ptr).contents)
         return self
 
-    def _describe(self, specs, cfg):
+    def _describe(self, specs: List[Tuple[str, str, Tuple[int, ...]]], cfg: Any) -> None:
         self.specs = specs
         self._index = {name: i for i, (name, _, _) in enumerate(specs)}
-        self.config = L.format_config(cfg)
+        self.config = L.describe_layout(self._h.ptr)
         self.world = L.config_world(cfg)
         lib = L.lib()
         self.placements = []
+        if lib.ptc_layout_is_explicit(self._h.ptr):
+            self.placements = [""] * len(specs)
+            return
         for i in range(len(specs)):
             buf = ctypes.create_string_buffer(512)
             call("ptc_placement_format", lib.ptc_layout_placement(self._h.ptr, i), buf, 512)
             self.placements.append(buf.value.decode())
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.specs)
 
-    def names(self):
+    def names(self) -> List[str]:
         return [s[0] for s in self.specs]
 
-    def shard(self, name, rank):
+    def shard(self, name: str, rank: int) -> Shard:
         """The Shard of tensor @p name on rank @p rank."""
         if name not in self._index:
             raise _errors.NotFoundError("no tensor '%s' in the layout" % name)
@@ -215,23 +225,24 @@ class Layout:
                      flat=bool(s.flat), flat_range=(s.flat_lo, s.flat_hi), owner=s.owner,
                      pieces=pieces)
 
-    def shards(self, rank):
+    def shards(self, rank: int) -> Dict[str, Shard]:
         """{name: Shard} of every tensor for rank @p rank, in tensor order."""
         return {name: self.shard(name, rank) for name, _, _ in self.specs}
 
-    def local_shapes(self, rank):
+    def local_shapes(self, rank: int) -> Dict[str, Tuple[int, ...]]:
         """{name: local shape} of the tensors rank @p rank holds."""
         return {n: s.shape for n, s in self.shards(rank).items() if s.present}
 
-    def close(self):
+    def close(self) -> None:
         self._h.close()
 
 
-def layout(tensors, config, rules, rank=0):
+def layout(tensors: "Tensors", config: Any, rules: Any = None, rank: int = 0,
+           rules_file: Any = None) -> Dict[str, Shard]:
     """For rank @p rank of @p config: {name: Shard} with each tensor's local
     shape and pieces (tensors its pipeline stage does not hold have
     present=False). See Layout for the arguments."""
-    lay = Layout(tensors, config, rules)
+    lay = Layout(tensors, config, rules, rules_file=rules_file)
     try:
         return lay.shards(rank)
     finally:

@@ -7,10 +7,17 @@ import json
 import os
 import weakref
 from ctypes import byref, c_char_p, c_int64, c_size_t, c_uint64, c_void_p
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _arrays, _errors
 from . import _lib as L
 from ._lib import call, dec, enc
+
+PathLike = Union[str, bytes, "os.PathLike[str]"]
+# progress(what, bytes done, bytes total)
+ProgressFn = Optional[Callable[[str, int, int], None]]
+# a tensor of a version: (name, dtype, global shape, placement)
+TensorRow = Tuple[str, str, Tuple[int, ...], str]
 
 
 def _version_dict(v):
@@ -48,9 +55,10 @@ _CONVERT_DTYPES = ("F32", "BF16", "F16")
 _open_stores = weakref.WeakValueDictionary()
 
 
-def shared_store(path, writable=False):
+def shared_store(path: PathLike, writable: bool = False, create: bool = False) -> "Store":
     """An open Store of @p path in this process (the one already open, if any),
-    else a new one (read-only unless @p writable)."""
+    else a new one (read-only unless @p writable; created if missing with
+    @p create and @p writable)."""
     key = (os.getpid(), os.path.realpath(path))
     st = _open_stores.get(key)
     if st is not None and st._h and (not writable or not st.readonly):
@@ -58,7 +66,7 @@ def shared_store(path, writable=False):
     if st is not None and st._h:
         raise _errors.InvalidError("store %s is open read-only in this process; a writable "
                                    "handle is needed" % path)
-    return Store(path, readonly=not writable)
+    return Store(path, create=create and writable, readonly=not writable)
 
 
 def _convert_dtype(dtype, what):
@@ -73,23 +81,23 @@ def _convert_dtype(dtype, what):
 class _Reader:
     """A snapshot of one version (ptc_store_reader)."""
 
-    def __init__(self, store, version):
+    def __init__(self, store: "Store", version: Optional[int]) -> None:
         self._h = L.Handle("ptc_store_reader_close")
         call("ptc_store_reader_open", byref(self._h.ptr), store._ptr(), int(version or 0))
         self.store = store
 
     @property
-    def ptr(self):
+    def ptr(self) -> Any:
         return self._h.ptr
 
     @property
-    def version(self):
+    def version(self) -> int:
         return L.lib().ptc_store_reader_version(self.ptr).contents.version
 
-    def info(self):
+    def info(self) -> Dict[str, Any]:
         return _version_dict(L.lib().ptc_store_reader_version(self.ptr).contents)
 
-    def tensors(self):
+    def tensors(self) -> List[TensorRow]:
         lib = L.lib()
         out = []
         for i in range(lib.ptc_store_reader_tensor_count(self.ptr)):
@@ -99,7 +107,7 @@ class _Reader:
                         dec(t.placement) or ""))
         return out
 
-    def find(self, name):
+    def find(self, name: str) -> Tuple[int, str, Tuple[int, ...]]:
         b = name.encode("utf-8")
         idx = c_size_t()
         call("ptc_store_reader_find", self.ptr, b, len(b), byref(idx))
@@ -107,13 +115,13 @@ class _Reader:
         call("ptc_store_reader_tensor", self.ptr, idx.value, byref(t))
         return idx.value, _arrays.NAMES[t.dtype], tuple(t.shape[:t.ndim])
 
-    def close(self):
+    def close(self) -> None:
         self._h.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "_Reader":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
 
@@ -127,7 +135,7 @@ class Store:
     fork() must open its own.
     """
 
-    def __init__(self, path, create=False, readonly=False):
+    def __init__(self, path: PathLike, create: bool = False, readonly: bool = False) -> None:
         self.path = os.fspath(path)
         flags = (L.STORE_CREATE if create else 0) | (L.STORE_READONLY if readonly else 0)
         self.readonly = bool(readonly)
@@ -136,7 +144,7 @@ class Store:
         _open_stores[(os.getpid(), os.path.realpath(self.path))] = self
 
     # -- lifetime --------------------------------------------------------------------
-    def _ptr(self):
+    def _ptr(self) -> Any:
         if not self._h:
             raise _errors.InvalidError("store %s is closed" % self.path)
         if self._h._pid != os.getpid():
@@ -144,24 +152,24 @@ class Store:
                                        "open it again in this one" % self.path)
         return self._h.ptr
 
-    def close(self):
+    def close(self) -> None:
         """Close the store (readers of it must be closed first). Idempotent."""
         self._h.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Store":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "ptc.Store(%r)" % self.path
 
-    def reader(self, version=None):
+    def reader(self, version: Optional[int] = None) -> _Reader:
         return _Reader(self, version)
 
     # -- versions -------------------------------------------------------------------------
-    def versions(self):
+    def versions(self) -> List[Dict[str, Any]]:
         """The committed versions, oldest first: dicts with version, parent, step,
         config, created_unix_ns, tensors, bytes, stored_bytes, rules, metadata
         (`ptc versions --json`)."""
@@ -173,13 +181,13 @@ class Store:
         finally:
             L.lib().ptc_store_versions_free(arr, n)
 
-    def latest(self):
+    def latest(self) -> int:
         """The newest committed version number (0 for an empty store)."""
         v = c_uint64()
         call("ptc_store_latest", self._ptr(), byref(v))
         return v.value
 
-    def info(self, version=None, blocks=False):
+    def info(self, version: Optional[int] = None, blocks: bool = False) -> Dict[str, Any]:
         """One version described as `ptc info --json` does: the store format, the
         version record, its tensors and shards, and the datasets."""
         with self.reader(version) as r:
@@ -193,17 +201,20 @@ class Store:
         obj["datasets"] = self.datasets()
         return obj
 
-    def tensors(self, version=None):
+    def tensors(self, version: Optional[int] = None) -> List[TensorRow]:
         """[(name, dtype, shape, placement)] of a version, in stored order."""
         with self.reader(version) as r:
             return r.tensors()
 
     # -- import / export ----------------------------------------------------------------
-    def import_safetensors(self, paths, config, rules, compress=None, step=None,
-                           progress=None, params=None):
+    def import_safetensors(self, paths: Union[PathLike, Sequence[PathLike]], config: Any,
+                           rules: Any = None, compress: Any = None, step: Any = None,
+                           progress: ProgressFn = None,
+                           params: Union[None, str, Dict[str, int]] = None,
+                           rules_file: Optional[PathLike] = None) -> int:
         """Import safetensors files or `model.safetensors.index.json` indexes as a
-        new version laid out for @p config under @p rules (a preset name, a rules
-        file or rules text); returns the version number (`ptc import`).
+        new version laid out for @p config under @p rules (a preset name or rules
+        text) or @p rules_file (a path); returns the version number (`ptc import`).
 
         @p params gives the rules parameters (`$NAME`, docs/rules.md): a dict
         name -> int, or "auto" for the Hugging Face config.json beside the first
@@ -218,20 +229,23 @@ class Store:
         if not paths:
             raise _errors.InvalidError("import needs at least one input file")
         cfg = L.parse_config(config)
-        rl = L.Rules(rules, params) if params is not None else L.as_rules(rules)
+        rl = (L.Rules(rules, params, file=rules_file) if params is not None
+              else L.as_rules(rules, rules_file))
         opts = L.ImportOptions()
         opts.codec, opts.level = L.parse_compress(compress)
         step_b = enc(str(step)) if step is not None else None
         opts.step = step_b
-        cb = L.progress_callback(progress)
-        opts.progress = cb
         arr = (c_char_p * len(paths))(*paths)
         version = c_uint64()
-        call("ptc_import", self._ptr(), arr, len(paths), byref(cfg), rl.ptr, byref(opts),
-             byref(version))
+        with L.Progress(progress) as cb:
+            opts.progress = cb.c
+            call("ptc_import", self._ptr(), arr, len(paths), byref(cfg), rl.ptr, byref(opts),
+                 byref(version))
         return version.value
 
-    def export(self, out, version=None, config=None, rank=None, dtype=None, progress=None):
+    def export(self, out: PathLike, version: Optional[int] = None, config: Any = None,
+               rank: Optional[int] = None, dtype: Any = None,
+               progress: ProgressFn = None) -> List[str]:
         """Write safetensors files (`ptc export`):
 
         - neither @p config nor @p rank: the whole model (global tensors) to file @p out;
@@ -243,14 +257,13 @@ class Store:
         files written.
         """
         dt = _convert_dtype(dtype, "dtype")
-        cb = L.progress_callback(progress)
         out = os.fspath(out)
-        with self.reader(version) as r:
+        with self.reader(version) as r, L.Progress(progress) as cb:
             if config is None and rank is None:
                 f = L.Handle("ptc_vfile_destroy")
                 call("ptc_vfile_whole", byref(f.ptr), r.ptr, dt)
                 try:
-                    call("ptc_vfile_write", f.ptr, enc(out), cb, None)
+                    call("ptc_vfile_write", f.ptr, enc(out), cb.c, None)
                 finally:
                     f.close()
                 return [out]
@@ -274,14 +287,15 @@ class Store:
                     f = L.Handle("ptc_vfile_destroy")
                     call("ptc_vfile_rank", byref(f.ptr), r.ptr, lay.ptr, k, dt)
                     try:
-                        call("ptc_vfile_write", f.ptr, enc(p), cb, None)
+                        call("ptc_vfile_write", f.ptr, enc(p), cb.c, None)
                     finally:
                         f.close()
                 return paths
             finally:
                 lay.close()
 
-    def read(self, name, version=None, out=None, like="numpy"):
+    def read(self, name: str, version: Optional[int] = None, out: Any = None,
+             like: str = "numpy") -> Any:
         """Read global tensor @p name of a version into @p out (a numpy array or CPU
         torch tensor of its shape and dtype size, filled in place) or into a new
         array (like="torch" for a torch tensor, which also holds BF16 and F8);
@@ -304,7 +318,8 @@ class Store:
         return out
 
     # -- plan / reshard -------------------------------------------------------------------
-    def plan(self, to, hosts=None, version=None):
+    def plan(self, to: Any, hosts: Optional[int] = None,
+             version: Optional[int] = None) -> Dict[str, Any]:
         """The figures of the minimal plan from a version's configuration to @p to
         (`ptc plan --json`): bytes_total, bytes_reused, bytes_local_copy,
         bytes_network, bytes_network_lower_bound, max_rank_send, max_rank_recv, …,
@@ -322,7 +337,7 @@ class Store:
                 st = L.PlanStats()
                 L.lib().ptc_plan_stats_get(p.ptr, byref(st))
                 d = {"version": r.version,
-                     "from": L.format_config(L.lib().ptc_layout_config(ls.ptr).contents),
+                     "from": L.describe_layout(ls.ptr),
                      "to": L.format_config(cfg), "ranks_per_host": int(hosts or 0)}
                 d.update(_plan_dict(st))
                 per = []
@@ -330,7 +345,8 @@ class Store:
                     hs = L.PlanHostStats()
                     call("ptc_plan_host_stats_get", p.ptr, h, byref(hs))
                     per.append({"host": h, "bytes_in": hs.bytes_in, "bytes_out": hs.bytes_out,
-                                "bytes_need": hs.bytes_need, "bytes_have": hs.bytes_have})
+                                "bytes_need": hs.bytes_need, "bytes_have": hs.bytes_have,
+                                "bytes_copy": hs.bytes_copy})
                 d["per_host"] = per
                 return d
             finally:
@@ -338,8 +354,9 @@ class Store:
                 ls.close()
                 lt.close()
 
-    def reshard(self, to, threads=None, version=None, step=None, dtype=None, compress=None,
-                hosts=None):
+    def reshard(self, to: Any, threads: Optional[int] = None, version: Optional[int] = None,
+                step: Any = None, dtype: Any = None, compress: Any = None,
+                hosts: Optional[int] = None) -> Dict[str, Any]:
         """Write a version under configuration @p to as a new version with threads
         on this host (`ptc reshard`); returns its figures, "version" included."""
         cfg = L.parse_config(to)
@@ -364,19 +381,20 @@ class Store:
         return d
 
     # -- maintenance ----------------------------------------------------------------------
-    def verify(self, version=None, all=False, progress=None):
+    def verify(self, version: Optional[int] = None, all: bool = False,
+               progress: ProgressFn = None) -> int:
         """Re-check every block checksum of a version (all=True: every version);
         raises ptc.ChecksumError naming tensor, rank, pack file and offset.
         Returns the version checked (0 with all=True)."""
         latest = self.latest()
         if latest == 0:
             raise _errors.NotFoundError("store %s holds no version" % self.path)
-        cb = L.progress_callback(progress)
         v = L.STORE_ALL_VERSIONS if all else int(version or 0)
-        call("ptc_store_verify", self._ptr(), v, cb, None)
+        with L.Progress(progress) as cb:
+            call("ptc_store_verify", self._ptr(), v, cb.c, None)
         return 0 if all else int(version or latest)
 
-    def gc(self):
+    def gc(self) -> Dict[str, int]:
         """Remove pack files no committed version or dataset references (`ptc gc`);
         returns {"files_removed", "dirs_removed", "bytes_removed"}."""
         st = L.GcStats()
@@ -385,7 +403,7 @@ class Store:
                 "bytes_removed": st.bytes_removed}
 
     # -- datasets -------------------------------------------------------------------------
-    def datasets(self):
+    def datasets(self) -> List[Dict[str, Any]]:
         """The stored datasets, sorted by name (`ptc dataset ls --json`)."""
         arr = ctypes.POINTER(L.DatasetInfo)()
         n = c_size_t()
@@ -395,13 +413,15 @@ class Store:
         finally:
             L.lib().ptc_store_free(arr)
 
-    def dataset(self, name):
+    def dataset(self, name: str) -> Dict[str, Any]:
         """One dataset's catalog record (`ptc dataset info --json`)."""
         d = L.DatasetInfo()
         call("ptc_store_dataset_stat", self._ptr(), enc(name), byref(d))
         return _dataset_dict(d)
 
-    def ingest(self, name, format, inputs, compress=None, replace=False, progress=None):
+    def ingest(self, name: str, format: str, inputs: Union[PathLike, Sequence[PathLike]],
+               compress: Any = None, replace: bool = False,
+               progress: ProgressFn = None) -> Dict[str, Any]:
         """Ingest @p inputs of @p format (lines, jsonl, files, tokens:u16|u32:LEN,
         npy, tfrecord) as dataset @p name (`ptc dataset ingest`); returns its
         catalog record."""
@@ -417,15 +437,17 @@ class Store:
         o = L.DatasetIngestOptions()
         o.codec, o.level = L.parse_compress(compress)
         o.replace = bool(replace)
-        cb = L.progress_callback(progress)
-        o.progress = cb
         arr = (c_char_p * len(ins))(*ins)
         n = c_uint64()
-        call("ptc_dataset_ingest", self._ptr(), enc(name), enc(format), arr, len(ins),
-             byref(o), byref(n))
+        with L.Progress(progress) as cb:
+            o.progress = cb.c
+            call("ptc_dataset_ingest", self._ptr(), enc(name), enc(format), arr, len(ins),
+                 byref(o), byref(n))
         return self.dataset(name)
 
-    def audit(self, name, seed, epoch, policy=None, batch=None, dp=None, start=0):
+    def audit(self, name: str, seed: int, epoch: int, policy: Optional[str] = None,
+              batch: Optional[int] = None, dp: Optional[int] = None,
+              start: int = 0) -> Dict[str, int]:
         """The exactly-once audit of (dataset, seed, epoch) (`ptc dataset audit`):
         {"samples", "once", "repeated", "missing"}. With a batch @p policy
         ("drop-last", "equal", "drop-last+equal", "none") and the @p batch, @p dp

@@ -34,7 +34,8 @@ workers have read.
 
 import json
 import os
-from ctypes import byref, c_size_t, c_uint, c_uint64
+from ctypes import POINTER, byref, c_size_t, c_uint, c_uint64, create_string_buffer
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -73,8 +74,8 @@ class _StoreSource:
         if size:
             call("ptc_view_pread", self.view, enc(path), 0, buf.ctypes.data, size, byref(got))
             if got.value != size:
-                raise _errors.IOError("short read of %s: %d of %d bytes"
-                                      % (path, got.value, size))
+                raise _errors.PtcIOError("short read of %s: %d of %d bytes"
+                                         % (path, got.value, size))
         return buf
 
     def open_empty(self, path):
@@ -110,7 +111,8 @@ class _MountSource:
             while done < size:
                 n = os.preadv(fd, [mv[done:]], done)
                 if n <= 0:
-                    raise _errors.IOError("short read of %s: %d of %d bytes" % (full, done, size))
+                    raise _errors.PtcIOError("short read of %s: %d of %d bytes"
+                                             % (full, done, size))
                 done += n
         finally:
             os.close(fd)
@@ -145,8 +147,10 @@ class StepDataset(torch.utils.data.IterableDataset):
     Iterating yields, per step, the list of this rank's decoded records.
     """
 
-    def __init__(self, source, name, *, seed, epoch, batch, start=0, dp=1, rank=0,
-                 decode=None, count=None, policy=None):
+    def __init__(self, source: Union[str, "os.PathLike[str]", Store], name: str, *, seed: int,
+                 epoch: int, batch: int, start: int = 0, dp: int = 1, rank: int = 0,
+                 decode: Optional[Callable[[np.ndarray], Any]] = None,
+                 count: Union[None, bool, str] = None, policy: Optional[str] = None) -> None:
         super().__init__()
         self.name = str(name)
         self.seed = _u64(seed, "seed")
@@ -205,40 +209,45 @@ class StepDataset(torch.utils.data.IterableDataset):
         self._counter = None
 
     # -- positions --------------------------------------------------------------------
-    def _prefix(self):
-        pol = "/policy-%s" % self.policy if self.policy else ""
-        return "/datasets/%s/seed-%d/epoch-%d/batch-%d/start-%d/dp-%d%s/rank-%d" % (
-            self.name, self.seed, self.epoch, self.batch, self.start, self.dp, pol, self.rank)
+    def _path(self, step: int, level: int = L.DATASET_STEP_LEVEL_FILE) -> str:
+        """The view path of this rank's step file @p step (level INDEX: its .idx; level
+        RANK: their directory), as libptc spells it (ptc_dataset_step_format)."""
+        buf = create_string_buffer(L.DATASET_STEP_PATH_MAX)
+        call("ptc_dataset_step_format", byref(self._step(step)), level, buf, len(buf))
+        return "/datasets/%s/%s" % (self.name, buf.value.decode())
 
-    def steps(self):
+    def _prefix(self) -> str:
+        return self._path(0, L.DATASET_STEP_LEVEL_RANK)
+
+    def steps(self) -> int:
         """Number of steps from `start` to the end of the epoch (under the policy)."""
         n = c_uint64()
         call("ptc_batch_steps_policy", self.samples, self.batch, self.start, self._policy,
              byref(n))
         return n.value
 
-    def part(self, step):
+    def _step(self, step: int) -> Any:
+        return L.DatasetStep(self.seed, self.epoch, self.batch, self.start, self.dp, self.rank,
+                             step, self._policy)
+
+    def part(self, step: int) -> Tuple[int, int]:
         """Positions [lo, hi) of the epoch order that this rank reads at @p step."""
         lo, hi = c_uint64(), c_uint64()
-        call("ptc_batch_part_policy", self.samples, self.batch, self.start, self.dp,
-             self.rank, step, self._policy, byref(lo), byref(hi))
+        call("ptc_dataset_step_range", self.samples, byref(self._step(step)), byref(lo),
+             byref(hi))
         return lo.value, hi.value
 
-    def ids(self, step):
+    def ids(self, step: int) -> np.ndarray:
         """Sample ids of this rank's records of @p step, in epoch order."""
         lo, hi = self.part(step)
-        o = L.Order()
-        call("ptc_order_init", byref(o), self.samples, self.seed, self.epoch)
         out = np.empty(hi - lo, dtype=np.uint64)
-        v = c_uint64()
-        f = L.lib().ptc_order_sample
-        for i, p in enumerate(range(lo, hi)):
-            L.check(f(byref(o), p, byref(v)))
-            out[i] = v.value
+        n = c_uint64()
+        call("ptc_dataset_step_ids", self.samples, byref(self._step(step)),
+             out.ctypes.data_as(POINTER(c_uint64)), hi - lo, byref(n))
         return out
 
     @property
-    def position(self):
+    def position(self) -> int:
         """The sample position the next step starts at."""
         return min(self.start + self._consumed * self.batch, max(self.samples, self.start))
 
@@ -264,13 +273,14 @@ class StepDataset(torch.utils.data.IterableDataset):
         self._store = shared_store(self.source, writable=writable)
         return self._store
 
-    def read_step(self, step):
+    def read_step(self, step: int) -> List[np.ndarray]:
         """The raw records of @p step: a list of uint8 arrays viewing one buffer."""
         lo, hi = self.part(step)
         n = hi - lo
         src = self._source()
-        path = "%s/step-%d" % (self._prefix(), step)
-        idx = np.frombuffer(src.read(path + ".idx", 8 * (n + 1)).data, dtype="<u8")
+        path = self._path(step)
+        idx_path = self._path(step, L.DATASET_STEP_LEVEL_INDEX)
+        idx = np.frombuffer(src.read(idx_path, 8 * (n + 1)).data, dtype="<u8")
         size = int(idx[-1])
         if size == 0:
             if n:
@@ -303,17 +313,17 @@ class StepDataset(torch.utils.data.IterableDataset):
         if info is None and not tagged:
             self.commit()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[List[Any]]:
         return self._steps(tagged=False)
 
-    def loader(self, **kwargs):
+    def loader(self, **kwargs: Any) -> "StepLoader":
         """A DataLoader over this dataset (batch_size=None: one item per step)
         that keeps this object's position at the steps the loop has taken, also
         with num_workers > 0. Keyword arguments go to DataLoader."""
         return StepLoader(self, **kwargs)
 
     # -- counting and state -----------------------------------------------------------
-    def commit(self):
+    def commit(self) -> None:
         """Count the steps the loop has taken since the last commit (count="commit";
         one LMDB transaction). Called by state_dict() and at the end of the epoch."""
         if self.count != "commit" or self._counted >= self._consumed:
@@ -332,7 +342,7 @@ class StepDataset(torch.utils.data.IterableDataset):
         call("ptc_dataset_counter_flush", self._counter.ptr)
         self._counted = self._consumed
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """The position to save with the checkpoint (plain ints and strings; commits
         the consumed steps first)."""
         self.commit()
@@ -342,7 +352,7 @@ class StepDataset(torch.utils.data.IterableDataset):
             d["generation"] = self.generation
         return d
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continue at the saved position with this object's dp, rank and batch."""
         for k in ("name", "seed", "epoch"):
             if k in state and state[k] != getattr(self, k):
@@ -358,14 +368,14 @@ class StepDataset(torch.utils.data.IterableDataset):
         self.start = _u64(state["position"], "position")
         self._consumed = self._counted = 0
 
-    def set_epoch(self, epoch, start=0):
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
         """Move to the beginning (or position @p start) of epoch @p epoch."""
         self.commit()
         self.epoch = _u64(epoch, "epoch")
         self.start = _u64(start, "start")
         self._consumed = self._counted = 0
 
-    def close(self):
+    def close(self) -> None:
         """Commit, then release the handles this process opened."""
         self.commit()
         for h in (self._counter,):
@@ -394,7 +404,7 @@ class StepLoader:
     """A DataLoader over a StepDataset whose workers read steps ahead while the
     dataset's position follows the steps the loop takes."""
 
-    def __init__(self, ds, **kwargs):
+    def __init__(self, ds: StepDataset, **kwargs: Any) -> None:
         kwargs.setdefault("batch_size", None)
         kwargs.setdefault("collate_fn", _keep)
         if kwargs["batch_size"] is not None:
@@ -402,7 +412,7 @@ class StepLoader:
         self.ds = ds
         self.kwargs = kwargs
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[List[Any]]:
         ds = self.ds
         dl = torch.utils.data.DataLoader(_Tagged(ds), **self.kwargs)
         expect = ds._consumed
@@ -414,5 +424,5 @@ class StepLoader:
             yield recs
         ds.commit()
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.ds.steps() - self.ds._consumed

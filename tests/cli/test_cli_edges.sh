@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Edges of the command line contract: usage errors exit 2 (an unknown ingest
-# format, --all with --version), `verify --all --json` names the versions it
+# format, --all with --version, the removed train --save), `verify --all --json` names the versions it
 # checked, `export --out` refuses a target its final rename could not replace
 # before writing anything, a failed first import or ingest leaves no empty
 # store behind, and `info` prints tensor names escaped.
@@ -17,6 +17,25 @@ expect_fail 2 format tokens -- "$PTC" dataset ingest --store st --name d --forma
 expect_fail 2 format -- "$PTC" dataset ingest --store nowhere --name d --format bogus l.txt
 [ ! -e nowhere ] && ok || bad "a usage error created a store"
 expect_fail 2 all version -- "$PTC" verify --store st --all --version 1
+# train --save (the gathered save) is gone: the error names what replaces it, and nothing runs
+expect_fail 2 "--save was removed" "--store DIR --save-every 0" "ptc export --store DIR --out FILE" \
+    -- "$PTC" train --config pp=1 --schedule 1f1b --microbatches 1 --steps 1 --save g.safetensors
+[ ! -e g.safetensors ] && ok || bad "train --save wrote a file"
+# the option table (cli/cli.c): each kind of value refused with its option's own line
+expect_fail 2 "--threads: '0' is not 1..4096" -- "$PTC" reshard --store st --to tp=1 --threads 0
+expect_fail 2 "--batch: '0' is not a positive integer" -- \
+    "$PTC" dataset audit --store st --name d --seed 1 --epoch 0 --policy none --batch 0 --dp 1
+expect_fail 2 "--cache-mib needs 0 to 1073741824" -- "$PTC" mount --store st --cache-mib 1073741825 m
+expect_fail 2 "--version: '0' is not a version number" -- "$PTC" info --store st --version 0
+expect_fail 2 "--timeout: expected seconds >= 0" -- \
+    "$PTC" train --config pp=1 --schedule 1f1b --microbatches 1 --steps 1 --timeout -1
+expect_fail 2 "--dtype must be F32, BF16 or F16, not 'F64'" -- "$PTC" export --store st --dtype F64 --out x
+expect_fail 2 "--compress: unknown codec 'lz4'" -- "$PTC" reshard --store st --to tp=1 --compress lz4
+expect_fail 2 "unexpected argument 'extra'" -- "$PTC" gc --store st extra
+expect_fail 2 "missing value '--store'" -- "$PTC" verify --store
+expect_fail 2 "unknown option or missing value '-z'" -- "$PTC" mount --store st -z m
+if "$PTC" mount -h | grep -q '^usage: ptc mount'; then ok; else bad "mount -h"; fi
+[ ! -e x ] && [ ! -e m ] && ok || bad "a refused command wrote a file"
 
 # ---- verify --all --json names the versions ----------------------------------------
 "$PTC" verify --store st --all --json >"$T/v.json"

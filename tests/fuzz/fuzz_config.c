@@ -1,11 +1,14 @@
 /* Fuzz ptc_config_parse: any input parses or fails cleanly, and a parsed
  * configuration formats (both styles) to text that re-parses to an equal
- * configuration and formats to the same text again. */
+ * configuration and formats to the same text again. The same text as an
+ * explicit layout's ("explicit:W", ptc_layout_parse_explicit): parsed, it
+ * is no configuration, and W is in range. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ptc/config.h"
+#include "ptc/layout.h"
 
 static void check(bool ok)
 {
@@ -36,6 +39,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ptc_config_coords(&c, w - 1, &p, &dp, &t);
         check(ptc_config_rank(&c, p, dp, t) == w - 1);
     }
+    int xw = -1;
+    if (ptc_layout_parse_explicit(s, &xw) == PTC_OK && xw > 0)
+        check(xw <= PTC_CONFIG_MAX_WORLD && ptc_config_parse(&c, s) != PTC_OK);
+    else
+        check(xw == 0);
     free(s);
     return 0;
 }

@@ -35,6 +35,8 @@ MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# The final parameters of a run that saved to store $1 (--save-every 0), as one file $2.
+export_params() { "$PTC" export --store "$1" --out "$2" --params-only > /dev/null || fail "export of $1"; }
 TOL=1e-4
 MODEL=mlp:layers=4,hidden=16,vocab=32,tokens=8
 STEPS=4
@@ -77,8 +79,9 @@ run() {
         local pre=()
         [ "$np" = 1 ] || pre=("${MPIRUN[@]}" -np "$np")
         "${pre[@]}" "$PTC" train "$@" --steps $STEPS "${common[@]}" --device $dev \
-            --save "$TMP/$name-$dev.safetensors" > "$TMP/$name-$dev.txt" 2> "$TMP/$name-$dev.err" ||
-            { cat "$TMP/$name-$dev.err"; fail "$name --device $dev exited non-zero"; }
+            --store "$TMP/$name-$dev.store" --save-every 0 > "$TMP/$name-$dev.txt" \
+            2> "$TMP/$name-$dev.err" || { cat "$TMP/$name-$dev.err"; fail "$name --device $dev exited non-zero"; }
+        export_params "$TMP/$name-$dev.store" "$TMP/$name-$dev.safetensors"
         [ "$(losses "$TMP/$name-$dev.txt" | wc -l)" = $STEPS ] ||
             fail "$name --device $dev printed no losses"
     done
@@ -95,7 +98,8 @@ run() {
 
 # The tolerance must be able to fail: training moves parameters beyond it.
 "$PTC" train --config pp=1 --schedule 1f1b --microbatches 4 --steps 1 "${common[@]}" \
-    --save "$TMP/one-step.safetensors" > /dev/null
+    --store "$TMP/one-step.store" --save-every 0 > /dev/null
+export_params "$TMP/one-step.store" "$TMP/one-step.safetensors"
 run single 1 --config pp=1 --schedule 1f1b --microbatches 4
 if python3 "$cmp_st" "$TMP/one-step.safetensors" "$TMP/single-cpu.safetensors" --rel $TOL \
     > /dev/null; then
@@ -135,21 +139,23 @@ close() {
 # steps after the resume, so that the AdamW moments the resume pushed back shape the result:
 # the final parameters are compared too, not only the losses.
 st=(--config pp=1 --schedule 1f1b --microbatches 4 "${common[@]}")
-"$PTC" train "${st[@]}" --steps 6 --device cuda --save "$TMP/st-straight.safetensors" \
+"$PTC" train "${st[@]}" --steps 6 --device cuda --store "$TMP/st-straight.store" --save-every 0 \
     > "$TMP/st-straight.txt" || fail "the unchanged cuda run failed"
+export_params "$TMP/st-straight.store" "$TMP/st-straight.safetensors"
 "$PTC" train "${st[@]}" --steps 2 --device cuda --store "$TMP/st" --save-every 2 \
     > "$TMP/st-a.txt" 2> "$TMP/st-a.err" || { cat "$TMP/st-a.err"; fail "cuda --save-every failed"; }
 "$PTC" train "${st[@]}" --steps 4 --device cuda --store "$TMP/st" --resume --save-every 0 \
-    --save "$TMP/st-ab.safetensors" > "$TMP/st-b.txt" 2> "$TMP/st-b.err" ||
-    { cat "$TMP/st-b.err"; fail "cuda --resume failed"; }
+    > "$TMP/st-b.txt" 2> "$TMP/st-b.err" || { cat "$TMP/st-b.err"; fail "cuda --resume failed"; }
+export_params "$TMP/st" "$TMP/st-ab.safetensors"
 [ "$(awk '/^step /{print $2; exit}' "$TMP/st-b.txt")" = 2 ] || fail "the resumed run did not start at step 2"
 cat "$TMP/st-a.txt" "$TMP/st-b.txt" > "$TMP/st-ab.txt"
 [ "$(grep -c '^step ' "$TMP/st-ab.txt")" = 6 ] || fail "save+resume did not run 6 steps"
 close "$TMP/st-ab.txt" "$TMP/st-straight.txt" || fail "cuda save+resume differs from the unchanged run"
 python3 "$cmp_st" "$TMP/st-ab.safetensors" "$TMP/st-straight.safetensors" --rel $TOL ||
     fail "cuda save+resume: parameters differ from the unchanged run"
-"$PTC" train "${st[@]}" --steps 6 --device cpu --save "$TMP/st-cpu.safetensors" \
+"$PTC" train "${st[@]}" --steps 6 --device cpu --store "$TMP/st-cpu.store" --save-every 0 \
     > "$TMP/st-cpu.txt" || fail "the cpu run failed"
+export_params "$TMP/st-cpu.store" "$TMP/st-cpu.safetensors"
 close "$TMP/st-ab.txt" "$TMP/st-cpu.txt" || fail "cuda save+resume differs from --device cpu"
 python3 "$cmp_st" "$TMP/st-ab.safetensors" "$TMP/st-cpu.safetensors" --rel $TOL ||
     fail "cuda save+resume: parameters differ from --device cpu"
@@ -164,9 +170,10 @@ if [ "${two:-0}" = 1 ]; then
     rs=(--config dp=2,pp=1 --schedule 1f1b --microbatches 2 --steps 8
         --resize 2:pp=2,4:pp=1,6:dp=2 "${common[@]}")
     for dev in cpu cuda; do
-        "${MPIRUN[@]}" -np 2 "$PTC" train "${rs[@]}" --device $dev --save "$TMP/rs-$dev.safetensors" \
-            > "$TMP/rs-$dev.txt" 2> "$TMP/rs-$dev.err" ||
+        "${MPIRUN[@]}" -np 2 "$PTC" train "${rs[@]}" --device $dev --store "$TMP/rs-$dev.store" \
+            --save-every 0 > "$TMP/rs-$dev.txt" 2> "$TMP/rs-$dev.err" ||
             { cat "$TMP/rs-$dev.err"; fail "online resize --device $dev failed"; }
+        export_params "$TMP/rs-$dev.store" "$TMP/rs-$dev.safetensors"
     done
     [ "$(grep -c '^resize at step' "$TMP/rs-cuda.txt")" = 3 ] || fail "the cuda job did not resize three times"
     close "$TMP/rs-cuda.txt" "$TMP/rs-cpu.txt" || fail "online resize on the devices differs from the cpu's"

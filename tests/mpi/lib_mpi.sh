@@ -34,3 +34,6 @@ mpirun_each() {
     d=$(mktemp -d -p "$TMP" each.XXXXXX)
     "${MPIRUN[@]}" -np "$np" sh "$TMP/each.sh" "$d" "$@"
 }
+# The final parameters of a `ptc train --store S --save-every 0` run as one
+# safetensors file (global names, F32, no optimizer state): export_params S FILE
+export_params() { "$PTC" export --store "$1" --out "$2" --params-only > /dev/null || fail "export of $1"; }

@@ -305,12 +305,20 @@ def test_load_refuses_wrong_states(st):
 
 def test_missing_and_empty_store(tmp_path):
     g = {"w": torch.ones(3)}
-    with pytest.raises(ptc.NotFoundError) as e:
-        ptc.save(tmp_path / "nope", g, config="dp=1", rules="none", rank=0)
-    assert "no ptc store at" in e.value.message and e.value.code == -5
     with pytest.raises(ptc.NotFoundError, match="no ptc store at"):
         ptc.load(str(tmp_path / "nope"), g, config="dp=1", rank=0)
     assert not (tmp_path / "nope").exists()
+    # a save creates the store it is given (a new or empty folder) ...
+    assert ptc.save(tmp_path / "new" / "st", g, config="dp=1", rules="none", rank=0) == 1
+    assert ptc.read_record(tmp_path / "new" / "st")["version"] == 1
+    # ... never inside a folder holding something else
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("mine")
+    with pytest.raises(ptc.NotFoundError) as e:
+        ptc.save(tmp_path / "full", g, config="dp=1", rules="none", rank=0)
+    assert e.value.message == ("'%s' is not a ptc store and not empty (holds 'notes.txt'); "
+                               "refusing to create a store there" % (tmp_path / "full"))
+    assert sorted(os.listdir(tmp_path / "full")) == ["notes.txt"]
     with ptc.Store(tmp_path / "st", create=True) as st:
         with pytest.raises(ptc.NotFoundError, match="has no versions"):
             ptc.load(st, g, config="dp=1", rank=0)
@@ -346,7 +354,7 @@ def test_failed_write_leaves_nothing(st):
     lib = _lib.lib()
     lib.ptc_fault_write_at(3, errno.ENOSPC)
     try:
-        with pytest.raises(ptc.IOError) as e:
+        with pytest.raises(ptc.PtcIOError) as e:
             ptc.save(st, states, **kw)
     finally:
         lib.ptc_fault_write_at(0, 0)
@@ -379,7 +387,8 @@ def test_dtensor_of_a_one_process_group(tmp_path, st):
 def test_without_the_checkpoint_api(monkeypatch):
     """A libptc built before ckpt.h: save and load say so."""
     L = _lib.lib()
-    monkeypatch.setattr(L, "ptc_ckpt_begin", _lib._Missing("ptc_ckpt_begin"))
+    monkeypatch.setattr(L, "ptc_ckpt_save_locals_over",
+                        _lib._Missing("ptc_ckpt_save_locals_over"))
     with pytest.raises(ptc.UnsupportedError, match="ckpt.h"):
         ptc.save("x", {}, config="dp=1", rules="none", rank=0)
     assert ctypes.sizeof(_lib.CkptRecord) > 0

@@ -35,4 +35,5 @@ def test_docs_examples_run(tmp_path, monkeypatch):
     assert "1 dp=1,tp=2,pp=1\n1 5 dp=1,tp=2,pp=1 2.25 {'data': '{\"position\": 40}'}\n" in text
     assert ("local shape [49, 32], but the layout of dp=1,tp=2,pp=1 gives [50, 32]\n"
             "tensor 'lm_head.weight' on rank 0 has dtype F16; version 1 has F32\n[1]\n") in text
+    assert "1\nexplicit:1\ntensor([[ 8.,  9., 10., 11.]])\n" in text
     ns["st"].close()

@@ -162,7 +162,7 @@ def test_readonly_store_refuses_writes(tmp_path, model):
 
 def test_errors_are_typed_by_code():
     assert ptc.BusyError.code == -10 and issubclass(ptc.BusyError, ptc.Error)
-    assert issubclass(ptc.IOError, OSError) and issubclass(ptc.RuleError, ValueError)
+    assert issubclass(ptc.PtcIOError, OSError) and issubclass(ptc.RuleError, ValueError)
     e = ptc._errors.make_error(-99, "odd")
     assert type(e) is ptc.Error and e.code == -99 and str(e) == "odd"
 

@@ -18,7 +18,7 @@
 #include "kernels/cast.h"
 #include "kernels/cast_fast.h"
 #include "ptc/build_config.h"
-#include "ptc/dtype.h"
+#include "ptc/convert.h"
 
 #if PTC_WITH_CUDA
 #include <cuda_runtime.h>

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "fuse/view_internal.h"
 #include "ptc/build_config.h"
 #include "ptc/mount.h"
 #include "ptc/view.h"
@@ -227,7 +228,8 @@ static void test_tree(void **state)
     ptc_view_dataset ds;
     mem_open(NULL, "toy", &ds);
     ptc_view_step *s;
-    assert_int_equal(ptc_view_step_plan(&ds, 11, 2, 256, 100, 3, 1, 4, &s), PTC_OK);
+    assert_int_equal(ptc_view_step_plan(&ds, &(ptc_dataset_step){11, 2, 256, 100, 3, 1, 4, 0}, &s),
+                     PTC_OK);
     n = slurp("/datasets/toy/seed-11/epoch-2/batch-256/start-100/dp-3/rank-1/step-4", buf,
               sizeof buf, 1 << 20);
     assert_int_equal(n, s->offsets[s->n]);
@@ -304,7 +306,9 @@ static void *reader(void *p)
                  r, k);
         ssize_t n = slurp(rel, buf, sizeof buf, 1000 + (size_t)it);
         ptc_view_step *s;
-        if (ptc_view_step_plan(&ds, 3, 0, 64, 0, 4, (uint64_t)r, (uint64_t)k, &s) != PTC_OK) {
+        if (ptc_view_step_plan(&ds,
+                               &(ptc_dataset_step){3, 0, 64, 0, 4, (uint64_t)r, (uint64_t)k, 0},
+                               &s) != PTC_OK) {
             a->bad++;
             continue;
         }

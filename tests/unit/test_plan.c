@@ -529,21 +529,32 @@ static void test_out_of_memory(void **st)
     ptc_layout *la, *lb;
     assert_int_equal(ptc_layout_create(&la, t, 2, r, &a), PTC_OK);
     assert_int_equal(ptc_layout_create(&lb, t, 2, r, &b), PTC_OK);
-    ptc_plan_options o = {.hosts = 2};
-    ptc_plan *p;
-    ptc_fault_alloc_at(0);
-    assert_int_equal(ptc_plan_create(&p, la, lb, &o), PTC_OK);
-    long total = ptc_fault_alloc_count();
-    ptc_plan_destroy(p);
-    assert_true(total > 4);
-    for (long i = 1; i <= total; i++) {
-        ptc_fault_alloc_at(i);
-        p = (ptc_plan *)1;
-        int rc = ptc_plan_create(&p, la, lb, &o);
+    /* the whole plan, its figures alone, and per-process plans on one host
+     * and on two (the two ways a per-process plan is made) */
+    static const int own[4] = {0, 1, 1, 0};
+    ptc_plan_options variants[4] = {
+        {.hosts = 2},
+        {.hosts = 2, .figures_only = true},
+        {.src_proc = own, .dst_proc = own, .proc = 1},
+        {.hosts = 2, .src_proc = own, .dst_proc = own, .proc = 0},
+    };
+    for (int v = 0; v < 4; v++) {
+        ptc_plan_options o = variants[v];
+        ptc_plan *p;
         ptc_fault_alloc_at(0);
-        if (rc != PTC_E_NOMEM)
-            fail_msg("allocation %ld of %ld failing: rc %d", i, total, rc);
-        assert_null(p);
+        assert_int_equal(ptc_plan_create(&p, la, lb, &o), PTC_OK);
+        long total = ptc_fault_alloc_count();
+        ptc_plan_destroy(p);
+        assert_true(total > 4);
+        for (long i = 1; i <= total; i++) {
+            ptc_fault_alloc_at(i);
+            p = (ptc_plan *)1;
+            int rc = ptc_plan_create(&p, la, lb, &o);
+            ptc_fault_alloc_at(0);
+            if (rc != PTC_E_NOMEM)
+                fail_msg("variant %d, allocation %ld of %ld failing: rc %d", v, i, total, rc);
+            assert_null(p);
+        }
     }
     ptc_layout_destroy(la);
     ptc_layout_destroy(lb);

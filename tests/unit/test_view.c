@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "base/fault_testing.h"
+#include "fuse/view_internal.h"
 #include "ptc/dataset.h"
 #include "ptc/view.h"
 
@@ -251,7 +252,8 @@ static void test_step_plan(void **state)
     assert_int_equal(ptc_order_init(&o, MEM_N, 5, 1), PTC_OK);
     ptc_view_step *s;
     /* batch 10 from start 3, dp 3: step 2 covers [23, 33), rank 1 gets [27, 31) */
-    assert_int_equal(ptc_view_step_plan(&ds, 5, 1, 10, 3, 3, 1, 2, &s), PTC_OK);
+    assert_int_equal(ptc_view_step_plan(&ds, &(ptc_dataset_step){5, 1, 10, 3, 3, 1, 2, 0}, &s),
+                     PTC_OK);
     assert_int_equal(s->n, 4);
     uint64_t total = 0;
     for (uint64_t i = 0; i < 4; i++) {
@@ -279,14 +281,17 @@ static void test_step_plan(void **state)
     ptc_view_step_destroy(s);
 
     /* the last step (partial) and one past it */
-    assert_int_equal(ptc_view_step_plan(&ds, 5, 1, 64, 0, 4, 3, 15, &s), PTC_OK);
+    assert_int_equal(ptc_view_step_plan(&ds, &(ptc_dataset_step){5, 1, 64, 0, 4, 3, 15, 0}, &s),
+                     PTC_OK);
     assert_int_equal(s->n, 10); /* [960,1000): 40 records, c = 10 */
     ptc_view_step_destroy(s);
     s = (ptc_view_step *)1;
-    assert_int_equal(ptc_view_step_plan(&ds, 5, 1, 64, 0, 4, 0, 16, &s), PTC_E_NOTFOUND);
+    assert_int_equal(ptc_view_step_plan(&ds, &(ptc_dataset_step){5, 1, 64, 0, 4, 0, 16, 0}, &s),
+                     PTC_E_NOTFOUND);
     assert_null(s);
     /* an empty part of an existing step */
-    assert_int_equal(ptc_view_step_plan(&ds, 5, 1, 3, 999, 4, 3, 0, &s), PTC_OK);
+    assert_int_equal(ptc_view_step_plan(&ds, &(ptc_dataset_step){5, 1, 3, 999, 4, 3, 0, 0}, &s),
+                     PTC_OK);
     assert_int_equal(s->n, 0);
     assert_int_equal(s->offsets[0], 0);
     assert_int_equal(ptc_view_step_find(s, 0), 0);
@@ -295,12 +300,14 @@ static void test_step_plan(void **state)
     struct mem big = *m;
     big.n = PTC_VIEW_MAX_STEP_RECORDS + 1;
     ds.n = big.n;
-    assert_int_equal(ptc_view_step_plan(&ds, 0, 0, UINT64_MAX, 0, 1, 0, 0, &s), PTC_E_RANGE);
+    assert_int_equal(
+        ptc_view_step_plan(&ds, &(ptc_dataset_step){0, 0, UINT64_MAX, 0, 1, 0, 0, 0}, &s),
+        PTC_E_RANGE);
     ds.n = MEM_N;
     /* allocation failures clean up */
     for (long k = 1; k <= 3; k++) { /* the plan, its ids, its offsets */
         ptc_fault_alloc_at(k);
-        int rc = ptc_view_step_plan(&ds, 5, 1, 10, 3, 3, 1, 2, &s);
+        int rc = ptc_view_step_plan(&ds, &(ptc_dataset_step){5, 1, 10, 3, 3, 1, 2, 0}, &s);
         ptc_fault_alloc_at(0);
         assert_int_equal(rc, PTC_E_NOMEM);
         assert_null(s);
@@ -540,7 +547,8 @@ static void test_view_tree(void **state)
     assert_int_equal(ptc_view_stat_path(v, path, &st), PTC_OK);
     ptc_view_dataset ds = mem_ds(m);
     ptc_view_step *s;
-    assert_int_equal(ptc_view_step_plan(&ds, 3, 1, 64, 0, 4, 2, 3, &s), PTC_OK);
+    assert_int_equal(ptc_view_step_plan(&ds, &(ptc_dataset_step){3, 1, 64, 0, 4, 2, 3, 0}, &s),
+                     PTC_OK);
     assert_int_equal(s->n, 16);
     assert_int_equal(st.size, s->offsets[16]);
     n = read_all(v, path, buf, sizeof buf, 5);
@@ -641,7 +649,8 @@ static void test_exactly_once(void **state)
     assert_int_equal(got, 100);
     ptc_view_dataset ds = mem_ds(m);
     ptc_view_step *s;
-    assert_int_equal(ptc_view_step_plan(&ds, 1, 0, 1000, 0, 1, 0, 0, &s), PTC_OK);
+    assert_int_equal(ptc_view_step_plan(&ds, &(ptc_dataset_step){1, 0, 1000, 0, 1, 0, 0, 0}, &s),
+                     PTC_OK);
     uint64_t counted = 0, want = 0;
     for (uint64_t i = 0; i < s->n; i++) {
         uint64_t t = s->offsets[i + 1] ? s->offsets[i + 1] - 1 : 0;
@@ -1014,7 +1023,9 @@ static void *reader(void *p)
         ptc_view_file *f;
         ptc_view_step *s;
         if (ptc_view_open(a->v, path, &f) != PTC_OK ||
-            ptc_view_step_plan(&ds, 5, 0, 64, 0, 4, (uint64_t)r, (uint64_t)k, &s) != PTC_OK) {
+            ptc_view_step_plan(&ds,
+                               &(ptc_dataset_step){5, 0, 64, 0, 4, (uint64_t)r, (uint64_t)k, 0},
+                               &s) != PTC_OK) {
             a->bad++;
             continue;
         }
@@ -1063,8 +1074,10 @@ static void test_threads(void **state)
     for (int r = 0; r < 4; r++)
         for (int k = 0; k < 16; k++) {
             ptc_view_step *s;
-            assert_int_equal(ptc_view_step_plan(&ds, 5, 0, 64, 0, 4, (uint64_t)r, (uint64_t)k, &s),
-                             PTC_OK);
+            assert_int_equal(
+                ptc_view_step_plan(
+                    &ds, &(ptc_dataset_step){5, 0, 64, 0, 4, (uint64_t)r, (uint64_t)k, 0}, &s),
+                PTC_OK);
             for (uint64_t i = 0; i < s->n; i++)
                 assert_int_equal(m->served[s->ids[i]], (uint32_t)reads[r][k]);
             ptc_view_step_destroy(s);

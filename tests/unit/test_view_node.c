@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "base/fault_testing.h"
+#include "fuse/view_internal.h"
 #include "ptc/dataset.h"
 #include "ptc/store.h"
 #include "ptc/view.h"
@@ -456,7 +457,8 @@ static void test_refcount(void **state)
     ptc_view_dataset ds;
     assert_int_equal(mem_open(m, "toy", &ds), PTC_OK);
     ptc_view_step *s;
-    assert_int_equal(ptc_view_step_plan(&ds, 2, 0, 100, 0, 2, 1, 3, &s), PTC_OK);
+    assert_int_equal(ptc_view_step_plan(&ds, &(ptc_dataset_step){2, 0, 100, 0, 2, 1, 3, 0}, &s),
+                     PTC_OK);
     size_t n = read_chunks(v, NULL, h, buf, sizeof buf, 64);
     assert_int_equal(n, s->offsets[s->n]);
     for (uint64_t i = 0; i < s->n; i++)
@@ -559,7 +561,8 @@ static void test_threads(void **state)
     ptc_view_dataset ds;
     assert_int_equal(mem_open(m, "toy", &ds), PTC_OK);
     ptc_view_step *s;
-    assert_int_equal(ptc_view_step_plan(&ds, 5, 0, 64, 0, 2, 1, 4, &s), PTC_OK);
+    assert_int_equal(ptc_view_step_plan(&ds, &(ptc_dataset_step){5, 0, 64, 0, 2, 1, 4, 0}, &s),
+                     PTC_OK);
     pthread_t th[8];
     struct reader_arg args[8];
     for (int t = 0; t < 8; t++) {

@@ -1,0 +1,46 @@
+/* ptc reshard --mpi in ptc-full: one process per group of target ranks
+ * under mpirun (cli/cli_reshard.h). */
+#include <mpi.h>
+
+#include "cli/cli_reshard.h"
+
+int ptc_cli_reshard_handoff(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    return PTC_CLI_CONTINUE; /* ptc-full runs every reshard itself */
+}
+
+int ptc_cli_reshard_mpi(ptc_cli_reshard *a, int argc, char **argv)
+{
+    int provided, me = 0;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        return ptc_cli_error("MPI_Init failed");
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    int ret = ptc_cli_store_open(&a->cs, PTC_CLI_STORE_OPEN, 0);
+    /* every process must reach the executor's collectives, or none */
+    int worst = ret;
+    MPI_Allreduce(&ret, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (worst != PTC_CLI_OK && ret == PTC_CLI_OK) {
+        ret = me == 0 ? ptc_cli_error("the store could not be opened on another process")
+                      : PTC_CLI_FAIL;
+        ptc_cli_store_close(&a->cs, false);
+    }
+    if (ret == PTC_CLI_OK) {
+        ptc_reshard_result res;
+        int rc = ptc_reshard_store_mpi(a->cs.s, a->version, &a->cfg, MPI_COMM_WORLD, &a->opts,
+                                       &res);
+        /* peak resident memory, the largest over the processes (the executor
+         * returns the same code on every process; every process reduces, so
+         * none waits) */
+        unsigned long long peak = ptc_cli_peak_rss(), top = peak;
+        MPI_Reduce(&peak, &top, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+        if (rc != PTC_OK)
+            ret = me == 0 ? ptc_cli_lib_error(rc) : PTC_CLI_FAIL;
+        else if (me == 0)
+            ret = ptc_cli_reshard_print(&res, top, a->json);
+        ptc_cli_store_close(&a->cs, ret != PTC_CLI_OK);
+    }
+    MPI_Finalize();
+    return ret;
+}

@@ -1,0 +1,40 @@
+/* Private parts of the elastic supervisor (exec/model/elastic_*.c): one
+ * launch of the job under mpirun. Never installed. Nothing here talks MPI:
+ * the light `ptc` links these objects. */
+#ifndef PTC_ELASTIC_INTERNAL_H
+#define PTC_ELASTIC_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define ELASTIC_MAX_HOSTS 256
+
+/* A pipe's bytes not yet cut into lines. */
+typedef struct elastic_lines {
+    char buf[8192];
+    size_t len;
+} elastic_lines;
+
+/* Called per complete line (NUL-terminated, without its newline). */
+typedef void (*elastic_line_fn)(void *ctx, char *line);
+
+/* Read what @p fd holds into @p b and call @p fn per complete line (an
+ * overlong line in pieces, a last line without a newline at EOF). Returns
+ * false at EOF (or a read error), true while the pipe may hold more. */
+bool elastic_lines_drain(int fd, elastic_lines *b, elastic_line_fn fn, void *ctx);
+
+/* Where mpirun puts @p world ranks given a hostfile of usable[] slots per
+ * host: it fills the hosts in file order. Fills host index @p at[i] and
+ * rank count @p count[i]; returns the entries. */
+int elastic_placement(const int *usable, int nh, int world, int *at, int *count);
+
+/* Start @p argv (argv[0] found on PATH) in a process group of its own, its
+ * stdout and stderr on two non-blocking pipes. PTC_OK or PTC_E_IO. */
+int elastic_spawn(const char *const *argv, pid_t *pid, int *out_fd, int *err_fd);
+
+/* Replace @p path by @p text atomically (a temporary beside it, renamed).
+ * PTC_OK or PTC_E_IO. */
+int elastic_write_file(const char *path, const char *text);
+
+#endif

@@ -1,0 +1,814 @@
+/* The elastic supervisor (include/ptc/elastic.h, docs/elastic.md): keeps a
+ * `ptc train` job running under mpirun on the slots that are available,
+ * restarting it from the newest committed version after a failure and
+ * relaunching it under a new configuration when the slots change. It reads
+ * the job's output lines (steps, resume and stop reports, mpirun's notice
+ * of a dead process), watches the slots file and the hostfile, and asks the
+ * job to stop (or to resize) through its --control file. It talks no MPI:
+ * it starts mpirun (elastic_launch.c). Printing is the caller's. */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ptc/ckpt.h"
+#include "ptc/elastic.h"
+#include "ptc/store.h"
+#include "exec/model/elastic_internal.h"
+#include "base/buf_internal.h"
+#include "base/util_internal.h"
+
+#define MAX_HOSTS ELASTIC_MAX_HOSTS
+#define MAX_ARGS 256
+
+typedef struct host {
+    char name[256];
+    int slots;  /* as the inputs say */
+    int failed; /* slots dropped after failures */
+} host;
+_Static_assert(sizeof ((host *)0)->name == sizeof ((ptc_elastic_host *)0)->name, "host names");
+
+/* What one launch of the job showed on its output. */
+typedef struct launch {
+    pid_t pid;
+    int out_fd, err_fd;
+    elastic_lines out, err;
+    double t_launch, t_last_step, t_first_err, t_stop_asked, t_exit;
+    int64_t last_step;       /* the last `step K` seen (-1: none) */
+    int64_t first_step;      /* the first one */
+    double first_step_ms;
+    double load_ms;          /* `resumed from ... load X ms` */
+    bool stopped;            /* `stopped at step K (...), saved version V` */
+    uint64_t stop_version;
+    char dead_node[256];     /* mpirun's notice of a dead process */
+    bool host_lost;          /* ... of a lost host (its daemon) */
+    char first_error[512];   /* the first `ptc: error:` line */
+    bool stop_requested, killed;
+    bool resize_asked;       /* online: `resize CFG` written, its report awaited */
+    char kill_reason[128];
+} launch;
+
+/* A reconfiguration waiting for the new job's first step (its downtime). */
+typedef struct pending {
+    bool active;
+    char reason[32], from[128], to[128];
+    int64_t at_step, resumed_step, steps_lost;
+    uint64_t version;
+    int slots;
+    double t_start, detect, save, plan, t_launch;
+} pending;
+
+struct ptc_elastic {
+    ptc_elastic_opts o;
+    host hosts[MAX_HOSTS];
+    int nhosts;
+    char inputs[16384];                  /* the watched inputs' text, to see changes */
+    char dir[PATH_MAX], ctl[PATH_MAX + 16], hf[PATH_MAX + 16];
+    int failures, reconfigs;
+    /* the running job's processes: how many on each host, in rank order */
+    struct {
+        char name[256];
+        int n;
+    } run[MAX_HOSTS];
+    int nrun;
+    pending pend;                        /* a restart awaiting the new job's first step */
+    pending opend;                       /* an in-memory resize awaiting its report */
+    launch l;                            /* the running job */
+    ptc_config cfg;                      /* its configuration */
+    int usable[MAX_HOSTS];               /* its slots per host */
+    int nslots;
+    char scale_reason[32];               /* why the running job was asked to stop */
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void cfg_text(const ptc_config *c, char *buf, size_t n)
+{
+    ptc_config_format(c, PTC_CONFIG_STYLE_KEYS, buf, n);
+}
+
+static bool stop_asked(const ptc_elastic *e)
+{
+    return e->o.stop && *e->o.stop;
+}
+
+/* ---- the watched inputs ------------------------------------------------------- */
+
+static bool read_small(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, cap - 1, f);
+    bool ok = !ferror(f) && feof(f);
+    fclose(f);
+    buf[n] = 0;
+    return ok;
+}
+
+/* The total the slots option or its file gives (-1: none). */
+static int read_slots(const ptc_elastic *e, char *sbuf, size_t cap, int *total)
+{
+    *total = e->o.slots;
+    if (!e->o.slots_file)
+        return PTC_OK;
+    if (!read_small(e->o.slots_file, sbuf, cap))
+        return ptc_error_set(PTC_E_INVAL, "cannot read the slots file %s", e->o.slots_file);
+    char *end;
+    errno = 0;
+    long v = strtol(sbuf, &end, 10);
+    while (*end == ' ' || *end == '\n' || *end == '\t' || *end == '\r')
+        end++;
+    if (errno || end == sbuf || *end || v < 0 || v > PTC_CONFIG_MAX_WORLD)
+        return ptc_error_set(PTC_E_INVAL, "the slots file %s does not hold a number of slots",
+                             e->o.slots_file);
+    *total = (int)v;
+    return PTC_OK;
+}
+
+/* Parse the inputs into hosts; @p text receives what they said (to see a
+ * change). PTC_E_INVAL names the problem. */
+static int parse_inputs(const ptc_elastic *e, host *hs, int *nh, char *text, size_t textcap)
+{
+    char sbuf[256] = "", hbuf[8192] = "";
+    int total = -1;
+    *nh = 0;
+    PTC_TRY(read_slots(e, sbuf, sizeof sbuf, &total));
+    if (e->o.hostfile) {
+        if (!read_small(e->o.hostfile, hbuf, sizeof hbuf))
+            return ptc_error_set(PTC_E_INVAL, "cannot read the hostfile %s", e->o.hostfile);
+        static ptc_elastic_host ph[MAX_HOSTS];
+        size_t np = 0;
+        if (ptc_elastic_hostfile_parse(hbuf, ph, MAX_HOSTS, &np) != PTC_OK)
+            return ptc_error_set(PTC_E_INVAL, "%s: %s", e->o.hostfile, ptc_last_error());
+        for (size_t i = 0; i < np; i++) {
+            memcpy(hs[i].name, ph[i].name, sizeof hs[i].name);
+            hs[i].slots = ph[i].slots;
+            hs[i].failed = 0;
+        }
+        *nh = (int)np;
+        /* the slots cap the total, taken from the hosts in order */
+        for (int i = 0; total >= 0 && i < *nh; i++) {
+            if (hs[i].slots > total)
+                hs[i].slots = total;
+            total -= hs[i].slots;
+        }
+    } else {
+        snprintf(hs[0].name, sizeof hs[0].name, "localhost");
+        hs[0].slots = total;
+        hs[0].failed = 0;
+        *nh = 1;
+    }
+    snprintf(text, textcap, "%s\n--\n%s", sbuf, hbuf);
+    return PTC_OK;
+}
+
+/* Free slots per host after failures; returns the total. */
+static int free_slots(const ptc_elastic *e, int *slots)
+{
+    int total = 0;
+    for (int i = 0; i < e->nhosts; i++) {
+        int s = e->hosts[i].slots - e->hosts[i].failed;
+        slots[i] = s > 0 ? s : 0;
+        total += slots[i];
+    }
+    return total;
+}
+
+/* Pick the configuration for the free slots. usable: per host. */
+static int plan(const ptc_elastic *e, ptc_config *cfg, int *usable, int *nslots)
+{
+    int slots[MAX_HOSTS];
+    int total = free_slots(e, slots);
+    *nslots = total;
+    if (total < e->o.min_slots)
+        return ptc_error_set(PTC_E_CONFIG, "%d slots available, --min-slots is %d", total,
+                             e->o.min_slots);
+    if (e->o.search)
+        return ptc_elastic_search(cfg, usable, slots, (size_t)e->nhosts, &e->o.want,
+                                  &e->o.cluster, NULL);
+    return ptc_elastic_pick(cfg, usable, slots, (size_t)e->nhosts, &e->o.want);
+}
+
+/* ---- the store ------------------------------------------------------------------- */
+
+/* The newest version and its step (0, 0: none). */
+static int newest(const ptc_elastic *e, uint64_t *version, int64_t *step)
+{
+    ptc_store *s = NULL;
+    *version = 0;
+    *step = 0;
+    /* an empty directory: the job's first save makes the store there */
+    char meta[PATH_MAX + 8];
+    snprintf(meta, sizeof meta, "%s/meta", e->o.store);
+    if (access(meta, F_OK) != 0 && errno == ENOENT)
+        return PTC_OK;
+    int rc = ptc_store_open(&s, e->o.store, PTC_STORE_READONLY);
+    if (rc == PTC_OK)
+        rc = ptc_store_latest(s, version);
+    if (rc == PTC_OK && *version) {
+        ptc_ckpt_record rec;
+        memset(&rec, 0, sizeof rec);
+        rc = ptc_ckpt_read_record(s, *version, &rec);
+        if (rc == PTC_OK)
+            *step = (int64_t)rec.step;
+        ptc_ckpt_record_free(&rec);
+    }
+    ptc_store_close(s);
+    return rc;
+}
+
+/* ---- events ----------------------------------------------------------------------- */
+
+static void emit(const ptc_elastic *e, ptc_elastic_event *ev)
+{
+    ev->total_steps = e->o.total_steps;
+    if (e->o.on_event)
+        e->o.on_event(ev, e->o.user);
+}
+
+/* One reconfiguration: the restart path names the version it resumed from
+ * and loads it; the online path moves the state in memory. The parts add up
+ * to the downtime. */
+static void emit_reconfig(const ptc_elastic *e, const pending *p, bool online, double save,
+                          double plan_s, double move, double load, double restart)
+{
+    ptc_elastic_event ev = {.kind = PTC_ELASTIC_RECONFIGURE, .slots = p->slots,
+                            .version = online ? 0 : p->version, .step = p->at_step,
+                            .online = online, .resumed_step = p->resumed_step,
+                            .steps_lost = p->steps_lost, .detect = p->detect, .save = save,
+                            .plan = plan_s, .move = move, .load = load, .restart = restart};
+    ev.downtime = p->detect + save + plan_s + move + load + restart;
+    snprintf(ev.config, sizeof ev.config, "%s", p->to);
+    snprintf(ev.from, sizeof ev.from, "%s", p->from);
+    snprintf(ev.reason, sizeof ev.reason, "%s", p->reason);
+    emit(e, &ev);
+}
+
+/* A restart took effect: the new job made its first step at @p t_end (or
+ * ended before). */
+static void emit_pending(ptc_elastic *e, pending *p, const launch *l, double t_end)
+{
+    if (!p->active)
+        return;
+    p->active = false;
+    double load = l->load_ms / 1e3;
+    double restart = t_end - p->t_launch - load;
+    if (l->last_step >= 0)
+        restart -= l->first_step_ms / 1e3;
+    if (restart < 0)
+        restart = 0;
+    emit_reconfig(e, p, false, p->save, p->plan, 0, load, restart);
+}
+
+/* An in-memory resize, from the job's `resize at step K (control): ...` line. */
+static void emit_online(ptc_elastic *e, pending *p, int64_t step, double plan_s, double move,
+                        double rebuild)
+{
+    if (!p->active)
+        return;
+    p->active = false;
+    e->reconfigs++;
+    p->at_step = p->resumed_step = step;
+    p->steps_lost = 0;
+    emit_reconfig(e, p, true, 0, plan_s, move, 0, rebuild);
+}
+
+/* ---- the job's output --------------------------------------------------------------- */
+
+static void on_out_line(void *ctx, char *line)
+{
+    ptc_elastic *e = ctx;
+    launch *l = &e->l;
+    if (e->o.on_output)
+        e->o.on_output(line, false, e->o.user);
+    long long k;
+    double ms, pl, mv, rb;
+    unsigned long long v;
+    if (sscanf(line, "step %lld loss %*s time %lf ms", &k, &ms) == 2 ||
+        sscanf(line, "step %lld time %lf ms", &k, &ms) == 2) {
+        double t = now();
+        if (l->last_step < 0) {
+            l->first_step = k;
+            l->first_step_ms = ms;
+            emit_pending(e, &e->pend, l, t);
+        }
+        l->last_step = k;
+        l->t_last_step = t;
+        l->t_first_err = 0;
+    } else if (sscanf(line, "resumed from version %llu at step %lld, load %lf ms", &v, &k,
+                      &ms) == 3) {
+        l->load_ms = ms;
+    } else if (l->resize_asked && sscanf(line, "resize at step %lld (control): %*s -> %*s "
+                                             "plan %lf ms, move %lf ms, rebuild %lf ms",
+                                             &k, &pl, &mv, &rb) == 4) {
+        l->resize_asked = false;
+        emit_online(e, &e->opend, k, pl / 1e3, mv / 1e3, rb / 1e3);
+    } else if (!strncmp(line, "stopped at step ", 16)) {
+        l->stopped = true;
+        const char *sv = strstr(line, "saved version ");
+        l->stop_version = sv ? strtoull(sv + 14, NULL, 10) : 0;
+    }
+}
+
+static void on_err_line(void *ctx, char *line)
+{
+    ptc_elastic *e = ctx;
+    launch *l = &e->l;
+    if (e->o.on_output)
+        e->o.on_output(line, true, e->o.user);
+    if (!l->t_first_err && line[0] && line[0] != '-')
+        l->t_first_err = now();
+    if (!l->first_error[0] && !strncmp(line, "ptc: error: ", 12))
+        snprintf(l->first_error, sizeof l->first_error, "%s", line + 12);
+    /* Open MPI: "mpirun noticed that process rank R with PID P on node N exited on
+     * signal S" (or "... exited"); a lost host: "... Remote daemon: [[..]] on node N" */
+    const char *p = strstr(line, "noticed that process rank");
+    bool daemon = false;
+    if (!p)
+        daemon = (p = strstr(line, "Remote daemon:")) != NULL;
+    if (p && !l->dead_node[0]) {
+        const char *n = strstr(p, " on node ");
+        if (n && sscanf(n + 9, "%255[^ ,\n]", l->dead_node) == 1)
+            l->host_lost = daemon;
+    }
+}
+
+/* ---- launching ---------------------------------------------------------------------- */
+
+/* online: can the running processes take configuration @p next on the
+ * hosts' usable slots @p nu? Its ranks must be running already, each on the
+ * host the new hostfile would put it on (ranks 0..W-1 of the launch). */
+static bool online_fits(const ptc_elastic *e, const ptc_config *next, const int *nu)
+{
+    int W = ptc_config_world(next), h[MAX_HOSTS], c[MAX_HOSTS];
+    int n = elastic_placement(nu, e->nhosts, W, h, c), left = W, k = 0;
+    for (int i = 0; i < e->nrun && left > 0; i++) {
+        int take = e->run[i].n < left ? e->run[i].n : left;
+        if (k >= n || c[k] != take || strcmp(e->hosts[h[k]].name, e->run[i].name))
+            return false;
+        k++;
+        left -= take;
+    }
+    return left == 0 && k == n;
+}
+
+/* The hostfile of the slots in use; where the ranks will run. */
+static int write_hostfile(ptc_elastic *e)
+{
+    int h[MAX_HOSTS], c[MAX_HOSTS];
+    e->nrun = elastic_placement(e->usable, e->nhosts, ptc_config_world(&e->cfg), h, c);
+    for (int i = 0; i < e->nrun; i++) {
+        snprintf(e->run[i].name, sizeof e->run[i].name, "%s", e->hosts[h[i]].name);
+        e->run[i].n = c[i];
+    }
+    ptc_buf hf = {0};
+    ptc_buf_puts(&hf, ""); /* no hosts: an empty file */
+    for (int i = 0; i < e->nhosts; i++)
+        if (e->usable[i] > 0)
+            ptc_buf_printf(&hf, "%s slots=%d\n", e->hosts[i].name, e->usable[i]);
+    int rc = hf.err ? hf.err : elastic_write_file(e->hf, hf.s);
+    ptc_buf_free(&hf);
+    return rc;
+}
+
+/* Launch the job for @p steps more steps on e->cfg and e->usable. */
+static int start_job(ptc_elastic *e, int64_t steps, bool resume)
+{
+    PTC_TRY(write_hostfile(e));
+    unlink(e->ctl);
+    char cfgs[128], np[32], st[32], to[32];
+    cfg_text(&e->cfg, cfgs, sizeof cfgs);
+    snprintf(np, sizeof np, "%d", ptc_config_world(&e->cfg));
+    snprintf(st, sizeof st, "%lld", (long long)steps);
+    snprintf(to, sizeof to, "%g", e->o.watchdog);
+    const char *argv[MAX_ARGS + 32];
+    int n = 0;
+    argv[n++] = e->o.mpirun;
+    if (geteuid() == 0)
+        argv[n++] = "--allow-run-as-root";
+    argv[n++] = "--bind-to";
+    argv[n++] = "none";
+    argv[n++] = "--hostfile";
+    argv[n++] = e->hf;
+    argv[n++] = "-np";
+    argv[n++] = np;
+    argv[n++] = e->o.prog;
+    argv[n++] = "train";
+    for (int i = 0; i < e->o.ntrain_args; i++)
+        argv[n++] = e->o.train_args[i];
+    const char *tail[] = {"--config", cfgs, "--store", e->o.store, "--steps", st,
+                          "--control", e->ctl};
+    for (size_t i = 0; i < PTC_ARRAY_LEN(tail); i++)
+        argv[n++] = tail[i];
+    if (!e->o.train_timeout) {
+        argv[n++] = "--timeout";
+        argv[n++] = to;
+    }
+    if (resume)
+        argv[n++] = "--resume";
+    argv[n] = NULL;
+    launch *l = &e->l;
+    memset(l, 0, sizeof *l);
+    PTC_TRY(elastic_spawn(argv, &l->pid, &l->out_fd, &l->err_fd));
+    l->t_launch = now();
+    l->t_last_step = l->t_launch;
+    l->last_step = -1;
+    l->first_step = -1;
+    return PTC_OK;
+}
+
+static void kill_job(launch *l, const char *why)
+{
+    if (l->killed)
+        return;
+    l->killed = true;
+    snprintf(l->kill_reason, sizeof l->kill_reason, "%s", why);
+    kill(-l->pid, SIGTERM);
+}
+
+/* Ask the job to stop at its next step boundary (it saves). */
+static void ask_stop(ptc_elastic *e, double t, double *t_kill)
+{
+    e->l.stop_requested = true;
+    e->l.t_stop_asked = t;
+    if (elastic_write_file(e->ctl, "stop\n") != PTC_OK) {
+        *t_kill = t;
+        kill_job(&e->l, "cannot write the control file");
+    }
+}
+
+/* ---- a change of the watched inputs ------------------------------------------------ */
+
+/* The newest modification time of the watched inputs (0: unknown). */
+static double inputs_mtime(const ptc_elastic *e)
+{
+    double mt = 0;
+    struct stat sb;
+    if (e->o.slots_file && stat(e->o.slots_file, &sb) == 0)
+        mt = (double)sb.st_mtim.tv_sec + (double)sb.st_mtim.tv_nsec * 1e-9;
+    if (e->o.hostfile && stat(e->o.hostfile, &sb) == 0) {
+        double m2 = (double)sb.st_mtim.tv_sec + (double)sb.st_mtim.tv_nsec * 1e-9;
+        mt = m2 > mt ? m2 : mt;
+    }
+    return mt;
+}
+
+/* Look at the inputs while the job runs (not while a resize or a stop is on
+ * its way): a change that moves the configuration resizes the job in memory
+ * (online, when its processes can take it) or asks it to stop, to be
+ * relaunched. */
+static void watch_inputs(ptc_elastic *e, double t, double *t_kill)
+{
+    host hs[MAX_HOSTS];
+    int nh;
+    char text[sizeof e->inputs];
+    if (parse_inputs(e, hs, &nh, text, sizeof text) != PTC_OK || !strcmp(text, e->inputs))
+        return; /* unchanged, or being written: look again */
+    int old_total = 0, new_total = 0;
+    for (int i = 0; i < e->nhosts; i++)
+        old_total += e->hosts[i].slots - e->hosts[i].failed;
+    for (int i = 0; i < nh; i++)
+        new_total += hs[i].slots;
+    memcpy(e->hosts, hs, sizeof hs[0] * (size_t)nh);
+    e->nhosts = nh;
+    snprintf(e->inputs, sizeof e->inputs, "%s", text);
+    ptc_config next;
+    int nu[MAX_HOSTS], ns;
+    int prc = plan(e, &next, nu, &ns);
+    if (prc == PTC_OK && ptc_config_equal(&next, &e->cfg) &&
+        !memcmp(nu, e->usable, sizeof nu[0] * (size_t)nh))
+        return;
+    /* when the mtime of the changed input is the event, detect is our lag */
+    double mt = inputs_mtime(e);
+    snprintf(e->scale_reason, sizeof e->scale_reason, "%s",
+             new_total > old_total   ? "scale-out"
+             : new_total < old_total ? "scale-in"
+                                     : "hosts-changed");
+    if (e->o.online && prc == PTC_OK && online_fits(e, &next, nu)) {
+        /* the processes are there: resize in memory at the next step */
+        char ns_text[128], req[160];
+        cfg_text(&next, ns_text, sizeof ns_text);
+        snprintf(req, sizeof req, "resize %s\n", ns_text);
+        pending op = {.active = true, .slots = ns, .t_start = t};
+        snprintf(op.reason, sizeof op.reason, "%s", e->scale_reason);
+        cfg_text(&e->cfg, op.from, sizeof op.from);
+        snprintf(op.to, sizeof op.to, "%s", ns_text);
+        op.detect = mt > 0 && t > mt ? t - mt : 0;
+        if (elastic_write_file(e->ctl, req) != PTC_OK) {
+            *t_kill = t;
+            kill_job(&e->l, "cannot write the control file");
+            return;
+        }
+        e->opend = op;
+        e->l.resize_asked = true;
+        e->cfg = next;
+        memcpy(e->usable, nu, sizeof nu[0] * (size_t)nh);
+        return;
+    }
+    e->pend.detect = mt > 0 && t > mt ? t - mt : 0;
+    ask_stop(e, t, t_kill);
+}
+
+/* ---- one launch, until it ends ------------------------------------------------------- */
+
+/* Follow the running job: relay and read its output, reap it, and act on
+ * the watchdog, a stop request and the inputs. Returns its wait status. */
+static int follow_job(ptc_elastic *e, bool *by_signal)
+{
+    launch *l = &e->l;
+    bool out_open = true, err_open = true, exited = false;
+    int status = 0;
+    double t_kill = 0;
+    while (out_open || err_open || !exited) {
+        struct pollfd pf[2];
+        int n = 0;
+        if (out_open)
+            pf[n++] = (struct pollfd){.fd = l->out_fd, .events = POLLIN};
+        if (err_open)
+            pf[n++] = (struct pollfd){.fd = l->err_fd, .events = POLLIN};
+        poll(pf, (nfds_t)n, 100);
+        for (int i = 0; i < n; i++) {
+            if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            bool is_out = pf[i].fd == l->out_fd;
+            if (elastic_lines_drain(pf[i].fd, is_out ? &l->out : &l->err,
+                                    is_out ? on_out_line : on_err_line, e))
+                continue;
+            close(pf[i].fd);
+            *(is_out ? &out_open : &err_open) = false;
+        }
+        double t = now();
+        if (!exited && waitpid(l->pid, &status, WNOHANG) == l->pid) {
+            exited = true;
+            l->t_exit = t;
+        }
+        if (exited) {
+            /* ranks left behind could hold the pipes open: do not wait for them long */
+            if (t - l->t_exit > 5) {
+                kill(-l->pid, SIGKILL);
+                if (out_open)
+                    close(l->out_fd);
+                if (err_open)
+                    close(l->err_fd);
+                out_open = err_open = false;
+            }
+            continue;
+        }
+        if (l->killed) {
+            if (t - t_kill > 5)
+                kill(-l->pid, SIGKILL);
+            continue;
+        }
+        /* the watchdog */
+        if (l->stop_requested && t - l->t_stop_asked > e->o.watchdog) {
+            t_kill = t;
+            kill_job(l, "did not stop when asked");
+        } else if (!l->stop_requested && t - l->t_last_step > e->o.watchdog) {
+            t_kill = t;
+            char why[128];
+            snprintf(why, sizeof why, "made no step for %g s", e->o.watchdog);
+            kill_job(l, why);
+        } else if (stop_asked(e) && !l->stop_requested) {
+            *by_signal = true;
+            l->stop_requested = true;
+            l->t_stop_asked = t;
+            elastic_write_file(e->ctl, "stop\n");
+        } else if (!l->stop_requested && !l->resize_asked) {
+            watch_inputs(e, t, &t_kill);
+        }
+    }
+    return status;
+}
+
+/* ---- what comes after a launch ended --------------------------------------------------- */
+
+/* A failure: drop the dead process's slot (its host's, by name), count it,
+ * and fill the reconfiguration's reason and detection. PTC_OK to restart. */
+static int after_failure(ptc_elastic *e, int status, double t_end, pending *np)
+{
+    launch *l = &e->l;
+    e->failures++;
+    const char *diag = l->killed ? l->kill_reason
+                       : l->first_error[0] ? l->first_error
+                       : WIFSIGNALED(status) ? "mpirun was killed by a signal"
+                                             : "a process of the job failed";
+    if (l->dead_node[0]) {
+        int h = -1;
+        for (int i = 0; i < e->nhosts; i++)
+            if (!strcmp(e->hosts[i].name, l->dead_node))
+                h = i;
+        if (h < 0 && e->nhosts == 1)
+            h = 0; /* mpirun names the host by its own name, not "localhost" */
+        if (h >= 0) /* a lost host loses all its slots, a dead process one */
+            e->hosts[h].failed = l->host_lost ? e->hosts[h].slots : e->hosts[h].failed + 1;
+    } else if (l->last_step < 0 && !l->killed) {
+        /* failed alike before any step, no process died: a bad job, not a fault */
+        return ptc_error_set(PTC_E_IO, "the job failed before its first step: %s", diag);
+    }
+    if (e->failures > e->o.max_restarts)
+        return ptc_error_set(PTC_E_IO, "giving up after %d failures (--max-restarts %d); the "
+                                       "last: %s", e->failures, e->o.max_restarts, diag);
+    snprintf(np->reason, sizeof np->reason, "%s", "failure");
+    double t0 = l->t_first_err && l->t_first_err < t_end ? l->t_first_err : t_end;
+    if (l->killed)
+        t0 = l->t_last_step; /* the watchdog's wait is the detection */
+    np->detect = t_end - t0;
+    if (l->stop_requested && l->t_stop_asked < t0)
+        np->save = t0 - l->t_stop_asked;
+    return PTC_OK;
+}
+
+/* The job ended with wait status @p status: done, stopped, or plan the
+ * relaunch (e->cfg, e->usable and e->pend for the next launch). *@p go: a
+ * relaunch follows. */
+static int after_job(ptc_elastic *e, int status, bool by_signal, uint64_t *version,
+                     int64_t *done, bool *go, ptc_elastic_result *res)
+{
+    launch *l = &e->l;
+    *go = false;
+    double t_end = l->t_exit;
+    emit_pending(e, &e->pend, l, t_end); /* a job that ended before its first step */
+    int64_t at = l->last_step >= 0 ? l->last_step + 1 : *done;
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !l->killed;
+    uint64_t nv;
+    int64_t nd;
+    PTC_TRY(newest(e, &nv, &nd));
+    if (ok && nd >= e->o.total_steps) { /* also a job that finished before it saw a stop */
+        *version = nv;
+        *done = nd;
+        return PTC_OK;
+    }
+    if (by_signal || stop_asked(e)) {
+        res->stopped = res->stopped_job = true;
+        res->at_step = at;
+        *version = nv;
+        *done = nd;
+        return PTC_OK;
+    }
+    pending np = {.active = true, .t_start = t_end};
+    double t_plan = now();
+    if (ok && l->stop_requested) {
+        snprintf(np.reason, sizeof np.reason, "%s", e->scale_reason);
+        np.detect = e->pend.detect;
+        np.save = t_end - l->t_stop_asked;
+    } else {
+        PTC_TRY(after_failure(e, status, t_end, &np));
+    }
+    ptc_config next;
+    int nslots;
+    int rc = plan(e, &next, e->usable, &nslots);
+    if (rc != PTC_OK)
+        return ptc_error_set(rc, "cannot go on after %s at step %lld: %s", np.reason,
+                             (long long)at, ptc_last_error());
+    np.plan = now() - t_plan;
+    np.at_step = at;
+    np.version = nv;
+    np.resumed_step = nd;
+    np.steps_lost = at > nd ? at - nd : 0;
+    np.slots = nslots;
+    cfg_text(&e->cfg, np.from, sizeof np.from);
+    cfg_text(&next, np.to, sizeof np.to);
+    e->pend = np;
+    e->cfg = next;
+    *version = nv;
+    *done = nd;
+    e->reconfigs++;
+    if (*done >= e->o.total_steps)
+        emit_pending(e, &e->pend, l, now());
+    else
+        *go = true;
+    return PTC_OK;
+}
+
+/* ---- the supervisor --------------------------------------------------------------------- */
+
+void ptc_elastic_opts_init(ptc_elastic_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->slots = -1;
+    o->min_slots = 1;
+    o->max_restarts = 10;
+    o->watchdog = 120;
+    o->mpirun = "mpirun";
+    o->want.schedule = PTC_SCHED_1F1B;
+    ptc_search_cluster_init(&o->cluster);
+}
+
+int ptc_elastic_create(ptc_elastic **out, const ptc_elastic_opts *o)
+{
+    *out = NULL;
+    if (!o->store || !*o->store || !o->prog || o->total_steps < 1 || o->ntrain_args < 0 ||
+        o->ntrain_args > MAX_ARGS || o->min_slots < 1 || !(o->watchdog > 0))
+        return ptc_error_set(PTC_E_INVAL, "supervisor options: a store, the program, total "
+                                          "steps >= 1, at most %d train arguments, min_slots "
+                                          ">= 1 and a watchdog > 0 are needed", MAX_ARGS);
+    if (o->slots < 0 && !o->slots_file && !o->hostfile)
+        return ptc_error_set(PTC_E_INVAL, "no slots: give --slots N|FILE or --hostfile F");
+    ptc_elastic *e = ptc_calloc(1, sizeof *e);
+    if (!e)
+        return PTC_E_NOMEM;
+    e->o = *o;
+    if (!e->o.mpirun)
+        e->o.mpirun = "mpirun";
+    char text[sizeof e->inputs];
+    int rc = parse_inputs(e, e->hosts, &e->nhosts, text, sizeof text);
+    if (rc == PTC_OK) {
+        snprintf(e->inputs, sizeof e->inputs, "%s", text);
+        rc = plan(e, &e->cfg, e->usable, &e->nslots);
+    }
+    if (rc != PTC_OK) {
+        ptc_free(e);
+        return rc;
+    }
+    *out = e;
+    return PTC_OK;
+}
+
+/* The directory of the control file and the hostfile, beside the store
+ * (shared with rank 0's host). */
+static int make_dir(ptc_elastic *e)
+{
+    size_t sl = strlen(e->o.store);
+    while (sl > 1 && e->o.store[sl - 1] == '/')
+        sl--;
+    snprintf(e->dir, sizeof e->dir, "%.*s.elastic.XXXXXX", (int)sl, e->o.store);
+    if (!mkdtemp(e->dir)) {
+        int rc = ptc_error_sys(PTC_E_IO, "cannot make a directory beside the store (%s)",
+                               e->dir);
+        e->dir[0] = 0;
+        return rc;
+    }
+    snprintf(e->ctl, sizeof e->ctl, "%s/control", e->dir);
+    snprintf(e->hf, sizeof e->hf, "%s/hostfile", e->dir);
+    return PTC_OK;
+}
+
+/* Launch, follow and relaunch until the newest version is at the total. */
+static int supervise(ptc_elastic *e, uint64_t *version, int64_t *done, ptc_elastic_result *res)
+{
+    while (*done < e->o.total_steps) {
+        if (stop_asked(e)) {
+            res->stopped = true;
+            return PTC_OK;
+        }
+        PTC_TRY(start_job(e, e->o.total_steps - *done, *version != 0));
+        if (e->pend.active)
+            e->pend.t_launch = e->l.t_launch;
+        e->scale_reason[0] = 0;
+        bool by_signal = false, go = false;
+        int status = follow_job(e, &by_signal);
+        PTC_TRY(after_job(e, status, by_signal, version, done, &go, res));
+        if (!go)
+            break;
+    }
+    return PTC_OK;
+}
+
+int ptc_elastic_run(ptc_elastic *e, ptc_elastic_result *res)
+{
+    ptc_elastic_result dummy;
+    if (!res)
+        res = &dummy;
+    memset(res, 0, sizeof *res);
+    uint64_t version;
+    int64_t done;
+    PTC_TRY(newest(e, &version, &done));
+    PTC_TRY(make_dir(e));
+    ptc_elastic_event ev = {.kind = PTC_ELASTIC_START, .slots = e->nslots, .version = version,
+                            .step = done};
+    cfg_text(&e->cfg, ev.config, sizeof ev.config);
+    emit(e, &ev);
+    int rc = supervise(e, &version, &done, res);
+    res->version = version;
+    res->step = done;
+    res->reconfigurations = e->reconfigs;
+    res->failures = e->failures;
+    if (rc == PTC_OK && !res->stopped) {
+        ptc_elastic_event end = {.kind = PTC_ELASTIC_DONE, .version = version, .step = done,
+                                 .reconfigurations = e->reconfigs, .failures = e->failures};
+        cfg_text(&e->cfg, end.config, sizeof end.config);
+        emit(e, &end);
+    }
+    unlink(e->ctl);
+    unlink(e->hf);
+    rmdir(e->dir);
+    return rc;
+}
+
+void ptc_elastic_destroy(ptc_elastic *e)
+{
+    ptc_free(e);
+}
