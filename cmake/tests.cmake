@@ -109,9 +109,15 @@ endif()
 # into the virtual environment of `make deps` with this build's libptc and
 # runs the pytest suite (skipped without the environment). Not under the
 # sanitizers: a Python process cannot load an ASan libptc.
+# python.pytest runs the fast tier; python.pytest_slow (label slow) the tests
+# marked @pytest.mark.slow (tests/python/conftest.py).
 if(NOT PTC_SANITIZE)
   add_test(NAME python.pytest COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/python/run.sh)
-  set_tests_properties(python.pytest PROPERTIES LABELS python TIMEOUT 1800
+  add_test(NAME python.pytest_slow
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/python/run.sh -m slow)
+  set_tests_properties(python.pytest PROPERTIES LABELS python)
+  set_tests_properties(python.pytest_slow PROPERTIES LABELS "python;slow")
+  set_tests_properties(python.pytest python.pytest_slow PROPERTIES TIMEOUT 1800
     SKIP_RETURN_CODE 77 RESOURCE_LOCK ptc_jobs
     ENVIRONMENT "PTC=$<TARGET_FILE:ptc_cli_test>;PTC_SRC=${CMAKE_CURRENT_SOURCE_DIR};PTC_BUILD=${CMAKE_CURRENT_BINARY_DIR};PTC_LIBRARY=$<TARGET_FILE:ptc_test>")
 endif()

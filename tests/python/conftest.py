@@ -14,8 +14,9 @@ SRC = os.environ.get("PTC_SRC") or os.path.dirname(os.path.dirname(HERE))
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "slow: full grids, left out of the default (fast) run; run them with "
-                   "-m slow, or everything with PTC_TEST_SLOW=1")
+        "markers", "slow: full grids and long runs, left out of the default (fast) run "
+                   "(ctest python.pytest); run them with -m slow (python.pytest_slow, label "
+                   "slow), or everything with PTC_TEST_SLOW=1")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -68,19 +69,3 @@ def fuse_available():
 def python():
     return sys.executable
 
-
-# ---- the slow tier ------------------------------------------------------------------------
-# Tests marked @pytest.mark.slow (full matrices) run only when asked for:
-# PTC_TEST_SLOW=1, or a -m expression that names slow (`-m slow`).
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: full matrices, run with PTC_TEST_SLOW=1 or -m slow")
-
-
-def pytest_collection_modifyitems(config, items):
-    if os.environ.get("PTC_TEST_SLOW") == "1" or "slow" in (config.getoption("-m") or ""):
-        return
-    skip = pytest.mark.skip(reason="slow tier (PTC_TEST_SLOW=1 or -m slow)")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)

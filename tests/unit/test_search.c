@@ -515,14 +515,19 @@ static uint64_t rnd(void)
 static int ri(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
 static double rf(double lo, double hi) { return lo + (hi - lo) * (double)(rnd() >> 11) * 0x1p-53; }
 
-/* 1000 random cases with PTC_TEST_FULL=1 (unit.test_search_all, label
- * slow), the first 250 of them otherwise. */
+/* The full runs (PTC_TEST_FULL=1: unit.test_search_all, label slow). */
+static bool test_full(void)
+{
+    const char *full = getenv("PTC_TEST_FULL");
+    return full && !strcmp(full, "1");
+}
+
+/* 1000 random cases in the full run, the first 100 of them otherwise. */
 static void descent_vs_exhaustive(void **state)
 {
     (void)state;
     rng_state = 88172645463325252ull; /* fixed: the test is deterministic */
-    const char *full = getenv("PTC_TEST_FULL");
-    int cases = full && !strcmp(full, "1") ? 1000 : 250;
+    int cases = test_full() ? 1000 : 100;
     int valid = 0, agree = 0, none_fit = 0;
     double t_desc = 0, t_ex = 0;
     for (int i = 0; i < cases; i++) {
@@ -641,12 +646,17 @@ static bool fits_without_pp(const ptc_cost_model *m, const ptc_search_cluster *c
     return false;
 }
 
+/* Every model in the full run; otherwise those up to 1,536 GPUs (through
+ * 145B: pipelines appear from 76B on), which take a tenth of the time. */
 static void published_settings(void **state)
 {
     (void)state;
+    bool full = test_full();
     printf("# model  paper tp/pp | ptc suggest (default) | Megatron-2021 features (no ZeRO, "
            "1F1B/interleaved)\n");
     for (size_t i = 0; i < sizeof published / sizeof published[0]; i++) {
+        if (!full && published[i].gpus > 1536)
+            continue;
         char txt[160];
         snprintf(txt, sizeof txt, "gpt:layers=%d,hidden=%d,heads=%d,vocab=51200,seq=2048",
                  published[i].layers, published[i].hidden, published[i].heads);
