@@ -122,6 +122,19 @@ void ptc_log(int level, const char *fmt, ...)
     log_fn(level, buf, log_user);
 }
 
+void ptc_log_changed(char *last, size_t cap, int level, const char *msg)
+{
+    if (!msg) {
+        if (cap)
+            last[0] = 0;
+        return;
+    }
+    if (cap && !strncmp(last, msg, cap - 1))
+        return;
+    snprintf(last, cap, "%s", msg);
+    ptc_log(level, "%s", msg);
+}
+
 void ptc_quote_name(char *buf, size_t cap, const char *s, size_t len)
 {
     size_t o = 0, max = len > 80 ? 80 : len;

@@ -114,26 +114,37 @@ int ptc_pread_all(int fd, void *buf, size_t n, uint64_t off, const char *what)
     return PTC_OK;
 }
 
+/* Opened without blocking (a FIFO's open waits for a writer, a device's may
+ * wait too) and checked with fstat before a byte is read: only a regular
+ * file is read. A path that is not one is refused before it is opened. */
 int ptc_file_read(const char *path, size_t max, char **out, size_t *len)
 {
     *out = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return ptc_error_set(PTC_E_IO, "%s is not a regular file (%s)", path,
+                             ptc_file_kind(st.st_mode));
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return ptc_error_sys(errno == ENOENT ? PTC_E_NOTFOUND : PTC_E_IO, "open %s", path);
-    struct stat st;
     int rc = PTC_OK;
     if (fstat(fd, &st) != 0)
         rc = ptc_error_sys(PTC_E_IO, "stat %s", path);
-    else if (!S_ISREG(st.st_mode))
-        rc = ptc_error_set(PTC_E_IO, "%s is not a regular file", path);
+    else if (!S_ISREG(st.st_mode)) /* replaced between the stat and the open */
+        rc = ptc_error_set(PTC_E_IO, "%s is not a regular file (%s)", path,
+                           ptc_file_kind(st.st_mode));
     else if ((uint64_t)st.st_size > max)
         rc = ptc_error_set(PTC_E_RANGE, "%s: %lld bytes, expected at most %zu", path,
                            (long long)st.st_size, max);
+    else if (fcntl(fd, F_SETFL, 0) != 0) /* reads of a regular file block as usual */
+        rc = ptc_error_sys(PTC_E_IO, "fcntl %s", path);
     char *buf = NULL;
     if (rc == PTC_OK) {
         buf = ptc_malloc((size_t)st.st_size + 1);
         rc = buf ? ptc_pread_all(fd, buf, (size_t)st.st_size, 0, path) : PTC_E_NOMEM;
+        if (rc == PTC_E_FORMAT) /* shorter than fstat said: rewritten while read */
+            rc = ptc_error_set(PTC_E_BUSY, "%s changed while it was read", path);
     }
     close(fd);
     if (rc != PTC_OK) {
@@ -144,6 +155,37 @@ int ptc_file_read(const char *path, size_t max, char **out, size_t *len)
     *out = buf;
     *len = (size_t)st.st_size;
     return PTC_OK;
+}
+
+const char *ptc_file_kind(mode_t mode)
+{
+    return S_ISREG(mode)    ? "a regular file"
+           : S_ISDIR(mode)  ? "a directory"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+                            : "not a file";
+}
+
+int ptc_file_read_text(const char *path, size_t max, char **out)
+{
+    size_t len = 0;
+    PTC_TRY(ptc_file_read(path, max, out, &len));
+    int rc = PTC_OK;
+    if (strlen(*out) != len)
+        rc = ptc_error_set(PTC_E_FORMAT, "%s holds a NUL byte at byte %zu", path,
+                           strlen(*out));
+    else if (len == 0 || (*out)[len - 1] != '\n') {
+        char q[128];
+        ptc_quote_name(q, sizeof q, *out, len);
+        rc = ptc_error_set(PTC_E_BUSY, "%s is incomplete ('%s' without its newline)", path, q);
+    }
+    if (rc != PTC_OK) {
+        ptc_free(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 int ptc_mkdir_p(const char *path, mode_t mode)

@@ -42,15 +42,33 @@ int ptc_pread_all(int fd, void *buf, size_t n, uint64_t off, const char *what);
 
 /* Read the regular file @p path whole, at most @p max bytes, into a new
  * NUL-terminated buffer (*out, free with ptc_free; *len bytes without the
- * NUL). PTC_E_NOTFOUND (no such file), PTC_E_IO (not a regular file, a read
- * error), PTC_E_RANGE (larger than @p max), PTC_E_NOMEM. */
+ * NUL). Never blocks on what is not a regular file: a FIFO, a device, a
+ * socket or a directory is refused before a byte is read. PTC_E_NOTFOUND
+ * (no such file), PTC_E_IO (not a regular file, a read error), PTC_E_RANGE
+ * (larger than @p max), PTC_E_BUSY (shorter than fstat said: being rewritten
+ * while read), PTC_E_NOMEM. */
 int ptc_file_read(const char *path, size_t max, char **out, size_t *len);
+
+/* A text file another program writes while we run (a control file, a slots
+ * file, a hostfile): ptc_file_read, and the text is complete only when it
+ * ends in a newline. PTC_OK and *out (NUL-terminated, free with ptc_free);
+ * ptc_file_read's codes; PTC_E_BUSY (empty or no final newline yet: being
+ * written, look again later); PTC_E_FORMAT (a NUL byte). */
+int ptc_file_read_text(const char *path, size_t max, char **out);
+
+/* "a FIFO", "a directory", ... of a st_mode, for messages. */
+const char *ptc_file_kind(mode_t mode);
 
 /* Record errno-based failure: "<fmt>: <strerror(errno)>". Returns code. */
 int ptc_error_sys(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Log through the installed callback (no-op if none). */
 void ptc_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Log @p msg unless it is what *@p last holds (said already); *@p last (of
+ * @p cap bytes) keeps it. A watched input's problem is said once, not at
+ * every look; NULL forgets it, so that the next problem is said again. */
+void ptc_log_changed(char *last, size_t cap, int level, const char *msg);
 
 /* mkdir -p; PTC_OK or PTC_E_IO. */
 int ptc_mkdir_p(const char *path, mode_t mode);

@@ -319,8 +319,9 @@ int main(int argc, char **argv)
     out[3] = o5[3];
     out[4] = o5[4];
     /* drop the new version so the next round starts from the same store */
-    if (ptc_store_open(&s, sdir, 0) != PTC_OK || ptc_store_version_delete(s, 2) != PTC_OK ||
-        ptc_store_gc(s, NULL) != PTC_OK)
+    uint64_t made = 0;
+    if (ptc_store_open(&s, sdir, 0) != PTC_OK || ptc_store_latest(s, &made) != PTC_OK || made < 2 ||
+        ptc_store_version_delete(s, made) != PTC_OK || ptc_store_gc(s, NULL) != PTC_OK)
         DIE("cleanup");
     if (system("sync") != 0)
         fprintf(stderr, "sync failed\n");

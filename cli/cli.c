@@ -249,7 +249,8 @@ static int set_value(const ptc_cli_opt *o, const char *v)
     case PTC_CLI_DOUBLE: {
         char *end;
         double d = strtod(v, &end);
-        if (end == v || *end || !isfinite(d) || d < (double)o->lo)
+        if (end == v || *end || !isfinite(d) || d < (double)o->lo ||
+            (o->hi && d > (double)o->hi))
             break;
         *(double *)o->dest = d;
         return PTC_CLI_OK;

@@ -98,6 +98,10 @@ typedef struct ptc_cli_compress {
      .bad = (msg)}
 #define PTC_CLI_OPT_DOUBLE(n, p, l, msg)                                                     \
     {.name = (n), .kind = PTC_CLI_DOUBLE, .dest = (double *){p}, .lo = (l), .bad = (msg)}
+/* ... at most h (a whole number) */
+#define PTC_CLI_OPT_DOUBLE_MAX(n, p, l, h, msg)                                              \
+    {.name = (n), .kind = PTC_CLI_DOUBLE, .dest = (double *){p}, .lo = (l), .hi = (h),       \
+     .bad = (msg)}
 #define PTC_CLI_OPT_CALL(n, fn, p) {.name = (n), .kind = PTC_CLI_CALL, .dest = (p), .call = (fn)}
 #define PTC_CLI_OPT_COMPRESS(p)                                                              \
     {.name = "compress", .kind = PTC_CLI_COMPRESS, .dest = (ptc_cli_compress *){p}}

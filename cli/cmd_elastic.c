@@ -23,7 +23,7 @@ const char ptc_cmd_elastic_help[] =
     "keep a ptc train job running on the available slots (restart, rescale)\n"
     "\n"
     "usage: ptc elastic --store DIR (--slots N|FILE | --hostfile F) [--min-slots M]\n"
-    "         [--tp T|auto] [--pp P|auto] [--zero] [--choose rule|search]\n"
+    "         [--max-slots N] [--tp T|auto] [--pp P|auto] [--zero] [--choose rule|search]\n"
     "         [--tflops X] [--mem GIB] [--intra-bw GBPS] [--inter-bw GBPS]\n"
     "         [--watchdog SEC] [--max-restarts N] [--mpirun PATH] [--online] [--json]\n"
     "         -- ptc train ARGS\n"
@@ -32,10 +32,18 @@ const char ptc_cmd_elastic_help[] =
     "                  job saves there and every relaunch resumes from its newest\n"
     "                  version\n"
     "  --slots N|FILE  slots (processes) available: a number, or a file holding one\n"
-    "                  that is watched; with --hostfile, at most this many of its slots\n"
+    "                  line with a number that is watched; with --hostfile, at most\n"
+    "                  this many of its slots\n"
     "  --hostfile F    Open MPI hostfile (`host slots=N` lines), watched; without it\n"
     "                  every slot is on this host\n"
+    "                  Change a watched file by rename (echo 8 > F.tmp && mv F.tmp F):\n"
+    "                  a file without its final newline is being written and is read\n"
+    "                  again later; one that is not a regular file, or not valid, is\n"
+    "                  refused at the start and, while the job runs, said and ignored\n"
     "  --min-slots M   fail when fewer than M slots remain (default 1)\n"
+    "  --max-slots N   the most slots a launch uses (default: without --hostfile 8 per\n"
+    "                  CPU of this host and at least 64; with it, its slots); more\n"
+    "                  slots given is an error\n"
     "  --tp, --pp      fixed degrees, or auto (the default): the rule picks them\n"
     "                  (docs/elastic.md): tp within a host (the largest of 8,4,2,1\n"
     "                  dividing every host's slots and the hidden width), then the\n"
@@ -127,9 +135,9 @@ static int check_train_args(elastic *e)
     }
     const char *v = targ(e, "--steps", &present);
     uint64_t u;
-    if (!present || !ptc_cli_parse_u64(v, &u) || u < 1 || u > (1u << 30))
+    if (!present || !ptc_cli_parse_u64(v, &u) || u < 1 || u > (1u << 24))
         return ptc_cli_usage_error("elastic: the train command needs --steps N (the job's total "
-                                   "steps)");
+                                   "steps, 1..2^24 as ptc train takes)");
     e->o.total_steps = (int64_t)u;
     targ(e, "--save-every", &present);
     if (!present)
@@ -260,6 +268,8 @@ static int parse_args(int argc, char **argv, elastic *e)
         PTC_CLI_OPT_STR("hostfile", &o->hostfile),
         PTC_CLI_OPT_INT("min-slots", &o->min_slots, 1, PTC_CONFIG_MAX_WORLD,
                         "--min-slots: expected a positive number"),
+        PTC_CLI_OPT_INT("max-slots", &o->max_slots, 1, PTC_CONFIG_MAX_WORLD,
+                        "--max-slots: expected a positive number"),
         PTC_CLI_OPT_CALL("tp", opt_tp, &o->want.tp),
         PTC_CLI_OPT_CALL("pp", opt_pp, &o->want.pp),
         PTC_CLI_OPT_FLAG("zero", &o->want.zero),

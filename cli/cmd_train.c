@@ -1,7 +1,10 @@
 /* ptc train: run the pipeline runtime on the demo model (or fake compute). */
 #include <signal.h>
+#include <float.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,8 +60,12 @@ const char ptc_cmd_train_help[] =
     "               process (1f1b, gpipe, kfkb, zb-h1)\n"
     "  --control FILE  read at every step boundary by rank 0: a line `resize CFG`\n"
     "               resizes online at the next step, `stop` saves (with --store) and\n"
-    "               ends the job; the file is removed once read. SIGUSR1 (which\n"
-    "               mpirun forwards) does what `stop` does\n"
+    "               ends the job; the file is removed once read. Write it by rename\n"
+    "               (echo stop > FILE.tmp && mv FILE.tmp FILE): a file without its\n"
+    "               final newline is looked at again at the next step; a request\n"
+    "               the job cannot do, garbage, or what is no regular file is said\n"
+    "               and ignored. SIGUSR1 (which mpirun forwards) does what `stop`\n"
+    "               does\n"
     "  --resume     start from the newest version of --store (--version V: that one),\n"
     "               whatever configuration saved it: parameters and moments are read\n"
     "               for this job's configuration; the step count and the data seed\n"
@@ -69,7 +76,9 @@ const char ptc_cmd_train_help[] =
     "               tp=1, zero=0; saves, resumes and resizes through the model's\n"
     "               host copy\n"
     "  --timeout    watchdog: a rank that makes no progress for SEC seconds prints\n"
-    "               where it is and which transfers are pending, then exits 1\n"
+    "               where it is (in a step: which transfers are pending; between\n"
+    "               steps: the data, the decision, a save, a resize...), then\n"
+    "               exits 1; set it above the longest save or load\n"
     "  --fake-compute  no model: each action sleeps its simulator cost times U ms\n"
     "               (default 1) and checks that its inputs came from the right place\n"
     "  --jitter MS  extra random sleep in [0, MS) ms before every compute action\n"
@@ -95,11 +104,26 @@ static int parse_resizes(cli_train *ct, const char *arg)
     const char *p = arg;
     int n = 0;
     while (*p) {
-        char *colon;
-        long long step = strtoll(p, &colon, 10);
-        if (colon == p || *colon != ':' || step < 1)
+        /* STEP: decimal digits, 1..INT64_MAX (the steps of a job are int64_t) */
+        size_t nd = strspn(p, "0123456789");
+        if (nd == 0 || p[nd] != ':')
             return ptc_cli_usage_error("--resize: expected STEP:CFG[,STEP:CFG...] at '%s'", p);
-        const char *cfg = colon + 1, *end = cfg;
+        char digits[32];
+        uint64_t u = 0;
+        if (nd >= sizeof digits)
+            u = UINT64_MAX;
+        else {
+            memcpy(digits, p, nd);
+            digits[nd] = 0;
+            if (!ptc_cli_parse_u64(digits, &u))
+                u = UINT64_MAX;
+        }
+        if (u < 1 || u > INT64_MAX)
+            return ptc_cli_usage_error("--resize: step %.*s%s is out of range (1..%lld)",
+                                       nd > 24 ? 24 : (int)nd, p, nd > 24 ? "..." : "",
+                                       (long long)INT64_MAX);
+        int64_t step = (int64_t)u;
+        const char *cfg = p + nd + 1, *end = cfg;
         for (;;) {
             end = strchr(end, ',');
             if (!end)
@@ -128,6 +152,18 @@ static int parse_resizes(cli_train *ct, const char *arg)
     ct->o.resize_cfg = ct->resize_cfg;
     ct->o.nresize = n;
     return PTC_CLI_OK;
+}
+
+/* The job's watchdog saw a wait outside a step that does not end: this
+ * process cannot go on (it may be blocked in MPI or in I/O). */
+static void on_timeout(const char *where, void *user)
+{
+    (void)user;
+    fflush(stdout);
+    fprintf(stderr, "ptc: error: %s\n", where);
+    fflush(stderr);
+    sleep(1); /* let the other ranks' watchdogs report too */
+    _exit(PTC_CLI_FAIL);
 }
 
 static volatile int stop_requested;
@@ -194,8 +230,8 @@ static int opt_lr(const char *v, void *dest)
 {
     char *end;
     double d = strtod(v, &end);
-    if (end == v || *end || !isfinite(d) || d < 0)
-        return ptc_cli_usage_error("--lr: expected a number >= 0");
+    if (end == v || *end || !isfinite(d) || d < 0 || d > FLT_MAX)
+        return ptc_cli_usage_error("--lr: expected a number >= 0 (a float)");
     *(float *)dest = (float)d;
     return PTC_CLI_OK;
 }
@@ -208,7 +244,11 @@ static int opt_save(const char *v, void *dest)
                                "ptc export --store DIR --out FILE --params-only");
 }
 
-#define COST_BAD "--cost-*: expected a number >= 0"
+/* bounded, so that the sleeps they make (fake compute: cost x unit, the
+ * jitter) convert to a timespec without overflow */
+#define SLEEP_MAX_MS 1000000
+#define COST_MAX 1000000
+#define COST_BAD "--cost-*: expected a number, 0..1e6"
 
 static int parse_args(int argc, char **argv, cli_train *ct)
 {
@@ -232,13 +272,15 @@ static int parse_args(int argc, char **argv, cli_train *ct)
         PTC_CLI_OPT_CALL("device", opt_device, ct),
         PTC_CLI_OPT_DOUBLE("timeout", &o->timeout, 0, "--timeout: expected seconds >= 0"),
         PTC_CLI_OPT_FLAG("fake-compute", &o->fake),
-        PTC_CLI_OPT_DOUBLE("jitter", &o->jitter_ms, 0, "--jitter: expected milliseconds >= 0"),
+        PTC_CLI_OPT_DOUBLE_MAX("jitter", &o->jitter_ms, 0, SLEEP_MAX_MS,
+                               "--jitter: expected milliseconds, 0..1e6"),
         PTC_CLI_OPT_JSON(&ct->json),
         PTC_CLI_OPT_CALL("save", opt_save, NULL),
-        PTC_CLI_OPT_DOUBLE("unit-ms", &o->unit_ms, 0, "--unit-ms: expected milliseconds >= 0"),
-        PTC_CLI_OPT_DOUBLE("cost-f", &o->cost_f, 0, COST_BAD),
-        PTC_CLI_OPT_DOUBLE("cost-b", &o->cost_b, 0, COST_BAD),
-        PTC_CLI_OPT_DOUBLE("cost-w", &o->cost_w, 0, COST_BAD),
+        PTC_CLI_OPT_DOUBLE_MAX("unit-ms", &o->unit_ms, 0, SLEEP_MAX_MS,
+                               "--unit-ms: expected milliseconds, 0..1e6"),
+        PTC_CLI_OPT_DOUBLE_MAX("cost-f", &o->cost_f, 0, COST_MAX, COST_BAD),
+        PTC_CLI_OPT_DOUBLE_MAX("cost-b", &o->cost_b, 0, COST_MAX, COST_BAD),
+        PTC_CLI_OPT_DOUBLE_MAX("cost-w", &o->cost_w, 0, COST_MAX, COST_BAD),
         PTC_CLI_OPT_CALL("act-bytes", opt_act_bytes, &o->act_bytes),
         PTC_CLI_OPT_INT("prepost", &o->prepost, 0, 1 << 20,
                         "--prepost: expected a non-negative integer"),
@@ -272,7 +314,8 @@ static int parse_args(int argc, char **argv, cli_train *ct)
 static int on_step(const ptc_train_step *r, void *user)
 {
     cli_train *c = user;
-    json_t *rec = json_pack("{s:i, s:f, s:f, s:f, s:f, s:i, s:i}", "step", r->step, "step_ms",
+    json_t *rec = json_pack("{s:I, s:f, s:f, s:f, s:f, s:i, s:i}", "step",
+                            (json_int_t)r->step, "step_ms",
                             r->step_ms, "actions_ms", r->actions_ms, "reduce_ms", r->reduce_ms,
                             "compute_ms", r->compute_ms, "messages", (json_int_t)r->messages,
                             "peak_buffers", (json_int_t)r->peak_buffers);
@@ -289,10 +332,11 @@ static int on_step(const ptc_train_step *r, void *user)
                c->res->load_seconds * 1e3);
     if (!c->json) {
         if (r->has_loss)
-            printf("step %d loss %.9g time %.3f ms\n", r->step, r->loss, r->step_ms);
+            printf("step %lld loss %.9g time %.3f ms\n", (long long)r->step, r->loss,
+                   r->step_ms);
         else
-            printf("step %d time %.3f ms (actions %.3f ms, predicted %.3f ms)\n", r->step,
-                   r->step_ms, r->actions_ms, r->predicted_ms);
+            printf("step %lld time %.3f ms (actions %.3f ms, predicted %.3f ms)\n",
+                   (long long)r->step, r->step_ms, r->actions_ms, r->predicted_ms);
         fflush(stdout);
     }
     return PTC_OK;
@@ -358,6 +402,7 @@ int ptc_cmd_train(int argc, char **argv)
         return rc;
     c.o.stop = &stop_requested;
     c.o.on_resize = on_resize;
+    c.o.on_timeout = on_timeout;
     /* Checked before MPI starts: every process fails alike, nothing sent. */
     ptc_train *t = NULL;
     rc = ptc_train_prepare(&t, &c.o);

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "ptc/elastic.h"
+#include "exec/model/elastic_internal.h"
+#include "base/util_internal.h"
 
 /* ---- hostfiles ------------------------------------------------------------------ */
 
@@ -24,6 +26,26 @@ static bool count_of(const char *s, size_t len, int *out)
         return false;
     *out = v;
     return true;
+}
+
+int elastic_slots_parse(const char *text, int *slots)
+{
+    const char *p = text;
+    while (blank(*p) || *p == '\n')
+        p++;
+    const char *d = p;
+    while (*d >= '0' && *d <= '9')
+        d++;
+    const char *q = d;
+    while (blank(*q) || *q == '\n')
+        q++;
+    if (*q || !count_of(p, (size_t)(d - p), slots)) {
+        char t[64];
+        ptc_quote_name(t, sizeof t, p, strcspn(p, "\n"));
+        return ptc_error_set(PTC_E_INVAL, "slots file: '%s' is not a number of slots (0..%d)",
+                             t, PTC_CONFIG_MAX_WORLD);
+    }
+    return PTC_OK;
 }
 
 int ptc_elastic_hostfile_parse(const char *text, ptc_elastic_host *hosts, size_t cap,

@@ -9,6 +9,15 @@
 #include <sys/types.h>
 
 #define ELASTIC_MAX_HOSTS 256
+/* Without a hostfile this host runs at most --max-slots processes, or 8 per
+ * CPU and at least 64 (docs/elastic.md). */
+#define ELASTIC_SLOTS_PER_CPU 8
+#define ELASTIC_SLOTS_MIN 64
+
+/* The number of slots a slots file's text (NUL-terminated) says: one
+ * decimal 0..PTC_CONFIG_MAX_WORLD among blanks and newlines. PTC_OK; PTC_E_INVAL
+ * "slots file: 'TEXT' is not a number of slots (0..N)". */
+int elastic_slots_parse(const char *text, int *slots);
 
 /* A pipe's bytes not yet cut into lines. */
 typedef struct elastic_lines {

@@ -52,6 +52,7 @@ typedef struct launch {
     char first_error[512];   /* the first `ptc: error:` line */
     bool stop_requested, killed;
     bool resize_asked;       /* online: `resize CFG` written, its report awaited */
+    bool resize_refused;     /* ... and the job said it ignores it */
     char kill_reason[128];
 } launch;
 
@@ -85,6 +86,7 @@ struct ptc_elastic {
     int usable[MAX_HOSTS];               /* its slots per host */
     int nslots;
     char scale_reason[32];               /* why the running job was asked to stop */
+    char said[512];                      /* the inputs' last problem, said once */
 };
 
 static double now(void)
@@ -106,16 +108,40 @@ static bool stop_asked(const ptc_elastic *e)
 
 /* ---- the watched inputs ------------------------------------------------------- */
 
-static bool read_small(const char *path, char *buf, size_t cap)
+/* The inputs are files another program edits while the job runs: read
+ * without ever blocking (a FIFO or a device is refused, not opened), whole
+ * and bounded, and only once complete (a final newline); a problem while
+ * the job runs is said once and the job goes on as it is. */
+#define SLOTS_FILE_MAX 255
+#define HOSTFILE_MAX 8191
+
+/* The most slots this host is given without a hostfile (--max-slots, or 8
+ * per CPU and at least 64): a slots file's typo must not start thousands of
+ * processes on one machine. */
+static int local_max_slots(const ptc_elastic_opts *o)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return false;
-    size_t n = fread(buf, 1, cap - 1, f);
-    bool ok = !ferror(f) && feof(f);
-    fclose(f);
-    buf[n] = 0;
-    return ok;
+    if (o->max_slots > 0)
+        return o->max_slots;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cap = (cpus > 0 ? cpus : 1) * ELASTIC_SLOTS_PER_CPU;
+    if (cap < ELASTIC_SLOTS_MIN)
+        cap = ELASTIC_SLOTS_MIN;
+    return cap > PTC_CONFIG_MAX_WORLD ? PTC_CONFIG_MAX_WORLD : (int)cap;
+}
+
+/* A watched file's text into @p buf (of @p cap bytes). PTC_E_BUSY: being
+ * written (no final newline yet); PTC_E_INVAL: anything else, said. */
+static int read_input(const char *what, const char *path, char *buf, size_t cap)
+{
+    char *txt = NULL;
+    int rc = ptc_file_read_text(path, cap - 1, &txt);
+    if (rc == PTC_OK) {
+        memcpy(buf, txt, strlen(txt) + 1);
+        ptc_free(txt);
+        return PTC_OK;
+    }
+    return ptc_error_set(rc == PTC_E_BUSY ? PTC_E_BUSY : PTC_E_INVAL, "cannot read the %s %s: %s",
+                         what, path, ptc_last_error());
 }
 
 /* The total the slots option or its file gives (-1: none). */
@@ -124,48 +150,60 @@ static int read_slots(const ptc_elastic *e, char *sbuf, size_t cap, int *total)
     *total = e->o.slots;
     if (!e->o.slots_file)
         return PTC_OK;
-    if (!read_small(e->o.slots_file, sbuf, cap))
-        return ptc_error_set(PTC_E_INVAL, "cannot read the slots file %s", e->o.slots_file);
-    char *end;
-    errno = 0;
-    long v = strtol(sbuf, &end, 10);
-    while (*end == ' ' || *end == '\n' || *end == '\t' || *end == '\r')
-        end++;
-    if (errno || end == sbuf || *end || v < 0 || v > PTC_CONFIG_MAX_WORLD)
-        return ptc_error_set(PTC_E_INVAL, "the slots file %s does not hold a number of slots",
-                             e->o.slots_file);
-    *total = (int)v;
+    PTC_TRY(read_input("slots file", e->o.slots_file, sbuf, cap));
+    if (elastic_slots_parse(sbuf, total) != PTC_OK)
+        return ptc_error_set(PTC_E_INVAL, "%s: %s", e->o.slots_file, ptc_last_error());
     return PTC_OK;
 }
 
 /* Parse the inputs into hosts; @p text receives what they said (to see a
- * change). PTC_E_INVAL names the problem. */
+ * change). PTC_E_INVAL or PTC_E_CONFIG name the problem; PTC_E_BUSY: an
+ * input is being written. */
 static int parse_inputs(const ptc_elastic *e, host *hs, int *nh, char *text, size_t textcap)
 {
-    char sbuf[256] = "", hbuf[8192] = "";
+    char sbuf[SLOTS_FILE_MAX + 1] = "", hbuf[HOSTFILE_MAX + 1] = "";
     int total = -1;
     *nh = 0;
     PTC_TRY(read_slots(e, sbuf, sizeof sbuf, &total));
+    char src[PATH_MAX + 32] = "--slots";
+    if (e->o.slots_file)
+        snprintf(src, sizeof src, "the slots file %s", e->o.slots_file);
+    if (e->o.max_slots > 0 && total > e->o.max_slots)
+        return ptc_error_set(PTC_E_CONFIG, "%s gives %d slots, more than --max-slots %d", src,
+                             total, e->o.max_slots);
     if (e->o.hostfile) {
-        if (!read_small(e->o.hostfile, hbuf, sizeof hbuf))
-            return ptc_error_set(PTC_E_INVAL, "cannot read the hostfile %s", e->o.hostfile);
+        PTC_TRY(read_input("hostfile", e->o.hostfile, hbuf, sizeof hbuf));
         static ptc_elastic_host ph[MAX_HOSTS];
         size_t np = 0;
         if (ptc_elastic_hostfile_parse(hbuf, ph, MAX_HOSTS, &np) != PTC_OK)
             return ptc_error_set(PTC_E_INVAL, "%s: %s", e->o.hostfile, ptc_last_error());
+        int64_t cap = 0;
         for (size_t i = 0; i < np; i++) {
             memcpy(hs[i].name, ph[i].name, sizeof hs[i].name);
             hs[i].slots = ph[i].slots;
             hs[i].failed = 0;
+            cap += ph[i].slots;
         }
+        int most = e->o.max_slots > 0 ? e->o.max_slots : PTC_CONFIG_MAX_WORLD;
+        if (cap > most && (total < 0 || total > most))
+            return ptc_error_set(PTC_E_CONFIG, "the hostfile %s gives %lld slots, more than %s "
+                                 "%d", e->o.hostfile, (long long)cap,
+                                 e->o.max_slots > 0 ? "--max-slots" : "a job's most", most);
         *nh = (int)np;
-        /* the slots cap the total, taken from the hosts in order */
+        /* the slots cap the hostfile's capacity, taken from the hosts in order */
         for (int i = 0; total >= 0 && i < *nh; i++) {
             if (hs[i].slots > total)
                 hs[i].slots = total;
             total -= hs[i].slots;
         }
     } else {
+        int most = local_max_slots(&e->o);
+        if (total > most)
+            return ptc_error_set(PTC_E_CONFIG, "%s gives %d slots, more than this host runs: at "
+                                 "most %d (%s; give --hostfile for several hosts)", src, total,
+                                 most, e->o.max_slots > 0 ? "--max-slots"
+                                                          : "8 per CPU and at least 64, or "
+                                                            "--max-slots");
         snprintf(hs[0].name, sizeof hs[0].name, "localhost");
         hs[0].slots = total;
         hs[0].failed = 0;
@@ -329,7 +367,12 @@ static void on_err_line(void *ctx, char *line)
     launch *l = &e->l;
     if (e->o.on_output)
         e->o.on_output(line, true, e->o.user);
-    if (!l->t_first_err && line[0] && line[0] != '-')
+    /* the job's warnings are no failure: a control request it ignores says
+     * so (`ptc: warning: control file ...; ignored, the job goes on`) */
+    bool warning = !strncmp(line, "ptc: warning: ", 14);
+    if (warning && l->resize_asked && strstr(line, " control file ") && strstr(line, "ignored"))
+        l->resize_refused = true;
+    if (!l->t_first_err && line[0] && line[0] != '-' && !warning)
         l->t_first_err = now();
     if (!l->first_error[0] && !strncmp(line, "ptc: error: ", 12))
         snprintf(l->first_error, sizeof l->first_error, "%s", line + 12);
@@ -475,8 +518,18 @@ static void watch_inputs(ptc_elastic *e, double t, double *t_kill)
     host hs[MAX_HOSTS];
     int nh;
     char text[sizeof e->inputs];
-    if (parse_inputs(e, hs, &nh, text, sizeof text) != PTC_OK || !strcmp(text, e->inputs))
-        return; /* unchanged, or being written: look again */
+    int rc = parse_inputs(e, hs, &nh, text, sizeof text);
+    if (rc == PTC_E_BUSY)
+        return; /* being written: look again */
+    if (rc != PTC_OK) {
+        char msg[sizeof e->said];
+        snprintf(msg, sizeof msg, "%s; ignored, the job goes on as it is", ptc_last_error());
+        ptc_log_changed(e->said, sizeof e->said, PTC_LOG_WARN, msg);
+        return;
+    }
+    ptc_log_changed(e->said, sizeof e->said, PTC_LOG_WARN, NULL);
+    if (!strcmp(text, e->inputs))
+        return; /* unchanged */
     int old_total = 0, new_total = 0;
     for (int i = 0; i < e->nhosts; i++)
         old_total += e->hosts[i].slots - e->hosts[i].failed;
@@ -586,6 +639,13 @@ static int follow_job(ptc_elastic *e, bool *by_signal)
             l->stop_requested = true;
             l->t_stop_asked = t;
             elastic_write_file(e->ctl, "stop\n");
+        } else if (l->resize_refused && !l->stop_requested) {
+            /* the running processes cannot take it: the restart path */
+            l->resize_asked = l->resize_refused = false;
+            e->opend.active = false;
+            ptc_config_parse(&e->cfg, e->opend.from); /* still running it */
+            e->pend.detect = e->opend.detect;
+            ask_stop(e, t, &t_kill);
         } else if (!l->stop_requested && !l->resize_asked) {
             watch_inputs(e, t, &t_kill);
         }
@@ -725,6 +785,8 @@ int ptc_elastic_create(ptc_elastic **out, const ptc_elastic_opts *o)
         e->o.mpirun = "mpirun";
     char text[sizeof e->inputs];
     int rc = parse_inputs(e, e->hosts, &e->nhosts, text, sizeof text);
+    if (rc == PTC_E_BUSY) /* at the start, a file without its newline is a bad one */
+        rc = ptc_error_set(PTC_E_INVAL, "%s (write it as a line)", ptc_last_error());
     if (rc == PTC_OK) {
         snprintf(e->inputs, sizeof e->inputs, "%s", text);
         rc = plan(e, &e->cfg, e->usable, &e->nslots);

@@ -21,6 +21,8 @@ typedef struct run {
     train_seg *g;
     int64_t first, k;        /* the first step of this run; the next step */
     int next_resize;         /* the next planned resize (o->resize_step) */
+    train_control control;   /* process 0: its look at the control file */
+    train_watch *watch;      /* the waits outside the runtime's step (NULL: none) */
     bool has_loss;
     double last_loss;
     ptc_train_step_fn on_step;
@@ -45,12 +47,12 @@ static int report_step(run *r, int64_t k, bool have_model)
     if (mrc == MPI_SUCCESS)
         mrc = MPI_Reduce(sm, smo, 2, MPI_DOUBLE, MPI_SUM, 0, g->comm);
     if (mrc != MPI_SUCCESS) {
-        r->res->failed_step = (int)k;
+        r->res->failed_step = k;
         return ptc_mpi_error(mrc, "MPI_Reduce of the step's figures");
     }
     if (g->rank != 0)
         return PTC_OK;
-    ptc_train_step sr = {.step = (int)k, .has_loss = have_model,
+    ptc_train_step sr = {.step = k, .has_loss = have_model,
                          .step_ms = mxo[0] * 1e3, .actions_ms = mxo[1] * 1e3,
                          .reduce_ms = mxo[2] * 1e3, .compute_ms = smo[0] * 1e3,
                          .messages = (long)smo[1], .peak_buffers = (long)mxo[3]};
@@ -74,9 +76,14 @@ static int run_step(run *r, int64_t k)
         ptc_exec_model_set_step(g->model, k);
     if (g->gmodel)
         ptc_exec_model_cuda_set_step(g->gmodel, k);
-    int rc;
-    if ((rc = train_data_next(&g->ds)) != PTC_OK || (rc = ptc_exec_step(g->e)) != PTC_OK)
+    train_watch_enter(r->watch, "reading the step's data", k);
+    int rc = train_data_next(&g->ds);
+    if (rc != PTC_OK)
         goto out_failed;
+    train_watch_leave(r->watch); /* the runtime watches its step */
+    if ((rc = ptc_exec_step(g->e)) != PTC_OK)
+        goto out_failed;
+    train_watch_enter(r->watch, "gathering the step's losses and figures", k);
     bool have_model = g->model || g->gmodel;
     memset(g->losses, 0, (size_t)g->G * sizeof *g->losses);
     if (have_model) {
@@ -97,7 +104,7 @@ static int run_step(run *r, int64_t k)
         goto out_failed;
     return report_step(r, k, have_model);
 out_failed:
-    r->res->failed_step = (int)k;
+    r->res->failed_step = k;
     return rc;
 }
 
@@ -117,6 +124,7 @@ static int maybe_save(run *r, bool last, bool stopping)
     train_seg *g = r->g;
     int rc = PTC_OK;
     uint64_t v = 0;
+    train_watch_enter(r->watch, "saving the state", r->k);
     if (g->gmodel) /* every active process has one: the agreement is collective */
         rc = train_agree(g->comm, ptc_exec_model_cuda_pull_state(g->gmodel));
     if (rc == PTC_OK)
@@ -141,15 +149,16 @@ static int active_boundary(run *r, train_decision *d)
         return rc;
     r->k++;
     int64_t end = r->first + o->steps;
+    train_watch_enter(r->watch, "deciding at the step boundary", r->k);
     if (g->rank == 0) {
         d->rc = rc;
         d->step = r->k;
         if (rc == PTC_OK && r->k < end)
-            train_decide(o, r->k, r->next_resize, d);
+            train_decide(o, r->wsize, r->k, r->next_resize, &r->control, d);
     }
     int mrc = MPI_Bcast(d, (int)sizeof *d, MPI_BYTE, 0, g->comm);
     if (mrc != MPI_SUCCESS) {
-        r->res->failed_step = (int)r->k - 1;
+        r->res->failed_step = r->k - 1;
         return ptc_mpi_error(mrc, "MPI_Bcast of the step boundary's decision");
     }
     rc = d->rc;
@@ -171,14 +180,11 @@ static int do_resize(run *r, const train_decision *d)
 {
     ptc_config to;
     int rc = ptc_config_parse(&to, d->cfg);
-    if (rc == PTC_OK && ptc_config_world(&to) > r->wsize)
-        rc = ptc_error_set(PTC_E_CONFIG, "resize to %s needs %d processes, the job has %d",
-                           d->cfg, ptc_config_world(&to), r->wsize);
-    else if (rc == PTC_OK && r->o->cuda && (to.tp > 1 || to.zero))
-        rc = ptc_error_set(PTC_E_UNSUPPORTED, "resize to %s: the cuda model runs tp=1 and "
-                                              "zero=0", d->cfg);
+    if (rc == PTC_OK)
+        rc = train_check_resize(r->o, &to, r->wsize);
     rc = train_agree(r->world, rc);
     ptc_train_resize rep = {.step = r->k, .reason = d->reason};
+    train_watch_enter(r->watch, "resizing online", r->k);
     if (rc == PTC_OK)
         rc = train_resize(&r->jo, &r->g, &to, r->store, r->world, r->wrank, &rep);
     if (rc == PTC_OK && !strcmp(d->reason, "planned"))
@@ -214,8 +220,14 @@ static int run_begin(run *r)
     if (elastic ? need > r->wsize : need != r->wsize)
         return ptc_error_set(PTC_E_CONFIG, "--config needs %d processes, started with %d "
                                            "(mpirun -np)", need, r->wsize);
+    /* a planned resize the job could not carry out fails it now, not at its step */
+    for (int i = 0; i < o->nresize; i++)
+        if (train_check_resize(o, &o->resize_cfg[i], r->wsize) != PTC_OK)
+            return ptc_error_set(PTC_E_CONFIG, "--resize at step %lld: %s",
+                                 (long long)o->resize_step[i], ptc_last_error());
     bool saving = o->save_every >= 0, state = saving || o->resume || elastic;
     int rc = PTC_OK;
+    train_watch_enter(r->watch, "opening the job's store", r->first);
     /* a job that saves (or may be told to stop) makes its store if there is
      * none */
     if (o->store)
@@ -224,7 +236,14 @@ static int run_begin(run *r)
     memset(&rec, 0, sizeof rec);
     uint64_t from = 0;
     if (o->resume) {
+        train_watch_enter(r->watch, "reading the record to resume from", r->first);
         rc = train_state_resume_record(r->store, o, r->world, r->wrank, rc, &rec, &from);
+        /* the steps are counted in an int64_t: every process reads the same record */
+        if (rc == PTC_OK && rec.step > (uint64_t)(INT64_MAX - o->steps))
+            rc = ptc_error_set(PTC_E_RANGE, "version %llu was saved after step %llu: %d more "
+                                            "steps would pass step %lld, the last a job counts",
+                               (unsigned long long)from, (unsigned long long)rec.step,
+                               o->steps, (long long)INT64_MAX);
         if (rc == PTC_OK) {
             r->jo.data_seed = rec.seed;
             r->jo.data_epoch = rec.epoch;
@@ -236,6 +255,7 @@ static int run_begin(run *r)
     ptc_sched *s0 = NULL;
     if (rc == PTC_OK)
         rc = ptc_sched_clone(&s0, r->sched0);
+    train_watch_enter(r->watch, "building the first configuration", r->first);
     r->g = train_seg_new();
     if (train_agree(r->world, r->g ? PTC_OK : PTC_E_NOMEM) != PTC_OK) {
         ptc_sched_destroy(s0);
@@ -244,6 +264,7 @@ static int run_begin(run *r)
     rc = train_seg_open(r->g, &r->jo, s0, r->store, r->world, r->wrank, state, rc);
     if (rc == PTC_OK && o->resume) {
         double t0 = MPI_Wtime();
+        train_watch_enter(r->watch, "loading the version to resume from", r->first);
         rc = train_state_load(r->store, from, r->g, r->world);
         r->res->resumed_from = from;
         r->res->load_seconds = MPI_Wtime() - t0;
@@ -260,6 +281,7 @@ static int run_begin(run *r)
 static int run_end(run *r)
 {
     train_seg *g = r->g;
+    train_watch_enter(r->watch, "gathering the job's last figures", r->k);
     if (g->fake) {
         unsigned long chk = (unsigned long)ptc_exec_fake_checked(g->fake), tot = 0;
         int mrc = MPI_Reduce(&chk, &tot, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, g->comm);
@@ -282,6 +304,8 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
     r.res->failed_step = -1;
     PTC_MPI_TRY(MPI_Comm_rank(world, &r.wrank));
     PTC_MPI_TRY(MPI_Comm_size(world, &r.wsize));
+    if (train_watch_start(&r.watch, t->o.timeout, r.wrank, t->o.on_timeout, user) != PTC_OK)
+        ptc_log(PTC_LOG_WARN, "rank %d: %s: the job runs without it", r.wrank, ptc_last_error());
     int rc = run_begin(&r);
     while (rc == PTC_OK && r.k < r.first + t->o.steps) {
         train_decision d = {0};
@@ -290,6 +314,7 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
             if (r.res->failed_step >= 0)
                 goto out;
         } else {
+            train_watch_leave(r.watch); /* waits as long as the others train */
             rc = train_wait_word(world, &d);
             if (rc == PTC_OK && d.rc != PTC_OK)
                 rc = ptc_error_set(d.rc, "the job failed");
@@ -308,6 +333,7 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
     if (rc == PTC_OK && r.g)
         rc = run_end(&r);
 out:
+    train_watch_stop(r.watch);
     train_seg_free(r.g);
     ptc_store_close(r.store);
     return rc;

@@ -349,8 +349,10 @@ void train_data_close(train_data *d)
 int train_data_fn(void *user, int64_t step, int64_t gmb, int32_t *ids, int32_t *targets, int n)
 {
     train_data *d = user;
+    /* the window's number is a position to hash: unsigned, so that it wraps
+     * rather than overflows near the last step a job counts (2^63 - 1) */
     if (d->kind == DATA_SYNTHETIC) {
-        uint64_t window = (uint64_t)(step * d->per_step + gmb);
+        uint64_t window = (uint64_t)step * (uint64_t)d->per_step + (uint64_t)gmb;
         for (int i = 0; i < n; i++) {
             ids[i] = (int32_t)(mix(d->seed ^ mix(window * (uint64_t)n + (uint64_t)i)) %
                                (uint64_t)d->vocab);
@@ -361,7 +363,7 @@ int train_data_fn(void *user, int64_t step, int64_t gmb, int32_t *ids, int32_t *
     const uint16_t *w;
     size_t at;
     if (d->kind == DATA_TOKENS) {
-        uint64_t window = (uint64_t)(step * d->per_step + gmb);
+        uint64_t window = (uint64_t)step * (uint64_t)d->per_step + (uint64_t)gmb;
         size_t span = d->ntok - (size_t)n;
         at = (size_t)((window * (uint64_t)n) % span);
         w = d->tok + at;

@@ -140,10 +140,30 @@ typedef struct train_decision {
     char cfg[256];
 } train_decision;
 
+/* Process 0's look at the control file across boundaries: the last
+ * problem it said (said once, not at every step). */
+typedef struct train_control {
+    char said[512];
+} train_control;
+
 /* Process 0, after step @p k - 1 ran (k < the last): a planned resize at
  * @p k (resize_step[@p next_resize]), a stop (o->stop), or the control
- * file's request; TRAIN_GO when none. d->rc carries a bad control file. */
-void train_decide(const ptc_train_opts *o, int64_t k, int next_resize, train_decision *d);
+ * file's request; TRAIN_GO when none. A control file that holds no request
+ * the job can carry out on its @p wsize processes is said (ptc_log) and
+ * ignored: the decision never fails. */
+void train_decide(const ptc_train_opts *o, int wsize, int64_t k, int next_resize,
+                  train_control *c, train_decision *d);
+/* Parse a control file's complete text (NUL-terminated): one line, blanks
+ * around it and a final CR allowed, `stop` (*@p action TRAIN_STOP) or
+ * `resize CFG` (TRAIN_RESIZE, *@p cfg parsed by ptc_config_parse). PTC_OK;
+ * PTC_E_INVAL or ptc_config_parse's code, with a one-line message that
+ * quotes the line. */
+int train_request_parse(const char *text, int *action, ptc_config *cfg);
+/* Can the job of @p o move to configuration @p to on @p wsize processes?
+ * Checked alone (no communication): the processes, the cuda model's limits,
+ * the schedule, the model's stages and the layout of the state. PTC_OK, or
+ * the reason (PTC_E_CONFIG, PTC_E_UNSUPPORTED, the schedule's codes). */
+int train_check_resize(const ptc_train_opts *o, const ptc_config *to, int wsize);
 /* Process 0: send @p d to the waiting processes (world ranks nactive..). */
 int train_tell_waiting(MPI_Comm world, int nactive, const train_decision *d);
 /* A waiting process: sleep until process 0 says what comes next. */
@@ -155,6 +175,21 @@ int train_wait_word(MPI_Comm world, train_decision *d);
  * @p world. */
 int train_resize(ptc_train_opts *jo, train_seg **gp, const ptc_config *to, ptc_store *store,
                  MPI_Comm world, int wrank, ptc_train_resize *rep);
+
+/* ---- the watchdog outside the runtime's step (train_watch.c) ---------------------------- */
+
+/* A thread that calls @p fn (or logs) when a phase entered with
+ * train_watch_enter lasts longer than @p timeout seconds (once). NULL (and
+ * PTC_OK) when @p timeout <= 0; every call below takes NULL. */
+typedef struct train_watch train_watch;
+int train_watch_start(train_watch **out, double timeout, int wrank, ptc_train_timeout_fn fn,
+                      void *user);
+/* A wait begins: @p phase (static text, "saving the state") at @p step. */
+void train_watch_enter(train_watch *w, const char *phase, int64_t step);
+/* No wait to watch (the runtime's step watches itself; a waiting process
+ * waits as long as the others train). */
+void train_watch_leave(train_watch *w);
+void train_watch_stop(train_watch *w);
 
 /* ---- the job's state in its store (train_ckpt.c) ---------------------------------------- */
 

@@ -2,6 +2,7 @@
  * resize, the control file's request, a stop), the word to the processes
  * that wait outside the running configuration, and the online resize that
  * moves the job's state to another configuration in memory. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -11,45 +12,144 @@
 #include "exec/model/train_internal.h"
 
 #define TAG_DECISION 7002
-#define CONTROL_FILE_MAX ((size_t)1 << 20)
+/* A request is one short line ("resize " and a configuration's text). */
+#define CONTROL_FILE_MAX 4096
 
 /* ---- the decision at a step boundary -------------------------------------------------- */
 
-/* Process 0: the control file's request, if any (the file is removed). */
-static int read_control(const char *path, train_decision *d)
+int train_check_resize(const ptc_train_opts *o, const ptc_config *to, int wsize)
 {
-    char *txt = NULL;
-    size_t len = 0;
-    int rc = ptc_file_read(path, CONTROL_FILE_MAX, &txt, &len);
-    if (rc == PTC_E_NOTFOUND)
-        return PTC_OK; /* no request */
-    PTC_TRY(rc);
-    unlink(path);
-    char *p = txt;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    char *end = p + strcspn(p, "\r\n");
-    *end = 0;
-    if (!strncmp(p, "resize ", 7)) {
-        ptc_config c;
-        rc = ptc_config_parse(&c, p + 7);
-        if (rc == PTC_OK) {
-            d->action = TRAIN_RESIZE;
-            snprintf(d->reason, sizeof d->reason, "control");
-            ptc_config_format(&c, PTC_CONFIG_STYLE_KEYS, d->cfg, sizeof d->cfg);
-        }
-    } else if (!strcmp(p, "stop")) {
-        d->action = TRAIN_STOP;
-        snprintf(d->reason, sizeof d->reason, "stop");
-    } else {
-        rc = ptc_error_set(PTC_E_INVAL, "control file %s: expected 'resize CFG' or 'stop', "
-                                        "got '%.64s'", path, p);
+    char txt[256];
+    ptc_config_format(to, PTC_CONFIG_STYLE_KEYS, txt, sizeof txt);
+    if (ptc_config_world(to) > wsize)
+        return ptc_error_set(PTC_E_CONFIG, "resize to %s needs %d processes, the job has %d",
+                             txt, ptc_config_world(to), wsize);
+    if (o->cuda && (to->tp > 1 || to->zero))
+        return ptc_error_set(PTC_E_UNSUPPORTED, "resize to %s: the cuda model runs tp=1 and "
+                                                "zero=0", txt);
+    /* what train_resize builds for it, alone: the schedule, the model's
+     * stages, the layout of the state */
+    ptc_train_opts no = *o;
+    no.cfg = *to;
+    ptc_sched *s = NULL;
+    int rc = train_make_schedule(&no, &s);
+    if (rc == PTC_OK && to->zero && ptc_sched_pipes(s) == 2 && ptc_sched_ranks(s) % 2)
+        rc = ptc_error_set(PTC_E_CONFIG, "zero=1 with a two-pipe schedule needs an even number "
+                                         "of pipeline ranks");
+    if (rc == PTC_OK) {
+        ptc_config pc;
+        ptc_config_init(&pc);
+        pc.pp = ptc_sched_stages(s);
+        pc.nlayers = to->nlayers;
+        memcpy(pc.layers, to->layers, sizeof pc.layers);
+        rc = ptc_config_check_layers(&pc, o->model.layers);
     }
-    ptc_free(txt);
+    ptc_layout *l = NULL;
+    ptc_rules *r = NULL;
+    if (rc == PTC_OK)
+        rc = train_ckpt_layout(&no, s, &l, &r);
+    ptc_layout_destroy(l);
+    ptc_rules_destroy(r);
+    ptc_sched_destroy(s);
+    if (rc != PTC_OK && !strstr(ptc_last_error(), txt))
+        rc = ptc_error_set(rc, "resize to %s: %s", txt, ptc_last_error());
     return rc;
 }
 
-void train_decide(const ptc_train_opts *o, int64_t k, int next_resize, train_decision *d)
+int train_request_parse(const char *text, int *action, ptc_config *cfg)
+{
+    *action = TRAIN_GO;
+    const char *p = text + strspn(text, " \t");
+    const char *eol = p + strcspn(p, "\n"), *end = eol;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
+        end--;
+    size_t n = (size_t)(end - p);
+    char q[128];
+    ptc_quote_name(q, sizeof q, p, n);
+    const char *rest = eol + (*eol == '\n');
+    if (rest[strspn(rest, " \t\r\n")])
+        return ptc_error_set(PTC_E_INVAL, "'%s' and more lines: one request per file", q);
+    if (n == 4 && !memcmp(p, "stop", 4)) {
+        *action = TRAIN_STOP;
+        return PTC_OK;
+    }
+    char line[CONTROL_FILE_MAX];
+    if (n < 8 || memcmp(p, "resize ", 7) || n >= sizeof line)
+        return ptc_error_set(PTC_E_INVAL, "'%s' is not a request ('resize CFG' or 'stop')", q);
+    memcpy(line, p + 7, n - 7);
+    line[n - 7] = 0;
+    int rc = ptc_config_parse(cfg, line);
+    if (rc != PTC_OK)
+        return ptc_error_set(rc, "'%s': %s", q, ptc_last_error());
+    *action = TRAIN_RESIZE;
+    return PTC_OK;
+}
+
+/* Process 0: the request of a complete control file, if it is one the job
+ * can carry out; anything else is said and ignored. */
+static void take_request(const ptc_train_opts *o, int wsize, const char *txt,
+                         train_decision *d)
+{
+    int action;
+    ptc_config c;
+    int rc = train_request_parse(txt, &action, &c);
+    if (rc == PTC_OK && action == TRAIN_RESIZE)
+        rc = train_check_resize(o, &c, wsize);
+    if (rc != PTC_OK) {
+        ptc_log(PTC_LOG_WARN, "control file %s: %s; ignored, the job goes on", o->control,
+                ptc_last_error());
+        return;
+    }
+    d->action = action;
+    snprintf(d->reason, sizeof d->reason, action == TRAIN_STOP ? "stop" : "control");
+    if (action == TRAIN_RESIZE)
+        ptc_config_format(&c, PTC_CONFIG_STYLE_KEYS, d->cfg, sizeof d->cfg);
+}
+
+/* Process 0: the control file's request, if any. Never blocks (a FIFO or a
+ * device at the path is refused before it is opened) and never fails the
+ * job: a file being written (no final newline yet) is looked at again at the
+ * next boundary; one that cannot be a request (not a regular file, too
+ * large, unreadable) is said once and left alone; a complete one is removed
+ * once read, whether the job can carry it out or not. */
+static void read_control(const ptc_train_opts *o, int wsize, train_control *c,
+                         train_decision *d)
+{
+    char *txt = NULL;
+    int rc = ptc_file_read_text(o->control, CONTROL_FILE_MAX, &txt);
+    if (rc == PTC_E_NOTFOUND) {
+        ptc_log_changed(c->said, sizeof c->said, PTC_LOG_WARN, NULL);
+        return;
+    }
+    if (rc == PTC_E_BUSY || rc == PTC_E_IO || rc == PTC_E_RANGE || rc == PTC_E_NOMEM) {
+        char msg[sizeof c->said];
+        snprintf(msg, sizeof msg, "control file %s; %s", ptc_last_error(),
+                 rc == PTC_E_BUSY ? "looked at again at the next step (write a request as "
+                                    "a line, by rename: docs/runtime.md)"
+                                  : "ignored, the job goes on");
+        ptc_log_changed(c->said, sizeof c->said, PTC_LOG_WARN, msg);
+        return;
+    }
+    /* taken: the writer may write the next one. A file the job cannot
+     * remove would be taken again at every step: its requests are refused */
+    if (unlink(o->control) != 0 && errno != ENOENT) {
+        char msg[sizeof c->said];
+        snprintf(msg, sizeof msg, "control file %s: cannot remove it once read (%s); its "
+                 "requests are ignored, the job goes on", o->control, strerror(errno));
+        ptc_log_changed(c->said, sizeof c->said, PTC_LOG_WARN, msg);
+        ptc_free(txt);
+        return;
+    }
+    ptc_log_changed(c->said, sizeof c->said, PTC_LOG_WARN, NULL);
+    if (rc == PTC_OK)
+        take_request(o, wsize, txt, d);
+    else
+        ptc_log(PTC_LOG_WARN, "control file %s; ignored, the job goes on", ptc_last_error());
+    ptc_free(txt);
+}
+
+void train_decide(const ptc_train_opts *o, int wsize, int64_t k, int next_resize,
+                  train_control *c, train_decision *d)
 {
     if (next_resize < o->nresize && o->resize_step[next_resize] == k) {
         d->action = TRAIN_RESIZE;
@@ -60,7 +160,7 @@ void train_decide(const ptc_train_opts *o, int64_t k, int next_resize, train_dec
         d->action = TRAIN_STOP;
         snprintf(d->reason, sizeof d->reason, "stop");
     } else if (o->control) {
-        d->rc = read_control(o->control, d);
+        read_control(o, wsize, c, d);
     }
 }
 

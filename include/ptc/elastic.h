@@ -154,6 +154,11 @@ typedef struct ptc_elastic_opts {
                                   on this host, named localhost); the slots,
                                   when given, cap its total (hosts in order) */
     int min_slots;           /**< fail with fewer slots (default 1) */
+    int max_slots;           /**< the most slots a launch may use (0: without a
+                                  hostfile, 8 per CPU of this host and at
+                                  least 64; with one, its capacity). More
+                                  slots given is an error at create, a change
+                                  said and ignored while the job runs */
     int max_restarts;        /**< failures tolerated (default 10) */
     double watchdog;         /**< seconds without a step, or to stop when
                                   asked, before the job is killed (120) */

@@ -41,6 +41,14 @@ typedef struct ptc_train_resize {
 /** Called on process 0 after each online resize and at a stop. */
 typedef void (*ptc_train_resize_fn)(const ptc_train_resize *r, void *user);
 
+/** Called from the job's watchdog thread (@ref ptc_train_opts.timeout) with
+ * one line that says where this process waited without progress, e.g.
+ * "watchdog: rank 0: no progress for 15.0 s while saving the state (step
+ * 8)". The job cannot go on (its processes may be blocked in MPI or in
+ * I/O): the callback should end the process (`ptc train` prints the line
+ * and exits 1; mpirun then ends the others). Must not call the library. */
+typedef void (*ptc_train_timeout_fn)(const char *where, void *user);
+
 /** Options of a training job. Initialise with ptc_train_opts_init(). */
 typedef struct ptc_train_opts {
     ptc_config cfg;          /**< dp, tp, pp (the demo model has tp = 1) */
@@ -95,7 +103,16 @@ typedef struct ptc_train_opts {
     double unit_ms;          /**< fake compute: ms per unit of cost */
     double cost_f, cost_b, cost_w; /**< simulator costs (generators, fake) */
     size_t act_bytes;        /**< fake compute: boundary message bytes */
-    double timeout;          /**< watchdog seconds (<= 0: none) */
+    /** Watchdog seconds (<= 0: none): every wait of the job is bounded by
+     * it. Inside a step the runtime reports a rank whose transfers make no
+     * progress for that long (PTC_E_TIMEOUT); outside, a thread sees a wait
+     * that does not end — the step's data, its figures, the decision at a
+     * step boundary, a save, a resize, the store and the resume at the
+     * start — and calls @ref on_timeout. Set it above the longest save or
+     * load. */
+    double timeout;
+    ptc_train_timeout_fn on_timeout; /**< see ptc_train_timeout_fn (user:
+                                          ptc_train_run's); NULL: logged only */
     double jitter_ms;        /**< random sleep before each compute action */
     int prepost;             /**< receives posted ahead (0: all of a step) */
     bool overlap_reduce;     /**< start reductions as chunks finish */
@@ -111,7 +128,7 @@ PTC_API void ptc_train_opts_init(ptc_train_opts *o);
 /** What process 0 learns after each step. Times are the largest over the
  * processes, compute the sum; messages are summed. */
 typedef struct ptc_train_step {
-    int step;
+    int64_t step;
     bool has_loss;           /**< false with fake compute */
     double loss;             /**< mean over the step's micro-batches */
     double step_ms, actions_ms, reduce_ms, compute_ms;
@@ -156,7 +173,7 @@ typedef struct ptc_train_result {
     bool stopped;            /**< ended early by `stop` or @ref ptc_train_opts.stop */
     int64_t last_step;       /**< the steps completed when the run ended */
     unsigned long fake_checked; /**< fake compute: inputs checked, all processes */
-    int failed_step;         /**< the step that failed on this process (its
+    int64_t failed_step;     /**< the step that failed on this process (its
                                   error returned, other processes possibly
                                   blocked), or -1 */
 } ptc_train_result;

@@ -1,12 +1,16 @@
-/* Device-buffer pipeline step: two ranks (one GPU may host both) run 1F1B
- * with callbacks that write a per-(stage, mb) byte pattern into device
- * buffers with cudaMemset and check what arrives with a copy back. Run by
- * tests/gpu/test_exec_gpu.sh under mpirun. */
+/* Device-buffer pipeline step: two ranks, one GPU each, run 1F1B with
+ * callbacks that write a per-(stage, mb) byte pattern into device buffers
+ * with cudaMemset and check what arrives with a copy back. One GPU cannot
+ * host both: NCCL refuses two ranks of one communicator on the same device
+ * (ncclCommInitRank: invalid usage), so with fewer GPUs than ranks the
+ * program exits 77 (skipped; gpu_skip.h). Run by tests/gpu/test_exec_gpu.sh
+ * under mpirun on one node (rank = device). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ptc/exec_model.h"
+#include "gpu_skip.h"
 
 #define BYTES 4096
 
@@ -48,15 +52,18 @@ static int bwd(void *u, int chunk, int mb, const void *dout, void *dinp)
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    int rank, ndev = 0;
+    int rank, np;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        if (rank == 0)
-            printf("no GPU\n");
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+    int st = gpu_skip_status("exec_gpu", np, rank == 0);
+    if (st) {
         MPI_Finalize();
-        return 0;
+        return st;
     }
-    cudaSetDevice(rank % ndev);
+    if (cudaSetDevice(rank) != cudaSuccess) {
+        fprintf(stderr, "rank %d: cudaSetDevice(%d) failed\n", rank, rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     ptc_config c;
     ptc_config_parse(&c, "pp=2");
     ptc_sched *s = NULL;

@@ -1,6 +1,7 @@
 /* GPU training kernels against the CPU references (run by
- * test_kernels_gpu.sh, label gpu). Exits 0 with a "no GPU" line when no
- * device is visible, 1 on any mismatch. Tolerance: |got - ref| <=
+ * test_kernels_gpu.sh, label gpu). Exits 77 (skipped) with a line saying
+ * so when no device is usable (1 under PTC_REQUIRE_GPU=1: gpu_skip.h), 1 on
+ * any mismatch. Tolerance: |got - ref| <=
  * abs + |ref| * eps, as in the unit tests (docs/kernels.md). */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -14,6 +15,7 @@
 #include "kernels/matmul.h"
 #include "kernels/residual.h"
 #include "../unit/kernels_test_util.h"
+#include "gpu_skip.h"
 
 static int failures;
 static cudaStream_t stream;
@@ -275,13 +277,9 @@ static void test_adamw_embedding(kt_rng *r)
 
 int main(void)
 {
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count == 0) {
-        printf("kernels_gpu: no GPU (%s), skipping\n",
-               e != cudaSuccess ? cudaGetErrorString(e) : "no device");
-        return 0;
-    }
+    int st = gpu_skip_status("kernels_gpu", 1, true);
+    if (st)
+        return st;
     die_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
     if (cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "kernels_gpu: cublasCreate failed\n");

@@ -1,7 +1,9 @@
 /* ptc_reshard_device against ptc_reshard_host on the same plans: every
  * byte of every target buffer equal. One process per GPU (mpirun -np N with
- * N <= GPUs; one process checks the CUDA pack/unpack path alone). Exit 0 on
- * success, 1 on a mismatch or failure. */
+ * N <= GPUs on one node, rank = device: NCCL refuses two ranks of one
+ * communicator on one device; one process checks the CUDA pack/unpack path
+ * alone). Exit 0 on success, 1 on a mismatch or failure, 77 (skipped) with
+ * fewer GPUs than processes or without NCCL (gpu_skip.h). */
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 
 #include "ptc/build_config.h"
 #include "ptc/reshard.h"
+#include "gpu_skip.h"
 
 static const char rules_txt[] = "layer blk.{L}.\n"
                                 "optim .m\n"
@@ -23,19 +26,17 @@ int main(int argc, char **argv)
     int me, np, ndev = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        if (me == 0)
-            printf("reshard_nccl_gpu: no GPU, skipping\n");
+    int st = PTC_WITH_NCCL ? gpu_skip_status("reshard_nccl_gpu", np, me == 0) : GPU_SKIP;
+    if (st == GPU_SKIP && !PTC_WITH_NCCL && me == 0)
+        printf("reshard_nccl_gpu: skipped: built without NCCL\n");
+    if (st) {
         MPI_Finalize();
-        return 0;
+        return st;
     }
-    if (!PTC_WITH_NCCL) {
-        if (me == 0)
-            printf("reshard_nccl_gpu: built without NCCL, skipping\n");
-        MPI_Finalize();
-        return 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || cudaSetDevice(me) != cudaSuccess) {
+        fprintf(stderr, "rank %d: cudaSetDevice(%d) failed\n", me, me);
+        MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    cudaSetDevice(me % ndev);
     ptc_tensor_info t[7] = {
         {.name = "blk.0.qkv", .dtype = PTC_DTYPE_BF16, .ndim = 2, .shape = {99, 65}},
         {.name = "blk.0.qkv.m", .dtype = PTC_DTYPE_F32, .ndim = 2, .shape = {99, 65}},

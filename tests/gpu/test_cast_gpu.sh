@@ -1,5 +1,7 @@
 #!/bin/bash
-# CUDA cast kernel against the C reference, bit for bit (needs a GPU: the
-# gpu label is excluded from CI). Fails if no device is usable.
-set -euo pipefail
-exec env PTC_REQUIRE_GPU=1 "$PTC_BUILD/test_cast"
+# CUDA cast kernel against the C reference, bit for bit (label gpu). Skipped
+# (77) without a CUDA build or a GPU listed by nvidia-smi; with one, no usable
+# device is a failure (PTC_REQUIRE_GPU=1).
+. "$(dirname "$0")/lib_gpu.sh"
+need_gpu
+exec "$PTC_BUILD/test_cast"

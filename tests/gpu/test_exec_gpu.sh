@@ -1,25 +1,11 @@
 #!/bin/bash
-# Pipeline runtime on device buffers (NCCL). Needs a CUDA+NCCL build, a GPU
-# and mpirun; otherwise says why and passes (CPU-only CI has nothing to run).
-set -eu
-: "${PTC:?PTC must name the ptc binary}"
-cfg="${PTC_BUILD:?PTC_BUILD must name the build directory}/include/ptc/build_config.h"
-if ! grep -q '#define PTC_WITH_NCCL 1' "$cfg" 2>/dev/null; then
-    echo "exec gpu: built without NCCL, skipping"
-    exit 77
-fi
-if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L 2>/dev/null | grep -q GPU; then
-    echo "exec gpu: no GPU visible, skipping"
-    exit 77
-fi
+# Pipeline runtime on device buffers over NCCL (label gpu): 2 ranks, one GPU
+# each — NCCL refuses two ranks of one communicator on the same device
+# (ncclCommInitRank: invalid usage). Skipped (77) without a CUDA+NCCL build,
+# without the program or with fewer than 2 GPUs listed by nvidia-smi.
+. "$(dirname "$0")/lib_gpu.sh"
+need_gpu nccl
 bin="$PTC_BUILD/exec_gpu"
-if [ ! -x "$bin" ]; then
-    echo "exec gpu: $bin not built, skipping"
-    exit 77
-fi
-# NCCL refuses two ranks of one communicator on the same GPU.
-if [ "$(nvidia-smi -L | grep -c GPU)" -lt 2 ]; then
-    echo "exec gpu: needs 2 GPUs (one per rank), skipping"
-    exit 77
-fi
+[ -x "$bin" ] || skip "exec_gpu not built"
+[ "$(gpu_count)" -ge 2 ] || skip "exec gpu needs 2 GPUs (one per rank), $(gpu_count) listed"
 mpirun --allow-run-as-root --oversubscribe -np 2 "$bin"

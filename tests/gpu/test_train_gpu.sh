@@ -1,24 +1,35 @@
 #!/bin/bash
 # ptc train --device cuda against --device cpu on the same model, data and
-# schedule: losses and saved parameters agree within 1e-4 (relative; each
-# parameter relative to its tensor's largest magnitude, as compare_st.py).
+# schedule (label gpu).
 #
-# Why 1e-4: FP32 rounding is 6e-8; cuBLAS, the warp/block reductions of
-# LayerNorm and cross-entropy and the column sums of the bias and embedding
-# gradients add in another order than OpenBLAS and the CPU loops, which
-# moves each result by a few ulps times sqrt(terms) (terms <= 4H = 64 here).
-# Reordering the same sums on the CPU (dp=2) moved parameters by 3.9e-7
-# after 3 steps (docs/runtime.md). AdamW then largely normalises gradient
-# errors away (its first step is lr * g/|g|). 1e-4 leaves a margin of more
-# than 100 over those effects and is still 10x below what one step changes
-# (lr 1e-3 on tensors of magnitude <= 1): the script checks that the
-# parameters after 1 and after 4 steps differ beyond it, so a GPU run that
-# trained wrongly cannot pass.
+# Losses agree within TOL = 1e-4 relative: a loss is a well-conditioned
+# mean (the two devices' losses agree to 1e-8 after 3 steps at hidden=1024).
+# Parameters are compared in units of AdamW's own update, not relative to a
+# tensor's magnitude (docs/runtime.md, "Why --device cuda and cpu differ"):
+# AdamW moves an element by at most K_t lr a step (K_t <= 1.004 for t <= 3),
+# and its first update g/(|g| + eps) follows a gradient below eps in
+# proportion — such gradients come from sums that cancel to the rounding
+# noise of their terms, so two summation orders (cuBLAS against OpenBLAS,
+# or dp=1 against dp=2 on the CPU) move those elements differently, by up to
+# 2 K_t lr a step. At hidden=1024, where lr/max|p| is 0.03, that is the
+# 3.0e-3 "relative" difference seen in lm_head.weight on an H100, while the
+# gradients themselves agreed to rounding. tests/gpu/compare_adam.py checks
+# what the argument allows, each run saving every step: each run's update is
+# AdamW's to float32 rounding (lr, eps, t), the gradients agree within the
+# backward pass's rounding bound D sqrt(K) u (lib_gpu.sh: grad_rel), and
+# every parameter within 2 sum K_t lr; tests/mpi/test_compare_adam.sh shows
+# on the CPU that it passes two summation orders and fails another lr or
+# another batch. The comparisons run for the demo model (hidden=16) in each
+# setting below and once at hidden=1024, vocab=8192, tokens=256, 8
+# micro-batches, 3 steps (the case of the H100 report). Without numpy the
+# hidden=16 settings fall back to compare_st.py within TOL of each tensor's
+# largest magnitude (enough at that size, where lr/max|p| is 0.004 and no
+# element was ill-conditioned) and the hidden=1024 case is skipped, said so.
 #
 # Without a GPU (or a CUDA+NCCL build) it checks that --device cuda fails
 # with exit 1 and one `ptc: error:` line, prints 'skipped: ...' and exits 77
-# (ctest: skipped).
-# The two-process runs need two GPUs (NCCL refuses two ranks of one
+# (ctest: skipped); where nvidia-smi lists a GPU that CUDA cannot use, it
+# fails. The two-process runs need two GPUs (NCCL refuses two ranks of one
 # communicator on one device); with one GPU they are skipped, said so.
 #
 # The training state on the GPU (through the CUDA model's host mirror):
@@ -26,7 +37,7 @@
 # parameters within 1e-4 of the unchanged device run and of the CPU's run;
 # with two GPUs also the online resize dp=2 -> pp=2 -> one process -> dp=2
 # (losses and final parameters) against the CPU's.
-set -eu
+. "$(dirname "$0")/lib_gpu.sh"
 : "${PTC:?PTC must name the ptc binary}"
 here=$(cd "$(dirname "$0")" && pwd)
 cmp_st="$here/../mpi/compare_st.py"
@@ -41,6 +52,8 @@ TOL=1e-4
 MODEL=mlp:layers=4,hidden=16,vocab=32,tokens=8
 STEPS=4
 common=(--model $MODEL --seed 5 --timeout 120)
+py=$(numpy_python)
+cmp_adam="$here/compare_adam.py"
 
 # --- is there a GPU this build can use? A one-step probe decides. ---------------
 set +e
@@ -58,7 +71,8 @@ if [ $rc != 0 ]; then
         echo "skipped: built without CUDA+NCCL ($(cat "$TMP/probe.err"))"
         exit 77
     fi
-    if grep -q 'no cuda device' "$TMP/probe.err"; then
+    # no device: a skip where nvidia-smi lists no GPU either, else a broken driver
+    if grep -q 'no cuda device' "$TMP/probe.err" && [ "$(gpu_count)" = 0 ]; then
         echo "skipped: no GPU ($(cat "$TMP/probe.err"))"
         exit 77
     fi
@@ -72,18 +86,22 @@ losses() { awk '/^step /{print $4}' "$1"; }
 # run NAME NP ARGS...: the cpu and the cuda run of one setting, compared.
 ran=0
 run() {
-    local name=$1 np=$2
+    local name=$1 np=$2 model=${RUN_MODEL:-$MODEL} steps=${RUN_STEPS:-$STEPS}
     shift 2
-    local dev
+    local dev v
     for dev in cpu cuda; do
         local pre=()
         [ "$np" = 1 ] || pre=("${MPIRUN[@]}" -np "$np")
-        "${pre[@]}" "$PTC" train "$@" --steps $STEPS "${common[@]}" --device $dev \
-            --store "$TMP/$name-$dev.store" --save-every 0 > "$TMP/$name-$dev.txt" \
+        "${pre[@]}" "$PTC" train "$@" --steps $steps "${common[@]}" --model $model --device $dev \
+            --store "$TMP/$name-$dev.store" --save-every 1 > "$TMP/$name-$dev.txt" \
             2> "$TMP/$name-$dev.err" || { cat "$TMP/$name-$dev.err"; fail "$name --device $dev exited non-zero"; }
         export_params "$TMP/$name-$dev.store" "$TMP/$name-$dev.safetensors"
-        [ "$(losses "$TMP/$name-$dev.txt" | wc -l)" = $STEPS ] ||
+        [ "$(losses "$TMP/$name-$dev.txt" | wc -l)" = $steps ] ||
             fail "$name --device $dev printed no losses"
+        for v in $(seq $steps); do # every step's state, moments included
+            [ -z "$py" ] || "$PTC" export --store "$TMP/$name-$dev.store" --version $v \
+                --out "$TMP/$name-$dev-$v.st" > /dev/null || fail "export of $name-$dev version $v"
+        done
     done
     paste <(losses "$TMP/$name-cuda.txt") <(losses "$TMP/$name-cpu.txt") |
         awk -v t=$TOL '{d = $1 - $2; if (d < 0) d = -d;
@@ -91,8 +109,23 @@ run() {
                        END { exit bad }' || fail "$name: losses differ beyond $TOL"
     echo "$name: losses cuda $(losses "$TMP/$name-cuda.txt" | tr '\n' ' ')"
     echo "$name: losses cpu  $(losses "$TMP/$name-cpu.txt" | tr '\n' ' ')"
-    python3 "$cmp_st" "$TMP/$name-cuda.safetensors" "$TMP/$name-cpu.safetensors" --rel $TOL ||
-        fail "$name: parameters differ beyond $TOL"
+    if [ -n "$py" ]; then
+        # the model's sizes for the gradients' rounding bound
+        local l h vv n g
+        l=$(echo "$model" | sed -n 's/.*layers=\([0-9]*\).*/\1/p')
+        h=$(echo "$model" | sed -n 's/.*hidden=\([0-9]*\).*/\1/p')
+        vv=$(echo "$model" | sed -n 's/.*vocab=\([0-9]*\).*/\1/p')
+        n=$(echo "$model" | sed -n 's/.*tokens=\([0-9]*\).*/\1/p')
+        g=${RUN_GMB:-4} # global micro-batches a step
+        "$py" "$cmp_adam" --lr 1e-3 --grad-rel "$(grad_rel $l $h $vv $n $g)" \
+            $(for v in $(seq $steps); do echo "$TMP/$name-cpu-$v.st"; done) -- \
+            $(for v in $(seq $steps); do echo "$TMP/$name-cuda-$v.st"; done) > "$TMP/$name.adam" ||
+            { cat "$TMP/$name.adam"; fail "$name: the parameters differ beyond what AdamW allows for rounding"; }
+        grep -E '^(K_t|largest|  step|  \[)' "$TMP/$name.adam" | sed "s/^/$name: /"
+    else
+        python3 "$cmp_st" "$TMP/$name-cuda.safetensors" "$TMP/$name-cpu.safetensors" --rel $TOL ||
+            fail "$name: parameters differ beyond $TOL (no numpy: compare_st.py)"
+    fi
     ran=$((ran + 1))
 }
 
@@ -110,6 +143,15 @@ l0=$(losses "$TMP/single-cpu.txt" | head -1); l3=$(losses "$TMP/single-cpu.txt" 
 
 # Two chunks on one device (local hand-over of device buffers).
 run single-interleaved 1 --config pp=1 --schedule interleaved --chunks 2 --microbatches 4
+
+# The case of the H100 report (lm_head.weight 3.0e-3 of its magnitude apart after 3 steps):
+# its parameters within what AdamW allows for rounding, its gradients within their bound.
+if [ -n "$py" ]; then
+    OPENBLAS_NUM_THREADS=$(nproc) RUN_MODEL=mlp:layers=4,hidden=1024,vocab=8192,tokens=256 \
+        RUN_STEPS=3 RUN_GMB=8 run h1024 1 --config pp=1 --schedule 1f1b --microbatches 8
+else
+    echo "hidden=1024 comparison skipped: no Python with numpy (scripts/deps.sh makes one)"
+fi
 
 # Two processes: NCCL send/recv between stages, and the gradient all-reduce.
 set +e

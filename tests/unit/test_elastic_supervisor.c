@@ -5,8 +5,12 @@
  * process's slot after each failure, re-plan on the slots left, report each
  * restart once the new job made a step, and give up after --max-restarts;
  * a stop asked before a launch launches nothing; bad inputs are refused
- * before anything starts. */
+ * before anything starts (a FIFO as the slots file without blocking, more
+ * slots than the host runs); while the job runs, a FIFO in place of the
+ * slots file, a half-written one and one with too many slots are said once
+ * and ignored, and the controller keeps reading the job's output. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -80,6 +84,19 @@ static int teardown(void **state)
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The warnings the supervisor logs. */
+static char warned[4096];
+static int nwarned;
+static void on_log(int level, const char *msg, void *user)
+{
+    (void)user;
+    if (level != PTC_LOG_WARN)
+        return;
+    nwarned++;
+    size_t n = strlen(warned);
+    snprintf(warned + n, sizeof warned - n, "%s\n", msg);
 }
 
 static const char *const train_args[] = {"--schedule", "1f1b", "--microbatches", "4",
@@ -238,7 +255,8 @@ static void test_create_errors(void **state)
     o.slots = -1;
     o.slots_file = "/nonexistent/slots";
     assert_int_equal(ptc_elastic_create(&e, &o), PTC_E_INVAL);
-    assert_non_null(strstr(ptc_last_error(), "cannot read the slots file /nonexistent/slots"));
+    assert_non_null(strstr(ptc_last_error(), "cannot read the slots file /nonexistent/slots: "
+                                             "open /nonexistent/slots: No such file"));
 
     opts_for(&o, &s);
     o.want.tp = 8;
@@ -252,10 +270,207 @@ static void test_create_errors(void **state)
     ptc_elastic_destroy(NULL);
 }
 
+/* A slots file that cannot be one is refused at the start, at once. */
+static void test_slots_file_refused(void **state)
+{
+    (void)state;
+    seen s = {0};
+    ptc_elastic_opts o;
+    ptc_elastic *e = NULL;
+    char path[300];
+    alarm(30); /* a FIFO opened for reading would block here for ever */
+
+    snprintf(path, sizeof path, "%s/slots-fifo", dir);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    opts_for(&o, &s);
+    o.slots = -1;
+    o.slots_file = path;
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_E_INVAL);
+    assert_null(e);
+    assert_non_null(strstr(ptc_last_error(), "slots-fifo is not a regular file (a FIFO)"));
+    unlink(path);
+
+    assert_int_equal(mkdir(path, 0755), 0);
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_E_INVAL);
+    assert_non_null(strstr(ptc_last_error(), "is not a regular file (a directory)"));
+    rmdir(path);
+
+    static const struct {
+        const char *text, *words;
+        int rc;
+    } bad[] = {
+        {"65536\n", "gives 65536 slots, more than this host runs: at most", PTC_E_CONFIG},
+        {"4", "is incomplete ('4' without its newline) (write it as a line)", PTC_E_INVAL},
+        {"", "is incomplete ('' without its newline)", PTC_E_INVAL},
+        {"four\n", "'four' is not a number of slots", PTC_E_INVAL},
+        {"18446744073709551616\n", "is not a number of slots", PTC_E_INVAL},
+        {"4\n8\n", "'4' is not a number of slots", PTC_E_INVAL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(bad[i].text, f);
+        fclose(f);
+        assert_int_equal(ptc_elastic_create(&e, &o), bad[i].rc);
+        if (!strstr(ptc_last_error(), bad[i].words))
+            fail_msg("'%s': %s", bad[i].text, ptc_last_error());
+    }
+    unlink(path);
+
+    /* the number given on the command line, and --max-slots */
+    opts_for(&o, &s);
+    o.slots = 65536;
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_E_CONFIG);
+    assert_non_null(strstr(ptc_last_error(), "--slots gives 65536 slots, more than this host "
+                                             "runs"));
+    opts_for(&o, &s);
+    o.max_slots = 3;
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_E_CONFIG);
+    assert_non_null(strstr(ptc_last_error(), "--slots gives 4 slots, more than --max-slots 3"));
+    o.max_slots = 65536;
+    o.slots = 100;
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_OK);
+    ptc_elastic_destroy(e);
+    alarm(0);
+}
+
+/* While the job runs, its slots file becomes a FIFO, then a file being
+ * written, then one with too many slots: each said once, ignored; the
+ * controller reads all of the job's output (300 KB, more than a pipe
+ * holds: a controller blocked on the FIFO would stall the job for ever). */
+static void test_slots_file_while_running(void **state)
+{
+    (void)state;
+    char slots[300], tmp[310], fake2[300];
+    snprintf(slots, sizeof slots, "%s/slots-run", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", slots);
+    snprintf(fake2, sizeof fake2, "%s/mpirun-slots", dir);
+    FILE *f = fopen(slots, "w");
+    assert_non_null(f);
+    fputs("4\n", f);
+    fclose(f);
+    f = fopen(fake2, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\n"
+               "echo \"ARGS $*\" >> '%s'\n"
+               "echo 'step 0 loss 1.5 time 1.0 ms'\n"
+               "mkfifo '%s' && mv '%s' '%s'\n" /* renames: never absent */
+               "sleep 0.5\n"
+               "i=1; while [ $i -le 3000 ]; do\n"
+               "  echo \"step $i loss 1.5 time 1.0 ms ...............................................\"\n"
+               "  i=$((i + 1))\n"
+               "done\n"
+               "printf 8 > '%s' && mv '%s' '%s'\n" /* half-written: no newline yet */
+               "sleep 0.5\n"
+               "echo 65536 > '%s' && mv '%s' '%s'\n"
+               "sleep 0.5\n"
+               "echo 'step 3001 loss 1.5 time 1.0 ms'\n"
+               "exit 0\n",
+            log_path, tmp, tmp, slots, tmp, tmp, slots, tmp, tmp, slots);
+    fclose(f);
+    assert_int_equal(chmod(fake2, 0755), 0);
+    unlink(log_path);
+    warned[0] = 0;
+    nwarned = 0;
+    ptc_log_set(on_log, NULL, PTC_LOG_WARN);
+    seen s = {0};
+    ptc_elastic_opts o;
+    opts_for(&o, &s);
+    o.slots = -1;
+    o.slots_file = slots;
+    o.mpirun = fake2;
+    o.max_restarts = 0;
+    ptc_elastic *e = NULL;
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_OK);
+    alarm(60);
+    ptc_elastic_result res;
+    assert_int_equal(ptc_elastic_run(e, &res), PTC_E_IO); /* it saved nothing: a failure */
+    alarm(0);
+    ptc_log_set(NULL, NULL, 0);
+    ptc_elastic_destroy(e);
+    assert_int_equal(s.out_steps, 3002);
+    assert_int_equal(s.nev, 1); /* the start; no reconfiguration */
+    /* said once each (the inputs are looked at every 100 ms), the half-written
+     * file not at all */
+    if (nwarned != 2 || !strstr(warned, "slots-run is not a regular file (a FIFO); ignored, "
+                                        "the job goes on as it is") ||
+        !strstr(warned, "gives 65536 slots, more than this host runs"))
+        fail_msg("%d warnings:\n%s", nwarned, warned);
+    const char *log = read_log();
+    assert_non_null(strstr(log, "-np 4 "));
+    assert_null(strstr(strstr(log, "ARGS") + 4, "ARGS")); /* launched once */
+    unlink(slots);
+}
+
+/* With a hostfile, its capacity caps the slots: a slots file of 65536
+ * launches on the hosts' 2 + 2 slots; a hostfile over a job's largest world
+ * (or over --max-slots) is refused at the start. */
+static void test_slots_hostfile_capacity(void **state)
+{
+    (void)state;
+    char slots[300], hostfile[300];
+    snprintf(slots, sizeof slots, "%s/slots-cap", dir);
+    snprintf(hostfile, sizeof hostfile, "%s/hosts-cap", dir);
+    FILE *f = fopen(slots, "w");
+    assert_non_null(f);
+    fputs("65536\n", f);
+    fclose(f);
+    f = fopen(hostfile, "w");
+    assert_non_null(f);
+    fputs("node-a slots=2\nnode-b slots=2\n", f);
+    fclose(f);
+    unlink(log_path);
+    seen s = {0};
+    ptc_elastic_opts o;
+    opts_for(&o, &s);
+    o.slots = -1;
+    o.slots_file = slots;
+    o.hostfile = hostfile;
+    o.max_restarts = 0;
+    ptc_elastic *e = NULL;
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_OK);
+    ptc_elastic_result res;
+    assert_int_equal(ptc_elastic_run(e, &res), PTC_E_IO); /* the fake job fails */
+    ptc_elastic_destroy(e);
+    assert_int_equal(s.ev[0].kind, PTC_ELASTIC_START);
+    assert_int_equal(s.ev[0].slots, 4);
+    const char *log = read_log();
+    if (!strstr(log, "-np 4 ") || !strstr(log, "HOST node-a slots=2\nHOST node-b slots=2\n"))
+        fail_msg("not launched on the hostfile's 4 slots; the log:\n%s", log);
+
+    /* a hostfile over the largest world, and one over --max-slots */
+    f = fopen(hostfile, "w");
+    assert_non_null(f);
+    fputs("node-a slots=1048576\nnode-b slots=1048576\n", f);
+    fclose(f);
+    opts_for(&o, &s);
+    o.slots = -1;
+    o.hostfile = hostfile;
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_E_CONFIG);
+    if (!strstr(ptc_last_error(), "hosts-cap gives 2097152 slots, more than a job's most 1048576"))
+        fail_msg("%s", ptc_last_error());
+    f = fopen(hostfile, "w");
+    assert_non_null(f);
+    fputs("node-a slots=8\nnode-b slots=8\n", f);
+    fclose(f);
+    o.max_slots = 12;
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_E_CONFIG);
+    if (!strstr(ptc_last_error(), "hosts-cap gives 16 slots, more than --max-slots 12"))
+        fail_msg("%s", ptc_last_error());
+    o.slots = 12; /* --slots within --max-slots caps the hostfile */
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_OK);
+    ptc_elastic_destroy(e);
+    unlink(slots);
+    unlink(hostfile);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_failures),
+        cmocka_unit_test(test_slots_file_refused),
+        cmocka_unit_test(test_slots_file_while_running),
+        cmocka_unit_test(test_slots_hostfile_capacity),
         cmocka_unit_test(test_stop_before_launch),
         cmocka_unit_test(test_create_errors),
     };
