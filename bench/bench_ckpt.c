@@ -37,6 +37,7 @@
 #include <mpi.h>
 
 #include "bench_model.h"
+#include "bench_util.h"
 
 #include "ptc/ckpt.h"
 
@@ -44,30 +45,10 @@
 
 static int me, np;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void die(const char *what)
 {
     fprintf(stderr, "error: process %d: %s: %s\n", me, what, ptc_last_error());
     MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-static long status_kib(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, strlen(key)))
-            v = atol(line + strlen(key) + 1);
-    if (f)
-        fclose(f);
-    return v;
 }
 
 static long long io_rchar(void)
@@ -206,7 +187,7 @@ static void bufs_free(bufset *s)
 static double barrier_time(double t0)
 {
     MPI_Barrier(MPI_COMM_WORLD);
-    return now_s() - t0;
+    return bench_now() - t0;
 }
 
 /* ---- the baselines ------------------------------------------------------------- */
@@ -217,7 +198,7 @@ static double plain_write(const char *path, const bufset *s, const ptc_layout *l
 {
     size_t nt = ptc_layout_count(l);
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now_s();
+    double t0 = bench_now();
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
         die(path);
@@ -246,7 +227,7 @@ static double plain_write(const char *path, const bufset *s, const ptc_layout *l
 static double plain_read(const char *path, const bufset *s)
 {
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now_s();
+    double t0 = bench_now();
     int fd = open(path, O_RDONLY);
     if (fd < 0)
         die(path);
@@ -276,6 +257,89 @@ static double sum_all(double v)
     double m;
     MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     return m;
+}
+
+/* Resume version @p v of @p s under @p load_cfg against pread of as many
+ * bytes from a plain file, cold and warm, @p reps times alternating; prints
+ * the medians, the bytes read and the peak memory (process 0). */
+static void bench_resume(ptc_store *s, uint64_t v, const model *m, const ptc_rules *rules,
+                         const char *save_cfg, const char *load_cfg, const char *plain,
+                         const char *sdir, const ptc_ckpt_options *o, int reps)
+{
+    ptc_config lc;
+    ptc_layout *ll;
+    if (ptc_config_parse(&lc, load_cfg) || ptc_layout_create(&ll, m->ti, m->nt, rules, &lc))
+        die("load layout");
+    int lr[4096];
+    size_t nlr = my_ranks(ll, lr);
+    bufset dst;
+    bufs_alloc(&dst, ll, lr, nlr, false);
+    /* the plain file each process reads: as many bytes as it needs */
+    {
+        int fd = open(plain, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        uint8_t *z = calloc(1, IO_CHUNK);
+        for (size_t a = 0; fd >= 0 && z && a < dst.total; a += IO_CHUNK) {
+            size_t n = dst.total - a < IO_CHUNK ? dst.total - a : IO_CHUNK;
+            memset(z, (int)(a >> 20), n);
+            if (pwrite(fd, z, n, (off_t)a) != (ssize_t)n)
+                die("pwrite");
+        }
+        free(z);
+        if (fd < 0 || fsync(fd) != 0)
+            die("plain file");
+        close(fd);
+    }
+    double need = sum_all((double)dst.total);
+    double tl_cold[32], tp_cold[32], tl_warm[32], tp_warm[32], rss = 0, rchar = 0;
+    for (int k = 0; k < reps; k++) {
+        for (int j = 0; j < 2; j++) {
+            if ((j == 0) == (k % 2 == 0)) {
+                drop_file(plain);
+                tp_cold[k] = plain_read(plain, &dst);
+                tp_warm[k] = plain_read(plain, &dst);
+            } else {
+                if (me == 0)
+                    drop_tree(sdir);
+                MPI_Barrier(MPI_COMM_WORLD);
+                reset_peak();
+                long long r0 = io_rchar();
+                MPI_Barrier(MPI_COMM_WORLD);
+                double t0 = bench_now();
+                if (ptc_ckpt_load(s, v, ll, lr, nlr, (void *const *)dst.b, o,
+                                  MPI_COMM_WORLD, NULL, NULL))
+                    die("load");
+                tl_cold[k] = barrier_time(t0);
+                rchar = (double)(io_rchar() - r0);
+                double over = max_all((double)bench_status_kib("VmHWM:") * 1024.0 -
+                                      (double)dst.total);
+                rss = over > rss ? over : rss;
+                t0 = bench_now();
+                if (ptc_ckpt_load(s, v, ll, lr, nlr, (void *const *)dst.b, o,
+                                  MPI_COMM_WORLD, NULL, NULL))
+                    die("load");
+                tl_warm[k] = barrier_time(t0);
+            }
+        }
+    }
+    double read_all = sum_all(rchar);
+    double lc_ = median(tl_cold, reps), pc_ = median(tp_cold, reps);
+    double lw_ = median(tl_warm, reps), pw_ = median(tp_warm, reps);
+    if (me == 0) {
+        printf("resume %s -> %s on %d processes: %.3f GiB of destination buffers\n", save_cfg,
+               load_cfg, np, need / (1 << 30));
+        printf("  cold: load %.3f s, pread %.3f s, ratio %.3f (goal <= 1.5)\n", lc_, pc_,
+               lc_ / pc_);
+        printf("  warm: load %.3f s, pread %.3f s, ratio %.3f (page cache)\n", lw_, pw_,
+               lw_ / pw_);
+        printf("  bytes read by the load: %.3f GiB = %.2f x the bytes needed\n",
+               read_all / (1 << 30), read_all / need);
+        printf("  peak RSS above the destination buffers (worst process): %.1f MiB "
+               "(bound 64 MiB)\n",
+               rss / (1 << 20));
+    }
+    bufs_free(&dst);
+    ptc_layout_destroy(ll);
+    unlink(plain);
 }
 
 int main(int argc, char **argv)
@@ -361,7 +425,7 @@ int main(int argc, char **argv)
             } else {
                 o.parent = 0;
                 MPI_Barrier(MPI_COMM_WORLD);
-                double t0 = now_s();
+                double t0 = bench_now();
                 if (ptc_ckpt_save(s, ls, rules, ranks, nr, (const void *const *)src.b, &rec, &o,
                                   MPI_COMM_WORLD, &v))
                     die("save");
@@ -390,13 +454,13 @@ int main(int argc, char **argv)
     o.parent = PTC_CKPT_PARENT_LATEST;
     rec.step = 2;
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now_s();
+    double t0 = bench_now();
     if (ptc_ckpt_save(s, ls, rules, ranks, nr, (const void *const *)src.b, &rec, &o,
                       MPI_COMM_WORLD, &v))
         die("save with parent");
     double t_changed = barrier_time(t0);
     rec.step = 3;
-    t0 = now_s();
+    t0 = bench_now();
     if (ptc_ckpt_save(s, ls, rules, ranks, nr, (const void *const *)src.b, &rec, &o,
                       MPI_COMM_WORLD, &v))
         die("unchanged save");
@@ -415,82 +479,8 @@ int main(int argc, char **argv)
     bufs_free(&src);
 
     /* 2. resume under other configurations vs pread */
-    for (int c = 0; c < nload; c++) {
-        ptc_config lc;
-        ptc_layout *ll;
-        if (ptc_config_parse(&lc, load_cfgs[c]) || ptc_layout_create(&ll, m->ti, m->nt, rules, &lc))
-            die("load layout");
-        int lr[4096];
-        size_t nlr = my_ranks(ll, lr);
-        bufset dst;
-        bufs_alloc(&dst, ll, lr, nlr, false);
-        /* the plain file each process reads: as many bytes as it needs */
-        {
-            int fd = open(plain, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            uint8_t *z = calloc(1, IO_CHUNK);
-            for (size_t a = 0; fd >= 0 && z && a < dst.total; a += IO_CHUNK) {
-                size_t n = dst.total - a < IO_CHUNK ? dst.total - a : IO_CHUNK;
-                memset(z, (int)(a >> 20), n);
-                if (pwrite(fd, z, n, (off_t)a) != (ssize_t)n)
-                    die("pwrite");
-            }
-            free(z);
-            if (fd < 0 || fsync(fd) != 0)
-                die("plain file");
-            close(fd);
-        }
-        double need = sum_all((double)dst.total);
-        double tl_cold[32], tp_cold[32], tl_warm[32], tp_warm[32], rss = 0, rchar = 0;
-        for (int k = 0; k < reps; k++) {
-            for (int j = 0; j < 2; j++) {
-                if ((j == 0) == (k % 2 == 0)) {
-                    drop_file(plain);
-                    tp_cold[k] = plain_read(plain, &dst);
-                    tp_warm[k] = plain_read(plain, &dst);
-                } else {
-                    if (me == 0)
-                        drop_tree(sdir);
-                    MPI_Barrier(MPI_COMM_WORLD);
-                    reset_peak();
-                    long long r0 = io_rchar();
-                    MPI_Barrier(MPI_COMM_WORLD);
-                    t0 = now_s();
-                    if (ptc_ckpt_load(s, v, ll, lr, nlr, (void *const *)dst.b, &o,
-                                      MPI_COMM_WORLD, NULL, NULL))
-                        die("load");
-                    tl_cold[k] = barrier_time(t0);
-                    rchar = (double)(io_rchar() - r0);
-                    double over = max_all((double)status_kib("VmHWM:") * 1024.0 -
-                                          (double)dst.total);
-                    rss = over > rss ? over : rss;
-                    t0 = now_s();
-                    if (ptc_ckpt_load(s, v, ll, lr, nlr, (void *const *)dst.b, &o,
-                                      MPI_COMM_WORLD, NULL, NULL))
-                        die("load");
-                    tl_warm[k] = barrier_time(t0);
-                }
-            }
-        }
-        double read_all = sum_all(rchar);
-        double lc_ = median(tl_cold, reps), pc_ = median(tp_cold, reps);
-        double lw_ = median(tl_warm, reps), pw_ = median(tp_warm, reps);
-        if (me == 0) {
-            printf("resume %s -> %s on %d processes: %.3f GiB of destination buffers\n", save_cfg,
-                   load_cfgs[c], np, need / (1 << 30));
-            printf("  cold: load %.3f s, pread %.3f s, ratio %.3f (goal <= 1.5)\n", lc_, pc_,
-                   lc_ / pc_);
-            printf("  warm: load %.3f s, pread %.3f s, ratio %.3f (page cache)\n", lw_, pw_,
-                   lw_ / pw_);
-            printf("  bytes read by the load: %.3f GiB = %.2f x the bytes needed\n",
-                   read_all / (1 << 30), read_all / need);
-            printf("  peak RSS above the destination buffers (worst process): %.1f MiB "
-                   "(bound 64 MiB)\n",
-                   rss / (1 << 20));
-        }
-        bufs_free(&dst);
-        ptc_layout_destroy(ll);
-        unlink(plain);
-    }
+    for (int c = 0; c < nload; c++)
+        bench_resume(s, v, m, rules, save_cfg, load_cfgs[c], plain, sdir, &o, reps);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double maxrss = max_all((double)ru.ru_maxrss * 1024.0);

@@ -37,28 +37,13 @@
 #include "ptc/mount.h"
 #include "ptc/store.h"
 #include "ptc/view.h"
+#include "bench_util.h"
 
 #if PTC_WITH_FUSE
 
 #define MIB (1u << 20)
 #define MAX_ROUNDS 32
 #define NSAMPLES 2000
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-#define CHECK(x)                                                                          \
-    do {                                                                                  \
-        int rc_ = (x);                                                                    \
-        if (rc_) {                                                                        \
-            fprintf(stderr, "%s: %s (%s)\n", #x, ptc_strerror(rc_), ptc_last_error());    \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
 
 static void die(const char *what)
 {
@@ -96,50 +81,14 @@ static pid_t mount_store(const char *mnt, const char *store)
         ptc_view_store_destroy(vs);
         _exit(rc == PTC_OK ? 0 : 3);
     }
-    char up[4200];
-    snprintf(up, sizeof up, "%s/..", mnt);
-    for (int i = 0; i < 1000; i++) {
-        struct stat a, b;
-        if (stat(mnt, &a) == 0 && stat(up, &b) == 0 && a.st_dev != b.st_dev)
-            return pid;
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            fprintf(stderr, "bench_dataset_zstd: cannot mount %s (no FUSE here?)\n", mnt);
-            exit(77);
-        }
-        usleep(10000);
-    }
-    fprintf(stderr, "bench_dataset_zstd: %s did not mount\n", mnt);
-    exit(1);
-}
-
-static void unmount(const char *mnt, pid_t pid)
-{
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd, "fusermount3 -u '%s'", mnt);
-    if (system(cmd) != 0)
-        kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
+    return bench_wait_mount(pid, mnt, "bench_dataset_zstd");
 }
 
 static uint8_t *iobuf;
 
 static uint64_t read_file(const char *path)
 {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        die(path);
-    uint64_t total = 0;
-    for (;;) {
-        ssize_t n = read(fd, iobuf, MIB);
-        if (n < 0)
-            die(path);
-        if (n == 0)
-            break;
-        total += (uint64_t)n;
-    }
-    close(fd);
-    return total;
+    return bench_read_file(path, iobuf, MIB);
 }
 
 /* Records/s of one epoch's step files of dataset @p name. */
@@ -148,7 +97,7 @@ static double epoch_rate(const char *mnt, const char *name, uint64_t seed, uint6
 {
     char path[4400];
     uint64_t steps = (nrec + B - 1) / B, bytes = 0;
-    double t0 = now();
+    double t0 = bench_now();
     ptc_dataset_step st = {.seed = seed, .batch = B, .dp = 1};
     char rel[PTC_DATASET_STEP_PATH_MAX];
     for (st.step = 0; st.step < steps; st.step++) {
@@ -156,7 +105,7 @@ static double epoch_rate(const char *mnt, const char *name, uint64_t seed, uint6
         snprintf(path, sizeof path, "%s/datasets/%s/%s", mnt, name, rel);
         bytes += read_file(path);
     }
-    double dt = now() - t0;
+    double dt = bench_now() - t0;
     if (bytes != nrec * rec) {
         fprintf(stderr, "%s: read %llu bytes, want %llu\n", name, (unsigned long long)bytes,
                 (unsigned long long)(nrec * rec));
@@ -169,7 +118,7 @@ static double samples_rate(const char *mnt, const char *name, const uint64_t *id
                            uint64_t rec)
 {
     char path[4400];
-    double t0 = now();
+    double t0 = bench_now();
     for (size_t i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/datasets/%s/samples/%llu", mnt, name,
                  (unsigned long long)ids[i]);
@@ -178,7 +127,7 @@ static double samples_rate(const char *mnt, const char *name, const uint64_t *id
             exit(1);
         }
     }
-    return n / (now() - t0);
+    return n / (bench_now() - t0);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -310,7 +259,7 @@ int main(int argc, char **argv)
             e2[d][r] = epoch_rate(mnt, names[d], seed + 1, nrec, B, rec);
             sm[d][r] = samples_rate(mnt, names[d], ids, NSAMPLES, rec);
         }
-        unmount(mnt, pid);
+        bench_unmount(mnt, pid);
         q1[r] = e1[1][r] / e1[0][r];
         q2[r] = e2[1][r] / e2[0][r];
         qs[r] = sm[1][r] / sm[0][r];

@@ -44,27 +44,12 @@
 #include "ptc/mount.h"
 #include "ptc/store.h"
 #include "ptc/view.h"
+#include "bench_util.h"
 
 #if PTC_WITH_FUSE
 #include <fuse.h>
 
 #define MIB (1u << 20)
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-#define CHECK(x)                                                                          \
-    do {                                                                                  \
-        int rc_ = (x);                                                                    \
-        if (rc_) {                                                                        \
-            fprintf(stderr, "%s: %s (%s)\n", #x, ptc_strerror(rc_), ptc_last_error());    \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
 
 static void die(const char *what)
 {
@@ -187,14 +172,6 @@ static void run_ptc(const char *mnt, const char *store)
     _exit(rc == PTC_OK ? 0 : 3);
 }
 
-static bool mounted(const char *mnt)
-{
-    struct stat a, b;
-    char up[4200];
-    snprintf(up, sizeof up, "%s/..", mnt);
-    return stat(mnt, &a) == 0 && stat(up, &b) == 0 && a.st_dev != b.st_dev;
-}
-
 static pid_t spawn(void (*fn)(const char *, const char *), const char *mnt, const char *arg)
 {
     pid_t pid = fork();
@@ -202,27 +179,7 @@ static pid_t spawn(void (*fn)(const char *, const char *), const char *mnt, cons
         die("fork");
     if (pid == 0)
         fn(mnt, arg);
-    for (int i = 0; i < 1000; i++) {
-        if (mounted(mnt))
-            return pid;
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            fprintf(stderr, "bench_fuse: cannot mount %s (no FUSE here?)\n", mnt);
-            exit(77);
-        }
-        usleep(10000);
-    }
-    fprintf(stderr, "bench_fuse: %s did not mount\n", mnt);
-    exit(1);
-}
-
-static void unmount(const char *mnt, pid_t pid)
-{
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd, "fusermount3 -u '%s'", mnt);
-    if (system(cmd) != 0)
-        kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
+    return bench_wait_mount(pid, mnt, "bench_fuse");
 }
 
 /* ---- readers -------------------------------------------------------------------------------- */
@@ -234,20 +191,7 @@ static uint8_t *iobuf;
  * FUSE file too), so the read is a first read of the same file again. */
 static uint64_t read_file(const char *path)
 {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        die(path);
-    uint64_t total = 0;
-    for (;;) {
-        ssize_t n = read(fd, iobuf, MIB);
-        if (n < 0)
-            die(path);
-        if (n == 0)
-            break;
-        total += (uint64_t)n;
-    }
-    close(fd);
-    return total;
+    return bench_read_file(path, iobuf, MIB);
 }
 
 /* Drop a file's pages from the page cache (set-up, outside the timings). */
@@ -289,14 +233,14 @@ static double samples_per_s(const char *fmt, const char *mnt, const uint64_t *id
     pthread_t th[64];
     struct sample_job jobs[64];
     atomic_int errors = 0;
-    double t0 = now();
+    double t0 = bench_now();
     for (int t = 0; t < threads; t++) {
         jobs[t] = (struct sample_job){fmt, mnt, ids + n / threads * t, n / threads, &errors};
         pthread_create(&th[t], NULL, sample_worker, &jobs[t]);
     }
     for (int t = 0; t < threads; t++)
         pthread_join(th[t], NULL);
-    double dt = now() - t0;
+    double dt = bench_now() - t0;
     if (errors) {
         fprintf(stderr, "bench_fuse: %d sample reads failed\n", (int)errors);
         exit(1);
@@ -342,12 +286,12 @@ static double read_ptc(const struct bench *b, bool uncache)
         step_path(b, k, path, sizeof path);
         uncache_file(path);
     }
-    double t0 = now();
+    double t0 = bench_now();
     for (uint64_t k = 0; k < b->steps; k++) {
         step_path(b, k, path, sizeof path);
         bytes += read_file(path);
     }
-    double dt = now() - t0;
+    double dt = bench_now() - t0;
     if (bytes != b->nrec * b->rec) {
         fprintf(stderr, "short step files: %llu bytes\n", (unsigned long long)bytes);
         exit(1);
@@ -374,9 +318,9 @@ static double read_min(const struct bench *b, bool uncache)
     snprintf(path, sizeof path, "%s/data", b->mnt_min);
     if (uncache)
         uncache_file(path);
-    double t0 = now();
+    double t0 = bench_now();
     uint64_t bytes = read_file(path);
-    return (double)bytes / (now() - t0) / 1e9;
+    return (double)bytes / (bench_now() - t0) / 1e9;
 }
 
 /* The same bytes straight from the pack file: one pread per record, in the
@@ -385,7 +329,7 @@ static double read_direct(struct bench *b)
 {
     ptc_order o;
     CHECK(ptc_order_init(&o, b->nrec, b->seed, 0));
-    double t0 = now();
+    double t0 = bench_now();
     for (uint64_t k = 0; k < b->steps; k++) {
         uint64_t lo = k * b->B, hi = lo + b->B < b->nrec ? lo + b->B : b->nrec;
         for (uint64_t p = lo; p < hi; p++) {
@@ -396,15 +340,15 @@ static double read_direct(struct bench *b)
                 die("pread pack");
         }
     }
-    return (double)(b->nrec * b->rec) / (now() - t0) / 1e9;
+    return (double)(b->nrec * b->rec) / (bench_now() - t0) / 1e9;
 }
 
 /* Plain page-cache reads of a local file (1 MiB read() calls); GB/s. */
 static double read_page(const char *path)
 {
-    double t0 = now();
+    double t0 = bench_now();
     uint64_t bytes = read_file(path);
-    return (double)bytes / (now() - t0) / 1e9;
+    return (double)bytes / (bench_now() - t0) / 1e9;
 }
 
 /* @p to: a copy of @p from written 4 KiB at a time, so that ext4 caches it
@@ -454,7 +398,150 @@ static void show(const char *what, double *v, int n, const char *unit)
            s[n - 1]);
 }
 
+/* The datasets in @p store: "tok", token windows of b->rec bytes (@p mib MiB
+ * in all), and "small", @p NS short lines; then the ceiling's backing file,
+ * the step files' bytes concatenated. Fills in @p b; opens b->pack. */
+static void build_data(struct bench *b, const char *dir, const char *store, uint64_t mib,
+                       uint64_t NS)
+{
+    char path[8192];
+    b->nrec = mib * MIB / b->rec;
+    snprintf(path, sizeof path, "%s/tokens.bin", dir);
+    FILE *f = fopen(path, "wb");
+    uint32_t x = 12345;
+    for (uint64_t i = 0; i < b->nrec * b->rec / 4; i++) {
+        x = x * 1664525u + 1013904223u;
+        fwrite(&x, 4, 1, f);
+    }
+    fclose(f);
+    char lines[4096];
+    snprintf(lines, sizeof lines, "%s/lines.txt", dir);
+    f = fopen(lines, "w");
+    for (uint64_t i = 0; i < NS; i++)
+        fprintf(f, "sample %llu: %.*s\n", (unsigned long long)i, (int)(20 + i % 80),
+                "the quick brown fox jumps over the lazy dog; the quick brown fox jumps over "
+                "the lazy dog.");
+    fclose(f);
+    ptc_store *s;
+    CHECK(ptc_store_open(&s, store, PTC_STORE_CREATE));
+    char fmt[64];
+    snprintf(fmt, sizeof fmt, "tokens:u32:%llu", (unsigned long long)(b->rec / 4));
+    const char *in1[] = {path}, *in2[] = {lines};
+    CHECK(ptc_dataset_ingest(s, "tok", fmt, in1, 1, NULL, NULL));
+    CHECK(ptc_dataset_ingest(s, "small", "lines", in2, 1, NULL, NULL));
+    ptc_store_dataset_info info;
+    CHECK(ptc_store_dataset_stat(s, "tok", &info));
+    ptc_store_close(s);
+    unlink(path);
+    if (!info.data_raw || info.samples != b->nrec)
+    {
+        fprintf(stderr, "unexpected dataset layout\n");
+        exit(1);
+    }
+
+    /* the ceiling's backing file holds the step files' bytes, concatenated */
+    b->data_offset = info.data_offset;
+    b->B = b->nrec / 4 ? b->nrec / 4 : 1;
+    b->steps = (b->nrec + b->B - 1) / b->B;
+    snprintf(path, sizeof path, "%s/packs/datasets/d%llu.pack", store,
+             (unsigned long long)info.id);
+    b->pack = open(path, O_RDONLY);
+    int bfd = open(b->backing, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (b->pack < 0 || bfd < 0)
+        die("open pack/backing");
+    b->stepbuf = malloc(b->B * b->rec);
+    {
+        ptc_order o;
+        CHECK(ptc_order_init(&o, b->nrec, b->seed, 0));
+        for (uint64_t k = 0; k < b->steps; k++) {
+            uint64_t lo = k * b->B, hi = lo + b->B < b->nrec ? lo + b->B : b->nrec;
+            for (uint64_t p = lo; p < hi; p++) {
+                uint64_t id;
+                CHECK(ptc_order_sample(&o, p, &id));
+                if (pread(b->pack, b->stepbuf + (p - lo) * b->rec, b->rec,
+                          (off_t)(b->data_offset + id * b->rec)) != (ssize_t)b->rec)
+                    die("pread pack");
+            }
+            if (write(bfd, b->stepbuf, (hi - lo) * b->rec) != (ssize_t)((hi - lo) * b->rec))
+                die("write backing");
+        }
+    }
+    if (fsync(bfd) != 0)
+        die("fsync backing");
+    close(bfd);
+}
+
 #define MAX_ROUNDS 32
+
+/* The figures of every round, per measurement. */
+struct results {
+    double w_ptc[MAX_ROUNDS], w_min[MAX_ROUNDS], w_dir[MAX_ROUNDS];  /* first reads, warm */
+    double c_ptc[MAX_ROUNDS], c_min[MAX_ROUNDS], c_dir[MAX_ROUNDS];  /* first reads, cold */
+    double r_ptc[MAX_ROUNDS], r_page[MAX_ROUNDS], r_page4k[MAX_ROUNDS], r_min[MAX_ROUNDS];
+    double s1[MAX_ROUNDS], s8[MAX_ROUNDS], m1[MAX_ROUNDS], m8[MAX_ROUNDS]; /* samples/s */
+};
+
+/* Per-round ratios, then the medians of everything: a table and one JSON
+ * line. */
+static void report(const struct bench *b, struct results *x, int rounds, bool cold, uint64_t mib,
+                   uint64_t rec_kib)
+{
+    /* per-round ratios, then their medians */
+    double q_wmin[MAX_ROUNDS], q_wdir[MAX_ROUNDS], q_cmin[MAX_ROUNDS], q_cdir[MAX_ROUNDS],
+        q_re[MAX_ROUNDS], q_re4k[MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++) {
+        q_wmin[r] = x->w_ptc[r] / x->w_min[r];
+        q_wdir[r] = x->w_ptc[r] / x->w_dir[r];
+        q_cmin[r] = cold ? x->c_ptc[r] / x->c_min[r] : 0;
+        q_cdir[r] = cold ? x->c_ptc[r] / x->c_dir[r] : 0;
+        q_re[r] = x->r_ptc[r] / x->r_page[r];
+        q_re4k[r] = x->r_ptc[r] / x->r_page4k[r];
+    }
+    printf("step files: %llu MiB, %llu records of %llu KiB, %llu steps (dp=1, batch %llu); "
+           "%d rounds, medians\n",
+           (unsigned long long)mib, (unsigned long long)b->nrec, (unsigned long long)rec_kib,
+           (unsigned long long)b->steps, (unsigned long long)b->B, rounds);
+    show("first read, ptc mount (warm backing)", x->w_ptc, rounds, "GB/s");
+    show("first read, minimal FUSE server", x->w_min, rounds, "GB/s");
+    show("direct pack preads (page cache)", x->w_dir, rounds, "GB/s");
+    show("  ratio ptc / minimal (goal >= 0.85)", q_wmin, rounds, "");
+    show("  ratio ptc / direct", q_wdir, rounds, "");
+    if (cold) {
+        show("cold first read, ptc mount", x->c_ptc, rounds, "GB/s");
+        show("cold first read, minimal FUSE server", x->c_min, rounds, "GB/s");
+        show("cold direct pack preads", x->c_dir, rounds, "GB/s");
+        show("  ratio ptc / minimal", q_cmin, rounds, "");
+        show("  ratio ptc / direct (goal >= 0.70)", q_cdir, rounds, "");
+    } else {
+        printf("cold reads: skipped (cannot drop the page cache here)\n");
+    }
+    show("re-read, ptc mount", x->r_ptc, rounds, "GB/s");
+    show("re-read, minimal FUSE server", x->r_min, rounds, "GB/s");
+    show("page-cache read of the backing file", x->r_page, rounds, "GB/s");
+    show("  ratio ptc / page cache (goal >= 0.70)", q_re, rounds, "");
+    show("page-cache read, file cached in 4 KiB pages", x->r_page4k, rounds, "GB/s");
+    show("  ratio ptc / that", q_re4k, rounds, "");
+    show("samples/<ID>, 1 thread", x->s1, rounds, "/s");
+    show("samples/<ID>, 8 threads (goal >= 50000)", x->s8, rounds, "/s");
+    show("minimal server open+read+close, 1 thread", x->m1, rounds, "/s");
+    show("minimal server open+read+close, 8 threads", x->m8, rounds, "/s");
+    printf("{\"rounds\":%d,\"cold\":%s,\"first_gbs\":%.3f,\"ceiling_gbs\":%.3f,\"direct_gbs\":%.3f,"
+           "\"ratio_ceiling\":%.3f,\"ratio_direct\":%.3f,"
+           "\"cold_first_gbs\":%.3f,\"cold_ceiling_gbs\":%.3f,\"cold_direct_gbs\":%.3f,"
+           "\"cold_ratio_ceiling\":%.3f,\"cold_ratio_direct\":%.3f,"
+           "\"reread_gbs\":%.3f,\"ceiling_reread_gbs\":%.3f,\"pagecache_gbs\":%.3f,"
+           "\"ratio_reread\":%.3f,\"pagecache_4k_gbs\":%.3f,\"ratio_reread_4k\":%.3f,"
+           "\"samples_1\":%.0f,\"samples_8\":%.0f,"
+           "\"ceiling_samples_1\":%.0f,\"ceiling_samples_8\":%.0f}\n",
+           rounds, cold ? "true" : "false", median(x->w_ptc, rounds), median(x->w_min, rounds),
+           median(x->w_dir, rounds), median(q_wmin, rounds), median(q_wdir, rounds),
+           cold ? median(x->c_ptc, rounds) : 0, cold ? median(x->c_min, rounds) : 0,
+           cold ? median(x->c_dir, rounds) : 0, median(q_cmin, rounds), median(q_cdir, rounds),
+           median(x->r_ptc, rounds), median(x->r_min, rounds), median(x->r_page, rounds),
+           median(q_re, rounds), median(x->r_page4k, rounds), median(q_re4k, rounds),
+           median(x->s1, rounds), median(x->s8, rounds), median(x->m1, rounds),
+           median(x->m8, rounds));
+}
 
 int main(int argc, char **argv)
 {
@@ -474,7 +561,7 @@ int main(int argc, char **argv)
     if (!mkdtemp(dir))
         die("mkdtemp");
     struct bench b = {.seed = 1};
-    char path[8192], store[512];
+    char store[512];
     snprintf(store, sizeof store, "%s/store", dir);
     snprintf(b.mnt_ptc, sizeof b.mnt_ptc, "%s/ptc", dir);
     snprintf(b.mnt_min, sizeof b.mnt_min, "%s/min", dir);
@@ -484,69 +571,9 @@ int main(int argc, char **argv)
     mkdir(b.mnt_min, 0755);
 
     /* the datasets: token windows of rec_kib KiB, and 200k short lines */
-    b.rec = rec_kib * 1024;
-    b.nrec = mib * MIB / b.rec;
-    snprintf(path, sizeof path, "%s/tokens.bin", dir);
-    FILE *f = fopen(path, "wb");
-    uint32_t x = 12345;
-    for (uint64_t i = 0; i < b.nrec * b.rec / 4; i++) {
-        x = x * 1664525u + 1013904223u;
-        fwrite(&x, 4, 1, f);
-    }
-    fclose(f);
-    char lines[4096];
-    snprintf(lines, sizeof lines, "%s/lines.txt", dir);
-    f = fopen(lines, "w");
     const uint64_t NS = 200000;
-    for (uint64_t i = 0; i < NS; i++)
-        fprintf(f, "sample %llu: %.*s\n", (unsigned long long)i, (int)(20 + i % 80),
-                "the quick brown fox jumps over the lazy dog; the quick brown fox jumps over "
-                "the lazy dog.");
-    fclose(f);
-    ptc_store *s;
-    CHECK(ptc_store_open(&s, store, PTC_STORE_CREATE));
-    char fmt[64];
-    snprintf(fmt, sizeof fmt, "tokens:u32:%llu", (unsigned long long)(b.rec / 4));
-    const char *in1[] = {path}, *in2[] = {lines};
-    CHECK(ptc_dataset_ingest(s, "tok", fmt, in1, 1, NULL, NULL));
-    CHECK(ptc_dataset_ingest(s, "small", "lines", in2, 1, NULL, NULL));
-    ptc_store_dataset_info info;
-    CHECK(ptc_store_dataset_stat(s, "tok", &info));
-    ptc_store_close(s);
-    unlink(path);
-    if (!info.data_raw || info.samples != b.nrec)
-        return fprintf(stderr, "unexpected dataset layout\n"), 1;
-
-    /* the ceiling's backing file holds the step files' bytes, concatenated */
-    b.data_offset = info.data_offset;
-    b.B = b.nrec / 4 ? b.nrec / 4 : 1;
-    b.steps = (b.nrec + b.B - 1) / b.B;
-    snprintf(path, sizeof path, "%s/packs/datasets/d%llu.pack", store,
-             (unsigned long long)info.id);
-    b.pack = open(path, O_RDONLY);
-    int bfd = open(b.backing, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (b.pack < 0 || bfd < 0)
-        die("open pack/backing");
-    b.stepbuf = malloc(b.B * b.rec);
-    {
-        ptc_order o;
-        CHECK(ptc_order_init(&o, b.nrec, b.seed, 0));
-        for (uint64_t k = 0; k < b.steps; k++) {
-            uint64_t lo = k * b.B, hi = lo + b.B < b.nrec ? lo + b.B : b.nrec;
-            for (uint64_t p = lo; p < hi; p++) {
-                uint64_t id;
-                CHECK(ptc_order_sample(&o, p, &id));
-                if (pread(b.pack, b.stepbuf + (p - lo) * b.rec, b.rec,
-                          (off_t)(b.data_offset + id * b.rec)) != (ssize_t)b.rec)
-                    die("pread pack");
-            }
-            if (write(bfd, b.stepbuf, (hi - lo) * b.rec) != (ssize_t)((hi - lo) * b.rec))
-                die("write backing");
-        }
-    }
-    if (fsync(bfd) != 0)
-        die("fsync backing");
-    close(bfd);
+    b.rec = rec_kib * 1024;
+    build_data(&b, dir, store, mib, NS);
 
     pid_t ptc_pid = spawn(run_ptc, b.mnt_ptc, store);
     pid_t min_pid = spawn(run_ceiling, b.mnt_min, b.backing);
@@ -564,10 +591,7 @@ int main(int argc, char **argv)
      *  cold: all page caches dropped before each read (root only) — the
      *        issue's ratio against reading the pack file directly;
      *  re-reads of the kernel-cached step files against page-cache reads. */
-    double w_ptc[MAX_ROUNDS], w_min[MAX_ROUNDS], w_dir[MAX_ROUNDS];
-    double c_ptc[MAX_ROUNDS], c_min[MAX_ROUNDS], c_dir[MAX_ROUNDS];
-    double r_ptc[MAX_ROUNDS], r_page[MAX_ROUNDS], r_page4k[MAX_ROUNDS], r_min[MAX_ROUNDS];
-    double s1[MAX_ROUNDS], s8[MAX_ROUNDS], m1[MAX_ROUNDS], m8[MAX_ROUNDS];
+    struct results res;
     bool cold = drop_caches();
     uint64_t *ids = malloc(NS * sizeof *ids);
     ptc_order o;
@@ -583,13 +607,13 @@ int main(int argc, char **argv)
         for (int i = 0; i < 3; i++) {
             switch ((r + i) % 3) {
             case 0:
-                w_ptc[r] = read_ptc(&b, true);
+                res.w_ptc[r] = read_ptc(&b, true);
                 break;
             case 1:
-                w_min[r] = read_min(&b, true);
+                res.w_min[r] = read_min(&b, true);
                 break;
             default:
-                w_dir[r] = read_direct(&b);
+                res.w_dir[r] = read_direct(&b);
             }
         }
         for (int i = 0; cold && i < 3; i++) {
@@ -597,19 +621,19 @@ int main(int argc, char **argv)
              * drop_caches (for every reader of the file): start a new
              * server (as after a reboot), its dataset opened and step
              * plans built by a stat */
-            unmount(b.mnt_ptc, ptc_pid);
+            bench_unmount(b.mnt_ptc, ptc_pid);
             ptc_pid = spawn(run_ptc, b.mnt_ptc, store);
             stat_ptc(&b);
             drop_caches();
             switch ((r + i) % 3) {
             case 0:
-                c_ptc[r] = read_ptc(&b, false);
+                res.c_ptc[r] = read_ptc(&b, false);
                 break;
             case 1:
-                c_min[r] = read_min(&b, false);
+                res.c_min[r] = read_min(&b, false);
                 break;
             default:
-                c_dir[r] = read_direct(&b);
+                res.c_dir[r] = read_direct(&b);
             }
         }
         read_ptc(&b, false); /* cached again, for the re-reads */
@@ -621,96 +645,42 @@ int main(int argc, char **argv)
         for (int i = 0; i < 4; i++) {
             switch ((r + i) % 4) {
             case 0:
-                r_ptc[r] = read_ptc(&b, false);
+                res.r_ptc[r] = read_ptc(&b, false);
                 break;
             case 1:
-                r_min[r] = read_min(&b, false);
+                res.r_min[r] = read_min(&b, false);
                 break;
             case 2:
-                r_page4k[r] = read_page(b.backing4k);
+                res.r_page4k[r] = read_page(b.backing4k);
                 break;
             default:
-                r_page[r] = read_page(b.backing);
+                res.r_page[r] = read_page(b.backing);
             }
         }
         const uint64_t *ip = ids + (size_t)r * (per1 + per8);
         const uint64_t *im = ids + NS / 2 + (size_t)r * (per1 + per8);
         if (r % 2 == 0) {
-            s1[r] = samples_per_s(sfmt, b.mnt_ptc, ip, per1, 1);
-            m1[r] = samples_per_s(mfmt, b.mnt_min, im, per1, 1);
-            s8[r] = samples_per_s(sfmt, b.mnt_ptc, ip + per1, per8, 8);
-            m8[r] = samples_per_s(mfmt, b.mnt_min, im + per1, per8, 8);
+            res.s1[r] = samples_per_s(sfmt, b.mnt_ptc, ip, per1, 1);
+            res.m1[r] = samples_per_s(mfmt, b.mnt_min, im, per1, 1);
+            res.s8[r] = samples_per_s(sfmt, b.mnt_ptc, ip + per1, per8, 8);
+            res.m8[r] = samples_per_s(mfmt, b.mnt_min, im + per1, per8, 8);
         } else {
-            m1[r] = samples_per_s(mfmt, b.mnt_min, im, per1, 1);
-            s1[r] = samples_per_s(sfmt, b.mnt_ptc, ip, per1, 1);
-            m8[r] = samples_per_s(mfmt, b.mnt_min, im + per1, per8, 8);
-            s8[r] = samples_per_s(sfmt, b.mnt_ptc, ip + per1, per8, 8);
+            res.m1[r] = samples_per_s(mfmt, b.mnt_min, im, per1, 1);
+            res.s1[r] = samples_per_s(sfmt, b.mnt_ptc, ip, per1, 1);
+            res.m8[r] = samples_per_s(mfmt, b.mnt_min, im + per1, per8, 8);
+            res.s8[r] = samples_per_s(sfmt, b.mnt_ptc, ip + per1, per8, 8);
         }
     }
 
-    unmount(b.mnt_ptc, ptc_pid);
-    unmount(b.mnt_min, min_pid);
+    bench_unmount(b.mnt_ptc, ptc_pid);
+    bench_unmount(b.mnt_min, min_pid);
     close(b.pack);
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "bench_fuse: could not remove %s\n", dir);
 
-    /* per-round ratios, then their medians */
-    double q_wmin[MAX_ROUNDS], q_wdir[MAX_ROUNDS], q_cmin[MAX_ROUNDS], q_cdir[MAX_ROUNDS],
-        q_re[MAX_ROUNDS], q_re4k[MAX_ROUNDS];
-    for (int r = 0; r < rounds; r++) {
-        q_wmin[r] = w_ptc[r] / w_min[r];
-        q_wdir[r] = w_ptc[r] / w_dir[r];
-        q_cmin[r] = cold ? c_ptc[r] / c_min[r] : 0;
-        q_cdir[r] = cold ? c_ptc[r] / c_dir[r] : 0;
-        q_re[r] = r_ptc[r] / r_page[r];
-        q_re4k[r] = r_ptc[r] / r_page4k[r];
-    }
-    printf("step files: %llu MiB, %llu records of %llu KiB, %llu steps (dp=1, batch %llu); "
-           "%d rounds, medians\n",
-           (unsigned long long)mib, (unsigned long long)b.nrec, (unsigned long long)rec_kib,
-           (unsigned long long)b.steps, (unsigned long long)b.B, rounds);
-    show("first read, ptc mount (warm backing)", w_ptc, rounds, "GB/s");
-    show("first read, minimal FUSE server", w_min, rounds, "GB/s");
-    show("direct pack preads (page cache)", w_dir, rounds, "GB/s");
-    show("  ratio ptc / minimal (goal >= 0.85)", q_wmin, rounds, "");
-    show("  ratio ptc / direct", q_wdir, rounds, "");
-    if (cold) {
-        show("cold first read, ptc mount", c_ptc, rounds, "GB/s");
-        show("cold first read, minimal FUSE server", c_min, rounds, "GB/s");
-        show("cold direct pack preads", c_dir, rounds, "GB/s");
-        show("  ratio ptc / minimal", q_cmin, rounds, "");
-        show("  ratio ptc / direct (goal >= 0.70)", q_cdir, rounds, "");
-    } else {
-        printf("cold reads: skipped (cannot drop the page cache here)\n");
-    }
-    show("re-read, ptc mount", r_ptc, rounds, "GB/s");
-    show("re-read, minimal FUSE server", r_min, rounds, "GB/s");
-    show("page-cache read of the backing file", r_page, rounds, "GB/s");
-    show("  ratio ptc / page cache (goal >= 0.70)", q_re, rounds, "");
-    show("page-cache read, file cached in 4 KiB pages", r_page4k, rounds, "GB/s");
-    show("  ratio ptc / that", q_re4k, rounds, "");
-    show("samples/<ID>, 1 thread", s1, rounds, "/s");
-    show("samples/<ID>, 8 threads (goal >= 50000)", s8, rounds, "/s");
-    show("minimal server open+read+close, 1 thread", m1, rounds, "/s");
-    show("minimal server open+read+close, 8 threads", m8, rounds, "/s");
-    printf("{\"rounds\":%d,\"cold\":%s,\"first_gbs\":%.3f,\"ceiling_gbs\":%.3f,\"direct_gbs\":%.3f,"
-           "\"ratio_ceiling\":%.3f,\"ratio_direct\":%.3f,"
-           "\"cold_first_gbs\":%.3f,\"cold_ceiling_gbs\":%.3f,\"cold_direct_gbs\":%.3f,"
-           "\"cold_ratio_ceiling\":%.3f,\"cold_ratio_direct\":%.3f,"
-           "\"reread_gbs\":%.3f,\"ceiling_reread_gbs\":%.3f,\"pagecache_gbs\":%.3f,"
-           "\"ratio_reread\":%.3f,\"pagecache_4k_gbs\":%.3f,\"ratio_reread_4k\":%.3f,"
-           "\"samples_1\":%.0f,\"samples_8\":%.0f,"
-           "\"ceiling_samples_1\":%.0f,\"ceiling_samples_8\":%.0f}\n",
-           rounds, cold ? "true" : "false", median(w_ptc, rounds), median(w_min, rounds),
-           median(w_dir, rounds), median(q_wmin, rounds), median(q_wdir, rounds),
-           cold ? median(c_ptc, rounds) : 0, cold ? median(c_min, rounds) : 0,
-           cold ? median(c_dir, rounds) : 0, median(q_cmin, rounds), median(q_cdir, rounds),
-           median(r_ptc, rounds), median(r_min, rounds), median(r_page, rounds),
-           median(q_re, rounds), median(r_page4k, rounds), median(q_re4k, rounds),
-           median(s1, rounds), median(s8, rounds), median(m1, rounds),
-           median(m8, rounds));
+    report(&b, &res, rounds, cold, mib, rec_kib);
     free(ids);
     free(b.stepbuf);
     free(iobuf);

@@ -26,33 +26,14 @@
 #include "ptc/layout.h"
 #include "ptc/reshard.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static long status_kib(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, strlen(key)))
-            v = atol(line + strlen(key) + 1);
-    if (f)
-        fclose(f);
-    return v;
-}
-
+#include "bench_util.h"
 static volatile int sampling = 1;
 static long peak_anon = 0;
 static void *sampler(void *u)
 {
     (void)u;
     while (sampling) {
-        long a = status_kib("RssAnon:");
+        long a = bench_status_kib("RssAnon:");
         if (a > peak_anon)
             peak_anon = a;
         usleep(2000);
@@ -69,7 +50,7 @@ static void *sampler(void *u)
 
 static double cp_fsync(const char *sdir, const char *base)
 {
-    double t0 = now_s();
+    double t0 = bench_now();
     {
         char pd[4300], od[4300];
         snprintf(pd, sizeof pd, "%s/packs/v1", sdir);
@@ -97,12 +78,163 @@ static double cp_fsync(const char *sdir, const char *base)
             closedir(d);
         free(cb);
     }
-    double el = now_s() - t0;
+    double el = bench_now() - t0;
     char cmd[4400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s/cp'; sync", base);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s/cp\n", base);
     return el;
+}
+
+/* Version 1 of @p s: the tensors @p t under @p cs laid out as @p ls, written
+ * through the store writer with patterned bytes. Returns the bytes written. */
+static uint64_t write_version(ptc_store *s, const ptc_tensor_info *t, size_t nt,
+                              const ptc_rules *rules, const ptc_config *cs, ptc_layout *ls)
+{
+    char cfgtxt[256];
+    ptc_config_format(cs, PTC_CONFIG_STYLE_KEYS, cfgtxt, sizeof cfgtxt);
+    ptc_store_write_options wo = {.config = cfgtxt, .rules = ptc_rules_text(rules),
+                                  .world_size = 4};
+    ptc_store_writer *w;
+    if (ptc_store_writer_begin(&w, s, &wo) != PTC_OK)
+        DIE("writer");
+    uint64_t bytes = 0;
+    size_t chunk = 4 << 20;
+    unsigned char *buf = malloc(chunk);
+    for (size_t i = 0; i < chunk; i++)
+        buf[i] = (unsigned char)(i * 2654435761u >> 13);
+    for (size_t i = 0; i < nt; i++) {
+        char place[256];
+        ptc_placement_format(ptc_layout_placement(ls, i), place, sizeof place);
+        ptc_store_writer_add_tensor(w, t[i].name, strlen(t[i].name), t[i].dtype, 2, t[i].shape,
+                                    place, NULL);
+    }
+    for (size_t i = 0; i < nt; i++)
+        for (int r = 0; r < 4; r++) {
+            ptc_shard sh;
+            ptc_piece pc[8];
+            size_t np;
+            ptc_layout_shard(ls, i, r, &sh);
+            if (!sh.present)
+                continue;
+            ptc_layout_pieces(ls, i, r, pc, 8, &np);
+            uint64_t n = (uint64_t)sh.shape[0] * (uint64_t)sh.shape[1] * 4;
+            if (ptc_store_shard_begin(w, (uint32_t)i, (uint32_t)r, 2, sh.shape, pc, np) != PTC_OK)
+                DIE("shard");
+            for (uint64_t a = 0; a < n; a += chunk) {
+                buf[0]++;
+                ptc_store_shard_write(w, (uint32_t)r, buf, (size_t)(n - a < chunk ? n - a : chunk));
+            }
+            ptc_store_shard_end(w, (uint32_t)r);
+            bytes += n;
+        }
+    if (ptc_store_writer_commit(w, NULL) != PTC_OK)
+        DIE("commit");
+    ptc_store_writer_destroy(w);
+    free(buf);
+    return bytes;
+}
+
+/* The naive way: each whole tensor gathered, then split per target rank of
+ * @p lt into one file per rank (fsync'd, then removed). Returns seconds. */
+static double naive_round(ptc_store *s, const char *base, const ptc_tensor_info *t, size_t nt,
+                          ptc_layout *lt, int64_t h)
+{
+    ptc_store_reader *rd;
+    ptc_store_reader_open(&rd, s, 1);
+    double t0 = bench_now();
+    {
+        int fds[4];
+        for (int r = 0; r < 4; r++) {
+            char p[4600];
+            snprintf(p, sizeof p, "%s/naive-%d", base, r);
+            fds[r] = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        }
+        float *whole = malloc((size_t)(h * h * 4));
+        unsigned char *part = malloc((size_t)(h * h * 4));
+        for (size_t i = 0; i < nt; i++) {
+            ptc_box full;
+            ptc_box_full(&full, 2, t[i].shape);
+            if (ptc_store_reader_read_box(rd, i, &full, whole, NULL) != PTC_OK)
+                DIE("naive read");
+            for (int r = 0; r < 4; r++) {
+                ptc_piece pc[8];
+                size_t np;
+                ptc_layout_pieces(lt, i, r, pc, 8, &np);
+                for (size_t q = 0; q < np; q++) {
+                    int64_t rows = pc[q].box.hi[0] - pc[q].box.lo[0];
+                    int64_t cols = pc[q].box.hi[1] - pc[q].box.lo[1];
+                    for (int64_t y = 0; y < rows; y++)
+                        memcpy(part + (size_t)(pc[q].local_offset + y * pc[q].local_stride[0]) * 4,
+                               whole + (pc[q].box.lo[0] + y) * h + pc[q].box.lo[1],
+                               (size_t)cols * 4);
+                }
+                ptc_shard sh;
+                ptc_layout_shard(lt, i, r, &sh);
+                if (write(fds[r], part, (size_t)(sh.shape[0] * sh.shape[1] * 4)) < 0)
+                    DIE("write");
+            }
+        }
+        for (int r = 0; r < 4; r++) {
+            fsync(fds[r]);
+            close(fds[r]);
+        }
+        free(whole);
+        free(part);
+    }
+    double tn = bench_now() - t0;
+    ptc_store_reader_close(rd);
+    {
+        char cmd[4400];
+        snprintf(cmd, sizeof cmd, "rm -f '%s'/naive-*; sync", base);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove the naive files\n");
+    }
+    return tn;
+}
+
+/* ptc_reshard_store of version 1 to @p ct, in a child so that its memory is
+ * its own: o5 = seconds, peak RssAnon KiB, VmHWM KiB, bytes written, bytes
+ * reused. */
+static void ptc_round(const char *sdir, const ptc_config *ct, int threads, double o5[5])
+{
+    int pipefd[2];
+    if (pipe(pipefd))
+        DIE("pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipefd[0]);
+        pthread_t th;
+        pthread_create(&th, NULL, sampler, NULL);
+        ptc_store *cs2;
+        ptc_store_open(&cs2, sdir, 0);
+        ptc_reshard_options o;
+        ptc_reshard_options_init(&o);
+        o.threads = threads;
+        ptc_reshard_result res;
+        double a = bench_now();
+        int rc = ptc_reshard_store(cs2, 1, ct, &o, &res);
+        double el = bench_now() - a;
+        sampling = 0;
+        pthread_join(th, NULL);
+        if (rc != PTC_OK)
+            fprintf(stderr, "reshard: %s\n", ptc_last_error());
+        double r5[5] = {rc == PTC_OK ? el : -1, (double)peak_anon,
+                        (double)bench_status_kib("VmHWM:"), (double)res.bytes_written,
+                        (double)res.plan.bytes_reused};
+        if (write(pipefd[1], r5, sizeof r5) != sizeof r5)
+            _exit(1);
+        ptc_store_close(cs2);
+        _exit(0);
+    }
+    close(pipefd[1]);
+    memset(o5, 0, 5 * sizeof *o5);
+    if (read(pipefd[0], o5, 5 * sizeof *o5) != (ssize_t)(5 * sizeof *o5))
+        o5[0] = -1;
+    close(pipefd[0]);
+    waitpid(pid, NULL, 0);
+    if (o5[0] < 0)
+        DIE("ptc reshard failed");
 }
 
 int main(int argc, char **argv)
@@ -150,46 +282,7 @@ int main(int argc, char **argv)
     if (ptc_store_open(&s, sdir, PTC_STORE_CREATE) != PTC_OK)
         DIE("store");
     /* version 1 under tp=2,pp=2, written through the store writer */
-    char cfgtxt[256];
-    ptc_config_format(&cs, PTC_CONFIG_STYLE_KEYS, cfgtxt, sizeof cfgtxt);
-    ptc_store_write_options wo = {.config = cfgtxt, .rules = ptc_rules_text(rules),
-                                  .world_size = 4};
-    ptc_store_writer *w;
-    if (ptc_store_writer_begin(&w, s, &wo) != PTC_OK)
-        DIE("writer");
-    uint64_t bytes = 0, max_target = 0;
-    size_t chunk = 4 << 20;
-    unsigned char *buf = malloc(chunk);
-    for (size_t i = 0; i < chunk; i++)
-        buf[i] = (unsigned char)(i * 2654435761u >> 13);
-    for (size_t i = 0; i < nt; i++) {
-        char place[256];
-        ptc_placement_format(ptc_layout_placement(ls, i), place, sizeof place);
-        ptc_store_writer_add_tensor(w, t[i].name, strlen(t[i].name), t[i].dtype, 2, t[i].shape,
-                                    place, NULL);
-    }
-    for (size_t i = 0; i < nt; i++)
-        for (int r = 0; r < 4; r++) {
-            ptc_shard sh;
-            ptc_piece pc[8];
-            size_t np;
-            ptc_layout_shard(ls, i, r, &sh);
-            if (!sh.present)
-                continue;
-            ptc_layout_pieces(ls, i, r, pc, 8, &np);
-            uint64_t n = (uint64_t)sh.shape[0] * (uint64_t)sh.shape[1] * 4;
-            if (ptc_store_shard_begin(w, (uint32_t)i, (uint32_t)r, 2, sh.shape, pc, np) != PTC_OK)
-                DIE("shard");
-            for (uint64_t a = 0; a < n; a += chunk) {
-                buf[0]++;
-                ptc_store_shard_write(w, (uint32_t)r, buf, (size_t)(n - a < chunk ? n - a : chunk));
-            }
-            ptc_store_shard_end(w, (uint32_t)r);
-            bytes += n;
-        }
-    if (ptc_store_writer_commit(w, NULL) != PTC_OK)
-        DIE("commit");
-    ptc_store_writer_destroy(w);
+    uint64_t bytes = write_version(s, t, nt, rules, &cs, ls), max_target = 0;
     {
         ptc_layout *lt;
         ptc_layout_create(&lt, t, nt, rules, &ct);
@@ -208,123 +301,42 @@ int main(int argc, char **argv)
     /* Three rounds of cp + fsync, naive and PTC on the same bytes, each
      * cleaned up and synced before the next; the best time of each counts
      * (disk and page-cache noise on shared machines is large). */
-    ptc_store_reader *rd;
     ptc_layout *lt;
     ptc_layout_create(&lt, t, nt, rules, &ct);
     double t_cp = 1e30, t_naive = 1e30, t_ptc = 1e30;
     double out[5] = {-1, 0, 0, 0, 0};
     for (int round = 0; round < 3; round++) {
-    double tc = cp_fsync(sdir, base);
-    if (tc < t_cp)
-        t_cp = tc;
+        double tc = cp_fsync(sdir, base);
+        if (tc < t_cp)
+            t_cp = tc;
 
-    /* naive: each whole tensor gathered, then split per target rank */
-    ptc_store_reader_open(&rd, s, 1);
-    double t0 = now_s();
-    {
-        int fds[4];
-        for (int r = 0; r < 4; r++) {
-            char p[4600];
-            snprintf(p, sizeof p, "%s/naive-%d", base, r);
-            fds[r] = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        }
-        float *whole = malloc((size_t)(h * h * 4));
-        unsigned char *part = malloc((size_t)(h * h * 4));
-        for (size_t i = 0; i < nt; i++) {
-            ptc_box full;
-            ptc_box_full(&full, 2, t[i].shape);
-            if (ptc_store_reader_read_box(rd, i, &full, whole, NULL) != PTC_OK)
-                DIE("naive read");
-            for (int r = 0; r < 4; r++) {
-                ptc_piece pc[8];
-                size_t np;
-                ptc_layout_pieces(lt, i, r, pc, 8, &np);
-                for (size_t q = 0; q < np; q++) {
-                    int64_t rows = pc[q].box.hi[0] - pc[q].box.lo[0];
-                    int64_t cols = pc[q].box.hi[1] - pc[q].box.lo[1];
-                    for (int64_t y = 0; y < rows; y++)
-                        memcpy(part + (size_t)(pc[q].local_offset + y * pc[q].local_stride[0]) * 4,
-                               whole + (pc[q].box.lo[0] + y) * h + pc[q].box.lo[1],
-                               (size_t)cols * 4);
-                }
-                ptc_shard sh;
-                ptc_layout_shard(lt, i, r, &sh);
-                if (write(fds[r], part, (size_t)(sh.shape[0] * sh.shape[1] * 4)) < 0)
-                    return perror("write"), 1;
-            }
-        }
-        for (int r = 0; r < 4; r++) {
-            fsync(fds[r]);
-            close(fds[r]);
-        }
-        free(whole);
-        free(part);
-    }
-    double tn = now_s() - t0;
-    if (tn < t_naive)
-        t_naive = tn;
-    ptc_store_reader_close(rd);
-    {
-        char cmd[4400];
-        snprintf(cmd, sizeof cmd, "rm -f '%s'/naive-*; sync", base);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove the naive files\n");
-    }
-
-    /* PTC, in a child so its memory is its own */
-    ptc_store_close(s);
-    int pipefd[2];
-    if (pipe(pipefd))
-        return perror("pipe"), 1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(pipefd[0]);
-        pthread_t th;
-        pthread_create(&th, NULL, sampler, NULL);
-        ptc_store *cs2;
-        ptc_store_open(&cs2, sdir, 0);
-        ptc_reshard_options o;
-        ptc_reshard_options_init(&o);
-        o.threads = threads;
-        ptc_reshard_result res;
-        double a = now_s();
-        int rc = ptc_reshard_store(cs2, 1, &ct, &o, &res);
-        double el = now_s() - a;
-        sampling = 0;
-        pthread_join(th, NULL);
-        if (rc != PTC_OK)
-            fprintf(stderr, "reshard: %s\n", ptc_last_error());
-        double o5[5] = {rc == PTC_OK ? el : -1, (double)peak_anon, (double)status_kib("VmHWM:"),
-                        (double)res.bytes_written, (double)res.plan.bytes_reused};
-        if (write(pipefd[1], o5, sizeof o5) != sizeof o5)
-            _exit(1);
-        ptc_store_close(cs2);
-        _exit(0);
-    }
-    close(pipefd[1]);
-    double o5[5] = {-1, 0, 0, 0, 0};
-    if (read(pipefd[0], o5, sizeof o5) != sizeof o5)
-        o5[0] = -1;
-    close(pipefd[0]);
-    waitpid(pid, NULL, 0);
-    if (o5[0] < 0)
-        DIE("ptc reshard failed");
-    printf("round %d: cp + fsync %.3f s, naive %.3f s, ptc %.3f s\n", round + 1, tc, tn, o5[0]);
-    if (o5[0] < t_ptc)
-        t_ptc = o5[0];
-    if (o5[1] > out[1])
-        out[1] = o5[1];
-    if (o5[2] > out[2])
-        out[2] = o5[2];
-    out[3] = o5[3];
-    out[4] = o5[4];
-    /* drop the new version so the next round starts from the same store */
-    uint64_t made = 0;
-    if (ptc_store_open(&s, sdir, 0) != PTC_OK || ptc_store_latest(s, &made) != PTC_OK || made < 2 ||
-        ptc_store_version_delete(s, made) != PTC_OK || ptc_store_gc(s, NULL) != PTC_OK)
-        DIE("cleanup");
-    if (system("sync") != 0)
-        fprintf(stderr, "sync failed\n");
+        /* naive: each whole tensor gathered, then split per target rank */
+        double tn = naive_round(s, base, t, nt, lt, h);
+        if (tn < t_naive)
+            t_naive = tn;
+        /* PTC, in a child so its memory is its own */
+        ptc_store_close(s);
+        double o5[5];
+        ptc_round(sdir, &ct, threads, o5);
+        printf("round %d: cp + fsync %.3f s, naive %.3f s, ptc %.3f s\n", round + 1, tc, tn,
+               o5[0]);
+        if (o5[0] < t_ptc)
+            t_ptc = o5[0];
+        if (o5[1] > out[1])
+            out[1] = o5[1];
+        if (o5[2] > out[2])
+            out[2] = o5[2];
+        out[3] = o5[3];
+        out[4] = o5[4];
+        /* drop the new version so the next round starts from the same store */
+        /* (the newest: version numbers are never reused) */
+        uint64_t made = 0;
+        if (ptc_store_open(&s, sdir, 0) != PTC_OK || ptc_store_latest(s, &made) != PTC_OK ||
+            made < 2 || ptc_store_version_delete(s, made) != PTC_OK ||
+            ptc_store_gc(s, NULL) != PTC_OK)
+            DIE("cleanup");
+        if (system("sync") != 0)
+            fprintf(stderr, "sync failed\n");
     }
     ptc_store_close(s);
     double gb = (double)bytes / 1e9;
@@ -349,6 +361,5 @@ int main(int argc, char **argv)
     ptc_rules_destroy(rules);
     free(t);
     free(names);
-    free(buf);
     return (t_ptc > 0 && t_ptc < t_naive && out[1] <= limit_kib) ? 0 : 1;
 }

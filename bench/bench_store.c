@@ -10,21 +10,7 @@
 
 #include "ptc/store.h"
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-#define CHECK(x)                                                              \
-    do {                                                                      \
-        int rc_ = (x);                                                        \
-        if (rc_) {                                                            \
-            fprintf(stderr, "%s: %s (%s)\n", #x, ptc_strerror(rc_), ptc_last_error()); \
-            exit(1);                                                          \
-        }                                                                     \
-    } while (0)
+#include "bench_util.h"
 
 static void run(const char *dir, unsigned codec)
 {
@@ -37,7 +23,7 @@ static void run(const char *dir, unsigned codec)
     CHECK(ptc_store_open(&s, dir, PTC_STORE_CREATE));
     ptc_store_write_options o = {.world_size = 2, .codec = codec, .level = 1};
     ptc_store_writer *w;
-    double t0 = now();
+    double t0 = bench_now();
     CHECK(ptc_store_writer_begin(&w, s, &o));
     const int64_t shape[2] = {R, C};
     uint32_t idx;
@@ -58,27 +44,27 @@ static void run(const char *dir, unsigned codec)
     uint64_t v;
     CHECK(ptc_store_writer_commit(w, &v));
     ptc_store_writer_destroy(w);
-    double tw = now() - t0;
+    double tw = bench_now() - t0;
     ptc_store_reader *rd;
     CHECK(ptc_store_reader_open(&rd, s, v));
     ptc_box all = {2, {0, 0}, {R, C}};
     CHECK(ptc_store_reader_read_box(rd, 0, &all, out, NULL)); /* warm the page cache */
-    t0 = now();
+    t0 = bench_now();
     CHECK(ptc_store_reader_read_box(rd, 0, &all, out, NULL));
-    double tr = now() - t0;
+    double tr = bench_now() - t0;
     if (memcmp(out, g, bytes) != 0) {
         fprintf(stderr, "mismatch\n");
         exit(1);
     }
     ptc_box slab = {2, {0, 1024}, {R, 2048}};
-    t0 = now();
+    t0 = bench_now();
     CHECK(ptc_store_reader_read_box(rd, 0, &slab, out, NULL));
-    double ts = now() - t0;
+    double ts = bench_now() - t0;
     ptc_box sq = {2, {1000, 1000}, {3000, 3000}};
     const int64_t tr_st[2] = {1, 2000};
-    t0 = now();
+    t0 = bench_now();
     CHECK(ptc_store_reader_read_box(rd, 0, &sq, out, tr_st));
-    double tt = now() - t0;
+    double tt = bench_now() - t0;
     /* baseline: pread of the pack files */
     char path[4096];
     double tp = 0;
@@ -87,11 +73,11 @@ static void run(const char *dir, unsigned codec)
         int fd = open(path, O_RDONLY);
         off_t n = lseek(fd, 0, SEEK_END);
         char *buf = (char *)out;
-        t0 = now();
+        t0 = bench_now();
         for (off_t o2 = 0; o2 < n; o2 += 1 << 20)
             if (pread(fd, buf + (o2 % (64 << 20)), 1 << 20, o2) < 0)
                 exit(1);
-        tp += now() - t0;
+        tp += bench_now() - t0;
         close(fd);
     }
     ptc_shard_info si;

@@ -246,11 +246,14 @@ static int set_value(const ptc_cli_opt *o, const char *v)
             break;
         *(uint64_t *)o->dest = u;
         return PTC_CLI_OK;
-    case PTC_CLI_DOUBLE: {
+    case PTC_CLI_DOUBLE:
+    case PTC_CLI_POSITIVE: {
         char *end;
+        errno = 0;
         double d = strtod(v, &end);
-        if (end == v || *end || !isfinite(d) || d < (double)o->lo ||
-            (o->hi && d > (double)o->hi))
+        if (end == v || *end || errno || !isfinite(d) || (o->hi && d > (double)o->hi))
+            break;
+        if (o->kind == PTC_CLI_DOUBLE ? d < (double)o->lo : !(d > 0))
             break;
         *(double *)o->dest = d;
         return PTC_CLI_OK;

@@ -64,7 +64,8 @@ typedef enum ptc_cli_opt_kind {
     PTC_CLI_INT,      /* *(int *)dest: a decimal in lo..hi */
     PTC_CLI_U64,      /* *(uint64_t *)dest: a decimal >= lo (and <= hi unless hi is 0) */
     PTC_CLI_VERSION,  /* *(uint64_t *)dest: a version number >= 1 */
-    PTC_CLI_DOUBLE,   /* *(double *)dest: a finite number >= lo */
+    PTC_CLI_DOUBLE,   /* *(double *)dest: a finite number >= lo (and <= hi unless hi is 0) */
+    PTC_CLI_POSITIVE, /* *(double *)dest: a finite number > 0 (and <= hi unless hi is 0) */
     PTC_CLI_COMPRESS, /* *(ptc_cli_compress *)dest: zstd[:LEVEL] (its own errors) */
     PTC_CLI_CALL,     /* call(value, dest): PTC_CLI_OK, or PTC_CLI_USAGE after printing */
 } ptc_cli_opt_kind;
@@ -75,7 +76,7 @@ typedef struct ptc_cli_opt {
     ptc_cli_opt_kind kind;
     void *dest;
     long long lo;                 /* PTC_CLI_INT, PTC_CLI_U64, PTC_CLI_DOUBLE */
-    unsigned long long hi;
+    unsigned long long hi;        /* those and PTC_CLI_POSITIVE */
     const char *bad;              /* the usage error of a bad value: a format
                                      with at most one %s (the value) */
     int (*call)(const char *value, void *dest);
@@ -102,6 +103,8 @@ typedef struct ptc_cli_compress {
 #define PTC_CLI_OPT_DOUBLE_MAX(n, p, l, h, msg)                                              \
     {.name = (n), .kind = PTC_CLI_DOUBLE, .dest = (double *){p}, .lo = (l), .hi = (h),       \
      .bad = (msg)}
+#define PTC_CLI_OPT_POSITIVE(n, p, h, msg)                                                   \
+    {.name = (n), .kind = PTC_CLI_POSITIVE, .dest = (double *){p}, .hi = (h), .bad = (msg)}
 #define PTC_CLI_OPT_CALL(n, fn, p) {.name = (n), .kind = PTC_CLI_CALL, .dest = (p), .call = (fn)}
 #define PTC_CLI_OPT_COMPRESS(p)                                                              \
     {.name = "compress", .kind = PTC_CLI_COMPRESS, .dest = (ptc_cli_compress *){p}}

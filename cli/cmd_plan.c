@@ -1,7 +1,6 @@
 /* ptc plan: the resharding plan's figures between two configurations of a
  * stored version or of a model described by a spec (shapes only), and the
  * move time the link model predicts. */
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,63 +43,43 @@ const char ptc_cmd_plan_help[] =
     "predicted_move_seconds (the busiest host's network bytes over its links, then\n"
     "its copies inside the host: docs/search.md).\n";
 
-enum { OPT_MODEL = 256, OPT_OPTIM, OPT_FROM, OPT_NET };
-
 typedef struct plan_args {
-    const char *store, *model, *from, *to, *net;
+    ptc_cli_store cs; /* cs.dir: --store */
+    const char *model, *from, *to, *net;
     uint64_t version;
     int hosts;
     bool json, optim;
 } plan_args;
 
+/* Returns PTC_CLI_CONTINUE, or the exit status (after the help or an error). */
 static int parse_args(int argc, char **argv, plan_args *a)
 {
-    static const struct option opts[] = {
-        {"store", required_argument, NULL, 's'}, {"version", required_argument, NULL, 'v'},
-        {"to", required_argument, NULL, 't'},    {"hosts", required_argument, NULL, 'H'},
-        {"json", no_argument, NULL, 'j'},        {"help", no_argument, NULL, 'h'},
-        {"model", required_argument, NULL, OPT_MODEL},
-        {"optim", no_argument, NULL, OPT_OPTIM},
-        {"from", required_argument, NULL, OPT_FROM},
-        {"net", required_argument, NULL, OPT_NET},
-        {NULL, 0, NULL, 0},
-    };
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 's': a->store = optarg; break;
-        case 't': a->to = optarg; break;
-        case OPT_MODEL: a->model = optarg; break;
-        case OPT_FROM: a->from = optarg; break;
-        case OPT_NET: a->net = optarg; break;
-        case OPT_OPTIM: a->optim = true; break;
-        case 'v':
-            if (!ptc_cli_parse_version(optarg, &a->version))
-                return ptc_cli_usage_error("--version: '%s' is not a version number", optarg);
-            break;
-        case 'H':
-            if (!ptc_cli_parse_int(optarg, 1, PTC_CONFIG_MAX_WORLD, &a->hosts))
-                return ptc_cli_usage_error("--hosts: '%s' is not a positive number", optarg);
-            break;
-        case 'j': a->json = true; break;
-        case 'h': ptc_cli_help(ptc_cmd_plan_help); return -1;
-        default: return ptc_cli_bad_option(argv);
-        }
-    }
-    if (optind < argc)
-        return ptc_cli_usage_error("unexpected argument '%s'", argv[optind]);
+    const ptc_cli_opt opts[] = {
+        PTC_CLI_OPT_STORE(&a->cs.dir),
+        PTC_CLI_OPT_VERSION(&a->version),
+        PTC_CLI_OPT_STR("to", &a->to),
+        PTC_CLI_OPT_INT("hosts", &a->hosts, 1, PTC_CONFIG_MAX_WORLD,
+                        "--hosts: '%s' is not a positive number"),
+        PTC_CLI_OPT_JSON(&a->json),
+        PTC_CLI_OPT_STR("model", &a->model),
+        PTC_CLI_OPT_FLAG("optim", &a->optim),
+        PTC_CLI_OPT_STR("from", &a->from),
+        PTC_CLI_OPT_STR("net", &a->net),
+        PTC_CLI_OPT_END};
+    int ret = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_plan_help, 0, NULL);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
     if (!a->to)
         return ptc_cli_usage_error("--to CFG is required");
-    if (!!a->store == !!a->model)
+    if (!!a->cs.dir == !!a->model)
         return ptc_cli_usage_error("give either --store DIR or --model SPEC");
     if (a->model && !a->from)
         return ptc_cli_usage_error("--model needs --from CFG");
     if (a->optim && !a->model)
         return ptc_cli_usage_error("--optim applies to --model (a store plans what it holds)");
-    if (a->version && !a->store)
+    if (a->version && !a->cs.dir)
         return ptc_cli_usage_error("--version applies to --store");
-    return PTC_CLI_OK;
+    return PTC_CLI_CONTINUE;
 }
 
 /* The tensors of --model or --store. */
@@ -118,21 +97,16 @@ static int load_tensors(const plan_args *a, ptc_search_tensors **t, uint64_t *ve
         ptc_cost_model_destroy(m);
         return rc == PTC_OK ? PTC_CLI_OK : ptc_cli_lib_error(rc);
     }
-    ptc_store *s = NULL;
-    int ret = ptc_cli_open_store(a->store, false, &s);
+    ptc_cli_store cs = a->cs;
+    int ret = ptc_cli_store_open(&cs, PTC_CLI_STORE_READER, a->version);
     if (ret)
         return ret;
-    ptc_store_reader *r = NULL;
-    int rc = ptc_store_reader_open(&r, s, a->version);
-    if (rc == PTC_OK) {
-        const ptc_version_info *vi = ptc_store_reader_version(r);
-        *version = vi->version;
-        rc = ptc_config_parse(stored, vi->config ? vi->config : "");
-    }
+    const ptc_version_info *vi = ptc_store_reader_version(cs.r);
+    *version = vi->version;
+    int rc = ptc_config_parse(stored, vi->config ? vi->config : "");
     if (rc == PTC_OK)
-        rc = ptc_search_tensors_from_store(t, s, *version);
-    ptc_store_reader_close(r);
-    ptc_store_close(s);
+        rc = ptc_search_tensors_from_store(t, cs.s, *version);
+    ptc_cli_store_close(&cs, false);
     return rc == PTC_OK ? PTC_CLI_OK : ptc_cli_lib_error(rc);
 }
 
@@ -143,7 +117,7 @@ static void print_plan(const plan_args *a, const ptc_plan *p, uint64_t version,
     ptc_plan_stats st;
     ptc_plan_stats_get(p, &st);
     json_t *o = json_object();
-    if (a->store)
+    if (a->cs.dir)
         json_object_set_new(o, "version", json_integer((json_int_t)version));
     else
         json_object_set_new(o, "model", json_string(a->model));
@@ -197,7 +171,7 @@ static void print_plan(const plan_args *a, const ptc_plan *p, uint64_t version,
             printf("%s\n", txt);
         free(txt);
     } else {
-        if (a->store)
+        if (a->cs.dir)
             printf("plan: version %llu %s -> %s, %d host%s\n", (unsigned long long)version,
                    from_txt, to_txt, st.hosts, st.hosts == 1 ? "" : "s");
         else
@@ -217,8 +191,8 @@ int ptc_cmd_plan(int argc, char **argv)
 {
     plan_args a = {0};
     int ret = parse_args(argc, argv, &a);
-    if (ret)
-        return ret < 0 ? PTC_CLI_OK : ret;
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
     ptc_config from, to;
     if (ptc_config_parse(&to, a.to) != PTC_OK)
         return ptc_cli_usage_error("--to: %s", ptc_last_error());

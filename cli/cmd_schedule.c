@@ -56,17 +56,6 @@ typedef struct opts {
     ptc_sched_costs costs;
 } opts;
 
-static bool parse_double(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || *end || errno || !isfinite(v) || v < 0)
-        return false;
-    *out = v;
-    return true;
-}
-
 static int read_file(const char *path, char **out, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -124,30 +113,31 @@ static json_t *num(double v)
     return json_real(v);
 }
 
+/* Write the picture @p render makes of @p s to @p path (NULL: none asked
+ * for). Returns an exit status. */
+static int draw(const char *path, int (*render)(const ptc_sched *, const ptc_sched_sim *, char **),
+                const ptc_sched *s, const ptc_sched_sim *sim)
+{
+    if (!path)
+        return 0;
+    char *t;
+    int rc = render(s, sim, &t);
+    if (rc)
+        return ptc_cli_lib_error(rc);
+    rc = write_text(path, t);
+    ptc_sched_text_free(t);
+    return rc;
+}
+
 /* Pictures and figures shared by both modes. Returns an exit status. */
 static int outputs(const opts *o, const ptc_sched *s, const ptc_sched_sim *sim, json_t *j)
 {
     int P = ptc_sched_ranks(s);
-    if (o->svg) {
-        char *t;
-        int rc = ptc_sched_svg(s, sim, &t);
-        if (rc)
-            return ptc_cli_lib_error(rc);
-        rc = write_text(o->svg, t);
-        ptc_sched_text_free(t);
-        if (rc)
-            return rc;
-    }
-    if (o->trace) {
-        char *t;
-        int rc = ptc_sched_trace_json(s, sim, &t);
-        if (rc)
-            return ptc_cli_lib_error(rc);
-        rc = write_text(o->trace, t);
-        ptc_sched_text_free(t);
-        if (rc)
-            return rc;
-    }
+    int rc = draw(o->svg, ptc_sched_svg, s, sim);
+    if (!rc)
+        rc = draw(o->trace, ptc_sched_trace_json, s, sim);
+    if (rc)
+        return rc;
     json_t *peaks = json_array(), *busy = json_array();
     for (int r = 0; r < P; r++) {
         json_array_append_new(peaks, num(ptc_sched_sim_peak(sim, r)));
@@ -246,6 +236,33 @@ static int print_schedule(const opts *o, const ptc_sched *s)
     return 0;
 }
 
+/* Simulate a valid schedule @p s and write what the options ask for: the
+ * pictures, the --mem-limit check, the schedule (--emit/--to), the figures
+ * (@p j, with the description already in it). Takes @p s and @p j.
+ * Returns an exit status. */
+static int simulate_and_print(const opts *o, ptc_sched *s, json_t *j)
+{
+    ptc_sched_sim *sim;
+    int rc = ptc_sched_simulate(s, &o->costs, &sim);
+    if (rc) {
+        json_decref(j);
+        ptc_sched_destroy(s);
+        return ptc_cli_lib_error(rc);
+    }
+    int st = outputs(o, s, sim, j);
+    if (!st)
+        st = check_mem(o, s, sim);
+    if (!st)
+        st = print_schedule(o, s);
+    if (!st)
+        st = finish_json(o, j);
+    else
+        json_decref(j);
+    ptc_sched_sim_destroy(sim);
+    ptc_sched_destroy(s);
+    return st;
+}
+
 static int run_file(const opts *o)
 {
     char *text;
@@ -280,7 +297,8 @@ static int run_file(const opts *o)
         } else if (rep.grid) {
             fputs(rep.grid, stdout);
         }
-        st = rc == PTC_E_NOMEM ? ptc_cli_lib_error(rc) : ptc_cli_error("%s: %s", o->file, rep.message);
+        st = rc == PTC_E_NOMEM ? ptc_cli_lib_error(rc)
+                               : ptc_cli_error("%s: %s", o->file, rep.message);
         ptc_sched_report_clear(&rep);
         ptc_sched_destroy(s);
         return st;
@@ -293,25 +311,7 @@ static int run_file(const opts *o)
         json_object_set_new(j, "skipped_actions", json_integer((json_int_t)skipped));
     }
     ptc_sched_report_clear(&rep);
-    ptc_sched_sim *sim;
-    rc = ptc_sched_simulate(s, &o->costs, &sim);
-    if (rc) {
-        json_decref(j);
-        ptc_sched_destroy(s);
-        return ptc_cli_lib_error(rc);
-    }
-    int st = outputs(o, s, sim, j);
-    if (!st)
-        st = check_mem(o, s, sim);
-    if (!st)
-        st = print_schedule(o, s);
-    if (!st)
-        st = finish_json(o, j);
-    else
-        json_decref(j);
-    ptc_sched_sim_destroy(sim);
-    ptc_sched_destroy(s);
-    return st;
+    return simulate_and_print(o, s, j);
 }
 
 static int run_generate(const opts *o)
@@ -362,26 +362,26 @@ static int run_generate(const opts *o)
     }
     if (o->mem_limit > 0)
         json_object_set_new(j, "mem_limit", num(o->mem_limit));
-    ptc_sched_sim *sim;
-    rc = ptc_sched_simulate(s, &o->costs, &sim);
-    if (rc) {
-        json_decref(j);
-        ptc_sched_destroy(s);
-        return ptc_cli_lib_error(rc);
-    }
-    int st = outputs(o, s, sim, j);
-    if (!st)
-        st = check_mem(o, s, sim);
-    if (!st)
-        st = print_schedule(o, s);
-    if (!st)
-        st = finish_json(o, j);
-    else
-        json_decref(j);
-    ptc_sched_sim_destroy(sim);
-    ptc_sched_destroy(s);
-    return st;
+    return simulate_and_print(o, s, j);
 }
+
+static int opt_from(const char *v, void *dest)
+{
+    if (strcmp(v, "torch") && strcmp(v, "ptc"))
+        return ptc_cli_usage_error("schedule: bad value '%s' for --from (torch or ptc)", v);
+    *(const char **)dest = v;
+    return PTC_CLI_OK;
+}
+
+static int opt_to(const char *v, void *dest)
+{
+    if (strcmp(v, "torch") && strcmp(v, "torch-comms"))
+        return ptc_cli_usage_error("schedule: bad value '%s' for --to (torch or torch-comms)", v);
+    *(const char **)dest = v;
+    return PTC_CLI_OK;
+}
+
+#define BAD(opt) "schedule: bad value '%s' for --" opt
 
 int ptc_cmd_schedule(int argc, char **argv)
 {
@@ -389,75 +389,42 @@ int ptc_cmd_schedule(int argc, char **argv)
     memset(&o, 0, sizeof o);
     ptc_sched_costs_init(&o.costs);
     bool have_bw = false, have_bytes = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            ptc_cli_help(ptc_cmd_schedule_help);
-            return 0;
-        }
-        if (!strcmp(a, "--adaptive")) {
-            o.adaptive = true;
-            continue;
-        }
-        if (!strcmp(a, "--emit")) {
-            o.emit = true;
-            continue;
-        }
-        if (!strcmp(a, "--json")) {
-            o.json = true;
-            continue;
-        }
-        if (!strcmp(a, "--validate")) {
-            o.validate = true;
-            continue;
-        }
-        static const char *const valued[] = {
-            "--kind", "--stages", "--microbatches", "--chunks", "--k", "--cost-f", "--cost-b",
-            "--cost-w", "--comm-latency", "--bandwidth", "--act-bytes", "--bw-trace",
-            "--mem-limit", "--svg", "--trace", "--file", "--from", "--to", NULL};
-        int which = -1;
-        for (int k = 0; valued[k]; k++)
-            if (!strcmp(a, valued[k]))
-                which = k;
-        if (which < 0 && a[0] != '-' && o.from && !o.file) { /* --from FORMAT FILE */
-            o.file = a;
-            continue;
-        }
-        if (which < 0)
-            return ptc_cli_usage_error("schedule: unknown option '%s' (see --help)", a);
-        if (i + 1 >= argc)
-            return ptc_cli_usage_error("schedule: %s needs a value", a);
-        const char *v = argv[++i];
-        bool ok = true;
-        switch (which) {
-        case 0: o.kind = v; break;
-        case 1: ok = ptc_cli_parse_int(v, 1, 1 << 14, &o.stages); break;
-        case 2: ok = ptc_cli_parse_int(v, 1, 1 << 20, &o.mbs); break;
-        case 3: ok = ptc_cli_parse_int(v, 1, 1 << 12, &o.chunks); o.have_chunks = true; break;
-        case 4: ok = ptc_cli_parse_int(v, 1, 1 << 20, &o.k); o.have_k = true; break;
-        case 5: ok = parse_double(v, &o.costs.f); break;
-        case 6: ok = parse_double(v, &o.costs.b); break;
-        case 7: ok = parse_double(v, &o.costs.w); break;
-        case 8: ok = parse_double(v, &o.costs.latency); break;
-        case 9: ok = parse_double(v, &o.costs.bandwidth) && o.costs.bandwidth > 0; have_bw = true; break;
-        case 10: ok = parse_double(v, &o.costs.act_bytes); have_bytes = true; break;
-        case 11: o.bw_trace = v; break;
-        case 12: ok = parse_double(v, &o.mem_limit) && o.mem_limit > 0; break;
-        case 13: o.svg = v; break;
-        case 14: o.trace = v; break;
-        case 15: o.file = v; break;
-        case 16:
-            o.from = v;
-            ok = !strcmp(v, "torch") || !strcmp(v, "ptc");
-            break;
-        case 17:
-            o.to = v;
-            ok = !strcmp(v, "torch") || !strcmp(v, "torch-comms");
-            break;
-        }
-        if (!ok)
-            return ptc_cli_usage_error("schedule: bad value '%s' for %s", v, a);
-    }
+    const ptc_cli_opt table[] = {
+        PTC_CLI_OPT_STR("kind", &o.kind),
+        PTC_CLI_OPT_INT("stages", &o.stages, 1, 1 << 14, BAD("stages")),
+        PTC_CLI_OPT_INT("microbatches", &o.mbs, 1, 1 << 20, BAD("microbatches")),
+        {.name = "chunks", .kind = PTC_CLI_INT, .dest = &o.chunks, .lo = 1, .hi = 1 << 12,
+         .bad = BAD("chunks"), .given = &o.have_chunks},
+        {.name = "k", .kind = PTC_CLI_INT, .dest = &o.k, .lo = 1, .hi = 1 << 20,
+         .bad = BAD("k"), .given = &o.have_k},
+        PTC_CLI_OPT_FLAG("adaptive", &o.adaptive),
+        PTC_CLI_OPT_DOUBLE("cost-f", &o.costs.f, 0, BAD("cost-f")),
+        PTC_CLI_OPT_DOUBLE("cost-b", &o.costs.b, 0, BAD("cost-b")),
+        PTC_CLI_OPT_DOUBLE("cost-w", &o.costs.w, 0, BAD("cost-w")),
+        PTC_CLI_OPT_DOUBLE("comm-latency", &o.costs.latency, 0, BAD("comm-latency")),
+        {.name = "bandwidth", .kind = PTC_CLI_POSITIVE, .dest = &o.costs.bandwidth,
+         .bad = BAD("bandwidth"), .given = &have_bw},
+        {.name = "act-bytes", .kind = PTC_CLI_DOUBLE, .dest = &o.costs.act_bytes,
+         .bad = BAD("act-bytes"), .given = &have_bytes},
+        PTC_CLI_OPT_STR("bw-trace", &o.bw_trace),
+        PTC_CLI_OPT_POSITIVE("mem-limit", &o.mem_limit, 0, BAD("mem-limit")),
+        PTC_CLI_OPT_FLAG("emit", &o.emit),
+        PTC_CLI_OPT_CALL("to", opt_to, &o.to),
+        PTC_CLI_OPT_JSON(&o.json),
+        PTC_CLI_OPT_STR("svg", &o.svg),
+        PTC_CLI_OPT_STR("trace", &o.trace),
+        PTC_CLI_OPT_STR("file", &o.file),
+        PTC_CLI_OPT_FLAG("validate", &o.validate),
+        PTC_CLI_OPT_CALL("from", opt_from, &o.from),
+        PTC_CLI_OPT_END};
+    int next;
+    int ret = ptc_cli_parse(argc, argv, 1, table, ptc_cmd_schedule_help, PTC_CLI_ARGS, &next);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
+    if (next < argc && o.from && !o.file) /* --from FORMAT FILE */
+        o.file = argv[next++];
+    if (next < argc)
+        return ptc_cli_usage_error("schedule: unexpected argument '%s'", argv[next]);
     if (o.costs.w > o.costs.b)
         return ptc_cli_usage_error("schedule: --cost-w must not exceed --cost-b");
     if ((have_bw || o.bw_trace) && !have_bytes)

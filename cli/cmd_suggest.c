@@ -1,6 +1,5 @@
 /* ptc suggest: predict step time and memory of parallel configurations and
  * print the best ones (the library's configuration search). */
-#include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -49,24 +48,8 @@ const char ptc_cmd_suggest_help[] =
     "rejected for memory. Formulas and assumptions: docs/search.md.\n"
     "exit status: 0 ok, 1 failure or no configuration fits, 2 usage error\n";
 
-enum {
-    OPT_STORE = 256, OPT_VERSION, OPT_MODEL, OPT_GPUS, OPT_GPH, OPT_MEM, OPT_TFLOPS,
-    OPT_INTRA_BW, OPT_INTRA_LAT, OPT_INTER_BW, OPT_INTER_LAT, OPT_BATCH, OPT_TOP,
-    OPT_EXHAUSTIVE, OPT_JSON, OPT_FROM, OPT_AMORTIZE,
-};
-
 /* Candidates the search keeps when --from re-ranks them by the move. */
 #define FROM_CANDIDATES 64
-
-static bool parse_pos(const char *s, double *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end || !isfinite(v) || v <= 0)
-        return false;
-    *out = v;
-    return true;
-}
 
 static const double GIB = 1073741824.0;
 
@@ -154,11 +137,11 @@ static int rank_from(const ptc_search_result *res, const ptc_cost_model *m, cons
     ptc_search_tensors *t = NULL;
     int rc;
     if (store) {
-        ptc_store *st;
-        if ((rc = ptc_cli_open_store(store, false, &st)) != PTC_CLI_OK)
+        ptc_cli_store cs = {.dir = store};
+        if ((rc = ptc_cli_store_open(&cs, PTC_CLI_STORE_OPEN, 0)) != PTC_CLI_OK)
             return rc;
-        rc = ptc_search_tensors_from_store(&t, st, version);
-        ptc_store_close(st);
+        rc = ptc_search_tensors_from_store(&t, cs.s, version);
+        ptc_cli_store_close(&cs, false);
     } else {
         rc = ptc_search_tensors_create(&t, m, true);
     }
@@ -191,154 +174,251 @@ static void moved_text(const ptc_search_moved *m, size_t n, const char *from, do
     }
 }
 
-int ptc_cmd_suggest(int argc, char **argv)
-{
-    static const struct option longopts[] = {
-        {"store", 1, 0, OPT_STORE},         {"version", 1, 0, OPT_VERSION},
-        {"model", 1, 0, OPT_MODEL},         {"gpus", 1, 0, OPT_GPUS},
-        {"gpus-per-host", 1, 0, OPT_GPH},   {"mem", 1, 0, OPT_MEM},
-        {"tflops", 1, 0, OPT_TFLOPS},       {"intra-bw", 1, 0, OPT_INTRA_BW},
-        {"intra-lat", 1, 0, OPT_INTRA_LAT}, {"inter-bw", 1, 0, OPT_INTER_BW},
-        {"inter-lat", 1, 0, OPT_INTER_LAT}, {"global-batch", 1, 0, OPT_BATCH},
-        {"top", 1, 0, OPT_TOP},             {"exhaustive", 0, 0, OPT_EXHAUSTIVE},
-        {"json", 0, 0, OPT_JSON},           {"help", 0, 0, 'h'},
-        {"from", 1, 0, OPT_FROM},           {"amortize", 1, 0, OPT_AMORTIZE},
-        {0, 0, 0, 0}};
-    ptc_cli_init();
-    const char *store = NULL, *model = NULL;
-    uint64_t version = 0, u;
-    bool json = false, have_gpus = false, have_from = false;
+/* What the command line asks for. */
+typedef struct suggest_args {
+    ptc_cli_store cs; /* cs.dir: --store */
+    const char *model;
+    uint64_t version;
+    bool json, have_from;
     ptc_config from;
-    double amortize = 1000;
+    double amortize;
     ptc_search_cluster cl;
-    ptc_search_cluster_init(&cl);
     ptc_search_job job;
-    ptc_search_job_init(&job);
-    job.global_batch = 0;
     ptc_search_opts so;
-    ptc_search_opts_init(&so);
-    int c;
-    double d;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'h':
-            ptc_cli_help(ptc_cmd_suggest_help);
-            return PTC_CLI_OK;
-        case OPT_STORE:
-            store = optarg;
-            break;
-        case OPT_VERSION:
-            if (!ptc_cli_parse_version(optarg, &version))
-                return ptc_cli_usage_error("--version: expected a positive integer");
-            break;
-        case OPT_MODEL:
-            model = optarg;
-            break;
-        case OPT_GPUS:
-            if (!ptc_cli_parse_int(optarg, 0, 1 << 20, &cl.gpus))
-                return ptc_cli_usage_error("--gpus: expected an integer from 1 to 2^20");
-            if (cl.gpus < 1)
-                return ptc_cli_usage_error("--gpus must be at least 1, got %s", optarg);
-            have_gpus = true;
-            break;
-        case OPT_GPH:
-            if (!ptc_cli_parse_int(optarg, 1, 1 << 20, &cl.gpus_per_host))
-                return ptc_cli_usage_error("--gpus-per-host: expected a positive integer");
-            break;
-        case OPT_BATCH:
-            if (!ptc_cli_parse_u64(optarg, &u) || u < 1 || u > (1ull << 40))
-                return ptc_cli_usage_error("--global-batch: expected an integer from 1 to 2^40");
-            job.global_batch = (int64_t)u;
-            break;
-        case OPT_TOP:
-            if (!ptc_cli_parse_int(optarg, 1, 1 << 16, &so.top))
-                return ptc_cli_usage_error("--top: expected a positive integer");
-            break;
-        case OPT_EXHAUSTIVE:
-            so.exhaustive = true;
-            break;
-        case OPT_JSON:
-            json = true;
-            break;
-        case OPT_FROM:
-            if (ptc_config_parse(&from, optarg) != PTC_OK)
-                return ptc_cli_usage_error("--from: %s", ptc_last_error());
-            have_from = true;
-            break;
-        case OPT_AMORTIZE:
-            if (!parse_pos(optarg, &amortize) || amortize < 1 || amortize > 1e12)
-                return ptc_cli_usage_error("--amortize: expected a number of steps >= 1");
-            break;
-        default:
-            if (c == '?' || c == ':')
-                return ptc_cli_bad_option(argv);
-            /* The numeric options with units. */
-            if (c < OPT_MEM || c > OPT_INTER_LAT)
-                return ptc_cli_bad_option(argv);
-            if (!parse_pos(optarg, &d) || d > 1e12)
-                return ptc_cli_usage_error("--%s: expected a positive number, got '%s'",
-                                           longopts[c - OPT_STORE].name, optarg);
-            switch (c) {
-            case OPT_MEM: cl.mem_bytes = d * GIB; break;
-            case OPT_TFLOPS: cl.flops = d * 1e12; break;
-            case OPT_INTRA_BW: cl.intra_bw = d * 1e9; break;
-            case OPT_INTER_BW: cl.inter_bw = d * 1e9; break;
-            case OPT_INTRA_LAT: cl.intra_lat = d * 1e-6; break;
-            case OPT_INTER_LAT: cl.inter_lat = d * 1e-6; break;
-            default: return ptc_cli_bad_option(argv);
-            }
-        }
-    }
-    if (optind < argc)
-        return ptc_cli_usage_error("suggest: unexpected argument '%s'", argv[optind]);
-    if (!!store == !!model)
-        return ptc_cli_usage_error("suggest: give either --store DIR or --model SPEC");
-    if (version && !store)
-        return ptc_cli_usage_error("--version applies to --store");
-    if (!have_gpus || !job.global_batch)
-        return ptc_cli_usage_error("suggest: --gpus and --global-batch are required");
+} suggest_args;
 
-    ptc_cost_model *m = NULL;
-    const char *family = "store";
-    ptc_search_store_info sinfo;
-    memset(&sinfo, 0, sizeof sinfo);
-    if (model) {
+#define NOT_POSITIVE(opt) "--" opt ": expected a positive number, got '%s'"
+#define UNIT_MAX 1000000000000ull /* 1e12 of any unit */
+
+/* Returns PTC_CLI_CONTINUE, or the exit status (after the help or an error). */
+static int parse_args(int argc, char **argv, suggest_args *a)
+{
+    ptc_search_cluster_init(&a->cl);
+    ptc_search_job_init(&a->job);
+    ptc_search_opts_init(&a->so);
+    a->amortize = 1000;
+    /* The options with a unit, as given: memory in GiB, TFLOP/s, GB/s, us. */
+    double mem = 0, tflops = 0, intra_bw = 0, intra_lat = 0, inter_bw = 0, inter_lat = 0;
+    uint64_t batch = 0;
+    const char *from = NULL;
+    bool have_gpus = false;
+    const ptc_cli_opt opts[] = {
+        PTC_CLI_OPT_STORE(&a->cs.dir),
+        PTC_CLI_OPT_VERSION(&a->version),
+        PTC_CLI_OPT_STR("model", &a->model),
+        {.name = "gpus", .kind = PTC_CLI_INT, .dest = &a->cl.gpus, .lo = 1, .hi = 1 << 20,
+         .bad = "--gpus: expected an integer from 1 to 2^20, got '%s'", .given = &have_gpus},
+        PTC_CLI_OPT_INT("gpus-per-host", &a->cl.gpus_per_host, 1, 1 << 20,
+                        "--gpus-per-host: expected a positive integer, got '%s'"),
+        PTC_CLI_OPT_POSITIVE("mem", &mem, UNIT_MAX, NOT_POSITIVE("mem")),
+        PTC_CLI_OPT_POSITIVE("tflops", &tflops, UNIT_MAX, NOT_POSITIVE("tflops")),
+        PTC_CLI_OPT_POSITIVE("intra-bw", &intra_bw, UNIT_MAX, NOT_POSITIVE("intra-bw")),
+        PTC_CLI_OPT_POSITIVE("intra-lat", &intra_lat, UNIT_MAX, NOT_POSITIVE("intra-lat")),
+        PTC_CLI_OPT_POSITIVE("inter-bw", &inter_bw, UNIT_MAX, NOT_POSITIVE("inter-bw")),
+        PTC_CLI_OPT_POSITIVE("inter-lat", &inter_lat, UNIT_MAX, NOT_POSITIVE("inter-lat")),
+        PTC_CLI_OPT_U64("global-batch", &batch, 1, 1ull << 40,
+                        "--global-batch: expected an integer from 1 to 2^40, got '%s'"),
+        PTC_CLI_OPT_INT("top", &a->so.top, 1, 1 << 16,
+                        "--top: expected a positive integer, got '%s'"),
+        PTC_CLI_OPT_FLAG("exhaustive", &a->so.exhaustive),
+        PTC_CLI_OPT_JSON(&a->json),
+        PTC_CLI_OPT_STR("from", &from),
+        PTC_CLI_OPT_DOUBLE_MAX("amortize", &a->amortize, 1, UNIT_MAX,
+                               "--amortize: expected a number of steps >= 1, got '%s'"),
+        PTC_CLI_OPT_END};
+    int ret = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_suggest_help, 0, NULL);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
+    const struct {
+        double given, scale, *dest;
+    } units[] = {{mem, GIB, &a->cl.mem_bytes},      {tflops, 1e12, &a->cl.flops},
+                 {intra_bw, 1e9, &a->cl.intra_bw},  {intra_lat, 1e-6, &a->cl.intra_lat},
+                 {inter_bw, 1e9, &a->cl.inter_bw},  {inter_lat, 1e-6, &a->cl.inter_lat}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (units[i].given > 0) /* 0: not given (a given value is positive) */
+            *units[i].dest = units[i].given * units[i].scale;
+    a->job.global_batch = (int64_t)batch;
+    if (from && ptc_config_parse(&a->from, from) != PTC_OK)
+        return ptc_cli_usage_error("--from: %s", ptc_last_error());
+    a->have_from = from != NULL;
+    if (!!a->cs.dir == !!a->model)
+        return ptc_cli_usage_error("suggest: give either --store DIR or --model SPEC");
+    if (a->version && !a->cs.dir)
+        return ptc_cli_usage_error("--version applies to --store");
+    if (!have_gpus || !batch)
+        return ptc_cli_usage_error("suggest: --gpus and --global-batch are required");
+    return PTC_CLI_CONTINUE;
+}
+
+/* The cost model of --model or --store; *family: "gpt", "mlp" or "store". */
+static int load_model(suggest_args *a, ptc_cost_model **m, const char **family,
+                      ptc_search_store_info *sinfo)
+{
+    memset(sinfo, 0, sizeof *sinfo);
+    if (a->model) {
         ptc_search_spec spec;
-        if (ptc_search_spec_parse(&spec, model) != PTC_OK)
+        if (ptc_search_spec_parse(&spec, a->model) != PTC_OK)
             return ptc_cli_usage_error("--model: %s", ptc_last_error());
-        if (ptc_cost_model_from_spec(&m, &spec) != PTC_OK)
+        if (ptc_cost_model_from_spec(m, &spec) != PTC_OK)
             return ptc_cli_lib_error(PTC_E_INVAL);
-        family = spec.family == PTC_SEARCH_GPT ? "gpt" : "mlp";
+        *family = spec.family == PTC_SEARCH_GPT ? "gpt" : "mlp";
         /* Megatron-style overlapped gradient reduction for GPT; the demo
          * model runs on PTC's runtime, which reduces after the backward. */
-        job.dp_overlap = spec.family == PTC_SEARCH_GPT;
-    } else {
-        ptc_store *st;
-        int rc = ptc_cli_open_store(store, false, &st);
-        if (rc != PTC_CLI_OK)
-            return rc;
-        rc = ptc_search_store_model(&m, st, version, &sinfo);
-        ptc_store_close(st);
-        if (rc != PTC_OK)
-            return ptc_cli_lib_error(rc);
-        job.dp_overlap = true;
+        a->job.dp_overlap = spec.family == PTC_SEARCH_GPT;
+        return PTC_CLI_OK;
     }
+    *family = "store";
+    ptc_cli_store cs = a->cs;
+    int ret = ptc_cli_store_open(&cs, PTC_CLI_STORE_OPEN, 0);
+    if (ret != PTC_CLI_OK)
+        return ret;
+    int rc = ptc_search_store_model(m, cs.s, a->version, sinfo);
+    ptc_cli_store_close(&cs, false);
+    if (rc != PTC_OK)
+        return ptc_cli_lib_error(rc);
+    a->job.dp_overlap = true;
+    return PTC_CLI_OK;
+}
+
+/* What ptc suggest found, for the two printers. */
+typedef struct suggest_out {
+    const suggest_args *a;
+    const ptc_cost_model *m;
+    const char *family;
+    const ptc_search_store_info *sinfo;
+    const ptc_search_result *res;
+    const ptc_search_moved *moved; /* --from: the re-ranked candidates */
+    size_t nmoved;
+    const char *from_txt;
+    ptc_search_stats st;
+    size_t n, nr; /* configurations found; rejected for memory */
+} suggest_out;
+
+static void print_json(const suggest_out *o)
+{
+    const suggest_args *a = o->a;
+    const ptc_search_cluster *cl = &a->cl;
+    const ptc_search_stats *st = &o->st;
+    size_t n = o->n, nr = o->nr;
+    const ptc_search_entry *closest = ptc_search_result_closest(o->res);
+    json_t *root = json_object();
+    json_object_set_new(root, "model",
+                        json_pack("{s:s, s:f, s:I}", "source", o->family, "parameters",
+                                  ptc_cost_model_params(o->m), "layers",
+                                  (json_int_t)ptc_cost_model_layers(o->m)));
+    if (a->cs.dir) {
+        json_t *mj = json_object_get(root, "model");
+        json_object_set_new(mj, "version", json_integer((json_int_t)o->sinfo->version));
+        json_object_set_new(mj, "hidden", json_integer(o->sinfo->hidden));
+        json_object_set_new(mj, "seq", json_integer(o->sinfo->seq));
+        json_object_set_new(mj, "seq_assumed", json_boolean(o->sinfo->seq_assumed));
+    }
+    json_object_set_new(
+        root, "cluster",
+        json_pack("{s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "gpus", cl->gpus, "gpus_per_host",
+                  cl->gpus_per_host, "mem_bytes", cl->mem_bytes, "flops", cl->flops, "intra_bw",
+                  cl->intra_bw, "intra_lat_s", cl->intra_lat, "inter_bw", cl->inter_bw,
+                  "inter_lat_s", cl->inter_lat));
+    json_object_set_new(root, "global_batch", json_integer((json_int_t)a->job.global_batch));
+    json_object_set_new(root, "search",
+                        json_pack("{s:s, s:I, s:I, s:I, s:I, s:f}", "method",
+                                  st->exhaustive ? "exhaustive" : "descent", "evaluated",
+                                  (json_int_t)st->evaluated, "fitting", (json_int_t)st->fitting,
+                                  "rejected_for_memory", (json_int_t)st->rejected, "simulations",
+                                  (json_int_t)st->simulations, "seconds", st->seconds));
+    json_t *arr = json_array(), *rej = json_array();
+    for (size_t i = 0; !a->have_from && i < n; i++)
+        json_array_append_new(arr, entry_json(ptc_search_result_entry(o->res, i)));
+    for (size_t i = 0; i < o->nmoved; i++)
+        json_array_append_new(arr, moved_json(&o->moved[i]));
+    if (a->have_from) {
+        json_object_set_new(root, "from", json_string(o->from_txt));
+        json_object_set_new(root, "amortize_steps", json_real(a->amortize));
+    }
+    for (size_t i = 0; i < nr; i++)
+        json_array_append_new(rej, entry_json(ptc_search_result_rejected(o->res, i)));
+    json_object_set_new(root, "configs", arr);
+    json_object_set_new(root, "rejected_for_memory", rej);
+    json_object_set_new(root, "no_fit", closest ? entry_json(closest) : json_null());
+    char *t = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(10));
+    if (t)
+        ptc_cli_print_json(t);
+    free(t);
+    json_decref(root);
+}
+
+static void print_text(const suggest_out *o)
+{
+    const suggest_args *a = o->a;
+    const ptc_search_cluster *cl = &a->cl;
+    const ptc_search_stats *st = &o->st;
+    size_t n = o->n, nr = o->nr;
+    printf("model: %s, %.4g parameters, %lld layers", o->family, ptc_cost_model_params(o->m),
+           (long long)ptc_cost_model_layers(o->m));
+    if (a->cs.dir)
+        printf(" (version %llu, width %lld, seq %lld%s)", (unsigned long long)o->sinfo->version,
+               (long long)o->sinfo->hidden, (long long)o->sinfo->seq,
+               o->sinfo->seq_assumed ? " assumed" : "");
+    printf("\ncluster: %d GPUs, %d per host, %.4g GiB, %.4g TFLOP/s; intra %.4g GB/s %.3g us, "
+           "inter %.4g GB/s %.3g us; global batch %lld\n",
+           cl->gpus, cl->gpus_per_host, cl->mem_bytes / GIB, cl->flops / 1e12, cl->intra_bw / 1e9,
+           cl->intra_lat * 1e6, cl->inter_bw / 1e9, cl->inter_lat * 1e6,
+           (long long)a->job.global_batch);
+    printf("search: %s, %zu configurations costed, %zu fit, %zu rejected for memory, "
+           "%.3f s\n", st->exhaustive ? "exhaustive" : "coordinate descent", st->evaluated,
+           st->fitting, st->rejected, st->seconds);
+    if (n && !a->have_from) {
+        printf("\nbest configurations (times in seconds per step):\n");
+        header();
+        for (size_t i = 0; i < n; i++)
+            entry_text(ptc_search_result_entry(o->res, i), (int)i + 1);
+    }
+    if (a->have_from) {
+        moved_text(o->moved, o->nmoved, o->from_txt, a->amortize);
+        printf("\nthe same configurations, details:\n");
+        header();
+        for (size_t i = 0; i < o->nmoved; i++)
+            entry_text(&o->moved[i].entry, (int)i + 1);
+    }
+    if (nr) {
+        printf("\n%s:\n", n ? "faster but rejected for memory" : "rejected for memory");
+        header();
+        for (size_t i = 0; i < nr; i++)
+            entry_text(ptc_search_result_rejected(o->res, i), 0);
+    }
+}
+
+int ptc_cmd_suggest(int argc, char **argv)
+{
+    suggest_args a;
+    memset(&a, 0, sizeof a);
+    int ret = parse_args(argc, argv, &a);
+    if (ret != PTC_CLI_CONTINUE)
+        return ret;
+    ptc_cost_model *m = NULL;
+    suggest_out o = {.a = &a};
+    ptc_search_store_info sinfo;
+    if ((ret = load_model(&a, &m, &o.family, &sinfo)) != PTC_CLI_OK)
+        return ret;
+    o.m = m;
+    o.sinfo = &sinfo;
     ptc_search_result *res = NULL;
-    int top = so.top;
-    if (have_from) /* candidates for the re-ranking */
-        so.top = top > FROM_CANDIDATES ? top : FROM_CANDIDATES;
-    int rc = ptc_search_run(&res, m, &cl, &job, &so);
+    int top = a.so.top;
+    if (a.have_from) /* candidates for the re-ranking */
+        a.so.top = top > FROM_CANDIDATES ? top : FROM_CANDIDATES;
+    int rc = ptc_search_run(&res, m, &a.cl, &a.job, &a.so);
     if (rc != PTC_OK) {
         ptc_cost_model_destroy(m);
         return ptc_cli_lib_error(rc);
     }
+    o.res = res;
     ptc_search_moved *moved = NULL;
     size_t nmoved = 0;
     char from_txt[PTC_CONFIG_MAX_STAGES * 11 + 64] = "";
-    if (have_from) {
-        ptc_config_format(&from, PTC_CONFIG_STYLE_KEYS, from_txt, sizeof from_txt);
-        int ret = rank_from(res, m, store, version, &from, &cl, amortize, &moved, &nmoved);
+    if (a.have_from) {
+        ptc_config_format(&a.from, PTC_CONFIG_STYLE_KEYS, from_txt, sizeof from_txt);
+        ret = rank_from(res, m, a.cs.dir, a.version, &a.from, &a.cl, a.amortize, &moved,
+                        &nmoved);
         if (ret != PTC_CLI_OK) {
             ptc_search_result_destroy(res);
             ptc_cost_model_destroy(m);
@@ -346,98 +426,24 @@ int ptc_cmd_suggest(int argc, char **argv)
         }
         nmoved = nmoved < (size_t)top ? nmoved : (size_t)top;
     }
-    ptc_search_stats st;
-    ptc_search_result_stats(res, &st);
-    size_t n = ptc_search_result_count(res), nr = ptc_search_result_rejected_count(res);
-    const ptc_search_entry *closest = ptc_search_result_closest(res);
-    if (json) {
-        json_t *root = json_object();
-        json_object_set_new(root, "model",
-                            json_pack("{s:s, s:f, s:I}", "source", family, "parameters",
-                                      ptc_cost_model_params(m), "layers",
-                                      (json_int_t)ptc_cost_model_layers(m)));
-        if (store) {
-            json_t *mj = json_object_get(root, "model");
-            json_object_set_new(mj, "version", json_integer((json_int_t)sinfo.version));
-            json_object_set_new(mj, "hidden", json_integer(sinfo.hidden));
-            json_object_set_new(mj, "seq", json_integer(sinfo.seq));
-            json_object_set_new(mj, "seq_assumed", json_boolean(sinfo.seq_assumed));
-        }
-        json_object_set_new(
-            root, "cluster",
-            json_pack("{s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "gpus", cl.gpus,
-                      "gpus_per_host", cl.gpus_per_host, "mem_bytes", cl.mem_bytes, "flops",
-                      cl.flops, "intra_bw", cl.intra_bw, "intra_lat_s", cl.intra_lat,
-                      "inter_bw", cl.inter_bw, "inter_lat_s", cl.inter_lat));
-        json_object_set_new(root, "global_batch", json_integer((json_int_t)job.global_batch));
-        json_object_set_new(root, "search",
-                            json_pack("{s:s, s:I, s:I, s:I, s:I, s:f}", "method",
-                                      st.exhaustive ? "exhaustive" : "descent", "evaluated",
-                                      (json_int_t)st.evaluated, "fitting",
-                                      (json_int_t)st.fitting, "rejected_for_memory",
-                                      (json_int_t)st.rejected, "simulations",
-                                      (json_int_t)st.simulations, "seconds", st.seconds));
-        json_t *arr = json_array(), *rej = json_array();
-        for (size_t i = 0; !have_from && i < n; i++)
-            json_array_append_new(arr, entry_json(ptc_search_result_entry(res, i)));
-        for (size_t i = 0; i < nmoved; i++)
-            json_array_append_new(arr, moved_json(&moved[i]));
-        if (have_from) {
-            json_object_set_new(root, "from", json_string(from_txt));
-            json_object_set_new(root, "amortize_steps", json_real(amortize));
-        }
-        for (size_t i = 0; i < nr; i++)
-            json_array_append_new(rej, entry_json(ptc_search_result_rejected(res, i)));
-        json_object_set_new(root, "configs", arr);
-        json_object_set_new(root, "rejected_for_memory", rej);
-        json_object_set_new(root, "no_fit", closest ? entry_json(closest) : json_null());
-        char *t = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(10));
-        if (t)
-            ptc_cli_print_json(t);
-        free(t);
-        json_decref(root);
-    } else {
-        printf("model: %s, %.4g parameters, %lld layers", family, ptc_cost_model_params(m),
-               (long long)ptc_cost_model_layers(m));
-        if (store)
-            printf(" (version %llu, width %lld, seq %lld%s)", (unsigned long long)sinfo.version,
-                   (long long)sinfo.hidden, (long long)sinfo.seq,
-                   sinfo.seq_assumed ? " assumed" : "");
-        printf("\ncluster: %d GPUs, %d per host, %.4g GiB, %.4g TFLOP/s; intra %.4g GB/s %.3g us, "
-               "inter %.4g GB/s %.3g us; global batch %lld\n",
-               cl.gpus, cl.gpus_per_host, cl.mem_bytes / GIB, cl.flops / 1e12, cl.intra_bw / 1e9,
-               cl.intra_lat * 1e6, cl.inter_bw / 1e9, cl.inter_lat * 1e6,
-               (long long)job.global_batch);
-        printf("search: %s, %zu configurations costed, %zu fit, %zu rejected for memory, "
-               "%.3f s\n", st.exhaustive ? "exhaustive" : "coordinate descent", st.evaluated,
-               st.fitting, st.rejected, st.seconds);
-        if (n && !have_from) {
-            printf("\nbest configurations (times in seconds per step):\n");
-            header();
-            for (size_t i = 0; i < n; i++)
-                entry_text(ptc_search_result_entry(res, i), (int)i + 1);
-        }
-        if (have_from) {
-            moved_text(moved, nmoved, from_txt, amortize);
-            printf("\nthe same configurations, details:\n");
-            header();
-            for (size_t i = 0; i < nmoved; i++)
-                entry_text(&moved[i].entry, (int)i + 1);
-        }
-        if (nr) {
-            printf("\n%s:\n", n ? "faster but rejected for memory" : "rejected for memory");
-            header();
-            for (size_t i = 0; i < nr; i++)
-                entry_text(ptc_search_result_rejected(res, i), 0);
-        }
-    }
+    o.moved = moved;
+    o.nmoved = nmoved;
+    o.from_txt = from_txt;
+    ptc_search_result_stats(res, &o.st);
+    o.n = ptc_search_result_count(res);
+    o.nr = ptc_search_result_rejected_count(res);
+    if (a.json)
+        print_json(&o);
+    else
+        print_text(&o);
     int status = PTC_CLI_OK;
-    if (!n && closest) {
+    const ptc_search_entry *closest = ptc_search_result_closest(res);
+    if (!o.n && closest) {
         char cfg[160];
         ptc_search_config_format(&closest->config, cfg, sizeof cfg);
         status = ptc_cli_error("no configuration fits in %.4g GiB per GPU: the smallest "
                                "shortfall is %.3f GiB (%s needs %.3f GiB)",
-                               cl.mem_bytes / GIB, closest->cost.shortfall / GIB, cfg,
+                               a.cl.mem_bytes / GIB, closest->cost.shortfall / GIB, cfg,
                                closest->cost.mem / GIB);
     }
     ptc_search_moves_free(moved);

@@ -2,13 +2,10 @@
  * staging buffers, grouped ncclSend/ncclRecv, CUDA unpack kernels. The
  * same two phases as the host executor (sources, then fan-outs). Built only
  * with NCCL. */
-#include <cuda_runtime.h>
-#include <mpi.h>
-#include <nccl.h>
 #include <string.h>
 
 #include "kernels/pack.h"
-#include "base/mpi_internal.h"
+#include "base/nccl_internal.h"
 #include "base/util_internal.h"
 #include "reshard/reshard_internal.h"
 
@@ -16,16 +13,6 @@ struct ptc_reshard_nccl {
     ncclComm_t comm;
     int me, np;
 };
-
-static int cuda_fail(cudaError_t e, const char *what)
-{
-    return ptc_error_set(PTC_E_CUDA, "%s: %s", what, cudaGetErrorString(e));
-}
-
-static int nccl_fail(ncclResult_t e, const char *what)
-{
-    return ptc_error_set(PTC_E_NCCL, "%s: %s", what, ncclGetErrorString(e));
-}
 
 int ptc_reshard_nccl_create(ptc_reshard_nccl **out, MPI_Comm comm)
 {
@@ -37,24 +24,10 @@ int ptc_reshard_nccl_create(ptc_reshard_nccl **out, MPI_Comm comm)
         ptc_free(c);
         return ptc_error_set(PTC_E_MPI, "MPI_Comm_rank failed");
     }
-    ncclUniqueId id;
-    memset(&id, 0, sizeof id);
-    ncclResult_t nr = ncclSuccess;
-    if (c->me == 0)
-        nr = ncclGetUniqueId(&id);
-    int rc = ptc_mpi_agree(comm, nr == ncclSuccess ? PTC_OK : nccl_fail(nr, "ncclGetUniqueId"),
-                           "NCCL setup");
-    int mrc = rc == PTC_OK ? MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm) : MPI_SUCCESS;
-    if (rc == PTC_OK && mrc != MPI_SUCCESS)
-        rc = ptc_mpi_error(mrc, "MPI_Bcast of the NCCL id");
+    int rc = ptc_nccl_comm_create(&c->comm, comm);
     if (rc != PTC_OK) {
         ptc_free(c);
         return rc;
-    }
-    nr = ncclCommInitRank(&c->comm, c->np, id, c->me);
-    if (nr != ncclSuccess) {
-        ptc_free(c);
-        return nccl_fail(nr, "ncclCommInitRank");
     }
     *out = c;
     return PTC_OK;
@@ -111,7 +84,7 @@ static int dphase(const ptc_plan *p, ptc_reshard_nccl *c, bool fanout, const voi
         size_t n = q < np ? len[q] : in_len[q - np];
         cudaError_t e = n ? cudaMalloc((void **)&buf[q], n) : cudaSuccess;
         if (e != cudaSuccess)
-            rc = cuda_fail(e, "cudaMalloc of a staging buffer");
+            rc = ptc_cuda_error(e, "cudaMalloc of a staging buffer");
     }
     for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
         const ptc_transfer *x = &xf[i];
@@ -140,7 +113,7 @@ static int dphase(const ptc_plan *p, ptc_reshard_nccl *c, bool fanout, const voi
         }
         ncclResult_t ne = ncclGroupEnd();
         if (nr != ncclSuccess || ne != ncclSuccess)
-            rc = nccl_fail(nr != ncclSuccess ? nr : ne, "grouped ncclSend/ncclRecv");
+            rc = ptc_nccl_error(nr != ncclSuccess ? nr : ne, "grouped ncclSend/ncclRecv");
     }
     for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
         const ptc_transfer *x = &xf[i];
@@ -153,7 +126,7 @@ static int dphase(const ptc_plan *p, ptc_reshard_nccl *c, bool fanout, const voi
     }
     cudaError_t e = cudaStreamSynchronize(st);
     if (e != cudaSuccess && rc == PTC_OK)
-        rc = cuda_fail(e, "cudaStreamSynchronize after the reshard");
+        rc = ptc_cuda_error(e, "cudaStreamSynchronize after the reshard");
 out_free:
     for (int q = 0; buf && q < 2 * np; q++)
         if (buf[q])
@@ -185,7 +158,7 @@ int ptc_reshard_device(const ptc_plan *p, ptc_reshard_nccl *c, const void *const
                                         (size_t)v * ptc_dtype_size(ptc_layout_tensor(lt, t)->dtype),
                                         cudaMemcpyDeviceToDevice, st);
         if (e != cudaSuccess)
-            return cuda_fail(e, "cudaMemcpyAsync of a reused shard");
+            return ptc_cuda_error(e, "cudaMemcpyAsync of a reused shard");
     }
     PTC_TRY(dphase(p, c, false, src, dst, st));
     return dphase(p, c, true, src, dst, st);

@@ -636,14 +636,10 @@ static int model_backward_input(void *user, int c, int mb, const void *dout, voi
     return model_bwd(user, c, mb, dout, dinp, false);
 }
 
-/* Weight-gradient half: the GEMMs skipped by the input pass, on the douts it
- * saved, in the same per-tensor order as the full backward. */
-static int model_backward_weight(void *user, int c, int mb)
+int model_weight_pass(const ptc_exec_model *x, int c, int mb, float *a, float *g, const float *p,
+                      const int32_t *tok, const model_wgrad_ops *ops, void *ctx)
 {
-    ptc_exec_model *x = user;
-    PTC_TRY(chunk_of(x, c, mb));
-    chunk *k = &x->ch[c];
-    float *a = k->act[mb];
+    const chunk *k = &x->ch[c];
     if (!a)
         return ptc_error_set(PTC_E_INVAL, "model: weight gradient of mb %d chunk %d without "
                                           "its input gradient", mb, c);
@@ -651,19 +647,40 @@ static int model_backward_weight(void *user, int c, int mb)
            V = (size_t)x->cfg.vocab;
     if (k->last) {
         float *lnf = a + k->a_head, *logits = lnf + n * H + 2 * n, *dlogits = logits + n * V;
-        PTC_TRY(ptc_matmul_backward_cpu(NULL, k->g + k->head, NULL, dlogits, lnf,
-                                        k->p + k->head, n, H, V));
+        PTC_TRY(ops->matmul(ctx, g + k->head, NULL, dlogits, lnf, p + k->head, n, H, V));
     }
     for (int l = k->l1 - 1; l >= k->l0; l--) {
         const layer_off *lo = &k->lay[l - k->l0];
         lay_act s = lay_ptrs(x, k, a, l - k->l0);
-        PTC_TRY(ptc_matmul_backward_cpu(NULL, k->g + lo->w2, k->g + lo->b2, s.dx2, s.g,
-                                        k->p + lo->w2, n, F, H));
-        PTC_TRY(ptc_matmul_backward_cpu(NULL, k->g + lo->w1, k->g + lo->b1, s.dh, s.ln,
-                                        k->p + lo->w1, n, H, F));
+        PTC_TRY(ops->matmul(ctx, g + lo->w2, g + lo->b2, s.dx2, s.g, p + lo->w2, n, F, H));
+        PTC_TRY(ops->matmul(ctx, g + lo->w1, g + lo->b1, s.dh, s.ln, p + lo->w1, n, H, F));
     }
     if (k->first)
-        PTC_TRY(ptc_embedding_backward_cpu(k->g + k->emb, a + k->a_demb, k->tok[mb], n, V, H));
+        PTC_TRY(ops->embedding(ctx, g + k->emb, a + k->a_demb, tok, n, V, H));
+    return PTC_OK;
+}
+
+static int cpu_wgrad_matmul(void *ctx, float *dw, float *db, const float *dout, const float *x,
+                            const float *w, size_t n, size_t in, size_t out)
+{
+    (void)ctx;
+    return ptc_matmul_backward_cpu(NULL, dw, db, dout, x, w, n, in, out);
+}
+
+static int cpu_wgrad_embedding(void *ctx, float *dtable, const float *dout, const int32_t *tok,
+                               size_t n, size_t vocab, size_t hidden)
+{
+    (void)ctx;
+    return ptc_embedding_backward_cpu(dtable, dout, tok, n, vocab, hidden);
+}
+
+static int model_backward_weight(void *user, int c, int mb)
+{
+    static const model_wgrad_ops cpu = {cpu_wgrad_matmul, cpu_wgrad_embedding};
+    ptc_exec_model *x = user;
+    PTC_TRY(chunk_of(x, c, mb));
+    chunk *k = &x->ch[c];
+    PTC_TRY(model_weight_pass(x, c, mb, k->act[mb], k->g, k->p, k->tok[mb], &cpu, NULL));
     release(x, c, mb);
     return PTC_OK;
 }

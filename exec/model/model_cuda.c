@@ -512,38 +512,28 @@ static int model_backward_input(void *user, int c, int mb, const void *dout, voi
     return model_bwd(user, c, mb, dout, dinp, false);
 }
 
-/* Weight-gradient half: the GEMMs skipped by the input pass, on the douts it
- * saved, in the same per-tensor order as the full backward. */
+static int cuda_wgrad_matmul(void *ctx, float *dw, float *db, const float *dout,
+                             const float *xin, const float *w, size_t n, size_t in, size_t out)
+{
+    ptc_exec_model_cuda *x = ctx;
+    return ptc_matmul_backward_cuda(NULL, dw, db, dout, xin, w, n, in, out, x->blas, x->st);
+}
+
+static int cuda_wgrad_embedding(void *ctx, float *dtable, const float *dout, const int32_t *tok,
+                                size_t n, size_t vocab, size_t hidden)
+{
+    ptc_exec_model_cuda *x = ctx;
+    return ptc_embedding_backward_cuda(dtable, dout, tok, n, vocab, hidden, x->st);
+}
+
 static int model_backward_weight(void *user, int c, int mb)
 {
+    static const model_wgrad_ops cuda = {cuda_wgrad_matmul, cuda_wgrad_embedding};
     ptc_exec_model_cuda *x = user;
     PTC_TRY(check_args(x, c, mb));
-    ptc_exec_model *h = x->h;
-    const chunk *k = &h->ch[c];
-    dchunk *d = &x->d[c];
-    float *a = d->act[mb];
-    if (!a)
-        return ptc_error_set(PTC_E_INVAL, "model: weight gradient of mb %d chunk %d without "
-                                          "its input gradient", mb, c);
-    size_t n = (size_t)h->cfg.tokens, H = (size_t)h->cfg.hidden, F = 4 * H,
-           V = (size_t)h->cfg.vocab;
-    cudaStream_t st = x->st;
-    if (k->last) {
-        float *lnf = a + k->a_head, *logits = lnf + n * H + 2 * n, *dlogits = logits + n * V;
-        PTC_TRY(ptc_matmul_backward_cuda(NULL, d->g + k->head, NULL, dlogits, lnf,
-                                         d->p + k->head, n, H, V, x->blas, st));
-    }
-    for (int l = k->l1 - 1; l >= k->l0; l--) {
-        const layer_off *lo = &k->lay[l - k->l0];
-        lay_act s = lay_ptrs(h, k, a, l - k->l0);
-        PTC_TRY(ptc_matmul_backward_cuda(NULL, d->g + lo->w2, d->g + lo->b2, s.dx2, s.g,
-                                         d->p + lo->w2, n, F, H, x->blas, st));
-        PTC_TRY(ptc_matmul_backward_cuda(NULL, d->g + lo->w1, d->g + lo->b1, s.dh, s.ln,
-                                         d->p + lo->w1, n, H, F, x->blas, st));
-    }
-    if (k->first)
-        PTC_TRY(ptc_embedding_backward_cuda(d->g + k->emb, a + k->a_demb, block_tok(k, a), n, V,
-                                            H, st));
+    float *a = x->d[c].act[mb];
+    PTC_TRY(model_weight_pass(x->h, c, mb, a, x->d[c].g, x->d[c].p,
+                              a ? block_tok(&x->h->ch[c], a) : NULL, &cuda, x));
     PTC_TRY(finish(x, "model weight gradient"));
     block_put(x, c, mb);
     return PTC_OK;

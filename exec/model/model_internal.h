@@ -72,4 +72,24 @@ static inline lay_act lay_ptrs(const ptc_exec_model *x, const chunk *k, float *a
     return r;
 }
 
+/* The kernels of the weight-gradient pass, on the host or on the device
+ * (ctx: the variant's own state; the host passes NULL). matmul: the weight
+ * (and bias, when db is not NULL) gradients of out = x w + b, accumulated;
+ * embedding: the table's gradient, accumulated. */
+typedef struct model_wgrad_ops {
+    int (*matmul)(void *ctx, float *dw, float *db, const float *dout, const float *x,
+                  const float *w, size_t n, size_t in, size_t out);
+    int (*embedding)(void *ctx, float *dtable, const float *dout, const int32_t *tok, size_t n,
+                     size_t vocab, size_t hidden);
+} model_wgrad_ops;
+
+/* The weight-gradient half of micro-batch @p mb's backward on chunk @p c
+ * (its layout in x->ch[c]): the GEMMs the input pass skipped, on the douts
+ * it saved in the block @p a, in the same per-tensor order as the full
+ * backward, into @p g from the parameters @p p (the host's or the
+ * device's), with the token ids @p tok. PTC_E_INVAL when @p a is NULL (no
+ * input pass ran). Both variants of the model run this one walk. */
+int model_weight_pass(const ptc_exec_model *x, int c, int mb, float *a, float *g, const float *p,
+                      const int32_t *tok, const model_wgrad_ops *ops, void *ctx);
+
 #endif

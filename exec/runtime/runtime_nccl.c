@@ -6,46 +6,15 @@
  * one ncclGroupStart/End on the communication stream, completed before the
  * next compute. That is the blocking, per-peer-FIFO execution the validator
  * proves deadlock-free (a group only relaxes the order within the run). */
-#include <cuda_runtime.h>
-/* nccl.h declares a few functions without prototypes. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstrict-prototypes"
-#include <nccl.h>
-#pragma GCC diagnostic pop
-#include <string.h>
-
+#include "base/nccl_internal.h"
 #include "exec/runtime/runtime_internal.h"
-
-static int nccl_err(ncclResult_t r, const char *what)
-{
-    return ptc_error_set(PTC_E_NCCL, "%s: %s", what, ncclGetErrorString(r));
-}
-
-static int cuda_err(cudaError_t r, const char *what)
-{
-    return ptc_error_set(PTC_E_CUDA, "%s: %s", what, cudaGetErrorString(r));
-}
 
 int ptc_exec_nccl_comm_create(void **out, MPI_Comm comm)
 {
-    *out = NULL;
-    int rank, size;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
-    ncclUniqueId id;
-    if (rank == 0) {
-        ncclResult_t r = ncclGetUniqueId(&id);
-        if (r != ncclSuccess)
-            memset(&id, 0, sizeof id); /* still broadcast, so no rank waits forever */
-    }
-    if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm) != MPI_SUCCESS)
-        return ptc_error_set(PTC_E_MPI, "broadcast of the nccl unique id failed");
     ncclComm_t c;
-    ncclResult_t r = ncclCommInitRank(&c, size, id, rank);
-    if (r != ncclSuccess)
-        return nccl_err(r, "ncclCommInitRank");
-    *out = c;
-    return PTC_OK;
+    int rc = ptc_nccl_comm_create(&c, comm);
+    *out = rc == PTC_OK ? c : NULL;
+    return rc;
 }
 
 void ptc_exec_nccl_comm_destroy(void *nccl_comm)
@@ -59,7 +28,7 @@ int rt_dev_open(ptc_exec *e)
     cudaStream_t st;
     cudaError_t ce = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
     if (ce != cudaSuccess)
-        return cuda_err(ce, "cudaStreamCreate");
+        return ptc_cuda_error(ce, "cudaStreamCreate");
     e->stream = st;
     /* Fixed order on every rank: pipeline, then the gradient group. */
     PTC_TRY(ptc_exec_nccl_comm_create(&e->nccl_pipe, e->pipe));
@@ -88,7 +57,7 @@ static int dev_wait(ptc_exec *e, size_t at, const char *what)
             return PTC_OK;
         }
         if (ce != cudaErrorNotReady)
-            return cuda_err(ce, what);
+            return ptc_cuda_error(ce, what);
         if (e->o.timeout > 0 && rt_now() - e->last_progress > e->o.timeout)
             return rt_timeout(e, at, what);
     }
@@ -122,7 +91,7 @@ int rt_dev_step(ptc_exec *e)
         }
         ncclResult_t r2 = ncclGroupEnd();
         if (r != ncclSuccess || r2 != ncclSuccess)
-            return nccl_err(r != ncclSuccess ? r : r2, "grouped send/recv");
+            return ptc_nccl_error(r != ncclSuccess ? r : r2, "grouped send/recv");
         PTC_TRY(dev_wait(e, i, "in a grouped send/recv"));
         for (size_t k = i; k < j; k++) {
             e->state[k] = 2;
@@ -151,7 +120,7 @@ int rt_dev_step(ptc_exec *e)
             continue;
         ncclResult_t r = ncclAllReduce(g, g, n, ncclFloat, ncclSum, (ncclComm_t)e->nccl_red, st);
         if (r != ncclSuccess)
-            return nccl_err(r, "ncclAllReduce of gradients");
+            return ptc_nccl_error(r, "ncclAllReduce of gradients");
     }
     return dev_wait(e, e->plan.n, "in the gradient reduction");
 }

@@ -1,11 +1,25 @@
 /* Private parts of the cost model and the configuration search
- * (exec/sched_cost.c, exec/sched_search.c). Never installed. */
+ * (exec/sched/sched_cost_model.c: the model; sched_cost_sim.c: the
+ * simulations; sched_cost.c: the evaluation; sched_search.c: the search).
+ * Never installed. */
 #ifndef PTC_SCHED_SEARCH_INTERNAL_H
 #define PTC_SCHED_SEARCH_INTERNAL_H
 
 #include "ptc/search.h"
 #include "base/util_internal.h"
 #include "exec/sched/sched_internal.h"
+
+struct ptc_cost_model {
+    ptc_cost_model_info info;
+    ptc_cost_tensor *t;
+    size_t n;
+    int64_t L;
+    bool has_optim;
+    double params;
+};
+
+/* A tensor's name for messages: its own, else "#I" written into @p buf. */
+const char *cost_tensor_name(const ptc_cost_tensor *t, size_t i, char *buf, size_t cap);
 
 /* Aggregates of one group of tensors (a layer, the first-stage tensors, ...)
  * for one tensor-parallel degree. Per-token figures are multiplied by the
@@ -97,6 +111,20 @@ typedef struct cost_ctx {
     size_t gen_n, gen_cap, gen_actions;
     size_t simulations;
 } cost_ctx;
+
+/* The simulation a configuration needs: kind, ranks, micro-batches, chunks,
+ * k, and the simulator's costs. */
+typedef struct cost_sim_key {
+    int kind, P, M, V, k;
+    double f, b, w, lat, bw, act;
+} cost_sim_key;
+
+/* The simulation of @p k, run once per context (makespan0, the makespan
+ * without communication, too when @p need0). */
+int cost_sim_get(cost_ctx *x, const cost_sim_key *k, bool need0, const cost_sim **out);
+
+/* Free what a cost_peaks holds. */
+void cost_peaks_free(cost_peaks *p);
 
 int cost_ctx_init(cost_ctx *x, const ptc_cost_model *m, const ptc_search_cluster *c,
                   const ptc_search_job *j);

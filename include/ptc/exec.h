@@ -264,7 +264,8 @@ PTC_API size_t ptc_exec_fake_checked(const ptc_exec_fake *f);
 
 /**
  * Create an NCCL communicator over @p comm (collective): rank 0 makes the
- * ncclUniqueId and broadcasts it over MPI. *out is an ncclComm_t.
+ * ncclUniqueId, the ranks agree that it did (a failure there is every rank's
+ * PTC_E_NCCL), and it is broadcast over MPI. *out is an ncclComm_t.
  * @return PTC_OK, PTC_E_MPI, PTC_E_NCCL; PTC_E_UNSUPPORTED in a build
  *         without NCCL.
  */

@@ -1,9 +1,11 @@
-/* The safetensors reader's private parts shared by its two files
- * (safetensors.c, safetensors_meta.c) and its tests. Never installed. */
+/* The safetensors reader's private parts shared by its files
+ * (safetensors.c, safetensors_meta.c, safetensors_index.c) and its tests.
+ * Never installed. */
 #ifndef PTC_FORMATS_INTERNAL_H
 #define PTC_FORMATS_INTERNAL_H
 
 #include <stddef.h>
+#include <string.h>
 
 #include "ptc/safetensors.h"
 
@@ -34,5 +36,13 @@ void ptc_st_meta_free(ptc_st_meta *m);
  * header — the reference the fast path is checked against). */
 int ptc_st_parse_header_with(const void *buf, size_t len, uint64_t file_size, size_t apart_min,
                              ptc_st_header **out);
+
+/* Quote a tensor name for a message (one line, bounded). */
+#define QNAME(buf, s) ptc_quote_name((buf), sizeof(buf), (s), strlen(s))
+
+/* json_object_set_new that takes @p v (NULL: out of memory) and says
+ * PTC_E_NOMEM. */
+struct json_t;
+int ptc_st_json_put(struct json_t *obj, const char *key, struct json_t *v);
 
 #endif

@@ -1,5 +1,6 @@
 /* safetensors: validating reader (pure header parser + mmap), canonical
- * header builder, streaming atomic writer, and index files.
+ * header builder and streaming atomic writer (the index files of sharded
+ * checkpoints: safetensors_index.c).
  *
  * The parser keeps the jansson tree alive and points tensor names into it;
  * the __metadata__ strings are read apart into one buffer
@@ -55,9 +56,6 @@ static void store_le64(unsigned char *p, uint64_t v)
     for (int i = 0; i < 8; i++)
         p[i] = (unsigned char)(v >> (8 * i));
 }
-
-/* Quote a tensor name for a message (one line, bounded). */
-#define QNAME(buf, s) ptc_quote_name((buf), sizeof(buf), (s), strlen(s))
 
 /* A non-negative JSON integer (jansson rejects integers beyond int64). */
 static bool get_uint(const json_t *v, int64_t *out)
@@ -527,8 +525,7 @@ static int cmp_kv(const void *a, const void *b)
     return strcmp(((const ptc_st_kv *)a)->key, ((const ptc_st_kv *)b)->key);
 }
 
-/* Steal-reference helper: json_object_set_new with NULL-safety. */
-static int put(json_t *obj, const char *key, json_t *v)
+int ptc_st_json_put(json_t *obj, const char *key, json_t *v)
 {
     if (!v || json_object_set_new(obj, key, v) != 0)
         return ptc_error_set(PTC_E_NOMEM, "out of memory building a safetensors header");
@@ -552,7 +549,7 @@ static int build_json(const ptc_st_tensor *entries, size_t n, const ptc_st_kv *m
         memcpy(sorted, meta, n_meta * sizeof *sorted);
         qsort(sorted, n_meta, sizeof *sorted, cmp_kv);
         json_t *m = json_object();
-        if ((rc = put(root, META_KEY, m)) < 0)
+        if ((rc = ptc_st_json_put(root, META_KEY, m)) < 0)
             goto out_sorted;
         for (size_t i = 0; i < n_meta; i++) {
             char q[400];
@@ -571,7 +568,7 @@ static int build_json(const ptc_st_tensor *entries, size_t n, const ptc_st_kv *m
                 rc = ptc_error_set(PTC_E_INVAL, "metadata value of '%s' is not valid utf-8", q);
                 goto out_sorted;
             }
-            if ((rc = put(m, sorted[i].key, s)) < 0)
+            if ((rc = ptc_st_json_put(m, sorted[i].key, s)) < 0)
                 goto out_sorted;
         }
     }
@@ -623,8 +620,8 @@ static int build_json(const ptc_st_tensor *entries, size_t n, const ptc_st_kv *m
             goto out_sorted;
         }
         json_t *offs = json_pack("[II]", (json_int_t)off, (json_int_t)end);
-        if ((rc = put(ent, "dtype", json_string(ptc_dtype_name(t->dtype)))) < 0 ||
-            (rc = put(ent, "shape", shape)) < 0 || (rc = put(ent, "data_offsets", offs)) < 0) {
+        if ((rc = ptc_st_json_put(ent, "dtype", json_string(ptc_dtype_name(t->dtype)))) < 0 ||
+            (rc = ptc_st_json_put(ent, "shape", shape)) < 0 || (rc = ptc_st_json_put(ent, "data_offsets", offs)) < 0) {
             json_decref(ent);
             goto out_sorted;
         }
@@ -796,286 +793,4 @@ void ptc_st_writer_abort(ptc_st_writer *w)
     ptc_tmpfile_discard(w->fd, w->tmp_path);
     ptc_free(w->path);
     ptc_free(w);
-}
-
-/* ---- index files ------------------------------------------------------------------ */
-
-struct ptc_st_index {
-    json_t *root;
-    char **names;       /* sorted distinct file names (into root's strings) */
-    ptc_st_file **files;
-    size_t n_files;
-    char *meta_json;
-    json_t *weight_map; /* borrowed from root */
-};
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static bool file_name_ok(const char *s)
-{
-    return *s && !strchr(s, '/') && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
-}
-
-static size_t file_slot(const ptc_st_index *x, const char *name)
-{
-    char *key = (char *)name;
-    char **hit = bsearch(&key, x->names, x->n_files, sizeof *x->names, cmp_str);
-    return hit ? (size_t)(hit - x->names) : SIZE_MAX;
-}
-
-int ptc_st_index_open(ptc_st_index **out, const char *index_path)
-{
-    *out = NULL;
-    int rc;
-    json_error_t jerr;
-    ptc_st_index *x = ptc_calloc(1, sizeof *x);
-    if (!x)
-        return PTC_E_NOMEM;
-    /* read a regular file of bounded size, never "until EOF" (a FIFO or
-     * /dev/zero named as the index would grow memory without bound) */
-    int fd = open(index_path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        rc = ptc_error_sys(errno == ENOENT ? PTC_E_NOTFOUND : PTC_E_IO, "open %s", index_path);
-        goto out_index;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        (uint64_t)st.st_size > PTC_ST_MAX_HEADER) {
-        close(fd);
-        rc = ptc_error_set(PTC_E_FORMAT, "%s: not a regular file of at most %llu bytes",
-                           index_path, (unsigned long long)PTC_ST_MAX_HEADER);
-        goto out_index;
-    }
-    char *text = ptc_malloc((size_t)st.st_size + 1);
-    if (!text) {
-        close(fd);
-        rc = PTC_E_NOMEM;
-        goto out_index;
-    }
-    rc = ptc_pread_all(fd, text, (size_t)st.st_size, 0, index_path);
-    close(fd);
-    if (rc == PTC_OK) {
-        x->root = json_loadb(text, (size_t)st.st_size, JSON_REJECT_DUPLICATES, &jerr);
-        if (!x->root)
-            rc = ptc_error_set(PTC_E_FORMAT, "%s: %s (line %d)", index_path, jerr.text,
-                               jerr.line);
-    }
-    ptc_free(text);
-    if (rc < 0)
-        goto out_index;
-    if (!json_is_object(x->root)) {
-        rc = ptc_error_set(PTC_E_FORMAT, "%s: not a json object", index_path);
-        goto out_index;
-    }
-    json_t *meta = json_object_get(x->root, "metadata");
-    if (meta && !json_is_object(meta) && !json_is_null(meta)) {
-        rc = ptc_error_set(PTC_E_FORMAT, "%s: 'metadata' is not a json object", index_path);
-        goto out_index;
-    }
-    x->meta_json = json_is_object(meta) ? json_dumps(meta, JSON_COMPACT | JSON_PRESERVE_ORDER)
-                                        : strdup("{}");
-    if (!x->meta_json) {
-        rc = ptc_error_set(PTC_E_NOMEM, "out of memory reading %s", index_path);
-        goto out_index;
-    }
-    x->weight_map = json_object_get(x->root, "weight_map");
-    if (!json_is_object(x->weight_map)) {
-        rc = ptc_error_set(PTC_E_FORMAT, "%s: missing or non-object 'weight_map'", index_path);
-        goto out_index;
-    }
-    size_t nw = json_object_size(x->weight_map);
-    x->names = ptc_calloc(nw ? nw : 1, sizeof *x->names);
-    if (!x->names) {
-        rc = PTC_E_NOMEM;
-        goto out_index;
-    }
-    const char *key;
-    json_t *val;
-    json_object_foreach(x->weight_map, key, val)
-    {
-        char q[400], qf[400];
-        QNAME(q, key);
-        if (!json_is_string(val)) {
-            rc = ptc_error_set(PTC_E_FORMAT, "%s: weight_map entry '%s' is not a string",
-                               index_path, q);
-            goto out_index;
-        }
-        const char *fn = json_string_value(val);
-        if (strlen(fn) != json_string_length(val) || !file_name_ok(fn)) {
-            QNAME(qf, fn);
-            rc = ptc_error_set(PTC_E_FORMAT, "%s: tensor '%s': file name '%s' is not a plain "
-                               "file name in the index's directory", index_path, q, qf);
-            goto out_index;
-        }
-        x->names[x->n_files++] = (char *)fn;
-    }
-    qsort(x->names, x->n_files, sizeof *x->names, cmp_str);
-    size_t u = 0;
-    for (size_t i = 0; i < x->n_files; i++)
-        if (u == 0 || strcmp(x->names[u - 1], x->names[i]) != 0)
-            x->names[u++] = x->names[i];
-    x->n_files = u;
-    x->files = ptc_calloc(u ? u : 1, sizeof *x->files);
-    if (!x->files) {
-        rc = PTC_E_NOMEM;
-        goto out_index;
-    }
-    const char *slash = strrchr(index_path, '/');
-    size_t dirlen = slash ? (size_t)(slash - index_path) + 1 : 0;
-    for (size_t i = 0; i < x->n_files; i++) {
-        size_t plen = dirlen + strlen(x->names[i]) + 1;
-        char *p = ptc_malloc(plen);
-        if (!p) {
-            rc = PTC_E_NOMEM;
-            goto out_index;
-        }
-        memcpy(p, index_path, dirlen);
-        strcpy(p + dirlen, x->names[i]);
-        rc = ptc_st_open(&x->files[i], p);
-        ptc_free(p);
-        if (rc < 0)
-            goto out_index;
-    }
-    /* every mapped tensor is in its file ... */
-    json_object_foreach(x->weight_map, key, val)
-    {
-        size_t slot = file_slot(x, json_string_value(val)), ti;
-        if (ptc_st_find(x->files[slot], key, &ti) < 0) {
-            char q[400], qf[400];
-            QNAME(q, key);
-            QNAME(qf, x->names[slot]);
-            rc = ptc_error_set(PTC_E_FORMAT, "%s: tensor '%s' is mapped to '%s' but missing "
-                               "from it", index_path, q, qf);
-            goto out_index;
-        }
-    }
-    /* ... and every tensor of every file is mapped to that file */
-    for (size_t i = 0; i < x->n_files; i++) {
-        for (size_t t = 0; t < ptc_st_count(x->files[i]); t++) {
-            const char *name = ptc_st_tensor_at(x->files[i], t)->name;
-            json_t *v = json_object_get(x->weight_map, name);
-            if (!v || strcmp(json_string_value(v), x->names[i]) != 0) {
-                char q[400], qf[400];
-                QNAME(q, name);
-                QNAME(qf, x->names[i]);
-                rc = ptc_error_set(PTC_E_FORMAT, "%s: tensor '%s' in '%s' is not mapped to "
-                                   "that file in the weight_map", index_path, q, qf);
-                goto out_index;
-            }
-        }
-    }
-    *out = x;
-    return PTC_OK;
-
-out_index:
-    ptc_st_index_close(x);
-    return rc;
-}
-
-void ptc_st_index_close(ptc_st_index *x)
-{
-    if (!x)
-        return;
-    for (size_t i = 0; x->files && i < x->n_files; i++)
-        ptc_st_close(x->files[i]);
-    ptc_free(x->files);
-    ptc_free(x->names);
-    free(x->meta_json);
-    json_decref(x->root);
-    ptc_free(x);
-}
-
-size_t ptc_st_index_file_count(const ptc_st_index *x)
-{
-    return x->n_files;
-}
-
-const ptc_st_file *ptc_st_index_file(const ptc_st_index *x, size_t i)
-{
-    return i < x->n_files ? x->files[i] : NULL;
-}
-
-const char *ptc_st_index_file_name(const ptc_st_index *x, size_t i)
-{
-    return i < x->n_files ? x->names[i] : NULL;
-}
-
-int ptc_st_index_find(const ptc_st_index *x, const char *name, size_t *file, size_t *tensor)
-{
-    json_t *v = json_object_get(x->weight_map, name);
-    if (v) {
-        size_t slot = file_slot(x, json_string_value(v));
-        if (ptc_st_find(x->files[slot], name, tensor) == PTC_OK) {
-            *file = slot;
-            return PTC_OK;
-        }
-    }
-    char q[400];
-    QNAME(q, name);
-    return ptc_error_set(PTC_E_NOTFOUND, "no tensor '%s' in the index", q);
-}
-
-const char *ptc_st_index_metadata_json(const ptc_st_index *x)
-{
-    return x->meta_json;
-}
-
-int ptc_st_index_write(const char *path, const char *const *names, const char *const *files,
-                       size_t n, uint64_t total_size)
-{
-    int rc;
-    char *text = NULL, *tmp = NULL;
-    int fd = -1;
-    json_t *root = json_object(), *wm = json_object();
-    json_t *meta = json_pack("{sI}", "total_size", (json_int_t)total_size);
-    if (!root || !wm || !meta) {
-        json_decref(wm);
-        json_decref(meta);
-        rc = ptc_error_set(PTC_E_NOMEM, "out of memory building %s", path);
-        goto out_root;
-    }
-    if ((rc = put(root, "metadata", meta)) < 0 || (rc = put(root, "weight_map", wm)) < 0)
-        goto out_root;
-    for (size_t i = 0; i < n; i++) {
-        char q[400];
-        QNAME(q, names[i]);
-        if (!file_name_ok(files[i])) {
-            rc = ptc_error_set(PTC_E_INVAL, "tensor '%s': '%s' is not a plain file name", q,
-                               files[i]);
-            goto out_root;
-        }
-        if (json_object_get(wm, names[i])) {
-            rc = ptc_error_set(PTC_E_INVAL, "duplicate tensor name '%s' in the index", q);
-            goto out_root;
-        }
-        json_t *s = json_string(files[i]);
-        if (!s || json_object_set_new(wm, names[i], s) != 0) {
-            rc = ptc_error_set(PTC_E_INVAL, "tensor '%s': name or file is not valid utf-8", q);
-            goto out_root;
-        }
-    }
-    text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
-    if (!text) {
-        rc = ptc_error_set(PTC_E_NOMEM, "out of memory building %s", path);
-        goto out_root;
-    }
-    rc = ptc_tmpfile_create(path, &tmp, &fd);
-    if (rc < 0)
-        goto out_text;
-    size_t tl = strlen(text);
-    text[tl] = '\n'; /* json_dumps' NUL becomes the final newline */
-    rc = ptc_write_all(fd, text, tl + 1, tmp);
-    if (rc < 0) {
-        ptc_tmpfile_discard(fd, tmp);
-        goto out_text;
-    }
-    rc = ptc_tmpfile_commit(fd, tmp, path);
-out_text:
-    free(text);
-out_root:
-    json_decref(root);
-    return rc;
 }

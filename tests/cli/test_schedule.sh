@@ -88,4 +88,24 @@ printf 'ranks 2\nstages 2\nmicrobatches 1\nrank 0: F0 B0\nrank 1: B0 F0\n' > "$T
 expect_rc 1 "$PTC" schedule --file "$T/order.txt" --validate
 grep -q "backward before the forward" "$T/err" || fail "order message"
 expect_rc 1 "$PTC" schedule --file "$T/missing.txt" --validate
+# the cost and link options, closed forms: GPipe, 2 stages, 1 micro-batch runs
+# F0 on rank 0, F0 on rank 1, B0 on rank 1, B0 on rank 0 one after the other
+expect_rc 0 "$PTC" schedule --kind gpipe --stages 2 --microbatches 1 --cost-f 2 --cost-b 4 --json
+[ "$(jget "$T/out" 'd["makespan"]')" = 12 ] || fail "--cost-f 2 --cost-b 4: makespan 2+2+4+4"
+# 20 bytes at 10 per time unit: each of the two messages takes 2
+expect_rc 0 "$PTC" schedule --kind gpipe --stages 2 --microbatches 1 --bandwidth 10 --act-bytes 20 --json
+[ "$(jget "$T/out" 'd["makespan"]')" = 10 ] || fail "--bandwidth 10 --act-bytes 20: makespan 1+2+1+2+2+2"
+expect_rc 2 "$PTC" schedule --kind gpipe --stages 2 --microbatches 1 --bandwidth 0 --act-bytes 1
+grep -q "bad value '0' for --bandwidth" "$T/err" || fail "--bandwidth 0 message"
+expect_rc 2 "$PTC" schedule --kind gpipe --stages 2 --microbatches 1 --cost-b -1
+grep -q "bad value '-1' for --cost-b" "$T/err" || fail "--cost-b -1 message"
+expect_rc 2 "$PTC" schedule --kind gpipe --stages 2 --microbatches 1 --cost-w 3
+grep -q "must not exceed --cost-b" "$T/err" || fail "--cost-w > --cost-b message"
+# --trace: Chrome/Perfetto JSON, one complete event per action
+expect_rc 0 "$PTC" schedule --kind gpipe --stages 2 --microbatches 1 --trace "$T/t.json"
+[ "$(jget "$T/t.json" 'sorted(e["name"] for e in d["traceEvents"] if e["ph"] == "X")')" = \
+  "['B0', 'B0', 'F0', 'F0']" ] || fail "--trace events"
+# one FILE after --from FORMAT, no more
+expect_rc 2 "$PTC" schedule --from torch "$T/a.csv" "$T/b.csv"
+grep -q "unexpected argument" "$T/err" || fail "second FILE message"
 echo "ok"

@@ -83,4 +83,10 @@ expect_fail 1 "version 9" -- "$PTC" suggest --store "$T/s" --version 9 --gpus 4 
 "$PTC" import --store "$T/s2" --config dp=1 --rules llama "$T/l.safetensors" >/dev/null
 "$PTC" suggest --store "$T/s2" --gpus 8 --global-batch 32 --json >"$T/l.json" && ok || bad "llama store"
 [ "$(jget "$T/l.json" 'd["model"]["seq_assumed"]')" = True ] && ok || bad "llama has no position table: seq assumed"
+# the link latencies land in the cluster as given (us -> s)
+"$PTC" suggest --model mlp:layers=8,hidden=64,vocab=32,tokens=16 --gpus 4 --global-batch 16 \
+    --intra-lat 3 --inter-lat 7 --json >"$T/lat" && ok || bad "latency run"
+[ "$(jget "$T/lat" 'd["cluster"]["intra_lat_s"] == 3e-6 and d["cluster"]["inter_lat_s"] == 7e-6')" = True ] \
+    && ok || bad "--intra-lat/--inter-lat"
+expect_fail 2 inter-lat positive -- "$PTC" suggest --model "$GPT" --gpus 8 --global-batch 8 --inter-lat 0
 finish

@@ -669,6 +669,51 @@ static void expect(int rc, int want, const char *words)
             fail_msg("message '%s' does not name '%s'", msg, tok);
 }
 
+/* Loading version 1 of @p s (saved from @p m under dp=2,tp=2,pp=2) into a
+ * layout it does not match: a tensor the version lacks, one the layout lacks,
+ * another shape, another dtype. */
+static void check_load_mismatch(ptc_store *s, const model *m)
+{
+    model m2;
+    model_init(&m2, false);
+    add_tensor(&m2, "model.layers.0.extra", PTC_DTYPE_F32, 1, 3, 0);
+    ptc_layout *l2 = layout_of(&m2, "dp=2,tp=2,pp=2");
+    uint8_t **g2 = bufs_all(l2, NULL);
+    expect(load_all(s, 1, l2, g2, NULL, NULL), PTC_E_NOTFOUND,
+           "model.layers.0.extra|not in version 1");
+    bufs_free(l2, g2);
+    ptc_layout_destroy(l2);
+    m2.nt = m->nt - 1; /* without the last tensor of the version */
+    l2 = layout_of(&m2, "dp=2,tp=2,pp=2");
+    g2 = bufs_all(l2, NULL);
+    expect(load_all(s, 1, l2, g2, NULL, NULL), PTC_E_INVAL,
+           "head.weight.exp_avg_sq|layout does not have");
+    ptc_ckpt_options o;
+    ptc_ckpt_options_init(&o);
+    o.ignore_extra = true;
+    assert_int_equal(load_all(s, 1, l2, g2, &o, NULL), PTC_OK);
+    bufs_free(l2, g2);
+    ptc_layout_destroy(l2);
+    m2.nt = m->nt;
+    size_t t0 = find(&m2, "model.layers.1.up.weight");
+    m2.ti[t0].shape[0] = 25;
+    l2 = layout_of(&m2, "dp=2,tp=2,pp=2");
+    g2 = bufs_all(l2, NULL);
+    expect(load_all(s, 1, l2, g2, NULL, NULL), PTC_E_INVAL,
+           "model.layers.1.up.weight|F32 [24, 12]|F32 [25, 12]");
+    bufs_free(l2, g2);
+    ptc_layout_destroy(l2);
+    m2.ti[t0].shape[0] = 24;
+    m2.ti[t0].dtype = PTC_DTYPE_BF16;
+    l2 = layout_of(&m2, "dp=2,tp=2,pp=2");
+    g2 = bufs_all(l2, NULL);
+    expect(load_all(s, 1, l2, g2, NULL, NULL), PTC_E_INVAL, "F32 [24, 12]|BF16 [24, 12]");
+    bufs_free(l2, g2);
+    ptc_layout_destroy(l2);
+    m2.nt = m->nt + 1;
+    model_free(&m2);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -790,42 +835,7 @@ static void test_errors(void **state)
     expect(ptc_ckpt_begin(&txn, s, l, m.rules, &o), PTC_E_NOTFOUND, "version 77");
 
     /* loading: a tensor the version lacks, one the layout lacks, shapes and dtypes */
-    model m2;
-    model_init(&m2, false);
-    add_tensor(&m2, "model.layers.0.extra", PTC_DTYPE_F32, 1, 3, 0);
-    ptc_layout *l2 = layout_of(&m2, "dp=2,tp=2,pp=2");
-    uint8_t **g2 = bufs_all(l2, NULL);
-    expect(load_all(s, 1, l2, g2, NULL, NULL), PTC_E_NOTFOUND,
-           "model.layers.0.extra|not in version 1");
-    bufs_free(l2, g2);
-    ptc_layout_destroy(l2);
-    m2.nt = m.nt - 1; /* without the last tensor of the version */
-    l2 = layout_of(&m2, "dp=2,tp=2,pp=2");
-    g2 = bufs_all(l2, NULL);
-    expect(load_all(s, 1, l2, g2, NULL, NULL), PTC_E_INVAL,
-           "head.weight.exp_avg_sq|layout does not have");
-    o.ignore_extra = true;
-    assert_int_equal(load_all(s, 1, l2, g2, &o, NULL), PTC_OK);
-    bufs_free(l2, g2);
-    ptc_layout_destroy(l2);
-    m2.nt = m.nt;
-    size_t t0 = find(&m2, "model.layers.1.up.weight");
-    m2.ti[t0].shape[0] = 25;
-    l2 = layout_of(&m2, "dp=2,tp=2,pp=2");
-    g2 = bufs_all(l2, NULL);
-    expect(load_all(s, 1, l2, g2, NULL, NULL), PTC_E_INVAL,
-           "model.layers.1.up.weight|F32 [24, 12]|F32 [25, 12]");
-    bufs_free(l2, g2);
-    ptc_layout_destroy(l2);
-    m2.ti[t0].shape[0] = 24;
-    m2.ti[t0].dtype = PTC_DTYPE_BF16;
-    l2 = layout_of(&m2, "dp=2,tp=2,pp=2");
-    g2 = bufs_all(l2, NULL);
-    expect(load_all(s, 1, l2, g2, NULL, NULL), PTC_E_INVAL, "F32 [24, 12]|BF16 [24, 12]");
-    bufs_free(l2, g2);
-    ptc_layout_destroy(l2);
-    m2.nt = m.nt + 1;
-    model_free(&m2);
+    check_load_mismatch(s, &m);
 
     /* a configuration the model cannot take (4 layers) */
     ptc_config bad;

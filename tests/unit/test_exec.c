@@ -183,6 +183,46 @@ static void test_plan_posts(void **state)
     ptc_sched_destroy(s);
 }
 
+/* Every refusal of the plan builder names the step and the problem. */
+static void test_plan_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *rank1; /* rank 1's list (rank 0: F0 SA0>1 RG0<1 B0) */
+        const char *error;
+    } cases[] = {
+        {"F0 B0 SG0>0", "step 0 (F0): forward input never received"},
+        {"RA0<0 RA0<0 F0 B0 SG0>0", "step 1 (RA0<0): receive into a buffer still in use"},
+        {"B0 RA0<0 F0 SG0>0", "step 0 (B0): backward before its forward"},
+        {"W0 RA0<0 F0 B0 SG0>0", "step 0 (W0): weight gradient without a live input"},
+        {"RA0<0 F0 B0 B0 SG0>0", "step 3 (B0): backward before its forward"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "ranks 2\nstages 2\nmicrobatches 1\nrank 0: F0 SA0>1 RG0<1 B0\nrank 1: %s\n",
+                 cases[i].rank1);
+        ptc_sched *s;
+        assert_int_equal(ptc_sched_parse(&s, text, strlen(text)), PTC_OK);
+        rt_plan p;
+        assert_int_equal(rt_plan_build(&p, s, 0, 1 << 30), PTC_OK); /* rank 0 is sound */
+        rt_plan_free(&p);
+        assert_int_equal(rt_plan_build(&p, s, 1, 1 << 30), PTC_E_INVAL);
+        if (!strstr(ptc_last_error(), cases[i].error))
+            fail_msg("case %zu: '%s', want '%s'", i, ptc_last_error(), cases[i].error);
+        ptc_sched_destroy(s);
+    }
+    /* Two forwards of one micro-batch on the first stage. */
+    const char *twice = "ranks 2\nstages 2\nmicrobatches 1\n"
+                        "rank 0: F0 F0 SA0>1 RG0<1 B0\nrank 1: RA0<0 F0 B0 SG0>0\n";
+    ptc_sched *s;
+    assert_int_equal(ptc_sched_parse(&s, twice, strlen(twice)), PTC_OK);
+    rt_plan p;
+    assert_int_equal(rt_plan_build(&p, s, 0, 1 << 30), PTC_E_INVAL);
+    assert_non_null(strstr(ptc_last_error(), "step 1 (F0): activation produced twice"));
+    ptc_sched_destroy(s);
+}
+
 static void test_fake_checks(void **state)
 {
     (void)state;
@@ -308,6 +348,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_groups_partition),  cmocka_unit_test(test_tags),
         cmocka_unit_test(test_plan_lifetimes),    cmocka_unit_test(test_plan_posts),
+        cmocka_unit_test(test_plan_refusals),
         cmocka_unit_test(test_fake_checks),       cmocka_unit_test(test_model_split_backward),
         cmocka_unit_test(test_model_stage_split),
     };
