@@ -18,3 +18,9 @@ bool ptc_fault_send_hit(void)
 {
     return false;
 }
+
+bool ptc_fault_crash_hit(const char *point)
+{
+    (void)point;
+    return false;
+}

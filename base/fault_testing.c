@@ -96,3 +96,23 @@ __attribute__((constructor)) static void fault_from_environment(void)
     if (s && *s)
         ptc_fault_send_at(strtol(s, NULL, 10));
 }
+
+/* The armed crash point of this thread (a name of at most 63 bytes). */
+static _Thread_local char crash_point[64];
+
+void ptc_fault_crash_at(const char *point)
+{
+    crash_point[0] = '\0';
+    if (point) {
+        strncpy(crash_point, point, sizeof crash_point - 1);
+        crash_point[sizeof crash_point - 1] = '\0';
+    }
+}
+
+bool ptc_fault_crash_hit(const char *point)
+{
+    if (!crash_point[0] || strcmp(crash_point, point))
+        return false;
+    crash_point[0] = '\0';
+    return true;
+}

@@ -24,6 +24,14 @@ PTC_API void ptc_fault_write_at(long n, int err);
  * (the receiver waits for it); 0 disables. */
 PTC_API void ptc_fault_send_at(long n);
 
+/** Arm the crash point named @p point (NULL disarms) for the calling thread
+ * only: when this thread next reaches that point of a protocol, the protocol
+ * returns PTC_E_IO ("crash point NAME") at once, with no clean-up and no
+ * further collective, as a process killed there would leave its files. The
+ * point fires once, then disarms. Names are the protocol's (docs/format.md
+ * §10: "hosts.prepared", ...). */
+PTC_API void ptc_fault_crash_at(const char *point);
+
 /** @return allocations / writes counted since the last ptc_fault_*_at call
  * (lets a test learn the total and then fail each one in turn). */
 PTC_API long ptc_fault_alloc_count(void);

@@ -57,6 +57,33 @@ static int mpi_barrier(void *user)
     return PTC_OK;
 }
 
+/* The tag of the exchange's messages (and tag + k for the k-th part of one
+ * over PTC_MPI_MSG_MAX bytes); between two processes MPI keeps their order. */
+#define EXCHANGE_TAG 27000
+
+static int mpi_exchange(void *user, size_t nsend, const int *to, const void *const *sbuf,
+                        const size_t *slen, size_t nrecv, const int *from, void *const *rbuf,
+                        const size_t *rlen)
+{
+    MPI_Comm comm = comm_of(user);
+    MPI_Request *req = NULL;
+    size_t nreq = 0, cap = 0;
+    int rc = PTC_OK;
+    for (size_t j = 0; j < nrecv && rc == PTC_OK; j++)
+        rc = ptc_mpi_post(&req, &nreq, &cap, rbuf[j], rlen[j], from[j], EXCHANGE_TAG, comm,
+                          false);
+    for (size_t i = 0; i < nsend && rc == PTC_OK; i++)
+        rc = ptc_mpi_post(&req, &nreq, &cap, (void *)sbuf[i], slen[i], to[i], EXCHANGE_TAG,
+                          comm, true);
+    if (nreq) {
+        int err = MPI_Waitall((int)nreq, req, MPI_STATUSES_IGNORE);
+        if (rc == PTC_OK && err != MPI_SUCCESS)
+            rc = ptc_mpi_error(err, "MPI_Waitall");
+    }
+    ptc_free(req);
+    return rc;
+}
+
 int ptc_transport_mpi(ptc_transport *t, MPI_Comm comm)
 {
     int me, np;
@@ -65,7 +92,7 @@ int ptc_transport_mpi(ptc_transport *t, MPI_Comm comm)
         return ptc_error_set(PTC_E_MPI, "not a usable MPI communicator");
     *t = (ptc_transport){.rank = me, .size = np, .allgather = mpi_allgather,
                          .gather = mpi_gather, .broadcast = mpi_broadcast, .barrier = mpi_barrier,
-                         .user = (void *)(intptr_t)MPI_Comm_c2f(comm)};
+                         .user = (void *)(intptr_t)MPI_Comm_c2f(comm), .exchange = mpi_exchange};
     return PTC_OK;
 }
 

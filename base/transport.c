@@ -150,3 +150,94 @@ void ptc_transport_free(void *p)
 {
     ptc_free(p);
 }
+
+/* ---- point-to-point messages ------------------------------------------------------ */
+
+/* The all-gather's stand-in for a transport without an exchange: every
+ * process's message headers (destination, length), then its messages'
+ * bytes, to every process; each keeps those sent to it, in order. */
+static int exchange_by_allgather(const ptc_transport *t, size_t nsend, const int *to,
+                                 const void *const *sbuf, const size_t *slen, size_t nrecv,
+                                 const int *from, void *const *rbuf, const size_t *rlen)
+{
+    size_t total = 0, *hl = NULL, *pl = NULL, *cur = NULL;
+    uint64_t *head = ptc_malloc(16 * nsend + 1);
+    uint8_t *pay = NULL, *hall = NULL, *pall = NULL;
+    int rc = head ? PTC_OK : PTC_E_NOMEM;
+    for (size_t i = 0; rc == PTC_OK && i < nsend; i++) {
+        head[2 * i] = (uint64_t)to[i];
+        head[2 * i + 1] = slen[i];
+        total += slen[i];
+    }
+    if (rc == PTC_OK && (!(pay = ptc_malloc(total + 1)) ||
+                         !(hl = ptc_calloc((size_t)t->size, sizeof *hl)) ||
+                         !(pl = ptc_calloc((size_t)t->size, sizeof *pl)) ||
+                         !(cur = ptc_calloc((size_t)t->size, 2 * sizeof *cur))))
+        rc = PTC_E_NOMEM;
+    for (size_t i = 0, at = 0; rc == PTC_OK && i < nsend; at += slen[i], i++)
+        if (slen[i])
+            memcpy(pay + at, sbuf[i], slen[i]);
+    if ((rc = ptc_transport_agree(t, rc, "exchange")) < 0 ||
+        (rc = ptc_transport_allgatherv(t, head, 16 * nsend, (void **)&hall, hl)) < 0 ||
+        (rc = ptc_transport_allgatherv(t, pay, total, (void **)&pall, pl)) < 0)
+        goto out_free;
+    /* cur[2p]: process p's next header (an index into hall's u64 pairs),
+     * cur[2p + 1]: the offset of that message's bytes in pall */
+    size_t hat = 0, pat = 0;
+    for (int p = 0; p < t->size; p++) {
+        cur[2 * p] = hat / 16;
+        cur[2 * p + 1] = pat;
+        hat += hl[p];
+        pat += pl[p];
+    }
+    const uint64_t *hdr = (const uint64_t *)hall;
+    for (size_t j = 0; rc == PTC_OK && j < nrecv; j++) {
+        int p = from[j];
+        size_t end = 0; /* past p's last header */
+        for (int q = 0; q <= p; q++)
+            end += hl[q] / 16;
+        bool found = false;
+        while (!found && cur[2 * p] < end) {
+            size_t k = cur[2 * p]++;
+            size_t len = (size_t)hdr[2 * k + 1];
+            if ((int)hdr[2 * k] == t->rank) {
+                found = true;
+                if (len != rlen[j])
+                    rc = ptc_error_set(PTC_E_INVAL,
+                                       "exchange: process %d sent %zu bytes, %zu expected", p,
+                                       len, rlen[j]);
+                else if (len)
+                    memcpy(rbuf[j], pall + cur[2 * p + 1], len);
+            }
+            cur[2 * p + 1] += len;
+        }
+        if (!found && rc == PTC_OK)
+            rc = ptc_error_set(PTC_E_INVAL, "exchange: a message expected from process %d "
+                               "never came", p);
+    }
+out_free:
+    ptc_free(head);
+    ptc_free(pay);
+    ptc_free(hl);
+    ptc_free(pl);
+    ptc_free(cur);
+    ptc_transport_free(hall);
+    ptc_transport_free(pall);
+    return rc;
+}
+
+int ptc_transport_exchange(const ptc_transport *t, size_t nsend, const int *to,
+                           const void *const *sbuf, const size_t *slen, size_t nrecv,
+                           const int *from, void *const *rbuf, const size_t *rlen)
+{
+    for (size_t i = 0; i < nsend; i++)
+        if (to[i] < 0 || to[i] >= t->size)
+            return ptc_error_set(PTC_E_INVAL, "exchange: no process %d of %d", to[i], t->size);
+    for (size_t j = 0; j < nrecv; j++)
+        if (from[j] < 0 || from[j] >= t->size)
+            return ptc_error_set(PTC_E_INVAL, "exchange: no process %d of %d", from[j],
+                                 t->size);
+    if (t->exchange)
+        return t->exchange(t->user, nsend, to, sbuf, slen, nrecv, from, rbuf, rlen);
+    return exchange_by_allgather(t, nsend, to, sbuf, slen, nrecv, from, rbuf, rlen);
+}

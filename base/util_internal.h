@@ -96,6 +96,9 @@ void ptc_quote_name(char *buf, size_t cap, const char *s, size_t len);
 bool ptc_fault_alloc_hit(void);
 int ptc_fault_write_hit(void);
 bool ptc_fault_send_hit(void);
+/* Whether this thread armed crash point @p point (ptc_fault_crash_at); a
+ * hit disarms it. */
+bool ptc_fault_crash_hit(const char *point);
 
 /* Checked arithmetic on sizes: return false on overflow. */
 static inline bool ptc_mul_overflow_i64(int64_t a, int64_t b, int64_t *out)

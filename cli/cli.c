@@ -147,24 +147,25 @@ int ptc_cli_store_open(ptc_cli_store *cs, unsigned how, uint64_t version)
     cs->s = NULL;
     cs->r = NULL;
     cs->created = 0;
-    if (!(how & PTC_CLI_STORE_NEW) || !cs->dir || !*cs->dir) {
-        int ret = ptc_cli_open_store(cs->dir, false, &cs->s);
-        if (ret != PTC_CLI_OK)
-            return ret;
-    } else {
-        struct stat st;
-        bool dir_existed = stat(cs->dir, &st) == 0;
-        int rc = ptc_store_open(&cs->s, cs->dir, 0);
-        if (rc == PTC_E_NOTFOUND) {
-            rc = ptc_store_open(&cs->s, cs->dir, PTC_STORE_CREATE);
-            if (rc == PTC_OK)
-                cs->created = dir_existed ? 1 : 2;
-        }
-        if (rc)
-            return ptc_cli_lib_error(rc);
+    if (!cs->dir || !*cs->dir)
+        return ptc_cli_usage_error("--store DIR is required");
+    ptc_store_options so = {.flags = cs->flags};
+    if (cs->lock_timeout_given) /* 0 s: not at all */
+        so.lock_timeout_ms = cs->lock_timeout > 0 ? (int64_t)(cs->lock_timeout * 1000.0 + 0.5)
+                                                  : PTC_STORE_LOCK_NOWAIT;
+    struct stat st;
+    bool dir_existed = (how & PTC_CLI_STORE_NEW) && stat(cs->dir, &st) == 0;
+    int rc = ptc_store_open_ex(&cs->s, cs->dir, &so);
+    if (rc == PTC_E_NOTFOUND && (how & PTC_CLI_STORE_NEW)) {
+        so.flags |= PTC_STORE_CREATE;
+        rc = ptc_store_open_ex(&cs->s, cs->dir, &so);
+        if (rc == PTC_OK)
+            cs->created = dir_existed ? 1 : 2;
     }
+    if (rc)
+        return ptc_cli_lib_error(rc);
     if (how & PTC_CLI_STORE_READER) {
-        int rc = ptc_store_reader_open(&cs->r, cs->s, version);
+        rc = ptc_store_reader_open(&cs->r, cs->s, version);
         if (rc) {
             int ret = ptc_cli_lib_error(rc);
             ptc_cli_store_close(cs, true);

@@ -45,6 +45,7 @@ void ptc_cli_progress_done(void);
 /* Parse a non-negative decimal integer option; false if bad. */
 bool ptc_cli_parse_u64(const char *s, uint64_t *out);
 bool ptc_cli_parse_int(const char *s, int lo, int hi, int *out);
+struct ptc_store;
 
 /* ---- options: a declarative table ----------------------------------------------------
  *
@@ -147,7 +148,16 @@ typedef struct ptc_cli_store {
     int created;                   /* PTC_CLI_STORE_NEW: what the open made (0
                                       nothing, 1 the store in an existing
                                       directory, 2 the directory too) */
+    unsigned flags;                /* more ptc_store_open flags (PTC_STORE_CHECK) */
+    double lock_timeout;           /* --lock-timeout SECONDS of a writing command */
+    bool lock_timeout_given;       /* (not given: the library's default stays) */
 } ptc_cli_store;
+/* --lock-timeout S: how long the command's writer waits for the store's
+ * writer lock (0: not at all; at most 10^9 s). */
+#define PTC_CLI_OPT_LOCK_TIMEOUT(cs)                                                         \
+    {.name = "lock-timeout", .kind = PTC_CLI_DOUBLE, .dest = (double *){&(cs)->lock_timeout},  \
+     .lo = 0, .hi = 1000000000ull, .given = &(cs)->lock_timeout_given,                       \
+     .bad = "--lock-timeout needs a number of seconds in 0..1e9, not '%s'"}
 enum {
     PTC_CLI_STORE_OPEN = 0,   /* an existing store */
     PTC_CLI_STORE_NEW = 1,    /* a command that may write its first version or

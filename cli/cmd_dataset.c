@@ -13,7 +13,7 @@ const char ptc_cmd_dataset_help[] =
     "ingest, list, describe and audit datasets in a store\n"
     "\n"
     "usage: ptc dataset ingest --store DIR --name NAME --format FMT [--compress zstd[:L]]\n"
-    "                          [--replace] [--json] INPUT...\n"
+    "                          [--replace] [--json] [--lock-timeout S] INPUT...\n"
     "       ptc dataset ls     --store DIR [--json]\n"
     "       ptc dataset info   --store DIR --name NAME [--json]\n"
     "       ptc dataset audit  --store DIR --name NAME --seed S --epoch E [--json]\n"
@@ -23,6 +23,8 @@ const char ptc_cmd_dataset_help[] =
     "  --compress zstd[:L]  compress each 1 MiB block with zstd (level L)\n"
     "  --replace      replace an existing dataset of that name (atomically; its\n"
     "                 served counts are cleared; `ptc gc` removes the old file)\n"
+    "  --lock-timeout S  wait at most S seconds for the store's writer lock (default\n"
+    "                 60, or PTC_LOCK_TIMEOUT; 0: fail at once if it is held)\n"
     "ingest stores the records (a name that exists is an error without --replace)\n"
     "and prints the number of records. audit prints\n"
     "{\"samples\":N,\"once\":..,\"repeated\":..,\"missing\":..} for (seed, epoch): how many\n"
@@ -88,6 +90,7 @@ static int parse_args(int argc, char **argv, dataset_args *d)
         PTC_CLI_OPT_STR("format", &d->format),
         PTC_CLI_OPT_COMPRESS(&d->z),
         PTC_CLI_OPT_FLAG("replace", &d->replace),
+        PTC_CLI_OPT_LOCK_TIMEOUT(&d->cs),
         PTC_CLI_OPT_JSON(&d->json),
         {.name = "seed", .kind = PTC_CLI_U64, .dest = &d->seed, .given = &d->have_seed,
          .bad = "--seed: '%s' is not a non-negative integer"},
@@ -113,8 +116,9 @@ static int parse_args(int argc, char **argv, dataset_args *d)
     if (d->name && !ptc_store_dataset_name_ok(d->name))
         return ptc_cli_usage_error("--name: '%s' is not a dataset name (1-255 characters of "
                                    "[A-Za-z0-9._-], not starting with '.')", d->name);
-    if (!d->ingest && (d->format || d->z.codec || d->replace))
-        return ptc_cli_usage_error("--format, --compress and --replace are for ingest");
+    if (!d->ingest && (d->format || d->z.codec || d->replace || d->cs.lock_timeout_given))
+        return ptc_cli_usage_error("--format, --compress, --replace and --lock-timeout are for "
+                                   "ingest");
     if (!d->audit && (d->have_seed || d->have_epoch))
         return ptc_cli_usage_error("--seed and --epoch are for audit");
     if (!d->audit && (have_policy || d->have_batch || d->have_dp || d->have_start))

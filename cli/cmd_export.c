@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <strings.h>
 #include <sys/stat.h>
 
@@ -147,9 +148,16 @@ static int write_sharded(const ptc_store_reader *r, const size_t *idx, size_t n,
         return ptc_cli_error("out of memory");
     }
     size_t nshards = 0;
-    uint64_t cur = 0, total = 0;
+    uint64_t cur = 0, total = 0, params = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t b = tensor_bytes(r, idx[i], dt);
+        ptc_store_tensor ti;
+        if (ptc_store_reader_tensor(r, idx[i], &ti) == PTC_OK) {
+            uint64_t el = 1;
+            for (int d = 0; d < ti.ndim; d++)
+                el *= (uint64_t)ti.shape[d];
+            params += el;
+        }
         if (nshards == 0 || (cur > 0 && cur + b > max)) {
             nshards++;
             cur = 0;
@@ -204,7 +212,7 @@ static int write_sharded(const ptc_store_reader *r, const size_t *idx, size_t n,
         for (size_t i = 0; i < n; i++)
             fl[i] = files[shard_of[i]];
         snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-        int rc = ptc_st_index_write(path, names, fl, n, total);
+        int rc = ptc_st_index_write(path, names, fl, n, total, params);
         free(fl);
         if (rc)
             ret = ptc_cli_lib_error(rc);
@@ -303,13 +311,26 @@ int ptc_cmd_export(int argc, char **argv)
         ret = ptc_cli_error("cannot create %s: %s", out_dir, strerror(errno));
         goto out_destroy_layout;
     }
-    for (int k = 0; k < world && ret == PTC_CLI_OK; k++) {
+    /* every rank file under a staging name first, renamed once all are
+     * written: a failed export leaves no rank file of it */
+    int k = 0;
+    for (; k < world && ret == PTC_CLI_OK; k++) {
         char path[4096];
-        if (snprintf(path, sizeof path, "%s/rank-%d.safetensors", out_dir, k) >= (int)sizeof path) {
+        if (snprintf(path, sizeof path, "%s/.rank-%d.safetensors.partial", out_dir, k) >=
+            (int)sizeof path) {
             ret = ptc_cli_error("--out-dir path too long");
             break;
         }
         ret = write_rank(r, l, k, dt, path);
+    }
+    for (int j = 0; j < k; j++) {
+        char tmp[4096], path[4096];
+        snprintf(tmp, sizeof tmp, "%s/.rank-%d.safetensors.partial", out_dir, j);
+        snprintf(path, sizeof path, "%s/rank-%d.safetensors", out_dir, j);
+        if (ret != PTC_CLI_OK)
+            unlink(tmp);
+        else if (rename(tmp, path) != 0)
+            ret = ptc_cli_error("cannot rename %s to %s: %s", tmp, path, strerror(errno));
     }
 out_destroy_layout:
     ptc_layout_destroy(l);

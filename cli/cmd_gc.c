@@ -5,16 +5,20 @@
 const char ptc_cmd_gc_help[] =
     "delete pack files that no committed version references\n"
     "\n"
-    "usage: ptc gc --store DIR [--json]\n"
+    "usage: ptc gc --store DIR [--json] [--lock-timeout SECONDS]\n"
     "Removes the debris of interrupted imports and reshards and the files of\n"
-    "deleted versions; never a file a committed version references.\n";
+    "deleted versions; never a file a committed version references. It holds the\n"
+    "store's writer lock in slices: a writer that queues (a training job's save)\n"
+    "gets the lock after the file gc is removing, then gc goes on.\n"
+    "  --lock-timeout S  wait at most S seconds for the writer lock (default 60, or\n"
+    "                    PTC_LOCK_TIMEOUT; 0: fail at once if it is held)\n";
 
 int ptc_cmd_gc(int argc, char **argv)
 {
     ptc_cli_store cs = {0};
     bool json = false;
     const ptc_cli_opt opts[] = {PTC_CLI_OPT_STORE(&cs.dir), PTC_CLI_OPT_JSON(&json),
-                                PTC_CLI_OPT_END};
+                                PTC_CLI_OPT_LOCK_TIMEOUT(&cs), PTC_CLI_OPT_END};
     int ret = ptc_cli_parse(argc, argv, 1, opts, ptc_cmd_gc_help, 0, NULL);
     if (ret != PTC_CLI_CONTINUE)
         return ret;

@@ -33,8 +33,15 @@ const char ptc_cmd_mount_help[] =
     "(durable every --flush-ms, when a program fsyncs any file or directory of\n"
     "the mount, e.g. `sync MOUNTPOINT`, and on unmount). Unmount with\n"
     "`fusermount3 -u MOUNTPOINT` (or SIGINT/SIGTERM to the foreground process).\n"
-    "Exit 0 after a clean unmount (or once detached), 1 on failure (missing or busy\n"
-    "mount point, no /dev/fuse, bad store), 2 on a usage error.\n";
+    "Versions: besides those being read, at most 8 idle versions (holding at most a\n"
+    "quarter of the open-file limit in pack files) stay open; a version deleted from\n"
+    "the store is let go within a tick once no file of it is open, so gc frees it.\n"
+    "A damaged block is a read error (EIO); a program that maps a file (mmap,\n"
+    "np.memmap, safetensors.safe_open) gets SIGBUS instead: read with read() or run\n"
+    "ptc verify first.\n"
+    "Exit 0 after a clean unmount (or once detached and serving), 1 on failure\n"
+    "(missing or busy mount point, no /dev/fuse, bad store, a detached start that\n"
+    "failed: its error is printed), 2 on a usage error.\n";
 
 static int on_ready(void *user)
 {

@@ -20,7 +20,8 @@ const char ptc_cmd_train_help[] =
     "         --microbatches M --steps S [--chunks V] [--k K]\n"
     "         [--model mlp:layers=L,hidden=H,vocab=V[,tokens=N]] [--seed X]\n"
     "         [--data synthetic|tokens:FILE|dataset:NAME|mount:MNT/datasets/NAME]\n"
-    "         [--store DIR [--save-every N] [--resume [--version V]]]\n"
+    "         [--store DIR [--save-every N] [--resume [--version V]]\n"
+    "          [--replicas K [--persist DIR [--persist-every N]] [--keep-local M]]]\n"
     "         [--resize STEP:CFG[,STEP:CFG...]] [--control FILE]\n"
     "         [--device cpu|cuda] [--lr LR]\n"
     "         [--timeout SEC] [--fake-compute [--unit-ms U] [--cost-f F]\n"
@@ -71,6 +72,17 @@ const char ptc_cmd_train_help[] =
     "               for this job's configuration; the step count and the data seed\n"
     "               and position continue (the next unseen sample, for any --config\n"
     "               and global batch); --steps more steps are run\n"
+    "  --replicas K  --store DIR names a store on each host (the same path, each\n"
+    "               host's own disk; no shared filesystem): each host saves its\n"
+    "               ranks' shards there, and copies on the next K hosts (host h's\n"
+    "               on hosts h+1..h+K mod H; K < H; 0: no copies); a version is\n"
+    "               committed on every host or none; --resume takes what a host\n"
+    "               lacks from the others over MPI (docs/checkpoint.md)\n"
+    "  --persist DIR  with --replicas: also save every N-th version (--persist-every,\n"
+    "               default 1) into DIR, one store every host reaches (a shared or\n"
+    "               persistent filesystem), as an ordinary store\n"
+    "  --keep-local M  with --replicas: each host keeps the newest M versions\n"
+    "               (default 0: all)\n"
     "  --device     cpu (default) or cuda: the model on GPU local-rank mod count,\n"
     "               boundary tensors over NCCL (needs a CUDA+NCCL build and a GPU);\n"
     "               tp=1, zero=0; saves, resumes and resizes through the model's\n"
@@ -287,9 +299,16 @@ static int parse_args(int argc, char **argv, cli_train *ct)
         PTC_CLI_OPT_FLAG("overlap-reduce", &o->overlap_reduce),
         PTC_CLI_OPT_CALL("lr", opt_lr, &o->model.lr),
         PTC_CLI_OPT_STR("store", &o->store),
+        PTC_CLI_OPT_STR("persist", &o->persist),
         PTC_CLI_OPT_INT("save-every", &o->save_every, 0, 1 << 30,
                         "--save-every: expected a number of steps >= 0"),
         PTC_CLI_OPT_FLAG("resume", &o->resume),
+        PTC_CLI_OPT_INT("replicas", &o->replicas, 0, 1 << 20,
+                        "--replicas: expected a number of copies >= 0"),
+        PTC_CLI_OPT_INT("persist-every", &o->persist_every, 1, 1 << 30,
+                        "--persist-every: expected a number of versions >= 1"),
+        PTC_CLI_OPT_INT("keep-local", &o->keep_local, 0, 1 << 30,
+                        "--keep-local: expected a number of versions >= 0"),
         {.name = "version", .kind = PTC_CLI_VERSION, .dest = &o->resume_version,
          .bad = "--version: expected a version number >= 1"},
         PTC_CLI_OPT_CALL("resize", opt_resize, ct),
@@ -330,6 +349,11 @@ static int on_step(const ptc_train_step *r, void *user)
         printf("resumed from version %llu at step %lld, load %.3f ms\n",
                (unsigned long long)c->res->resumed_from, (long long)c->res->first_step,
                c->res->load_seconds * 1e3);
+    if (!c->json && c->res && c->res->resumed_from && r->step == c->res->first_step &&
+        c->o.replicas >= 0)
+        printf("resume moved %llu bytes between hosts (lower bound %llu)\n",
+               (unsigned long long)c->res->load_bytes_network,
+               (unsigned long long)c->res->load_bytes_network_lower_bound);
     if (!c->json) {
         if (r->has_loss)
             printf("step %lld loss %.9g time %.3f ms\n", (long long)r->step, r->loss,
@@ -382,6 +406,10 @@ static void print_json(const cli_train *c, const ptc_train *t, int world,
                              c->o.fake, "steps", c->steps);
     json_object_set_new(root, "resumed_from", json_integer((json_int_t)res->resumed_from));
     json_object_set_new(root, "load_s", json_real(res->load_seconds));
+    json_object_set_new(root, "load_bytes_network",
+                        json_integer((json_int_t)res->load_bytes_network));
+    json_object_set_new(root, "load_bytes_network_lower_bound",
+                        json_integer((json_int_t)res->load_bytes_network_lower_bound));
     json_object_set_new(root, "saved_version", json_integer((json_int_t)res->last_version));
     json_object_set_new(root, "saves", json_integer((json_int_t)res->saves));
     json_object_set_new(root, "stopped", json_boolean(res->stopped));

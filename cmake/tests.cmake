@@ -6,7 +6,9 @@
 #   tests/net/test_*.sh          label net    (mpirun across network namespaces, root)
 #   tests/gpu/test_*.sh          label gpu    (only where a GPU exists)
 #   tests/fuzz/fuzz_<parser>.c   libFuzzer target + corpus replay, label unit
-#   A first line "# labels: slow" in a script adds labels. Exit status 77:
+#   A line "# labels: slow" at the top of a script adds labels ("jobs": the
+#   script runs processes side by side and takes the multi-process lock, as
+#   mpi, fuse and net scripts do). Exit status 77:
 #   skipped (reported as such by ctest, never as a pass).
 # Tiers: `make test` runs everything but the labels gpu and slow; the slow
 # label holds the full configuration matrices (tests/*/test_*_all.sh run
@@ -58,8 +60,9 @@ foreach(kind cli fuse mpi net gpu)
       SKIP_RETURN_CODE 77
       ENVIRONMENT "PTC=$<TARGET_FILE:ptc_cli_test>;PTC_SRC=${CMAKE_CURRENT_SOURCE_DIR};PTC_BUILD=${CMAKE_CURRENT_BINARY_DIR}")
     # one multi-process job at a time (mpirun, mounts, network namespaces,
-    # the Python suite's rank processes); unit and CLI tests run beside it
-    if(kind STREQUAL "mpi" OR kind STREQUAL "fuse" OR kind STREQUAL "net")
+    # the Python suite's rank processes, a CLI script labelled `jobs` that
+    # runs commands side by side); unit and CLI tests run beside it
+    if(kind STREQUAL "mpi" OR kind STREQUAL "fuse" OR kind STREQUAL "net" OR "jobs" IN_LIST _labels)
       set_tests_properties(${kind}.${n} PROPERTIES RESOURCE_LOCK ptc_jobs)
       # under ASan: Open MPI's own allocations are never freed (no leak check)
       if(PTC_SANITIZE)

@@ -59,6 +59,11 @@ int ptc_dataset_audit_policy(ptc_store *store, const char *name, uint64_t seed, 
 {
     ptc_store_dataset_info info;
     PTC_TRY(ptc_store_dataset_stat(store, name, &info));
+    /* a start past the end reads nothing: not an audit of anything served */
+    if (policy && policy->start > info.samples)
+        return ptc_error_set(PTC_E_RANGE, "dataset '%s': start %llu is past its %llu records",
+                             name, (unsigned long long)policy->start,
+                             (unsigned long long)info.samples);
     return ptc_dataset_audit_counts_policy(store, name, info.id, seed, epoch, info.samples,
                                            policy, out);
 }

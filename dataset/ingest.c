@@ -476,11 +476,18 @@ static int read_tokens(ptc_ingest *r, const uint8_t **data, size_t *len, bool *g
 }
 
 /* At the end of a token stream: the tokens of a last partial window are
- * dropped with a warning; a stream with tokens but not one whole window is
- * an error (never zero records and success). */
+ * dropped with a warning; a stream with no tokens, or with tokens but not
+ * one whole window, is an error (never zero records and success). */
 static int tokens_end(ptc_ingest *r)
 {
-    if (r->kind != INGEST_TOKENS || r->tfill == 0)
+    if (r->kind != INGEST_TOKENS)
+        return PTC_OK;
+    if (r->tfill == 0 && r->count == 0)
+        return ptc_error_set(PTC_E_FORMAT,
+                             "no tokens in any input: a token dataset needs at least one window "
+                             "of %llu",
+                             (unsigned long long)r->tok_len);
+    if (r->tfill == 0)
         return PTC_OK;
     uint64_t left = r->tfill / r->tok_width;
     r->tfill = 0;

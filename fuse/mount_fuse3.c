@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -464,7 +465,65 @@ struct ticker {
     pthread_cond_t cond;
     bool stop;
     const ptc_mount_options *opts;
+    struct mount_ctx *c;
+    struct fuse_session *se;
 };
+
+/* ---- versions that went away ------------------------------------------------------------ */
+
+typedef struct name_set {
+    char (*v)[64];
+    size_t n, cap;
+} name_set;
+
+static int add_name(void *ctx, const char *name, bool is_dir)
+{
+    (void)is_dir;
+    name_set *s = ctx;
+    if (strlen(name) >= sizeof *s->v)
+        return 0;
+    if (ptc_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v) < 0)
+        return 1;
+    snprintf(s->v[s->n++], sizeof *s->v, "%s", name);
+    return 0;
+}
+
+static bool has_name(const name_set *s, const char *name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->v[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* The kernel keeps a looked-up entry (and through it the node, which holds
+ * the version's open files) for as long as it likes: tell it to forget the
+ * entries of versions that are gone from models/, so that their nodes are
+ * forgotten once no file of them is open and the view can let the version
+ * go (its pack files, deleted by gc, then free their space). */
+static void forget_gone_models(struct mount_ctx *c, struct fuse_session *se)
+{
+    static const char prefix[] = "/models/";
+    name_set held = {0}, live = {0};
+    struct node *models = NULL;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->cap; i++)
+        for (struct node *n = c->tab[i]; n; n = n->next) {
+            if (strcmp(n->path, "/models") == 0)
+                models = n;
+            else if (strncmp(n->path, prefix, sizeof prefix - 1) == 0 &&
+                     !strchr(n->path + sizeof prefix - 1, '/'))
+                add_name(&held, n->path + sizeof prefix - 1, true);
+        }
+    fuse_ino_t parent = models ? ino_of(c, models) : 0;
+    pthread_mutex_unlock(&c->lock);
+    if (parent && held.n && ptc_view_list(c->view, "/models", add_name, &live) == PTC_OK)
+        for (size_t i = 0; i < held.n; i++)
+            if (!has_name(&live, held.v[i]))
+                fuse_lowlevel_notify_inval_entry(se, parent, held.v[i], strlen(held.v[i]));
+    ptc_free(held.v);
+    ptc_free(live.v);
+}
 
 static void *tick_main(void *p)
 {
@@ -485,10 +544,91 @@ static void *tick_main(void *p)
             break;
         pthread_mutex_unlock(&t->lock);
         t->opts->tick(t->opts->user);
+        forget_gone_models(t->c, t->se);
         pthread_mutex_lock(&t->lock);
     }
     pthread_mutex_unlock(&t->lock);
     return NULL;
+}
+
+/* ---- detaching --------------------------------------------------------------------------- */
+
+/* Detach from the caller (libfuse's fuse_daemonize, but the parent learns
+ * how the start ended): fork; the child goes on in a new session at / and
+ * reports once it is serving, or why it is not, through a pipe; the parent
+ * waits for that report. Returns 1 in the parent with *rc the child's
+ * outcome, 0 in the child with *report the pipe's write end. */
+static int detach(int *report, int *rc)
+{
+    *report = -1;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        *rc = ptc_error_sys(PTC_E_IO, "cannot detach from the terminal");
+        return 1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        *rc = ptc_error_sys(PTC_E_IO, "cannot detach from the terminal");
+        close(p[0]);
+        close(p[1]);
+        return 1;
+    }
+    if (pid == 0) {
+        close(p[0]);
+        *report = p[1];
+        (void)setsid();
+        (void)!chdir("/");
+        return 0;
+    }
+    close(p[1]);
+    /* the report: i32 code, then the message; nothing (EOF) if the child died */
+    char msg[1024];
+    int32_t code = PTC_E_IO;
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof msg - 1 &&
+           ((n = read(p[0], msg + got, sizeof msg - 1 - got)) > 0 || (n < 0 && errno == EINTR)))
+        got += n > 0 ? (size_t)n : 0;
+    close(p[0]);
+    msg[got] = 0;
+    if (got >= sizeof code) {
+        memcpy(&code, msg, sizeof code);
+        *rc = code >= 0 ? PTC_OK : ptc_error_set(code, "%s", msg + sizeof code);
+        return 1;
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    *rc = WIFSIGNALED(st)
+              ? ptc_error_set(PTC_E_IO, "the mount process died of signal %d before serving",
+                              WTERMSIG(st))
+              : ptc_error_set(PTC_E_IO, "the mount process ended (status %d) before serving",
+                              WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    return 1;
+}
+
+/* The child tells the parent how the start ended (once; then its standard
+ * streams go to /dev/null, as a daemon's do). */
+static void report_start(int *report, int rc)
+{
+    if (*report < 0)
+        return;
+    char msg[1024];
+    int32_t code = rc < 0 ? rc : 0;
+    memcpy(msg, &code, sizeof code);
+    int n = snprintf(msg + sizeof code, sizeof msg - sizeof code, "%s",
+                     rc < 0 ? ptc_last_error() : "");
+    size_t len = sizeof code + (size_t)PTC_MAX(n, 0);
+    (void)!write(*report, msg, PTC_MIN(len, sizeof msg - 1));
+    close(*report);
+    *report = -1;
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+        if (null > 2)
+            close(null);
+    }
 }
 
 /* ---- mount ---------------------------------------------------------------------------- */
@@ -583,7 +723,7 @@ int ptc_mount_run(ptc_view *view, const char *mountpoint, const ptc_mount_option
              MOUNT_MAX_IO, opts->allow_other ? ",allow_other" : "");
     char *argv[] = {"ptc", "-o", o, opts->debug ? "-d" : NULL, NULL};
     struct fuse_args args = FUSE_ARGS_INIT(opts->debug ? 4 : 3, argv);
-    int rc = PTC_OK;
+    int rc = PTC_OK, report = -1; /* a detached child's pipe to its parent */
     struct fuse_session *se = fuse_session_new(&args, &mount_ops, sizeof mount_ops, &c);
     if (!se) {
         rc = ptc_error_set(PTC_E_IO, "cannot set up the fuse filesystem");
@@ -597,11 +737,17 @@ int ptc_mount_run(ptc_view *view, const char *mountpoint, const ptc_mount_option
         ptc_log(PTC_LOG_DEBUG, "cannot raise the readahead of %s", mountpoint);
     if (ptc_fuse_tune(se) != 0)
         ptc_log(PTC_LOG_DEBUG, "cannot tune the fuse session; serving with libfuse's settings");
-    /* detach only now, so the caller sees mount errors and a mounted tree */
-    if (fuse_daemonize(opts->foreground) != 0) {
-        rc = ptc_error_set(PTC_E_IO, "cannot detach from the terminal");
-        goto out_unmount;
+    /* detach only now, so the caller sees mount errors and a mounted tree;
+     * the parent waits until the child serves (exit 0, as any FUSE daemon's
+     * parent) or failed to start (its error is returned here, the child
+     * having unmounted) */
+    if (!opts->foreground && detach(&report, &rc) == 1) {
+        if (rc == PTC_OK)
+            _exit(0);
+        goto out_destroy;
     }
+    if (opts->foreground)
+        (void)!chdir("/");
     if (fuse_set_signal_handlers(se) != 0) {
         rc = ptc_error_set(PTC_E_IO, "cannot install signal handlers");
         goto out_unmount;
@@ -611,7 +757,7 @@ int ptc_mount_run(ptc_view *view, const char *mountpoint, const ptc_mount_option
         if (rc < 0)
             goto out_signals;
     }
-    struct ticker t = {.opts = opts};
+    struct ticker t = {.opts = opts, .c = &c, .se = se};
     bool ticking = false;
     if (opts->tick) {
         pthread_mutex_init(&t.lock, NULL);
@@ -634,6 +780,7 @@ int ptc_mount_run(ptc_view *view, const char *mountpoint, const ptc_mount_option
      * reads in flight, and parallel lookups overlap), idle ones kept */
     fuse_loop_cfg_set_clone_fd(lc, 1);
     fuse_loop_cfg_set_max_threads(lc, MOUNT_THREADS);
+    report_start(&report, PTC_OK);
     /* > 0: ended by a signal, which is a clean unmount */
     if (fuse_session_loop_mt(se, lc) < 0)
         rc = ptc_error_set(PTC_E_IO, "the fuse loop failed");
@@ -653,6 +800,7 @@ out_signals:
     fuse_remove_signal_handlers(se);
 out_unmount:
     fuse_session_unmount(se);
+    report_start(&report, rc); /* a child that did not start: the parent says why */
 out_destroy:
     fuse_session_destroy(se);
 out_args:

@@ -1,13 +1,28 @@
 /* The view backed by a store: datasets read through the store's block
  * engine (ptc_store_dataset_*), models through virtual safetensors files
  * (ptc_vfile), served-record counts into the store's count map. Readers,
- * layouts and vfiles are cached (bounded LRU for vfiles) so repeated stats
- * and reads do not rebuild headers. */
+ * layouts and vfiles are cached (bounded LRU) so repeated stats and reads
+ * do not rebuild headers.
+ *
+ * A version's reader holds its pack files open (a version deleted and
+ * collected meanwhile stays readable through it), so the readers kept are
+ * bounded: beyond the versions a read is in progress on, at most VS_READERS
+ * versions holding at most a quarter of the process's open-file limit in
+ * pack files (least recently used go first). A model file whose version is
+ * let go keeps its size and name and opens the version again at its next
+ * read, so the kernel may keep its node as long as it likes. A version
+ * deleted from the store is let go at the next flush (the mount's tick):
+ * its files that no one holds go at once, and a file someone still holds
+ * keeps the version until it is released, so that reader reads the bytes it
+ * opened to the end. (A version both let go for the bound while a process
+ * holds its file, and then deleted and collected, cannot be read again:
+ * that read fails.) */
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "ptc/dataset.h"
 #include "ptc/vfile.h"
@@ -17,17 +32,33 @@
 
 #define VS_VFILES_DEFAULT 64
 #define VS_LAYOUTS 16
+#define VS_READERS 8 /* versions kept open that no open file uses (docs/cli.md) */
 #define VS_KEY_MAX (PTC_VIEW_NAME_MAX + 1)
 
-/* A cached model file: info.json text or a vfile, refcounted. */
-struct vs_file {
-    long refs; /* under vs->lock */
+/* An open version. refs: the files whose vfile reads it and the calls
+ * between get_reader and put_reader; under vs->lock. kept: in the table
+ * (found by new users); one that is not closes at its last reference. */
+struct vs_reader {
     uint64_t version;
-    ptc_view_kind kind;
-    char cfg[VS_KEY_MAX];
-    uint64_t rank;
+    ptc_store_reader *r;
+    size_t packs; /* pack files it holds open */
+    long refs;
     uint64_t used;
+    bool kept;
+};
+
+/* A model file: info.json text or a vfile, refcounted (the cache, each
+ * open). Under vs->lock: refs, busy, vf/rd (set together; NULL while the
+ * version is let go: the next read opens it again). */
+struct vs_file {
+    struct vs_file *next, *prev; /* every live file (vs->all) */
+    long refs;
+    int busy;             /* reads in progress */
+    struct vs_reader *rd; /* the version its vfile reads (a reference) */
     ptc_vfile *vf;
+    ptc_view_node node;   /* what it is (to build it again) */
+    char cfg[VS_KEY_MAX];
+    uint64_t used;
     char *text;
     uint64_t size;
 };
@@ -38,11 +69,6 @@ struct vs_layout {
     ptc_layout *l; /* NULL: the config does not fit the version */
     int rc;
     uint64_t used;
-};
-
-struct vs_reader {
-    uint64_t version;
-    ptc_store_reader *r;
 };
 
 struct vs_dataset {
@@ -58,11 +84,12 @@ struct ptc_view_store {
     ptc_dataset_counter *counter;
     ptc_store_block_cache *blocks; /* decoded blocks of every compressed dataset */
     pthread_mutex_t lock;
-    struct vs_reader *readers;
+    struct vs_reader **readers;
     size_t nreaders, rcap;
     struct vs_layout layouts[VS_LAYOUTS];
     struct vs_file **files;
     size_t nfiles, fcap;
+    struct vs_file *all; /* every live file, cached or not */
     uint64_t tick;
 };
 
@@ -184,40 +211,216 @@ static void ds_served(void *user, const char *name, uint64_t gen, uint64_t seed,
 
 /* ---- models --------------------------------------------------------------------------- */
 
-/* The reader of version @p v, opened once and kept. */
-static int get_reader(ptc_view_store *vs, uint64_t v, ptc_store_reader **out)
+static void file_unref_locked(ptc_view_store *vs, struct vs_file *f);
+
+static struct vs_reader *find_reader_locked(ptc_view_store *vs, uint64_t v, size_t *at)
+{
+    for (size_t i = 0; i < vs->nreaders; i++)
+        if (vs->readers[i]->version == v) {
+            if (at)
+                *at = i;
+            return vs->readers[i];
+        }
+    return NULL;
+}
+
+/* Drop a reference; the last one of a reader no longer kept closes it. */
+static void reader_unref_locked(ptc_view_store *vs, struct vs_reader *rd)
+{
+    (void)vs;
+    if (--rd->refs > 0 || rd->kept)
+        return;
+    ptc_store_reader_close(rd->r);
+    ptc_free(rd);
+}
+
+/* Stop keeping version @p rd: out of the table, its layouts dropped. A
+ * version that still exists (@p reopenable) lets go of every file of it no
+ * read is in progress on (they open it again when read); a deleted one lets
+ * go of its files no one holds, and stays open for the others. */
+static void drop_locked(ptc_view_store *vs, struct vs_reader *rd, bool reopenable)
+{
+    size_t at;
+    if (find_reader_locked(vs, rd->version, &at) == rd)
+        vs->readers[at] = vs->readers[--vs->nreaders];
+    for (int i = 0; i < VS_LAYOUTS; i++)
+        if (vs->layouts[i].version == rd->version) {
+            ptc_layout_destroy(vs->layouts[i].l);
+            memset(&vs->layouts[i], 0, sizeof vs->layouts[i]);
+        }
+    rd->refs++; /* held while its files go */
+    rd->kept = false;
+    for (size_t i = 0; i < vs->nfiles;) {
+        struct vs_file *f = vs->files[i];
+        if (!reopenable && f->rd == rd && f->refs == 1) {
+            vs->files[i] = vs->files[--vs->nfiles];
+            file_unref_locked(vs, f);
+        } else {
+            i++;
+        }
+    }
+    for (struct vs_file *f = vs->all; reopenable && f; f = f->next)
+        if (f->rd == rd && f->busy == 0) {
+            ptc_vfile_destroy(f->vf);
+            f->vf = NULL;
+            f->rd = NULL;
+            reader_unref_locked(vs, rd);
+        }
+    reader_unref_locked(vs, rd);
+}
+
+/* The pack files @p r holds open: the distinct files its data records
+ * point to (ptc_store_reader_open opens them all). */
+static size_t reader_packs(const ptc_store_reader *r)
+{
+    struct pk {
+        uint64_t v;
+        uint32_t rank;
+    } *seen = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t t = 0; t < ptc_store_reader_tensor_count(r); t++) {
+        ptc_store_tensor ti;
+        if (ptc_store_reader_tensor(r, t, &ti) != PTC_OK)
+            break;
+        for (size_t i = 0; i < ti.nshards; i++) {
+            ptc_shard_info sh;
+            if (ptc_store_reader_shard_at(r, t, i, &sh) != PTC_OK || sh.alias || !sh.length)
+                continue;
+            bool dup = false;
+            for (size_t k = 0; k < n && !dup; k++)
+                dup = seen[k].v == sh.pack_version && seen[k].rank == sh.pack_rank;
+            if (dup)
+                continue;
+            if (ptc_grow((void **)&seen, &cap, n + 1, sizeof *seen) != PTC_OK)
+                break;
+            seen[n++] = (struct pk){sh.pack_version, sh.pack_rank};
+        }
+    }
+    ptc_free(seen);
+    return n;
+}
+
+/* The pack files idle versions may hold: a quarter of the open-file limit. */
+static size_t pack_budget(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 1024;
+    return PTC_MAX((size_t)rl.rlim_cur / 4, 4);
+}
+
+/* Versions kept beyond those a read is in progress on: at most VS_READERS,
+ * holding at most pack_budget() pack files; the least recently used idle
+ * one is let go first. */
+static void trim_readers_locked(ptc_view_store *vs)
+{
+    size_t budget = pack_budget();
+    for (;;) {
+        size_t idle = 0, packs = 0;
+        struct vs_reader *victim = NULL;
+        for (size_t i = 0; i < vs->nreaders; i++) {
+            struct vs_reader *rd = vs->readers[i];
+            long quiet = 0; /* its files' references with no read in progress */
+            for (struct vs_file *f = vs->all; f; f = f->next)
+                quiet += f->rd == rd && f->busy == 0;
+            if (rd->refs != quiet)
+                continue; /* in use */
+            idle++;
+            packs += rd->packs;
+            if (!victim || rd->used < victim->used)
+                victim = rd;
+        }
+        if ((idle <= VS_READERS && packs <= budget) || !victim)
+            return;
+        drop_locked(vs, victim, true);
+    }
+}
+
+/* Version @p v's reader, referenced (release with put_reader). */
+static int get_reader(ptc_view_store *vs, uint64_t v, struct vs_reader **out)
 {
     if (!vs->store)
         return not_attached();
     pthread_mutex_lock(&vs->lock);
-    for (size_t i = 0; i < vs->nreaders; i++)
-        if (vs->readers[i].version == v) {
-            *out = vs->readers[i].r;
-            pthread_mutex_unlock(&vs->lock);
-            return PTC_OK;
-        }
-    pthread_mutex_unlock(&vs->lock);
-    ptc_store_reader *r;
-    int rc = ptc_store_reader_open(&r, vs->store, v);
-    if (rc < 0)
-        return rc;
-    pthread_mutex_lock(&vs->lock);
-    for (size_t i = 0; i < vs->nreaders; i++)
-        if (vs->readers[i].version == v) { /* another thread was first */
-            *out = vs->readers[i].r;
-            pthread_mutex_unlock(&vs->lock);
-            ptc_store_reader_close(r);
-            return PTC_OK;
-        }
-    rc = ptc_grow((void **)&vs->readers, &vs->rcap, vs->nreaders + 1, sizeof *vs->readers);
-    if (rc == PTC_OK) {
-        vs->readers[vs->nreaders++] = (struct vs_reader){v, r};
-        *out = r;
+    struct vs_reader *rd = find_reader_locked(vs, v, NULL);
+    if (rd) {
+        rd->refs++;
+        rd->used = ++vs->tick;
     }
     pthread_mutex_unlock(&vs->lock);
-    if (rc < 0)
+    if (rd) {
+        *out = rd;
+        return PTC_OK;
+    }
+    ptc_store_reader *r;
+    PTC_TRY(ptc_store_reader_open(&r, vs->store, v));
+    rd = ptc_calloc(1, sizeof *rd);
+    if (!rd) {
         ptc_store_reader_close(r);
-    return rc;
+        return PTC_E_NOMEM;
+    }
+    *rd = (struct vs_reader){.version = v, .r = r, .packs = reader_packs(r), .refs = 1};
+    pthread_mutex_lock(&vs->lock);
+    struct vs_reader *first = find_reader_locked(vs, v, NULL);
+    int rc = PTC_OK;
+    if (first) { /* another thread was first */
+        first->refs++;
+        first->used = ++vs->tick;
+    } else if ((rc = ptc_grow((void **)&vs->readers, &vs->rcap, vs->nreaders + 1,
+                              sizeof *vs->readers)) == PTC_OK) {
+        rd->used = ++vs->tick;
+        rd->kept = true;
+        vs->readers[vs->nreaders++] = rd;
+        trim_readers_locked(vs);
+    }
+    pthread_mutex_unlock(&vs->lock);
+    if (first || rc < 0) {
+        ptc_store_reader_close(r);
+        ptc_free(rd);
+        if (rc < 0)
+            return rc;
+        rd = first;
+    }
+    *out = rd;
+    return PTC_OK;
+}
+
+static void put_reader(ptc_view_store *vs, struct vs_reader *rd)
+{
+    pthread_mutex_lock(&vs->lock);
+    reader_unref_locked(vs, rd);
+    pthread_mutex_unlock(&vs->lock);
+}
+
+/* Let go of the versions deleted from the store since they were opened,
+ * and of idle versions beyond the bound. */
+static int sweep_deleted(ptc_view_store *vs)
+{
+    if (!vs->store)
+        return PTC_OK;
+    pthread_mutex_lock(&vs->lock);
+    size_t n = vs->nreaders;
+    pthread_mutex_unlock(&vs->lock);
+    if (n == 0)
+        return PTC_OK;
+    ptc_version_info *v;
+    size_t nv;
+    PTC_TRY(ptc_store_versions(vs->store, &v, &nv));
+    pthread_mutex_lock(&vs->lock);
+    for (size_t i = 0; i < vs->nreaders;) {
+        struct vs_reader *rd = vs->readers[i];
+        bool live = false;
+        for (size_t k = 0; k < nv && !live; k++)
+            live = v[k].version == rd->version;
+        if (live)
+            i++;
+        else
+            drop_locked(vs, rd, false); /* out of the table: the same i again */
+    }
+    trim_readers_locked(vs); /* reads ended since: back within the bound */
+    pthread_mutex_unlock(&vs->lock);
+    ptc_store_versions_free(v, nv);
+    return PTC_OK;
 }
 
 /* The layout of (@p v, @p cfg); built once per cache slot. The caller holds
@@ -289,22 +492,46 @@ static int version_info_text(ptc_store_reader *r, char **out, uint64_t *size)
     return *out ? PTC_OK : PTC_E_NOMEM;
 }
 
-static void file_unref_locked(struct vs_file *f)
+static void file_unref_locked(ptc_view_store *vs, struct vs_file *f)
 {
-    if (f && --f->refs == 0) {
-        ptc_vfile_destroy(f->vf);
-        ptc_free(f->text);
-        ptc_free(f);
-    }
+    if (!f || --f->refs > 0)
+        return;
+    if (f->prev)
+        f->prev->next = f->next;
+    else
+        vs->all = f->next;
+    if (f->next)
+        f->next->prev = f->prev;
+    ptc_vfile_destroy(f->vf);
+    ptc_free(f->text);
+    if (f->rd)
+        reader_unref_locked(vs, f->rd);
+    ptc_free(f);
 }
 
 static bool file_match(const struct vs_file *f, const ptc_view_node *n, const char *key)
 {
-    return f->version == n->version && f->kind == n->kind && f->rank == n->rank &&
-           strcmp(f->cfg, key) == 0;
+    return f->node.version == n->version && f->node.kind == n->kind &&
+           f->node.rank == n->rank && strcmp(f->cfg, key) == 0;
 }
 
-/* The cached model file of @p n (a new reference; release with vs_file_put). */
+/* Build the vfile of @p f from the reader @p rd (referenced by the caller). */
+static int file_build(ptc_view_store *vs, struct vs_file *f, struct vs_reader *rd,
+                      ptc_vfile **out)
+{
+    *out = NULL;
+    if (f->node.kind == PTC_VIEW_MODEL_FULL)
+        return ptc_vfile_whole(out, rd->r, PTC_DTYPE_KEEP);
+    const ptc_layout *l;
+    pthread_mutex_lock(&vs->lock);
+    int rc = get_layout_locked(vs, rd->r, f->node.version, &f->node.config, f->cfg, &l);
+    if (rc == PTC_OK)
+        rc = ptc_vfile_rank(out, rd->r, l, (int)f->node.rank, PTC_DTYPE_KEEP);
+    pthread_mutex_unlock(&vs->lock);
+    return rc;
+}
+
+/* The cached model file of @p n (a new reference; release with put_file). */
 static int get_file(ptc_view_store *vs, const ptc_view_node *n, struct vs_file **out)
 {
     char key[VS_KEY_MAX] = "";
@@ -321,47 +548,45 @@ static int get_file(ptc_view_store *vs, const ptc_view_node *n, struct vs_file *
             return PTC_OK;
         }
     pthread_mutex_unlock(&vs->lock);
-    ptc_store_reader *r;
-    PTC_TRY(get_reader(vs, n->version, &r));
+    struct vs_reader *rd;
+    PTC_TRY(get_reader(vs, n->version, &rd));
     struct vs_file *f = ptc_calloc(1, sizeof *f);
-    if (!f)
+    if (!f) {
+        put_reader(vs, rd);
         return PTC_E_NOMEM;
+    }
     f->refs = 1;
-    f->version = n->version;
-    f->kind = n->kind;
-    f->rank = n->rank;
+    f->node = *n;
     snprintf(f->cfg, sizeof f->cfg, "%s", key);
-    int rc;
-    if (n->kind == PTC_VIEW_MODEL_INFO) {
-        rc = version_info_text(r, &f->text, &f->size);
-    } else if (n->kind == PTC_VIEW_MODEL_FULL) {
-        rc = ptc_vfile_whole(&f->vf, r, PTC_DTYPE_KEEP);
+    ptc_vfile *vf = NULL;
+    int rc = n->kind == PTC_VIEW_MODEL_INFO ? version_info_text(rd->r, &f->text, &f->size)
+                                            : file_build(vs, f, rd, &vf);
+    pthread_mutex_lock(&vs->lock);
+    f->next = vs->all;
+    if (vs->all)
+        vs->all->prev = f;
+    vs->all = f;
+    if (vf) {
+        f->vf = vf;
+        f->rd = rd; /* the reference get_reader took */
+        f->size = ptc_vfile_size(vf);
     } else {
-        const ptc_layout *l;
-        pthread_mutex_lock(&vs->lock);
-        rc = get_layout_locked(vs, r, n->version, &n->config, key, &l);
-        if (rc == PTC_OK)
-            rc = ptc_vfile_rank(&f->vf, r, l, (int)n->rank, PTC_DTYPE_KEEP);
-        pthread_mutex_unlock(&vs->lock);
+        reader_unref_locked(vs, rd); /* info.json needs no reader once made */
     }
     if (rc < 0) {
-        ptc_vfile_destroy(f->vf);
-        ptc_free(f->text);
-        ptc_free(f);
+        file_unref_locked(vs, f);
+        pthread_mutex_unlock(&vs->lock);
         return rc;
     }
-    if (f->vf)
-        f->size = ptc_vfile_size(f->vf);
-    pthread_mutex_lock(&vs->lock);
     f->used = ++vs->tick;
-    size_t cap_files = vs->fcap; /* the configured bound */
-    if (vs->nfiles == cap_files) {
+    if (vs->nfiles == vs->fcap) { /* the configured bound */
         size_t victim = 0;
         for (size_t i = 1; i < vs->nfiles; i++)
             if (vs->files[i]->used < vs->files[victim]->used)
                 victim = i;
-        file_unref_locked(vs->files[victim]);
+        struct vs_file *old = vs->files[victim];
         vs->files[victim] = vs->files[--vs->nfiles];
+        file_unref_locked(vs, old);
     }
     f->refs++; /* the cache's reference */
     vs->files[vs->nfiles++] = f;
@@ -373,7 +598,16 @@ static int get_file(ptc_view_store *vs, const ptc_view_node *n, struct vs_file *
 static void put_file(ptc_view_store *vs, struct vs_file *f)
 {
     pthread_mutex_lock(&vs->lock);
-    file_unref_locked(f);
+    if (f->rd && !f->rd->kept && f->refs == 2) {
+        /* the last holder of a file of a version let go: out of the cache */
+        for (size_t i = 0; i < vs->nfiles; i++)
+            if (vs->files[i] == f) {
+                vs->files[i] = vs->files[--vs->nfiles];
+                file_unref_locked(vs, f);
+                break;
+            }
+    }
+    file_unref_locked(vs, f);
     pthread_mutex_unlock(&vs->lock);
 }
 
@@ -381,26 +615,28 @@ static int model_stat(void *user, const ptc_view_node *n, uint64_t *size)
 {
     ptc_view_store *vs = user;
     *size = 0;
-    ptc_store_reader *r;
-    int rc = get_reader(vs, n->version, &r);
+    struct vs_reader *rd;
+    int rc = get_reader(vs, n->version, &rd);
     if (rc < 0)
         return rc;
-    if (n->kind == PTC_VIEW_MODEL)
-        return PTC_OK;
     if (n->kind == PTC_VIEW_MODEL_CFG) {
         char key[VS_KEY_MAX];
-        PTC_TRY(ptc_config_format(&n->config, PTC_CONFIG_STYLE_PATH, key, sizeof key));
         const ptc_layout *l;
-        pthread_mutex_lock(&vs->lock);
-        rc = get_layout_locked(vs, r, n->version, &n->config, key, &l);
-        pthread_mutex_unlock(&vs->lock);
-        return rc;
+        if ((rc = ptc_config_format(&n->config, PTC_CONFIG_STYLE_PATH, key, sizeof key)) ==
+            PTC_OK) {
+            pthread_mutex_lock(&vs->lock);
+            rc = get_layout_locked(vs, rd->r, n->version, &n->config, key, &l);
+            pthread_mutex_unlock(&vs->lock);
+        }
+    } else if (n->kind != PTC_VIEW_MODEL) {
+        struct vs_file *f;
+        if ((rc = get_file(vs, n, &f)) == PTC_OK) {
+            *size = f->size;
+            put_file(vs, f);
+        }
     }
-    struct vs_file *f;
-    PTC_TRY(get_file(vs, n, &f));
-    *size = f->size;
-    put_file(vs, f);
-    return PTC_OK;
+    put_reader(vs, rd);
+    return rc;
 }
 
 static int model_open(void *user, const ptc_view_node *n, void **fh)
@@ -413,14 +649,45 @@ static int model_open(void *user, const ptc_view_node *n, void **fh)
 
 static int model_read(void *user, void *fh, uint64_t off, void *buf, size_t len, size_t *got)
 {
-    (void)user;
+    ptc_view_store *vs = user;
     struct vs_file *f = fh;
-    if (f->vf)
-        return ptc_vfile_read(f->vf, buf, off, len, got);
-    size_t n = off >= f->size ? 0 : (size_t)PTC_MIN((uint64_t)len, f->size - off);
-    memcpy(buf, f->text + off, n);
-    *got = n;
-    return PTC_OK;
+    if (f->text) {
+        size_t n = off >= f->size ? 0 : (size_t)PTC_MIN((uint64_t)len, f->size - off);
+        memcpy(buf, f->text + off, n);
+        *got = n;
+        return PTC_OK;
+    }
+    pthread_mutex_lock(&vs->lock);
+    f->busy++; /* its version stays open until the read ends */
+    ptc_vfile *vf = f->vf;
+    pthread_mutex_unlock(&vs->lock);
+    int rc = PTC_OK;
+    if (!vf) { /* its version was let go: open it again */
+        struct vs_reader *rd;
+        ptc_vfile *nvf = NULL;
+        if ((rc = get_reader(vs, f->node.version, &rd)) == PTC_OK &&
+            (rc = file_build(vs, f, rd, &nvf)) == PTC_OK && ptc_vfile_size(nvf) != f->size)
+            rc = ptc_error_set(PTC_E_STORE, "version %llu changed size while mounted",
+                               (unsigned long long)f->node.version);
+        pthread_mutex_lock(&vs->lock);
+        if (rc == PTC_OK && !f->vf) {
+            f->vf = nvf;
+            f->rd = rd;
+            nvf = NULL;
+            rd = NULL;
+        }
+        vf = f->vf;
+        if (rd)
+            reader_unref_locked(vs, rd);
+        pthread_mutex_unlock(&vs->lock);
+        ptc_vfile_destroy(nvf);
+    }
+    if (rc == PTC_OK)
+        rc = ptc_vfile_read(vf, buf, off, len, got);
+    pthread_mutex_lock(&vs->lock);
+    f->busy--;
+    pthread_mutex_unlock(&vs->lock);
+    return rc;
 }
 
 static void model_close(void *user, void *fh)
@@ -514,7 +781,12 @@ void ptc_view_store_block_cache_stats(const ptc_view_store *vs,
 
 int ptc_view_store_flush(ptc_view_store *vs)
 {
-    return vs->counter ? ptc_dataset_counter_flush(vs->counter) : PTC_OK;
+    /* the mount's tick: also the moment versions deleted meanwhile are let go */
+    int rc = vs->counter ? ptc_dataset_counter_flush(vs->counter) : PTC_OK;
+    int src = sweep_deleted(vs);
+    if (src < 0)
+        ptc_log(PTC_LOG_WARN, "cannot list the store's versions: %s", ptc_last_error());
+    return rc;
 }
 
 void ptc_view_store_destroy(ptc_view_store *vs)
@@ -522,13 +794,19 @@ void ptc_view_store_destroy(ptc_view_store *vs)
     if (!vs)
         return;
     ptc_view_destroy(vs->view); /* closes the datasets */
-    for (size_t i = 0; i < vs->nfiles; i++)
-        file_unref_locked(vs->files[i]);
+    for (size_t i = 0; vs->files && i < vs->nfiles; i++)
+        file_unref_locked(vs, vs->files[i]);
     ptc_free(vs->files);
     for (int i = 0; i < VS_LAYOUTS; i++)
         ptc_layout_destroy(vs->layouts[i].l);
-    for (size_t i = 0; i < vs->nreaders; i++)
-        ptc_store_reader_close(vs->readers[i].r);
+    /* the files held open are released by the view's destroy above */
+    for (size_t i = 0; i < vs->nreaders; i++) {
+        vs->readers[i]->kept = false;
+        if (vs->readers[i]->refs == 0) {
+            ptc_store_reader_close(vs->readers[i]->r);
+            ptc_free(vs->readers[i]);
+        }
+    }
     ptc_free(vs->readers);
     ptc_store_block_cache_destroy(vs->blocks); /* after the datasets that use it */
     ptc_dataset_counter_destroy(vs->counter); /* flushes */

@@ -18,6 +18,7 @@ typedef struct run {
     MPI_Comm world;
     int wrank, wsize;
     ptc_store *store;
+    ptc_store *persist; /* --persist: the persistent tier */
     train_seg *g;
     int64_t first, k;        /* the first step of this run; the next step */
     int next_resize;         /* the next planned resize (o->resize_step) */
@@ -128,7 +129,8 @@ static int maybe_save(run *r, bool last, bool stopping)
     if (g->gmodel) /* every active process has one: the agreement is collective */
         rc = train_agree(g->comm, ptc_exec_model_cuda_pull_state(g->gmodel));
     if (rc == PTC_OK)
-        rc = train_state_save(&r->jo, r->store, g, r->k, r->has_loss, r->last_loss, &v);
+        rc = train_state_save(&r->jo, r->store, r->persist, g, r->k, r->has_loss, r->last_loss,
+                              &v);
     if (rc == PTC_OK) {
         /* the records served up to this version are durable already:
          * run_step flushes them after every step */
@@ -232,6 +234,12 @@ static int run_begin(run *r)
      * none */
     if (o->store)
         rc = train_state_open(o, saving || o->control, r->world, r->wrank, &r->store);
+    if (o->persist && saving && rc == PTC_OK) {
+        ptc_train_opts po = *o; /* the persistent tier: one store every process opens */
+        po.store = o->persist;
+        po.replicas = -1;
+        rc = train_state_open(&po, true, r->world, r->wrank, &r->persist);
+    }
     ptc_ckpt_record rec;
     memset(&rec, 0, sizeof rec);
     uint64_t from = 0;
@@ -265,9 +273,13 @@ static int run_begin(run *r)
     if (rc == PTC_OK && o->resume) {
         double t0 = MPI_Wtime();
         train_watch_enter(r->watch, "loading the version to resume from", r->first);
-        rc = train_state_load(r->store, from, r->g, r->world);
+        ptc_plan_stats moved;
+        memset(&moved, 0, sizeof moved);
+        rc = train_state_load(o, r->store, from, r->g, r->world, &moved);
         r->res->resumed_from = from;
         r->res->load_seconds = MPI_Wtime() - t0;
+        r->res->load_bytes_network = moved.bytes_network;
+        r->res->load_bytes_network_lower_bound = moved.bytes_network_lower_bound;
     }
     r->res->first_step = r->first;
     r->k = r->first;
@@ -336,5 +348,6 @@ out:
     train_watch_stop(r.watch);
     train_seg_free(r.g);
     ptc_store_close(r.store);
+    ptc_store_close(r.persist);
     return rc;
 }

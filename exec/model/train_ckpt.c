@@ -101,11 +101,39 @@ int train_ckpt_buffers(const ptc_train_opts *o, const ptc_sched *s, const ptc_ex
 
 /* ---- the store: open, resume, save ---------------------------------------------------- */
 
+/* A store on each host: the first process of each host opens (or makes)
+ * it, then the others of that host open it. */
+static int open_on_hosts(const ptc_train_opts *o, bool create, MPI_Comm world, ptc_store **out)
+{
+    int host, nhosts, me, rc;
+    PTC_MPI_TRY(MPI_Comm_rank(world, &me));
+    rc = train_hosts_index(world, &host, &nhosts);
+    MPI_Comm local = MPI_COMM_NULL;
+    if (rc == PTC_OK && MPI_Comm_split(world, host, me, &local) != MPI_SUCCESS)
+        rc = ptc_error_set(PTC_E_MPI, "MPI_Comm_split by host failed");
+    if ((rc = train_agree(world, rc)) < 0)
+        return rc;
+    int lr = 0;
+    MPI_Comm_rank(local, &lr);
+    if (lr == 0)
+        rc = ptc_store_open(out, o->store, create ? PTC_STORE_CREATE : 0);
+    int r0 = rc;
+    MPI_Bcast(&r0, 1, MPI_INT, 0, local);
+    MPI_Comm_free(&local);
+    if (lr != 0)
+        rc = r0 == PTC_OK ? ptc_store_open(out, o->store, 0)
+                          : ptc_error_set(r0, "opening the store %s on this host failed",
+                                          o->store);
+    return rc;
+}
+
 int train_state_open(const ptc_train_opts *o, bool create, MPI_Comm world, int wrank,
                      ptc_store **out)
 {
     *out = NULL;
     int rc = PTC_OK;
+    if (o->replicas >= 0)
+        return open_on_hosts(o, create, world, out);
     if (wrank == 0)
         rc = ptc_store_open(out, o->store, create ? PTC_STORE_CREATE : 0);
     int r0 = rc;
@@ -125,10 +153,39 @@ static void model_spec(const ptc_exec_model_cfg *m, char *buf, size_t cap)
              m->vocab, m->tokens);
 }
 
+/* The record of a version to resume from, each host's own part's: the
+ * hosts first agree on the newest committed version (recovery). */
+static int check_record(const ptc_train_opts *o, uint64_t from, const ptc_ckpt_record *rec);
+
+static int resume_on_hosts(ptc_store *store, const ptc_train_opts *o, MPI_Comm world, int rc,
+                           ptc_ckpt_record *rec, uint64_t *from)
+{
+    ptc_transport t;
+    int host, nhosts;
+    PTC_TRY(train_agree(world, rc));
+    PTC_TRY(ptc_transport_mpi(&t, world));
+    PTC_TRY(train_agree(world, train_hosts_index(world, &host, &nhosts)));
+    uint64_t newest = 0, lv = 0;
+    PTC_TRY(ptc_ckpt_hosts_recover_over(&t, host, store, &newest));
+    uint64_t v = o->resume_version ? o->resume_version : newest;
+    if (v == 0 || v > newest)
+        rc = ptc_error_set(PTC_E_NOTFOUND, "the stores %s hold no committed version %llu "
+                           "(newest: %llu)", o->store, (unsigned long long)v,
+                           (unsigned long long)newest);
+    if (rc == PTC_OK && (rc = ptc_ckpt_hosts_local_version(store, v, &lv)) == PTC_OK)
+        rc = ptc_ckpt_read_record(store, lv, rec);
+    if (rc == PTC_OK)
+        rc = check_record(o, v, rec);
+    *from = v;
+    return train_agree(world, rc);
+}
+
 int train_state_resume_record(ptc_store *store, const ptc_train_opts *o, MPI_Comm world,
                               int wrank, int rc, ptc_ckpt_record *rec, uint64_t *from)
 {
     uint64_t v = o->resume_version;
+    if (o->replicas >= 0)
+        return resume_on_hosts(store, o, world, rc, rec, from);
     if (wrank == 0 && rc == PTC_OK && v == 0) {
         rc = ptc_store_latest(store, &v);
         if (rc == PTC_OK && v == 0)
@@ -144,22 +201,28 @@ int train_state_resume_record(ptc_store *store, const ptc_train_opts *o, MPI_Com
     if (rc != PTC_OK)
         return rc;
     PTC_TRY(ptc_ckpt_read_record(store, *from, rec));
+    return check_record(o, *from, rec);
+}
+
+static int check_record(const ptc_train_opts *o, uint64_t from, const ptc_ckpt_record *rec)
+{
     if (rec->format == 0)
         return ptc_error_set(PTC_E_FORMAT, "version %llu of %s has no training-state record "
                                            "(it was not saved by a training job)",
-                             (unsigned long long)*from, o->store);
+                             (unsigned long long)from, o->store);
     char want[160];
     model_spec(&o->model, want, sizeof want);
     for (size_t i = 0; i < rec->nextra; i++)
         if (!strcmp(rec->extra[i].key, "model") && strcmp(rec->extra[i].value, want))
             return ptc_error_set(PTC_E_CONFIG, "version %llu holds the model %s, this job "
-                                               "trains %s", (unsigned long long)*from,
+                                               "trains %s", (unsigned long long)from,
                                  rec->extra[i].value, want);
     return PTC_OK;
 }
 
-int train_state_save(const ptc_train_opts *o, ptc_store *store, const train_seg *g,
-                     int64_t steps, bool has_loss, double loss, uint64_t *version)
+int train_state_save(const ptc_train_opts *o, ptc_store *store, ptc_store *persist,
+                     const train_seg *g, int64_t steps, bool has_loss, double loss,
+                     uint64_t *version)
 {
     const train_data *ds = &g->ds;
     char cfg[256], model[160], lr[32];
@@ -177,16 +240,37 @@ int train_state_save(const ptc_train_opts *o, ptc_store *store, const train_seg 
                            .nextra = PTC_ARRAY_LEN(extra)};
     ptc_ckpt_options co;
     ptc_ckpt_options_init(&co);
-    return ptc_ckpt_save(store, g->layout, g->rules, g->ranks, g->nranks,
-                         (const void *const *)g->bufs, &rec, &co, g->comm, version);
+    if (o->replicas < 0)
+        return ptc_ckpt_save(store, g->layout, g->rules, g->ranks, g->nranks,
+                             (const void *const *)g->bufs, &rec, &co, g->comm, version);
+    ptc_transport t;
+    int host, nhosts;
+    PTC_TRY(ptc_transport_mpi(&t, g->comm));
+    PTC_TRY(train_agree(g->comm, train_hosts_index(g->comm, &host, &nhosts)));
+    ptc_ckpt_hosts_options ho;
+    ptc_ckpt_hosts_options_init(&ho);
+    ho.replicas = o->replicas;
+    ho.keep = o->keep_local;
+    PTC_TRY(ptc_ckpt_hosts_save_over(&t, host, store, g->layout, g->rules, g->ranks, g->nranks,
+                                     (const void *const *)g->bufs, &rec, &co, &ho, version));
+    if (!persist || *version % (uint64_t)o->persist_every)
+        return PTC_OK;
+    /* the persistent tier: the existing single-store save, into a store
+     * every process reaches */
+    return ptc_ckpt_save(persist, g->layout, g->rules, g->ranks, g->nranks,
+                         (const void *const *)g->bufs, &rec, &co, g->comm, NULL);
 }
 
-int train_state_load(ptc_store *store, uint64_t from, train_seg *g, MPI_Comm world)
+int train_state_load(const ptc_train_opts *o, ptc_store *store, uint64_t from, train_seg *g,
+                     MPI_Comm world, ptc_plan_stats *moved)
 {
     ptc_ckpt_options co;
     ptc_ckpt_options_init(&co);
     int rc = PTC_OK;
-    if (g->active)
+    if (g->active && o->replicas >= 0)
+        rc = train_hosts_load(g->comm, store, from, g->layout, g->ranks, g->nranks, g->bufs,
+                              moved);
+    else if (g->active)
         rc = ptc_ckpt_load(store, from, g->layout, g->ranks, g->nranks, g->bufs, &co, g->comm,
                            NULL, NULL);
     if (rc == PTC_OK && g->gmodel)

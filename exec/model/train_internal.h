@@ -3,6 +3,7 @@
 #define PTC_TRAIN_INTERNAL_H
 
 #include "ptc/ckpt.h"
+#include "ptc/plan.h"
 #include "ptc/store.h"
 #include "ptc/train.h"
 #include "base/mpi_internal.h"
@@ -195,6 +196,19 @@ void train_watch_stop(train_watch *w);
 
 /* Open the job's store on every process (process 0 first, making it when
  * @p create, then the others). Collective; the same code everywhere. */
+/* ---- a store on each host (train_hosts.c; ptc train --replicas) ------------------------- */
+
+/* This process's host among the processes of @p comm (by MPI processor
+ * name; hosts numbered in the order of their lowest process). Collective. */
+int train_hosts_index(MPI_Comm comm, int *host, int *nhosts);
+/* Load version @p version (across hosts) into the ranks' buffers (table
+ * nranks x ntensors of @p dst): each source rank read from one host whose
+ * store holds it (its own part or a replica), the bytes moved by the
+ * minimal plan between the hosts (figures into @p stats, may be NULL).
+ * Collective over @p comm; every process returns the same code. */
+int train_hosts_load(MPI_Comm comm, ptc_store *s, uint64_t version, const ptc_layout *dst,
+                     const int *ranks, size_t nranks, void *const *bufs, ptc_plan_stats *stats);
+
 int train_state_open(const ptc_train_opts *o, bool create, MPI_Comm world, int wrank,
                      ptc_store **out);
 /* Resolve the version to resume from (process 0: the newest unless given)
@@ -204,10 +218,14 @@ int train_state_resume_record(ptc_store *store, const ptc_train_opts *o, MPI_Com
                               int wrank, int rc, ptc_ckpt_record *rec, uint64_t *from);
 /* Save the state of segment @p g after @p steps steps as a new version.
  * Collective over the active processes. */
-int train_state_save(const ptc_train_opts *o, ptc_store *store, const train_seg *g,
-                     int64_t steps, bool has_loss, double loss, uint64_t *version);
+int train_state_save(const ptc_train_opts *o, ptc_store *store, ptc_store *persist,
+                     const train_seg *g, int64_t steps, bool has_loss, double loss,
+                     uint64_t *version);
 /* Load version @p from into segment @p g (its active processes) and push it
  * to the device. Collective over @p world. */
-int train_state_load(ptc_store *store, uint64_t from, train_seg *g, MPI_Comm world);
+/* @p moved (may be NULL): with a store on each host, the figures of the
+ * plan that moved the bytes between them (zeroed otherwise). */
+int train_state_load(const ptc_train_opts *o, ptc_store *store, uint64_t from, train_seg *g,
+                     MPI_Comm world, ptc_plan_stats *moved);
 
 #endif

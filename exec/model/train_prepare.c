@@ -23,6 +23,8 @@ void ptc_train_opts_init(ptc_train_opts *o)
     o->model = (ptc_exec_model_cfg){.layers = 4, .hidden = 16, .vocab = 32, .tokens = 8,
                                     .lr = 1e-3f, .seed = 0};
     o->data_seed = 0;
+    o->replicas = -1;
+    o->persist_every = 1;
     o->save_every = -1;
 }
 
@@ -136,6 +138,19 @@ static int check_opts(const ptc_train_opts *o)
     if ((o->save_every >= 0 || o->resume) && o->fake)
         return ptc_error_set(PTC_E_INVAL, "--save-every and --resume need a model (not "
                                           "--fake-compute)");
+    if ((o->persist || o->keep_local) && o->replicas < 0)
+        return ptc_error_set(PTC_E_INVAL, "--persist and --keep-local go with --replicas (a "
+                                          "store on each host)");
+    if (o->persist_every < 1)
+        return ptc_error_set(PTC_E_INVAL, "--persist-every: expected a number >= 1");
+    if (o->replicas >= 0 && !o->store)
+        return ptc_error_set(PTC_E_INVAL, "--replicas needs --store (the store on each host)");
+    if (o->replicas >= 0 && (o->nresize > 0 || o->control))
+        return ptc_error_set(PTC_E_UNSUPPORTED, "--replicas (a store on each host) does not "
+                                                "take --resize or --control yet");
+    if (o->replicas >= 0 && kind == DATA_DATASET)
+        return ptc_error_set(PTC_E_UNSUPPORTED, "--replicas (a store on each host) reads no "
+                                                "dataset from it yet: use --data synthetic");
     if ((o->nresize > 0 || o->control) && o->fake)
         return ptc_error_set(PTC_E_UNSUPPORTED, "--resize and --control need a model (not "
                                                 "--fake-compute)");

@@ -500,6 +500,119 @@ PTC_API int ptc_ckpt_load(ptc_store *s, uint64_t version, const ptc_layout *l,
                           const ptc_ckpt_options *opts, MPI_Comm comm, ptc_ckpt_record *rec,
                           uint64_t *loaded);
 
+
+/* ---- versions spread over hosts (no shared filesystem) ---------------------------- */
+
+/**
+ * What one host's store alone says about the versions spread over hosts
+ * (its journal, docs/format.md §10). Versions across hosts are numbered
+ * 1, 2, 3... by the protocol; each host's part of version G is a version
+ * of its own store (@c committed_local, @c prepared_local) holding its
+ * ranks' shards.
+ *
+ * @c committed is committed on every host that took part in it. When
+ * @c prepared == @c committed + 1 that version is in doubt: this host's
+ * part is durable, and whether the version committed is decided only with
+ * the other hosts (ptc_ckpt_hosts_recover_over); the newest committed
+ * version across hosts is then @c committed or @c prepared, nothing else.
+ */
+typedef struct ptc_ckpt_host_state {
+    uint64_t committed;       /**< newest version known committed (0: none) */
+    uint64_t committed_local; /**< its version in this store */
+    uint64_t prepared;        /**< newest version prepared here (>= committed) */
+    uint64_t prepared_local;  /**< its version in this store */
+    uint32_t host;            /**< this host's index in the newest prepared version */
+    uint32_t hosts;           /**< hosts of the newest prepared version (0: none) */
+    uint32_t replicas;        /**< replicas of each host's shards in it */
+} ptc_ckpt_host_state;
+
+/** Options of a save spread over hosts (ptc_ckpt_hosts_options_init). */
+typedef struct ptc_ckpt_hosts_options {
+    /** Copies of each host's shards on other hosts: host h's shards also go
+     * to hosts h+1, ..., h+replicas (mod H). 0 (the default here; the
+     * command's default is 1): none. Must be < H. */
+    int replicas;
+    /** After a save commits version G, each host keeps the parts of the
+     * newest @c keep versions (G-keep+1..G) and deletes older ones from its
+     * store, then collects their files (ptc_store_gc); 0 (the default):
+     * keep every version. */
+    int keep;
+} ptc_ckpt_hosts_options;
+
+/** Defaults: no replicas. */
+PTC_API void ptc_ckpt_hosts_options_init(ptc_ckpt_hosts_options *o);
+
+/**
+ * The replica placement rule: the hosts that hold copies of host @p host's
+ * shards, out of @p nhosts, with @p replicas copies: hosts host+1, ...,
+ * host+replicas, modulo @p nhosts, in that order into @p out (room for
+ * @p replicas ints). So no host holds a copy of its own shards and any
+ * @p replicas hosts can be lost without losing a shard.
+ * @return PTC_OK; PTC_E_INVAL when @p host is outside [0, nhosts), or
+ *   replicas < 0, or replicas >= nhosts ("--replicas K needs more than K hosts").
+ */
+PTC_API int ptc_ckpt_hosts_replica_hosts(int host, int nhosts, int replicas, int *out);
+
+/**
+ * Read the journal of the store @p s (non-collective).
+ * @return PTC_OK (a store with no journal: all zero), PTC_E_FORMAT (a
+ *   journal file is damaged: its path named), PTC_E_IO.
+ */
+PTC_API int ptc_ckpt_host_state_read(ptc_store *s, ptc_ckpt_host_state *st);
+
+/**
+ * Save a version spread over hosts, collectively: every process of @p t
+ * passes the index of its host (0..H-1, every index used by some process;
+ * the lowest process of a host is its leader) and the store of its host
+ * (the same directory on every host, each host its own local disk). Each
+ * process writes its ranks' shards into its host's store; each host's
+ * leader commits its host's part as a version of its store and records it
+ * as prepared in its journal; when every host has prepared (an agreement),
+ * each leader records the version as committed, and the call returns after
+ * every host has. An in-doubt version left by an earlier crash is resolved
+ * first, as ptc_ckpt_hosts_recover_over() does. Layouts, records and
+ * options are those of ptc_ckpt_save_over().
+ * @param version receives the version number across hosts
+ * @return PTC_OK; agreed failures as "checkpoint save failed on process P:
+ *   ..." (the version is then not committed on any host and each host's
+ *   part is removed); a failure of the transport after a host prepared
+ *   leaves its part in doubt, for ptc_ckpt_hosts_recover_over().
+ * @note Thread safety: collective over @p t (one collective call at a time
+ *   per transport); the store handle may be shared by the processes of one
+ *   host that are threads of one program, as for ptc_ckpt_save_over().
+ */
+PTC_API int ptc_ckpt_hosts_save_over(const ptc_transport *t, int host, ptc_store *s,
+                                     const ptc_layout *l, const ptc_rules *rules,
+                                     const int *ranks, size_t nranks, const void *const *bufs,
+                                     const ptc_ckpt_record *rec, const ptc_ckpt_options *opts,
+                                     const ptc_ckpt_hosts_options *hopts, uint64_t *version);
+
+/**
+ * Agree on the newest committed version across the hosts of @p t
+ * (collective; @p host and @p s as in ptc_ckpt_hosts_save_over). A version
+ * is committed when any host's journal records it committed: hosts that
+ * hold it prepared record it committed (roll forward); a version prepared
+ * on some hosts and committed on none is aborted everywhere (its parts
+ * removed); local versions newer than the committed one that no journal
+ * names (a crash between a host's local commit and its prepare record)
+ * are removed. Afterwards every leader's journal names the same committed
+ * version (a host whose store holds no part of it — a fresh or replaced
+ * store — keeps its journal as it is).
+ * @param newest receives it (0: none)
+ * @return PTC_OK; PTC_E_STORE when a journal contradicts the protocol (a
+ *   host prepared more than one version past the newest committed);
+ *   journal, store and transport errors.
+ */
+PTC_API int ptc_ckpt_hosts_recover_over(const ptc_transport *t, int host, ptc_store *s,
+                                        uint64_t *newest);
+
+/**
+ * The version of store @p s holding this host's part of version @p version
+ * across hosts (non-collective: the journal, else the versions' metadata).
+ * @return PTC_OK or PTC_E_NOTFOUND ("store DIR holds no part of version G").
+ */
+PTC_API int ptc_ckpt_hosts_local_version(ptc_store *s, uint64_t version, uint64_t *local);
+
 #ifdef __cplusplus
 }
 #endif

@@ -143,7 +143,8 @@ PTC_API int ptc_dataset_audit(ptc_store *store, const char *name, uint64_t seed,
 /**
  * ptc_dataset_audit under batch policy @p policy (NULL: no policy), as
  * ptc_dataset_audit_counts_policy with N taken from the catalog.
- * @return PTC_OK, PTC_E_NOTFOUND (no such dataset), the audit's errors.
+ * @return PTC_OK, PTC_E_NOTFOUND (no such dataset), PTC_E_RANGE (the
+ *   policy's start is past the N records), the audit's errors.
  */
 PTC_API int ptc_dataset_audit_policy(ptc_store *store, const char *name, uint64_t seed,
                                      uint64_t epoch, const ptc_dataset_batch_policy *policy,

@@ -60,8 +60,12 @@ typedef struct ptc_mount_options {
  * its name is first looked up rather than at each open. @p view must
  * outlive the call (every handle is released before it returns).
  * Lookups in one directory run in parallel. docs/dataset.md ("Speed").
- * Without @p opts->foreground the process forks once the mount is up and
- * the parent exits with status 0 (as any FUSE daemon does).
+ * Without @p opts->foreground the process forks once the mount is up; the
+ * child goes on in a new session, and the parent waits until the child is
+ * serving (opts->ready returned) to exit with status 0 (as any FUSE daemon
+ * does) — or, when the child could not start, returns the child's error
+ * (code and message; the child unmounted and exited), so a detached mount
+ * that fails says why.
  * @return PTC_OK after a clean unmount; PTC_E_NOTFOUND if @p mountpoint
  *         does not exist; PTC_E_INVAL if it is not a directory; PTC_E_BUSY
  *         if it is already a mount point (or a stale one);

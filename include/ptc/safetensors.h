@@ -241,12 +241,15 @@ PTC_API int ptc_st_index_find(const ptc_st_index *x, const char *name, size_t *f
 PTC_API const char *ptc_st_index_metadata_json(const ptc_st_index *x);
 
 /**
- * Write an index file atomically: {"metadata":{"total_size":T},"weight_map":
- * {name: file, ...}} with the weight_map sorted by tensor name.
+ * Write an index file atomically: {"metadata":{"total_parameters":P,
+ * "total_size":T},"weight_map":{name: file, ...}} with the weight_map sorted
+ * by tensor name, as Hugging Face's save_pretrained writes it
+ * (total_parameters: the elements of all tensors; left out when 0).
  * @return PTC_OK; PTC_E_INVAL (duplicate tensor, bad file name); PTC_E_IO.
  */
 PTC_API int ptc_st_index_write(const char *path, const char *const *names,
-                               const char *const *files, size_t n, uint64_t total_size);
+                               const char *const *files, size_t n, uint64_t total_size,
+                               uint64_t total_parameters);
 
 #ifdef __cplusplus
 }

@@ -42,6 +42,13 @@ extern "C" {
 enum {
     PTC_STORE_CREATE = 1u << 0,   /**< create the store if it does not exist */
     PTC_STORE_READONLY = 1u << 1, /**< no writers, no gc */
+    /** Check the page structure of meta/data.mdb before liblmdb reads it
+     * (liblmdb trusts its pages and can crash on a damaged one): every page
+     * reachable from the newest snapshot is read once (docs/format.md
+     * §2.6). Done anyway when data.mdb is at most 16 MiB, or when
+     * PTC_VERIFY_METADATA=1 is in the environment; the two meta pages are
+     * checked at every open. */
+    PTC_STORE_CHECK = 1u << 2,
 };
 
 /** Codecs of a shard (per block the writer keeps a block raw if zstd does
@@ -52,10 +59,22 @@ typedef struct ptc_store ptc_store;
 typedef struct ptc_store_reader ptc_store_reader;
 typedef struct ptc_store_writer ptc_store_writer;
 
+/** How long a writer waits for the store's writer lock by default: 60 s. */
+#define PTC_STORE_LOCK_TIMEOUT_DEFAULT_MS 60000
+/** ptc_store_options.lock_timeout_ms: never wait (PTC_E_BUSY at once). */
+#define PTC_STORE_LOCK_NOWAIT (-1)
+
 /** Options of ptc_store_open_ex(). Zero-initialise, then set fields. */
 typedef struct ptc_store_options {
     unsigned flags;    /**< PTC_STORE_CREATE / PTC_STORE_READONLY */
     uint64_t map_size; /**< LMDB map size in bytes; 0: 1 TiB (sparse) on 64-bit */
+    /** How long a writer (version, dataset ingest, gc, version deletion) of
+     * this handle waits for the store's writer lock while another process
+     * holds it: > 0 at most this many milliseconds; PTC_STORE_LOCK_NOWAIT
+     * not at all; 0 the default: PTC_LOCK_TIMEOUT from the environment
+     * (seconds, e.g. "2.5"), else PTC_STORE_LOCK_TIMEOUT_DEFAULT_MS.
+     * Writers queue: the first to wait is the next to hold it. */
+    int64_t lock_timeout_ms;
 } ptc_store_options;
 
 /**
@@ -71,6 +90,14 @@ PTC_API int ptc_store_open(ptc_store **out, const char *dir, unsigned flags);
 /** ptc_store_open() with options (map size). */
 PTC_API int ptc_store_open_ex(ptc_store **out, const char *dir,
                               const ptc_store_options *opts);
+
+/**
+ * Set how long writers of @p s wait for the writer lock from now on
+ * (ptc_store_options.lock_timeout_ms): @p ms milliseconds, 0 = not at all.
+ * Externally synchronised with the writers of @p s.
+ * @return PTC_OK, PTC_E_INVAL (negative).
+ */
+PTC_API int ptc_store_set_lock_timeout(ptc_store *s, int64_t ms);
 
 /** Close the store. All readers and writers must be gone. NULL is a no-op. */
 PTC_API void ptc_store_close(ptc_store *s);
@@ -108,6 +135,11 @@ PTC_API int ptc_store_versions(ptc_store *s, ptc_version_info **out, size_t *n);
 /** Free a list from ptc_store_versions(). */
 PTC_API void ptc_store_versions_free(ptc_version_info *v, size_t n);
 
+/** The store's on-disk format (docs/format.md): 2, or 1 for a store written
+ * before metadata checksums (read unchecked; its next writer upgrades it).
+ * @return PTC_OK, PTC_E_STORE. */
+PTC_API int ptc_store_format(ptc_store *s, unsigned *out);
+
 /** @return the newest committed version in @p out (0 if the store is empty). */
 PTC_API int ptc_store_latest(ptc_store *s, uint64_t *out);
 
@@ -133,10 +165,12 @@ typedef struct ptc_store_write_options {
 } ptc_store_write_options;
 
 /**
- * Begin a new version: takes the store's writer lock (non-blocking),
- * allocates the version number (newest committed + 1) and removes stale pack
- * files of that number.
- * @return PTC_OK; PTC_E_BUSY "store … is locked by another process (pid N)";
+ * Begin a new version: takes the store's writer lock (waiting for it up to
+ * the store's lock timeout, ptc_store_options.lock_timeout_ms), allocates
+ * the version number (newest committed + 1) and removes stale pack files of
+ * that number.
+ * @return PTC_OK; PTC_E_BUSY "store … is locked by another process (pid N);
+ *   waited T s" when the lock stayed held for the whole timeout;
  *   PTC_E_INVAL (read-only store, world_size 0, unknown codec); PTC_E_IO.
  */
 PTC_API int ptc_store_writer_begin(ptc_store_writer **out, ptc_store *s,
@@ -216,8 +250,13 @@ PTC_API int ptc_store_shard_alias(ptc_store_writer *w, uint32_t tensor, uint32_t
  * Reference an identical shard of an older version (nothing is copied): the
  * shard of (@p from_tensor, @p from_rank) in the snapshot @p from (of the same
  * store) becomes the shard of (@p tensor, @p rank) of this version. Dtype and
- * global shape must match.
- * @return PTC_OK, PTC_E_NOTFOUND (no such shard), PTC_E_INVAL.
+ * global shape must match. Every block of the referenced extent is read
+ * first and checked against its XXH3-64 (decompressed where stored zstd),
+ * so a version never points at a block that rotted since it was written;
+ * the cost is one read of the extent.
+ * @return PTC_OK, PTC_E_NOTFOUND (no such shard), PTC_E_INVAL,
+ *   PTC_E_CHECKSUM / PTC_E_IO (the stored extent fails its check: write the
+ *   shard instead).
  */
 PTC_API int ptc_store_shard_reuse(ptc_store_writer *w, uint32_t tensor, uint32_t rank,
                                   const ptc_store_reader *from, size_t from_tensor,
@@ -415,7 +454,8 @@ PTC_API int ptc_store_dataset_writer_commit(ptc_store_dataset_writer *w, const c
 PTC_API void ptc_store_dataset_writer_destroy(ptc_store_dataset_writer *w);
 
 /** List the datasets (sorted by name); free @p *out with ptc_store_free().
- * @return PTC_OK, PTC_E_STORE (corrupt catalog), PTC_E_NOMEM. */
+ * Writes nothing (a store that never held a dataset lists none, read-only
+ * or not). @return PTC_OK, PTC_E_STORE (corrupt catalog), PTC_E_NOMEM. */
 PTC_API int ptc_store_datasets(ptc_store *s, ptc_store_dataset_info **out, size_t *n);
 /** Look up one dataset. @return PTC_OK, PTC_E_NOTFOUND ("no dataset 'x'…"). */
 PTC_API int ptc_store_dataset_stat(ptc_store *s, const char *name,
@@ -534,8 +574,9 @@ typedef struct ptc_store_dataset_count {
     uint64_t count;  /**< servings to add (>= 1) */
 } ptc_store_dataset_count;
 
-/** Create the count map if it does not exist yet (a writable store); it
- * runs its own write transaction, so call it before holding one.
+/** Check that counts can be kept: nothing is written (the count map is
+ * made by the first ptc_store_dataset_counts_add, so a mount that serves no
+ * step file never writes the database, e.g. on a full disk).
  * @return PTC_OK, PTC_E_NOTFOUND (read-only store without counts), PTC_E_STORE. */
 PTC_API int ptc_store_dataset_counts_open(ptc_store *s);
 /** Add @p n counts in one write transaction (all or none). Safe from any
@@ -556,13 +597,29 @@ PTC_API int ptc_store_dataset_counts_each(ptc_store *s, const char *name, uint64
 
 /**
  * Re-check every block checksum of every shard @p version references
- * (0 = newest, PTC_STORE_ALL_VERSIONS = all; shared extents once).
+ * (0 = newest, PTC_STORE_ALL_VERSIONS = all; shared extents once), with the
+ * metadata records on the way (their checksums, digests and summaries,
+ * docs/format.md §2.5). PTC_STORE_ALL_VERSIONS also verifies every dataset
+ * (ptc_store_dataset_verify) and works on a store that holds datasets only
+ * (or nothing).
  * @param progress  called with ("verify", bytes done, bytes total); may be NULL
- * @return PTC_OK, or the first failure: PTC_E_CHECKSUM (tensor, rank, pack
- *   file, byte offset), PTC_E_IO, PTC_E_NOTFOUND.
+ * @return PTC_OK, or the first failure: PTC_E_CHECKSUM (tensor or dataset,
+ *   rank, pack file, byte offset), PTC_E_STORE (corrupt metadata), PTC_E_IO,
+ *   PTC_E_NOTFOUND.
  */
 PTC_API int ptc_store_verify(ptc_store *s, uint64_t version, ptc_progress_fn progress,
                              void *user);
+
+/**
+ * Re-check dataset @p name: its catalog record, every block of its records
+ * and of its index (read, decompressed, compared with its XXH3-64), and that
+ * the index's offsets rise from 0 to the records' length.
+ * @param progress  called with ("verify", bytes done, bytes total); may be NULL
+ * @return PTC_OK, PTC_E_NOTFOUND, PTC_E_CHECKSUM (dataset, pack file, block,
+ *   byte offset), PTC_E_STORE (corrupt catalog record or index), PTC_E_IO.
+ */
+PTC_API int ptc_store_dataset_verify(ptc_store *s, const char *name, ptc_progress_fn progress,
+                                     void *user);
 
 /** What ptc_store_gc() removed. */
 typedef struct ptc_store_gc_stats {
@@ -577,7 +634,9 @@ typedef struct ptc_store_gc_stats {
  * versions), and every dataset pack file no catalog record references
  * (replaced datasets, aborted ingests). Never removes a file a committed
  * version or dataset references (own data, aliases and cross-version
- * references). Takes the writer lock.
+ * references). Takes the writer lock in slices: before each removal it
+ * hands the lock to a writer queued for it and queues again, so a save
+ * beside gc waits for one removal, not for the whole gc (docs/format.md §7).
  * @param stats  may be NULL
  * @return PTC_OK, PTC_E_BUSY, PTC_E_INVAL (read-only), PTC_E_IO.
  */

@@ -98,6 +98,24 @@ typedef struct ptc_train_opts {
                                   whatever configuration saved it: parameters,
                                   moments, step, data seed and position */
     uint64_t resume_version; /**< 0: the newest */
+    /** -1 (the default): @ref store is one store that every process opens
+     * (a shared filesystem across hosts). >= 0: @ref store names a store on
+     * each host (the same path, a local disk on each), the job's versions
+     * spread over them (docs/format.md §10) with this many copies of each
+     * host's shards on the next hosts; a resume takes what a host lacks from
+     * the others over MPI. Not with resizes or a control file. */
+    int replicas;
+    /** With @ref replicas: a store every process can open (a shared or
+     * persistent filesystem; NULL: none) that receives a copy of every
+     * @ref persist_every -th version as an ordinary single store (the
+     * processes write their ranks' shards in parallel, process 0 commits),
+     * in the save, before the job goes on. */
+    const char *persist;
+    int persist_every;       /**< >= 1 (default 1) */
+    /** With @ref replicas: each host keeps its parts of the newest
+     * @ref keep_local versions and deletes older ones (0, the default:
+     * all). */
+    int keep_local;
     bool cuda;               /**< model and boundary buffers on a GPU */
     bool fake;               /**< fake compute instead of the model */
     double unit_ms;          /**< fake compute: ms per unit of cost */
@@ -167,6 +185,10 @@ typedef struct ptc_train_result {
     double load_seconds;     /**< a resume: seconds to load that version (all
                                   processes, until they agree); set before the
                                   first step, so on_step may read it */
+    /** A resume with a store on each host (@ref ptc_train_opts.replicas):
+     * the bytes its plan moved between hosts and the least any plan could
+     * (bytes_network_lower_bound); 0 otherwise. */
+    uint64_t load_bytes_network, load_bytes_network_lower_bound;
     int64_t first_step;      /**< the first step this run took */
     uint64_t last_version;   /**< the last version this run saved (0: none) */
     size_t saves;            /**< versions saved */

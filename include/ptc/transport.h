@@ -45,6 +45,17 @@ typedef struct ptc_transport {
     /** Wait for every process. */
     int (*barrier)(void *user);
     void *user; /**< passed to the callbacks */
+    /** Optional (NULL: ptc_transport_exchange sends the messages through the
+     * all-gather, so every process receives every message): point-to-point
+     * messages, collectively. This process sends @p nsend messages
+     * (@p sbuf[i], @p slen[i] bytes, to process @p to[i]) and receives
+     * @p nrecv (@p rlen[j] bytes from process @p from[j] into @p rbuf[j]);
+     * the messages from one process to another are matched in the order
+     * both give them. Every process calls it, with no messages if it has
+     * none. */
+    int (*exchange)(void *user, size_t nsend, const int *to, const void *const *sbuf,
+                    const size_t *slen, size_t nrecv, const int *from, void *const *rbuf,
+                    const size_t *rlen);
 } ptc_transport;
 
 /**
@@ -91,6 +102,18 @@ PTC_API int ptc_transport_allgatherv(const ptc_transport *t, const void *in, siz
  */
 PTC_API int ptc_transport_gatherv(const ptc_transport *t, const void *in, size_t n, int root,
                                   void **out, size_t *lens);
+
+/**
+ * Point-to-point messages between the processes, collectively (the
+ * transport's exchange, or two all-gathers where it has none: the messages'
+ * sizes, then their bytes). Arguments as ptc_transport.exchange.
+ * @return PTC_OK; PTC_E_INVAL (a message expected from a process that did
+ *   not send it, or of another size; the same outcome on the processes
+ *   concerned only: agree on it); PTC_E_NOMEM; the transport's error.
+ */
+PTC_API int ptc_transport_exchange(const ptc_transport *t, size_t nsend, const int *to,
+                                   const void *const *sbuf, const size_t *slen, size_t nrecv,
+                                   const int *from, void *const *rbuf, const size_t *rlen);
 
 /** Free a buffer of ptc_transport_allgatherv / _gatherv (NULL: no-op). */
 PTC_API void ptc_transport_free(void *p);

@@ -245,6 +245,13 @@ void ptc_ckpt_abort(ptc_ckpt_txn *txn)
 int ptc_ckpt_commit(ptc_ckpt_txn *txn, const void *const *descs, const size_t *lens, size_t n,
                     const ptc_ckpt_record *rec, uint64_t *version)
 {
+    return ptc_ckpt_commit_part(txn, descs, lens, n, rec, NULL, NULL, NULL, version);
+}
+
+int ptc_ckpt_commit_part(ptc_ckpt_txn *txn, const void *const *descs, const size_t *lens,
+                         size_t n, const ptc_ckpt_record *rec, const uint8_t *want,
+                         const char *key, const char *value, uint64_t *version)
+{
     if (!txn)
         return ptc_error_set(PTC_E_INVAL, "checkpoint commit: no transaction");
     char *json = NULL;
@@ -268,7 +275,9 @@ int ptc_ckpt_commit(ptc_ckpt_txn *txn, const void *const *descs, const size_t *l
             (rc = ptc_store_writer_set_origin(txn->w, step, txn->parent)) < 0)
             goto out_abort;
     }
-    if ((rc = ptc_store_check_coverage(txn->l, descs, lens, n)) < 0)
+    if (key && (rc = ptc_store_writer_set_metadata(txn->w, key, value)) < 0)
+        goto out_abort;
+    if ((rc = ptc_store_check_coverage(txn->l, descs, lens, n, want)) < 0)
         goto out_abort;
     for (size_t i = 0; i < n; i++)
         if ((rc = ptc_store_writer_import(txn->w, descs[i], lens[i])) < 0) {
@@ -299,6 +308,7 @@ typedef struct wr_ctx {
     const int *ranks;
     const void *const *bufs;
     size_t nt;
+    const uint8_t *local; /* ptc_rank_source.local */
 } wr_ctx;
 
 typedef struct wr_rank {
@@ -346,13 +356,22 @@ static int write_rank(void *arg, size_t i)
 {
     wr_ctx *c = arg;
     wr_rank k = {c, i};
-    ptc_rank_source src = {.find = wr_find, .write = wr_write, .user = &k};
+    ptc_rank_source src = {.find = wr_find, .write = wr_write, .user = &k, .local = c->local};
     return ptc_store_write_rank(c->w, c->l, c->ranks[i], 0, c->nt, &src, NULL);
 }
 
 int ptc_ckpt_write_local(ptc_store *s, uint64_t version, uint64_t parent, const ptc_layout *l,
                          const int *ranks, size_t nranks, const void *const *bufs,
                          const ptc_ckpt_options *opts, void **desc, size_t *desc_len)
+{
+    return ptc_ckpt_write_part(s, version, parent, l, ranks, nranks, bufs, opts, NULL, desc,
+                               desc_len);
+}
+
+int ptc_ckpt_write_part(ptc_store *s, uint64_t version, uint64_t parent, const ptc_layout *l,
+                        const int *ranks, size_t nranks, const void *const *bufs,
+                        const ptc_ckpt_options *opts, const uint8_t *local, void **desc,
+                        size_t *desc_len)
 {
     *desc = NULL;
     *desc_len = 0;
@@ -362,7 +381,7 @@ int ptc_ckpt_write_local(ptc_store *s, uint64_t version, uint64_t parent, const 
     PTC_TRY(check_ranks(l, ranks, nranks));
     char cfg[CFG_TEXT_MAX];
     PTC_TRY(format_config(l, cfg, sizeof cfg));
-    wr_ctx c = {.l = l, .ranks = ranks, .bufs = bufs, .nt = ptc_layout_count(l)};
+    wr_ctx c = {.l = l, .ranks = ranks, .bufs = bufs, .nt = ptc_layout_count(l), .local = local};
     uint32_t *r32 = ptc_malloc(sizeof *r32 * (nranks + 1));
     if (!r32)
         return PTC_E_NOMEM;

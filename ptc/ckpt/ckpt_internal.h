@@ -75,6 +75,23 @@ int ptc_ckpt_bind(const ptc_layout *l, const int *ranks, size_t nranks,
  * where @p required, else a zeroed record with format 0. */
 int ptc_ckpt_reader_record(const ptc_store_reader *rd, ptc_ckpt_record *rec, bool required);
 
+/* ---- a host's part of a version spread over hosts (ckpt_hosts.c) ---------------- */
+
+/* ptc_ckpt_write_local into a store that holds only the ranks @p local
+ * marks (world bytes; NULL: every rank): a shard whose layout owner is
+ * elsewhere is written by the lowest marked rank holding it
+ * (ptc_rank_source.local). */
+int ptc_ckpt_write_part(ptc_store *s, uint64_t version, uint64_t parent, const ptc_layout *l,
+                        const int *ranks, size_t nranks, const void *const *bufs,
+                        const ptc_ckpt_options *opts, const uint8_t *local, void **desc,
+                        size_t *desc_len);
+/* ptc_ckpt_commit of a version that holds the shards of the ranks @p want
+ * marks (NULL: every rank), with the metadata @p key = @p value (key NULL:
+ * none) besides the record. */
+int ptc_ckpt_commit_part(ptc_ckpt_txn *txn, const void *const *descs, const size_t *lens,
+                         size_t n, const ptc_ckpt_record *rec, const uint8_t *want,
+                         const char *key, const char *value, uint64_t *version);
+
 /* ---- shared pieces ------------------------------------------------------------------------ */
 
 /* "[a, b, c]" (Python's list notation, which the messages use; ckpt.c). */

@@ -238,13 +238,16 @@ const char *ptc_st_index_metadata_json(const ptc_st_index *x)
 }
 
 int ptc_st_index_write(const char *path, const char *const *names, const char *const *files,
-                       size_t n, uint64_t total_size)
+                       size_t n, uint64_t total_size, uint64_t total_parameters)
 {
     int rc;
     char *text = NULL, *tmp = NULL;
     int fd = -1;
     json_t *root = json_object(), *wm = json_object();
-    json_t *meta = json_pack("{sI}", "total_size", (json_int_t)total_size);
+    json_t *meta = total_parameters
+                       ? json_pack("{sIsI}", "total_size", (json_int_t)total_size,
+                                   "total_parameters", (json_int_t)total_parameters)
+                       : json_pack("{sI}", "total_size", (json_int_t)total_size);
     if (!root || !wm || !meta) {
         json_decref(wm);
         json_decref(meta);

@@ -14,6 +14,7 @@
 #include "ptc/import.h"
 #include "ptc/layout.h"
 #include "ptc/safetensors.h"
+#include "base/buf_internal.h"
 #include "base/piecewalk_internal.h"
 #include "base/util_internal.h"
 
@@ -350,6 +351,74 @@ static int global_shape(ptc_tensor_info *info, const ptc_st_tensor *t, int r,
     return PTC_OK;
 }
 
+/* Append @p name to @p b as a glob that matches exactly it (rules' `\x`);
+ * false for a name a glob cannot spell (whitespace, control bytes). */
+static bool glob_literal(ptc_buf *b, const char *name)
+{
+    for (const char *c = name; *c; c++) {
+        if ((unsigned char)*c <= ' ' || *c == 0x7f)
+            return false;
+        if ((*c == '*' || *c == '?' || *c == '\\') && ptc_buf_put(b, "\\", 1) < 0)
+            return false;
+        if (ptc_buf_put(b, c, 1) < 0)
+            return false;
+    }
+    return true;
+}
+
+/* The rules to import rank files by: every tensor whose file records its
+ * placement (ptc.layout of a ptc export) is placed as recorded — the files
+ * say how they were split, e.g. the kv_heads of a grouped-query split that
+ * @p rules alone know only from config.json — ahead of @p rules, which
+ * place the rest. *out is NULL when no file records a placement. */
+static int recorded_rules(const ptc_rules *rules, const struct rank_in *ri,
+                          const ptc_st_tensor *const *list, const int *first, size_t n,
+                          ptc_rules **out)
+{
+    *out = NULL;
+    const char *text = ptc_rules_text(rules);
+    ptc_buf b = {0}, lines = {0};
+    size_t nrec = 0;
+    for (size_t t = 0; t < n; t++) {
+        json_t *e = ri[first[t]].layout ? json_object_get(ri[first[t]].layout, list[t]->name)
+                                        : NULL;
+        const char *pl = json_string_value(json_object_get(e, "placement"));
+        ptc_placement p;
+        if (!pl || ptc_placement_parse(&p, pl) != PTC_OK)
+            continue;
+        size_t mark = lines.len;
+        if (ptc_buf_puts(&lines, "match ") < 0 || !glob_literal(&lines, list[t]->name)) {
+            lines.len = mark;
+            continue;
+        }
+        /* the placement text without layer= (the layer line gives it) and
+         * kind=param (the default) */
+        char item[256];
+        snprintf(item, sizeof item, "%s", pl);
+        for (char *tok = strtok(item, " "); tok; tok = strtok(NULL, " "))
+            if (strncmp(tok, "layer=", 6) != 0 && strcmp(tok, "kind=param") != 0)
+                ptc_buf_printf(&lines, " %s", tok);
+        ptc_buf_puts(&lines, "\n");
+        nrec++;
+    }
+    /* @p rules' layer and optim lines, ours, then its match lines */
+    const char *m = strstr(text, "match ");
+    while (m && m != text && m[-1] != '\n')
+        m = strstr(m + 1, "match ");
+    size_t head = m ? (size_t)(m - text) : strlen(text);
+    ptc_buf_put(&b, text, head);
+    if (head && text[head - 1] != '\n')
+        ptc_buf_puts(&b, "\n");
+    ptc_buf_put(&b, lines.p, lines.len);
+    ptc_buf_puts(&b, text + head);
+    int rc = b.err ? b.err : lines.err;
+    if (rc == PTC_OK && nrec)
+        rc = ptc_rules_parse(out, b.s, b.len, "recorded placements");
+    ptc_buf_free(&b);
+    ptc_buf_free(&lines);
+    return rc;
+}
+
 /* Every rank's file holds exactly its stage's tensors, with the layout's
  * local shapes and the dtype of the first holder. */
 static int check_ranks(const ptc_layout *l, struct rank_in *ri, int world, const char *cfg_text)
@@ -436,6 +505,7 @@ static int import_ranks(ptc_store *s, const struct input *in, const char *const 
     ptc_store_writer *w = NULL;
     ptc_piece *pieces = NULL;
     size_t pcap = 0;
+    ptc_rules *own_rules = NULL; /* the placements the files record */
     char cfg_text[PTC_CONFIG_MAX_STAGES * 11 + 64];
     struct has_ctx has;
     struct rank_in *ri = ptc_calloc((size_t)world, sizeof *ri);
@@ -496,6 +566,9 @@ static int import_ranks(ptc_store *s, const struct input *in, const char *const 
         rc = PTC_E_NOMEM;
         goto out_free_list;
     }
+    rc = recorded_rules(rules, ri, list, first, n, &own_rules);
+    if (own_rules)
+        rules = own_rules;
     for (size_t t = 0; t < n && rc == PTC_OK; t++)
         rc = global_shape(&infos[t], list[t], first[t], ri, cfg, rules, &has, list, first, n);
     if (rc == PTC_OK)
@@ -580,6 +653,7 @@ out_destroy_layout:
     ptc_layout_destroy(l);
     ptc_free(infos);
 out_free_list:
+    ptc_rules_destroy(own_rules);
     ptc_free(list);
     ptc_free(first);
 out_free_ranks:

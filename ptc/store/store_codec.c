@@ -47,6 +47,14 @@ uint64_t ptc_key_get_u64(const uint8_t *p)
     return v;
 }
 
+uint64_t ptc_le_get(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
 uint32_t ptc_key_get_u32(const uint8_t *p)
 {
     uint32_t v = 0;
@@ -57,7 +65,9 @@ uint32_t ptc_key_get_u32(const uint8_t *p)
 
 /* ---- version record ------------------------------------------------------------ */
 
-#define VERSION_REC_FORMAT 1u
+/* Record format 1: the fields up to metadata. Format 2 (store format 2)
+ * adds shard_count and digest (docs/format.md §2.2); a writer writes 2. */
+#define VERSION_REC_FORMAT 2u
 
 int ptc_version_rec_encode(ptc_buf *b, const ptc_version_rec *r)
 {
@@ -71,7 +81,8 @@ int ptc_version_rec_encode(ptc_buf *b, const ptc_version_rec *r)
     const char *s[4] = {r->step, r->config, r->rules, r->metadata_json};
     for (int i = 0; i < 4; i++)
         PTC_TRY(ptc_buf_str(b, s[i] ? s[i] : "", s[i] ? strlen(s[i]) : 0));
-    return PTC_OK;
+    PTC_TRY(ptc_buf_u64(b, r->shard_count));
+    return ptc_buf_u64(b, r->digest);
 }
 
 int ptc_version_rec_decode(ptc_version_rec *v, const void *data, size_t len)
@@ -83,10 +94,11 @@ int ptc_version_rec_decode(ptc_version_rec *v, const void *data, size_t len)
     int rc;
     if ((rc = ptc_rd_u32(&r, &fmt, "format")) < 0)
         goto out_free;
-    if (fmt != VERSION_REC_FORMAT) {
+    if (fmt != 1 && fmt != VERSION_REC_FORMAT) {
         rc = ptc_error_set(PTC_E_FORMAT, "version record: unknown record format %u", fmt);
         goto out_free;
     }
+    v->record_format = fmt;
     if ((rc = ptc_rd_u32(&r, &v->state, "state")) < 0 ||
         (rc = ptc_rd_u64(&r, &v->parent, "parent")) < 0 ||
         (rc = ptc_rd_u64(&r, &created, "created")) < 0 ||
@@ -96,7 +108,12 @@ int ptc_version_rec_decode(ptc_version_rec *v, const void *data, size_t len)
         (rc = ptc_rd_str(&r, &v->step, NULL, "step")) < 0 ||
         (rc = ptc_rd_str(&r, &v->config, NULL, "config")) < 0 ||
         (rc = ptc_rd_str(&r, &v->rules, NULL, "rules")) < 0 ||
-        (rc = ptc_rd_str(&r, &v->metadata_json, NULL, "metadata")) < 0 || (rc = ptc_rd_end(&r)) < 0)
+        (rc = ptc_rd_str(&r, &v->metadata_json, NULL, "metadata")) < 0)
+        goto out_free;
+    if (fmt >= 2 && ((rc = ptc_rd_u64(&r, &v->shard_count, "shard_count")) < 0 ||
+                     (rc = ptc_rd_u64(&r, &v->digest, "digest")) < 0))
+        goto out_free;
+    if ((rc = ptc_rd_end(&r)) < 0)
         goto out_free;
     v->created_unix_ns = (int64_t)created;
     return PTC_OK;

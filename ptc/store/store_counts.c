@@ -60,11 +60,20 @@ static size_t make_key(uint8_t *k, const char *name, size_t nlen, uint64_t gen, 
 
 int ptc_store_dataset_counts_open(ptc_store *s)
 {
+    /* nothing is written here: the map is made by the first counts_add, so
+     * a mount that serves no dataset record never writes the database (it
+     * may be on a full disk) */
     MDB_dbi dbi;
-    return ptc_store_dbi_open(s, PTC_STORE_DB_COUNTS, 0, &dbi);
+    int rc = ptc_store_dbi_find(s, PTC_STORE_DB_COUNTS, &dbi);
+    if (rc == PTC_E_NOTFOUND && !ptc_store_readonly(s)) {
+        ptc_error_clear();
+        return PTC_OK;
+    }
+    return rc;
 }
 
 struct add_job {
+    ptc_store *s;
     MDB_dbi dbi;
     const char *const *names;
     const ptc_store_dataset_count *ev;
@@ -84,6 +93,8 @@ static int add_txn(MDB_txn *txn, void *user)
         MDB_val val;
         uint64_t count = 0;
         int mrc = mdb_get(txn, j->dbi, &key, &val);
+        if (mrc == 0)
+            PTC_TRY(ptc_store_val_check(j->s, NULL, &val, "dataset count"));
         if (mrc == 0 && val.mv_size == 8)
             count = get_le64(val.mv_data);
         else if (mrc == 0 || mrc != MDB_NOTFOUND)
@@ -110,7 +121,7 @@ int ptc_store_dataset_counts_add(ptc_store *s, const char *const *names,
         return PTC_OK;
     if (ptc_store_readonly(s))
         return ptc_error_set(PTC_E_INVAL, "store %s is open read-only", ptc_store_dir(s));
-    struct add_job j = {0, names, ev, n};
+    struct add_job j = {s, 0, names, ev, n};
     PTC_TRY(ptc_store_dbi_open(s, PTC_STORE_DB_COUNTS, 0, &j.dbi));
     return ptc_store_write_txn(s, add_txn, &j);
 }
@@ -123,9 +134,11 @@ int ptc_store_dataset_counts_each(ptc_store *s, const char *name, uint64_t gen, 
     size_t nlen = 0;
     PTC_TRY(check_name(name, &nlen));
     MDB_dbi dbi;
-    int rc = ptc_store_dbi_open(s, PTC_STORE_DB_COUNTS, 0, &dbi);
-    if (rc == PTC_E_NOTFOUND) /* a read-only store that never counted */
+    int rc = ptc_store_dbi_find(s, PTC_STORE_DB_COUNTS, &dbi);
+    if (rc == PTC_E_NOTFOUND) { /* a store that never counted */
+        ptc_error_clear();
         return PTC_OK;
+    }
     PTC_TRY(rc);
     MDB_txn *txn;
     int mrc = mdb_txn_begin(ptc_store_env(s), NULL, MDB_RDONLY, &txn);
@@ -142,6 +155,8 @@ int ptc_store_dataset_counts_each(ptc_store *s, const char *name, uint64_t gen, 
     MDB_val key = {klen, k}, val;
     for (mrc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE); mrc == 0;
          mrc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+        if ((rc = ptc_store_val_check(s, &key, &val, "dataset count")) < 0)
+            break;
         if (key.mv_size != klen || memcmp(key.mv_data, k, plen) != 0)
             break;
         if (val.mv_size != 8) {

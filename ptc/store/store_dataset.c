@@ -15,10 +15,10 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "ptc/store/store_catalog.h"
 #include "ptc/store/store_internal.h"
 #include "base/util_internal.h"
 
-#define DS_RECORD_FORMAT 1u
 #define DS_PACK_MAGIC "PTCDPAK1"
 /* indexes up to this many entries (64 MiB) are kept in memory when opened */
 #define DS_INDEX_IN_MEMORY ((uint64_t)8 << 20)
@@ -58,89 +58,6 @@ int ptc_store_dataset_pack_path(char *out, size_t cap, const char *dir, uint64_t
     return PTC_OK;
 }
 
-typedef struct ds_rec {
-    uint64_t id, samples;
-    int64_t created;
-    char format[PTC_STORE_DATASET_FORMAT_MAX + 1];
-    ptc_blob_rec data, index;
-} ds_rec;
-
-static void ds_rec_free(ds_rec *r)
-{
-    ptc_blob_rec_free(&r->data);
-    ptc_blob_rec_free(&r->index);
-}
-
-static int ds_rec_encode(ptc_buf *b, const ds_rec *r)
-{
-    PTC_TRY(ptc_buf_u32(b, DS_RECORD_FORMAT));
-    PTC_TRY(ptc_buf_u32(b, 0));
-    PTC_TRY(ptc_buf_u64(b, r->id));
-    PTC_TRY(ptc_buf_u64(b, r->samples));
-    PTC_TRY(ptc_buf_u64(b, (uint64_t)r->created));
-    PTC_TRY(ptc_buf_str(b, r->format, strlen(r->format)));
-    PTC_TRY(ptc_blob_rec_encode(b, &r->data));
-    return ptc_blob_rec_encode(b, &r->index);
-}
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static int ds_fail(const char *name, const char *what)
-{
-    return ptc_error_set(PTC_E_STORE, "dataset '%s': corrupt catalog record (%s)", name, what);
-}
-
-static int ds_rec_decode(ds_rec *r, const char *name, const void *data, size_t len)
-{
-    memset(r, 0, sizeof *r);
-    const uint8_t *p = data;
-    if (len < 36)
-        return ds_fail(name, "truncated");
-    if (get_le(p, 4) != DS_RECORD_FORMAT || get_le(p + 4, 4) != 0)
-        return ds_fail(name, "unknown record format");
-    r->id = get_le(p + 8, 8);
-    r->samples = get_le(p + 16, 8);
-    r->created = (int64_t)get_le(p + 24, 8);
-    uint64_t flen = get_le(p + 32, 4);
-    p += 36;
-    len -= 36;
-    if (flen > PTC_STORE_DATASET_FORMAT_MAX || flen > len)
-        return ds_fail(name, "format text");
-    memcpy(r->format, p, (size_t)flen);
-    r->format[flen] = 0;
-    if (memchr(r->format, 0, (size_t)flen))
-        return ds_fail(name, "format text");
-    p += flen;
-    len -= (size_t)flen;
-    int rc;
-    if ((rc = ptc_blob_rec_decode(&r->data, &p, &len)) < 0 ||
-        (rc = ptc_blob_rec_decode(&r->index, &p, &len)) < 0) {
-        ds_rec_free(r);
-        return ds_fail(name, ptc_last_error());
-    }
-    if (len != 0 || r->id == 0 || r->samples > PTC_STORE_DATASET_MAX_RECORDS ||
-        r->samples >= UINT64_MAX / 8 || /* the index holds 8 (samples + 1) bytes */
-        r->index.raw_length != 8 * (r->samples + 1)) {
-        ds_rec_free(r);
-        return ds_fail(name, len ? "trailing bytes" : "id, samples or index length");
-    }
-    return PTC_OK;
-}
-
-int ptc_store_dataset_rec_check(const void *data, size_t len)
-{
-    ds_rec r;
-    PTC_TRY(ds_rec_decode(&r, "fuzz", data, len));
-    ds_rec_free(&r);
-    return PTC_OK;
-}
-
 static void fill_info(ptc_store_dataset_info *o, const char *name, size_t nlen, const ds_rec *r)
 {
     memset(o, 0, sizeof *o);
@@ -160,60 +77,97 @@ static void fill_info(ptc_store_dataset_info *o, const char *name, size_t nlen, 
             o->data_raw = false;
 }
 
-static int catalog_dbi(ptc_store *s, MDB_dbi *dbi)
+/* The catalog database, never created by looking: a store that never held
+ * a dataset has none (PTC_E_NOTFOUND, quietly), and listing it writes
+ * nothing, so it works read-only and on a full disk. */
+static int catalog_find(ptc_store *s, MDB_dbi *dbi)
 {
-    return ptc_store_dbi_open(s, PTC_DB_DATASETS, 0, dbi);
+    int rc = ptc_store_dbi_find(s, PTC_DB_DATASETS, dbi);
+    if (rc == PTC_E_NOTFOUND)
+        ptc_error_clear();
+    return rc;
 }
 
-/* The record of @p name inside @p txn; PTC_E_NOTFOUND if none. */
-static int catalog_get(ptc_store *s, MDB_txn *txn, MDB_dbi dbi, const char *name, ds_rec *r)
+/* The record of @p name in a read transaction of its own; PTC_E_NOTFOUND
+ * if none. (The database handle is looked up before the transaction
+ * begins: a handle opened later is not valid in it.) */
+static int catalog_get(ptc_store *s, const char *name, ds_rec *r)
 {
+    MDB_dbi dbi;
+    int rc = catalog_find(s, &dbi);
+    if (rc < 0 && rc != PTC_E_NOTFOUND)
+        return rc;
+    MDB_txn *txn;
+    int mrc = mdb_txn_begin(ptc_store_env(s), NULL, MDB_RDONLY, &txn);
+    if (mrc)
+        return ptc_store_mdb_error(mrc, ptc_store_dir(s));
     MDB_val k = {strlen(name), (void *)name}, v;
-    int mrc = mdb_get(txn, dbi, &k, &v);
+    mrc = rc == PTC_OK ? mdb_get(txn, dbi, &k, &v) : MDB_NOTFOUND;
+    unsigned fmt = 0;
+    if (mrc == 0 && (rc = ptc_store_format_txn(s, txn, &fmt)) == PTC_OK)
+        rc = ds_rec_get(s, fmt, &k, &v, name, r, NULL);
+    mdb_txn_abort(txn);
     if (mrc == MDB_NOTFOUND)
         return ptc_error_set(PTC_E_NOTFOUND, "no dataset '%s' in store %s", name,
                              ptc_store_dir(s));
     if (mrc)
         return ptc_store_mdb_error(mrc, ptc_store_dir(s));
-    return ds_rec_decode(r, name, v.mv_data, v.mv_size);
+    return rc;
 }
 
-/* Run @p fn over every catalog record in a read transaction. */
+/* Run @p fn over every catalog record in one read transaction; format 2:
+ * what was read must match the catalog's summary. */
 static int catalog_each(ptc_store *s, int (*fn)(void *, const char *, size_t, const ds_rec *),
                         void *user)
 {
     MDB_dbi dbi;
-    PTC_TRY(catalog_dbi(s, &dbi));
+    int rc = catalog_find(s, &dbi);
+    bool none = rc == PTC_E_NOTFOUND;
+    if (rc < 0 && !none)
+        return rc;
     MDB_txn *txn;
     int mrc = mdb_txn_begin(ptc_store_env(s), NULL, MDB_RDONLY, &txn);
     if (mrc)
         return ptc_store_mdb_error(mrc, ptc_store_dir(s));
-    MDB_cursor *c;
-    if ((mrc = mdb_cursor_open(txn, dbi, &c))) {
-        mdb_txn_abort(txn);
-        return ptc_store_mdb_error(mrc, ptc_store_dir(s));
+    unsigned fmt;
+    MDB_cursor *c = NULL;
+    ptc_store_summary got = {0}, want;
+    if ((rc = ptc_store_format_txn(s, txn, &fmt)) < 0)
+        goto out_abort;
+    if (!none && (mrc = mdb_cursor_open(txn, dbi, &c))) {
+        rc = ptc_store_mdb_error(mrc, ptc_store_dir(s));
+        goto out_abort;
     }
-    int rc = PTC_OK;
     MDB_val k, v;
-    for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && rc == PTC_OK;
-         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+    for (mrc = none ? MDB_NOTFOUND : mdb_cursor_get(c, &k, &v, MDB_FIRST);
+         mrc == 0 && rc == PTC_OK; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
         char name[PTC_STORE_DATASET_NAME_MAX + 1];
         size_t n = k.mv_size;
-        if (n > PTC_STORE_DATASET_NAME_MAX) {
+        if ((rc = ptc_store_val_check(s, &k, NULL, "dataset catalog key")) < 0)
+            break;
+        if (n == 0 || n > PTC_STORE_DATASET_NAME_MAX) {
             rc = ptc_error_set(PTC_E_STORE, "dataset catalog: key of %zu bytes", n);
             break;
         }
         memcpy(name, k.mv_data, n);
         name[n] = 0;
         ds_rec r;
-        if ((rc = ds_rec_decode(&r, name, v.mv_data, v.mv_size)) < 0)
+        uint64_t sum;
+        if ((rc = ds_rec_get(s, fmt, &k, &v, name, &r, &sum)) < 0)
             break;
+        got.count++;
+        got.xsum ^= sum;
         rc = fn(user, name, n, &r);
         ds_rec_free(&r);
     }
     if (rc == PTC_OK && mrc && mrc != MDB_NOTFOUND)
         rc = ptc_store_mdb_error(mrc, ptc_store_dir(s));
-    mdb_cursor_close(c);
+    if (rc == PTC_OK && fmt >= 2 &&
+        (rc = ptc_store_summary_get(s, txn, PTC_SUMMARY_DATASETS, &want)) == PTC_OK)
+        rc = ptc_store_summary_mismatch(s, "dataset catalog records", &want, &got);
+    if (c)
+        mdb_cursor_close(c);
+out_abort:
     mdb_txn_abort(txn);
     return rc;
 }
@@ -287,17 +241,8 @@ int ptc_store_dataset_ids(ptc_store *s, uint64_t **ids, size_t *n)
 int ptc_store_dataset_stat(ptc_store *s, const char *name, ptc_store_dataset_info *out)
 {
     PTC_TRY(check_name(name));
-    MDB_dbi dbi;
-    PTC_TRY(catalog_dbi(s, &dbi));
-    MDB_txn *txn;
-    int mrc = mdb_txn_begin(ptc_store_env(s), NULL, MDB_RDONLY, &txn);
-    if (mrc)
-        return ptc_store_mdb_error(mrc, ptc_store_dir(s));
     ds_rec r;
-    int rc = catalog_get(s, txn, dbi, name, &r);
-    mdb_txn_abort(txn);
-    if (rc < 0)
-        return rc;
+    PTC_TRY(catalog_get(s, name, &r));
     fill_info(out, name, strlen(name), &r);
     ds_rec_free(&r);
     return PTC_OK;
@@ -345,7 +290,7 @@ int ptc_store_dataset_writer_begin(ptc_store_dataset_writer **out, ptc_store *s,
     snprintf(w->name, sizeof w->name, "%s", name);
     int rc;
     /* databases first: opening one runs its own write transaction */
-    if ((rc = catalog_dbi(s, &w->dbi)) < 0 ||
+    if ((rc = ptc_store_dbi_open(s, PTC_DB_DATASETS, 0, &w->dbi)) < 0 ||
         (rc = ptc_store_dbi_open(s, PTC_STORE_DB_COUNTS, 0, &w->counts)) < 0 ||
         (rc = ptc_store_lock(s, &w->lock_fd)) < 0)
         goto out_destroy;
@@ -409,19 +354,39 @@ int ptc_store_dataset_writer_append(ptc_store_dataset_writer *w, const void *dat
 typedef struct commit_ctx {
     ptc_store_dataset_writer *w;
     const ptc_buf *val;
+    uint64_t sum; /* the sealed record's */
 } commit_ctx;
 
 static int commit_txn(MDB_txn *txn, void *user)
 {
     commit_ctx *c = user;
     ptc_store_dataset_writer *w = c->w;
+    ptc_store *s = w->s;
+    PTC_TRY(ptc_store_upgrade_txn(s, txn));
     size_t nlen = strlen(w->name);
-    MDB_val k = {nlen, w->name}, v = {c->val->len, c->val->p};
-    int mrc = mdb_put(txn, w->dbi, &k, &v, w->replace ? 0 : MDB_NOOVERWRITE);
-    if (mrc == MDB_KEYEXIST)
-        return ptc_error_set(PTC_E_EXISTS, "dataset '%s' already exists", w->name);
-    if (mrc)
+    /* the summary: the replaced record's sum out (it must be intact), ours in */
+    ptc_store_summary sm;
+    PTC_TRY(ptc_store_summary_get(s, txn, PTC_SUMMARY_DATASETS, &sm));
+    MDB_val k = {nlen, w->name}, v;
+    int mrc = mdb_get(txn, w->dbi, &k, &v);
+    if (mrc == 0) {
+        if (!w->replace)
+            return ptc_error_set(PTC_E_EXISTS, "dataset '%s' already exists", w->name);
+        size_t body;
+        uint64_t old;
+        PTC_TRY(ptc_store_rec_open(s, PTC_STORE_FORMAT_VERSION, PTC_REC_DATASET, &k, &v, &body,
+                                   &old));
+        sm.count--;
+        sm.xsum ^= old;
+    } else if (mrc != MDB_NOTFOUND) {
         return ptc_store_mdb_error(mrc, "dataset catalog");
+    }
+    sm.count++;
+    sm.xsum ^= c->sum;
+    v = (MDB_val){c->val->len, c->val->p};
+    if ((mrc = mdb_put(txn, w->dbi, &k, &v, 0)))
+        return ptc_store_mdb_error(mrc, "dataset catalog");
+    PTC_TRY(ptc_store_summary_put(s, txn, PTC_SUMMARY_DATASETS, &sm));
     if (!w->replace)
         return PTC_OK;
     /* the old records' served counts mean nothing for the new ones */
@@ -488,13 +453,13 @@ int ptc_store_dataset_writer_commit(ptc_store_dataset_writer *w, const char *for
     r.samples = w->n;
     r.created = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
     snprintf(r.format, sizeof r.format, "%s", format);
-    if ((rc = ds_rec_encode(&b, &r)) < 0)
+    commit_ctx c = {w, &b, 0};
+    if ((rc = ds_rec_encode(&b, w->name, &r, &c.sum)) < 0)
         goto out_free;
-    commit_ctx c = {w, &b};
     if ((rc = ptc_store_write_txn(w->s, commit_txn, &c)) < 0)
         goto out_free;
     w->committed = true;
-    ptc_store_unlock(w->lock_fd);
+    ptc_store_unlock(w->s, w->lock_fd);
     w->lock_fd = -1;
     if (info)
         fill_info(info, w->name, strlen(w->name), &r);
@@ -517,7 +482,7 @@ void ptc_store_dataset_writer_destroy(ptc_store_dataset_writer *w)
     if (w->dfd >= 0)
         close(w->dfd);
     ptc_free(w->offsets);
-    ptc_store_unlock(w->lock_fd);
+    ptc_store_unlock(w->s, w->lock_fd);
     ptc_free(w);
 }
 
@@ -587,8 +552,8 @@ static int read_index(ptc_store_dataset *d, uint64_t id, uint64_t *lo, uint64_t 
     int rc = ptc_blob_read(sc, &d->index, &d->index, 8 * id, b, 16);
     scratch_put(d, sc);
     PTC_TRY(rc);
-    *lo = get_le(b, 8);
-    *hi = get_le(b + 8, 8);
+    *lo = ptc_le_get(b, 8);
+    *hi = ptc_le_get(b + 8, 8);
     if (*lo > *hi || *hi > d->rec.data.raw_length)
         return ptc_error_set(PTC_E_STORE, "dataset '%s': corrupt index at record %llu",
                              d->info.name, (unsigned long long)id);
@@ -599,22 +564,13 @@ int ptc_store_dataset_open(ptc_store_dataset **out, ptc_store *s, const char *na
 {
     *out = NULL;
     PTC_TRY(check_name(name));
-    MDB_dbi dbi;
-    PTC_TRY(catalog_dbi(s, &dbi));
     ptc_store_dataset *d = ptc_calloc(1, sizeof *d);
     if (!d)
         return PTC_E_NOMEM;
     d->fd = -1;
     d->serial = atomic_fetch_add(&ds_serials, 1) + 1;
     pthread_mutex_init(&d->lock, NULL);
-    MDB_txn *txn;
-    int rc, mrc = mdb_txn_begin(ptc_store_env(s), NULL, MDB_RDONLY, &txn);
-    if (mrc) {
-        rc = ptc_store_mdb_error(mrc, ptc_store_dir(s));
-        goto out_close;
-    }
-    rc = catalog_get(s, txn, dbi, name, &d->rec);
-    mdb_txn_abort(txn);
+    int rc = catalog_get(s, name, &d->rec);
     if (rc < 0)
         goto out_close;
     fill_info(&d->info, name, strlen(name), &d->rec);
@@ -663,7 +619,7 @@ int ptc_store_dataset_open(ptc_store_dataset **out, ptc_store *s, const char *na
             rc = ptc_blob_read(&sc, &d->index, &d->index, 0, raw, (size_t)(n + 1) * 8);
         ptc_blob_scratch_free(&sc);
         for (uint64_t i = 0; rc == PTC_OK && i <= n; i++) {
-            d->offsets[i] = get_le(raw + 8 * i, 8);
+            d->offsets[i] = ptc_le_get(raw + 8 * i, 8);
             if ((i == 0 && d->offsets[0] != 0) || (i > 0 && d->offsets[i] < d->offsets[i - 1]) ||
                 (i == n && d->offsets[n] != d->rec.data.raw_length))
                 rc = ptc_error_set(PTC_E_STORE, "dataset '%s': corrupt index at record %llu",
@@ -828,4 +784,63 @@ void ptc_store_dataset_record_prefetch_later(ptc_store_dataset *d, uint64_t id, 
     for (uint64_t k = start / BS; k <= (start + len - 1) / BS; k++)
         if (d->data.blocks[k].codec != PTC_BLOCK_RAW)
             ptc_block_cache_prefetch_later(d->cache, d->serial, &d->data, k);
+}
+
+/* ---- verify ------------------------------------------------------------------------------ */
+
+/* Every block of @p b read, decompressed and checked; the index blob's
+ * offsets (when @p index) checked to rise from 0 to @p data_len. */
+static int verify_blob(ptc_store_dataset *d, const ptc_blob_ref *b, bool index,
+                       uint64_t data_len, ptc_progress_fn fn, void *user, uint64_t *done,
+                       uint64_t total)
+{
+    ptc_blob_scratch sc = {0};
+    int rc = PTC_OK;
+    uint64_t prev = 0, at = 0;
+    for (uint64_t k = 0; k < b->nblocks && rc == PTC_OK; k++) {
+        const uint8_t *blk;
+        sc.valid = false;
+        if ((rc = ptc_blob_get_block(&sc, b, b, k, &blk)) < 0)
+            break;
+        uint64_t raw = ptc_blob_block_raw(b->raw_length, b->nblocks, k);
+        for (uint64_t i = 0; index && i + 8 <= raw; i += 8, at++) {
+            uint64_t o = ptc_le_get(blk + i, 8);
+            if ((at == 0 && o != 0) || o < prev || o > data_len) {
+                rc = ptc_error_set(PTC_E_STORE, "dataset '%s': corrupt index at record %llu",
+                                   d->info.name, (unsigned long long)at);
+                break;
+            }
+            prev = o;
+        }
+        *done += raw;
+        if (fn)
+            fn("verify", *done, total, user);
+    }
+    if (rc == PTC_OK && index && prev != data_len)
+        rc = ptc_error_set(PTC_E_STORE, "dataset '%s': its index ends at byte %llu of %llu",
+                           d->info.name, (unsigned long long)prev,
+                           (unsigned long long)data_len);
+    ptc_blob_scratch_free(&sc);
+    return rc;
+}
+
+int ptc_store_dataset_verify_blocks(ptc_store *s, const char *name, ptc_progress_fn fn,
+                                    void *user, uint64_t *done, uint64_t total)
+{
+    ptc_store_dataset *d;
+    PTC_TRY(ptc_store_dataset_open(&d, s, name));
+    int rc = verify_blob(d, &d->data, false, 0, fn, user, done, total);
+    if (rc == PTC_OK)
+        rc = verify_blob(d, &d->index, true, d->rec.data.raw_length, fn, user, done, total);
+    ptc_store_dataset_close(d);
+    return rc;
+}
+
+int ptc_store_dataset_verify(ptc_store *s, const char *name, ptc_progress_fn progress,
+                             void *user)
+{
+    ptc_store_dataset_info i;
+    PTC_TRY(ptc_store_dataset_stat(s, name, &i));
+    uint64_t done = 0, total = i.bytes + 8 * (i.samples + 1);
+    return ptc_store_dataset_verify_blocks(s, name, progress, user, &done, total);
 }

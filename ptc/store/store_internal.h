@@ -6,6 +6,7 @@
 
 #include <lmdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "ptc/store.h"
 #include "ptc/store/store_ranks.h"
@@ -25,6 +26,11 @@ MDB_env *ptc_store_env(ptc_store *s);
  * transaction the first time: never call it while this thread holds a write
  * transaction (LMDB would deadlock); open your databases up front. */
 int ptc_store_dbi_open(ptc_store *s, const char *name, unsigned mdb_flags, MDB_dbi *out);
+
+/* The named database @p name if it exists (PTC_E_NOTFOUND if not): never
+ * creates it and never writes, whether the store is writable or not (a
+ * reading operation works on a full disk). Cached like ptc_store_dbi_open. */
+int ptc_store_dbi_find(ptc_store *s, const char *name, MDB_dbi *out);
 
 /* Run @p fn inside one LMDB write transaction: committed if fn returns
  * PTC_OK, aborted otherwise (its code is returned). LMDB serialises write
@@ -60,17 +66,41 @@ int ptc_store_create_file(const ptc_store *s, int dfd, const char *rel, const ch
  * @p size (may be NULL) gets the removed file's size. */
 int ptc_store_remove_file(const ptc_store *s, int dfd, const char *rel, const char *name,
                           uint64_t *size);
+/* What entry @p name of @p dfd is, for a message; NULL if it is what the
+ * store makes: a directory (PTC_ENTRY_DIR), a regular file (PTC_ENTRY_FILE),
+ * a regular file with no other hard link (PTC_ENTRY_WRITABLE: one the store
+ * writes to in place, so no other name may share it). */
+enum { PTC_ENTRY_DIR, PTC_ENTRY_FILE, PTC_ENTRY_WRITABLE };
+const char *ptc_store_entry_kind(int dfd, const char *name, int want);
+/* "store DIR: REL/NAME is KIND, not an entry the store made; …" */
+int ptc_store_foreign_error(const char *dir, const char *rel, const char *name,
+                            const char *kind);
+/* ptc_store_subdir() from a root handle (before the store handle exists). */
+int ptc_store_subdir_at(int rootfd, const char *dir, const char *rel, bool create, int *out);
 /* The error for entry @p name of directory handle @p dfd (store path
  * @p rel) that the store did not make: names what it is. */
 int ptc_store_foreign(const ptc_store *s, int dfd, const char *rel, const char *name);
 
-/* Writer lock (the STORE/lock file, flock LOCK_EX|LOCK_NB). */
+/* Writer lock (store_lock.c; the STORE/lock file): queue for it for at most
+ * the store's lock timeout (PTC_E_BUSY naming the holder after that). */
 int ptc_store_lock(ptc_store *s, int *fd);
-void ptc_store_unlock(int fd);
+void ptc_store_unlock(ptc_store *s, int fd);
+/* Whether another writer is queued for the lock held through @p fd: a holder
+ * working in slices hands the lock over (ptc_store_relock) when it is. */
+bool ptc_store_lock_wanted(int fd);
+/* Release the lock of *fd and queue for it again (behind every writer that
+ * was waiting); *fd is the new descriptor, or -1 on failure. */
+int ptc_store_relock(ptc_store *s, int *fd);
+/* The wait of a store opened with option @p opt_ms (ptc_store_options). */
+int64_t ptc_store_lock_timeout_resolve(int64_t opt_ms);
 
 /* ---- records ------------------------------------------------------------- */
 
-#define PTC_STORE_FORMAT_VERSION 1u
+/* Store format 2: every record sealed with a checksum, summaries of the
+ * version list and the dataset catalog (docs/format.md §2.5). Format 1
+ * stores open unchecked and are upgraded by their next write. */
+#define PTC_STORE_FORMAT_VERSION 2u
+#define PTC_STORE_FORMAT_UNCHECKED 1u
 #define PTC_STORE_MAGIC "PTCSTORE"
 #define PTC_PACK_MAGIC "PTCPACK1"
 #define PTC_PACK_HEADER_SIZE 64u
@@ -118,12 +148,91 @@ typedef struct ptc_tensor_rec {
 } ptc_tensor_rec;
 
 typedef struct ptc_version_rec {
+    uint32_t record_format; /* decoded: 1 (no digest) or 2 */
     uint32_t state; /* 1 = committed */
     uint64_t parent;
     int64_t created_unix_ns;
     uint64_t tensor_count, bytes, stored_bytes;
     char *step, *config, *rules, *metadata_json;
+    uint64_t shard_count; /* format 2: shard records of the version */
+    uint64_t digest;      /* format 2: its records' sums folded (§2.5) */
 } ptc_version_rec;
+
+/* ---- metadata integrity (store_meta.c, docs/format.md §2.5) ---------------- */
+
+/* The seed tag of each kind of record's checksum. */
+enum {
+    PTC_REC_VERSION = 1,
+    PTC_REC_TENSOR = 2,
+    PTC_REC_SHARD = 3,
+    PTC_REC_DATASET = 4,
+    PTC_REC_SUMMARY = 5,
+};
+/* ptc.meta keys of the summaries. */
+#define PTC_SUMMARY_VERSIONS "versions"
+#define PTC_SUMMARY_DATASETS "datasets"
+
+/* A summary: how many records, the newest version (versions only) and the
+ * XOR of the records' sums. */
+typedef struct ptc_store_summary {
+    uint64_t count, newest, xsum;
+} ptc_store_summary;
+
+/* The structure of meta/data.mdb (store_mdbcheck.c, docs/format.md §2.6),
+ * read with pread: ptc_store_mdb_metas checks the two meta pages (they
+ * pair up, the newest one's trees start inside the file) and gives the
+ * newest transaction id; ptc_store_mdb_walk checks every page reachable
+ * from the meta page of transaction @p txnid (PTC_E_BUSY: that meta page
+ * was rewritten since; read a newer snapshot). PTC_E_STORE names the page. */
+int ptc_store_mdb_metas(int fd, const char *dir, uint64_t *txnid);
+int ptc_store_mdb_walk(int fd, const char *dir, uint64_t txnid);
+/* data.mdb up to this size is walked at every open. */
+#define PTC_STORE_CHECK_AUTO ((uint64_t)16 << 20)
+
+/* Find where liblmdb mapped data.mdb (after the environment is open). */
+int ptc_store_map_find(ptc_store *s);
+/* PTC_E_STORE unless @p k and @p v (either may be NULL), as liblmdb
+ * returned them, lie inside the database file. */
+int ptc_store_val_check(ptc_store *s, const MDB_val *k, const MDB_val *v, const char *what);
+/* The store's format (1 or 2) as @p txn sees it. */
+int ptc_store_format_txn(ptc_store *s, MDB_txn *txn, unsigned *fmt);
+int ptc_store_format_put(ptc_store *s, MDB_txn *txn, unsigned fmt);
+/* sum = XXH3-64(value, seed = XXH3-64(key, seed = tag)). */
+uint64_t ptc_rec_sum(unsigned tag, const void *key, size_t klen, const void *val, size_t vlen);
+/* digest <- XXH3-64(sum as u64 little-endian, seed = digest). */
+uint64_t ptc_rec_fold(uint64_t digest, uint64_t sum);
+/* Append the sum of bytes [start, len) of @p b under key @p key. */
+int ptc_rec_seal(ptc_buf *b, size_t start, unsigned tag, const void *key, size_t klen,
+                 uint64_t *sum);
+/* A record read from LMDB: check where liblmdb put it and (format >= 2) its
+ * sum; *body = the bytes before the sum. PTC_E_STORE naming the record. */
+int ptc_store_rec_open(ptc_store *s, unsigned fmt, unsigned tag, const MDB_val *k,
+                       const MDB_val *v, size_t *body, uint64_t *sum);
+/* rec_open + decode (the decoders' errors become PTC_E_STORE naming the key).
+ * @p sum (may be NULL) gets the record's sum (0 in format 1). */
+int ptc_store_shard_rec_get(ptc_store *s, unsigned fmt, const MDB_val *k, const MDB_val *v,
+                            ptc_shard_rec *r, uint64_t *sum);
+int ptc_store_tensor_rec_get(ptc_store *s, unsigned fmt, const MDB_val *k, const MDB_val *v,
+                             ptc_tensor_rec *t, uint64_t *sum);
+int ptc_store_version_rec_get(ptc_store *s, unsigned fmt, const MDB_val *k, const MDB_val *v,
+                              ptc_version_rec *r, uint64_t *sum);
+/* Summaries (format 2): a missing or corrupt one is PTC_E_STORE. */
+int ptc_store_summary_get(ptc_store *s, MDB_txn *txn, const char *which, ptc_store_summary *out);
+int ptc_store_summary_put(ptc_store *s, MDB_txn *txn, const char *which,
+                          const ptc_store_summary *in);
+/* The body of a summary record (its sum checked): PTC_OK or PTC_E_FORMAT. */
+int ptc_store_summary_decode(const void *data, size_t len, ptc_store_summary *out);
+/* PTC_OK if what was read (@p got) matches the summary (@p want). */
+int ptc_store_summary_mismatch(ptc_store *s, const char *which, const ptc_store_summary *want,
+                               const ptc_store_summary *got);
+/* Upgrade a format-1 store to format 2 inside write transaction @p txn
+ * (store_upgrade.c): every record sealed, digests and summaries written. A
+ * no-op on format 2. Writers holding the writer lock call it first. */
+int ptc_store_upgrade_txn(ptc_store *s, MDB_txn *txn);
+/* The catalog's records (store_dataset.c) for the upgrade: check a format-1
+ * catalog record and rewrite it as format 2 (sealed) into @p out. */
+int ptc_store_dataset_rec_upgrade(const MDB_val *k, const MDB_val *v, ptc_buf *out,
+                                  uint64_t *sum);
 
 /* Big-endian keys. */
 void ptc_key_version(uint8_t out[8], uint64_t v);
@@ -131,6 +240,8 @@ void ptc_key_tensor(uint8_t out[12], uint64_t v, uint32_t t);
 void ptc_key_shard(uint8_t out[16], uint64_t v, uint32_t t, uint32_t rank);
 uint64_t ptc_key_get_u64(const uint8_t *p);
 uint32_t ptc_key_get_u32(const uint8_t *p);
+/* A little-endian unsigned integer of @p n (1..8) bytes. */
+uint64_t ptc_le_get(const uint8_t *p, int n);
 
 /* Encoders append to @p b; decoders validate everything (untrusted bytes)
  * and return PTC_E_FORMAT naming the problem. Decoded records own their
@@ -310,6 +421,10 @@ void ptc_block_cache_drop_owner(ptc_store_block_cache *c, uint64_t owner);
  * every catalog record references (for gc; array freed with ptc_free). */
 int ptc_store_dataset_pack_path(char *out, size_t cap, const char *dir, uint64_t id);
 int ptc_store_dataset_ids(ptc_store *s, uint64_t **ids, size_t *n);
+/* Verify every block of dataset @p name (its data and index blobs) and its
+ * index, advancing @p done by raw bytes (ptc_store_verify). */
+int ptc_store_dataset_verify_blocks(ptc_store *s, const char *name, ptc_progress_fn fn,
+                                    void *user, uint64_t *done, uint64_t total);
 /* Decode (and drop) one catalog record: PTC_OK or PTC_E_STORE (fuzzing). */
 int ptc_store_dataset_rec_check(const void *data, size_t len);
 
@@ -330,6 +445,11 @@ struct ptc_store {
     int rootfd; /* the store directory, opened once: the base of every entry */
     MDB_env *env;
     bool readonly;
+    int64_t lock_wait_ms; /* writer-lock wait (0: fail at once) */
+    atomic_int locks_held; /* writer locks this handle holds (0 or 1) */
+    const uint8_t *map_lo;   /* where liblmdb mapped data.mdb (NULL: unknown) */
+    uint64_t map_len;        /* the map's length */
+    _Atomic uint64_t map_file; /* data.mdb's size last seen */
     MDB_dbi dbi_meta, dbi_versions, dbi_tensors, dbi_shards;
     pthread_mutex_t mu; /* other modules' dbi cache */
     struct {

@@ -133,35 +133,44 @@ int ptc_store_verify(ptc_store *s, uint64_t version, ptc_progress_fn progress, v
     uint64_t *vs;
     size_t nv;
     PTC_TRY(select_versions(s, version, &vs, &nv));
+    /* every dataset too, with all versions (the catalog read checks its summary) */
+    ptc_store_dataset_info *ds = NULL;
+    size_t nd = 0;
     uint64_t done = 0, total = 0;
-    int rc = verify_pass(s, vs, nv, false, NULL, NULL, &done, &total);
+    int rc = PTC_OK;
+    if (version == PTC_STORE_ALL_VERSIONS)
+        rc = ptc_store_datasets(s, &ds, &nd);
+    for (size_t i = 0; i < nd; i++)
+        total += ds[i].bytes + 8 * (ds[i].samples + 1);
+    if (rc == PTC_OK)
+        rc = verify_pass(s, vs, nv, false, NULL, NULL, &done, &total);
     if (rc == PTC_OK)
         rc = verify_pass(s, vs, nv, true, progress, user, &done, &total);
+    for (size_t i = 0; i < nd && rc == PTC_OK; i++)
+        rc = ptc_store_dataset_verify_blocks(s, ds[i].name, progress, user, &done, total);
+    ptc_store_free(ds);
     ptc_free(vs);
     return rc;
 }
 
 /* ---- gc ------------------------------------------------------------------------------ */
 
-/* Every pack file (version, rank) a committed shard record points to. */
-static int referenced_packs(ptc_store *s, key_set *ref)
+/* Every pack file (version, rank) a committed shard record points to, as
+ * @p txn sees them. */
+static int referenced_packs(ptc_store *s, MDB_txn *txn, key_set *ref)
 {
-    MDB_txn *txn;
-    int mrc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+    MDB_cursor *c;
+    int mrc = mdb_cursor_open(txn, s->dbi_shards, &c);
     if (mrc)
         return ptc_store_mdb_error(mrc, s->dir);
-    MDB_cursor *c;
-    if ((mrc = mdb_cursor_open(txn, s->dbi_shards, &c))) {
-        mdb_txn_abort(txn);
-        return ptc_store_mdb_error(mrc, s->dir);
-    }
-    int rc = PTC_OK;
+    unsigned fmt;
+    int rc = ptc_store_format_txn(s, txn, &fmt);
     MDB_val k, v;
-    for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0;
+    for (mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0;
          mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
         ptc_shard_rec rec;
         memset(&rec, 0, sizeof rec);
-        if ((rc = ptc_shard_rec_decode(&rec, v.mv_data, v.mv_size)) < 0) {
+        if ((rc = ptc_store_shard_rec_get(s, fmt, &k, &v, &rec, NULL)) < 0) {
             /* refuse to guess what a corrupt record references */
             rc = ptc_error_set(PTC_E_STORE, "gc: %s; nothing removed", ptc_last_error());
             break;
@@ -175,9 +184,57 @@ static int referenced_packs(ptc_store *s, key_set *ref)
     if (rc == PTC_OK && mrc != MDB_NOTFOUND)
         rc = ptc_store_mdb_error(mrc, s->dir);
     mdb_cursor_close(c);
-    mdb_txn_abort(txn);
     set_sort(ref);
     return rc;
+}
+
+/* gc works in slices: it holds the writer lock while it removes files, but
+ * hands it to a writer that queues for it after each removal (a save never
+ * waits longer than one removal plus, when the metadata changed meanwhile,
+ * one read of the shard records), then queues again and goes on with what
+ * the metadata references then. */
+typedef struct gc_run {
+    ptc_store *s;
+    int lock_fd;
+    key_set ref;      /* pack files referenced, as of metadata txn `txnid` */
+    uint64_t *ids;    /* dataset ids referenced, the same */
+    size_t nids;
+    size_t txnid;
+    bool have;
+    ptc_store_gc_stats st;
+} gc_run;
+
+/* The references as of now (read again only if the metadata changed). */
+static int gc_refresh(gc_run *g)
+{
+    MDB_txn *txn;
+    int mrc = mdb_txn_begin(g->s->env, NULL, MDB_RDONLY, &txn);
+    if (mrc)
+        return ptc_store_mdb_error(mrc, g->s->dir);
+    size_t id = mdb_txn_id(txn);
+    int rc = PTC_OK;
+    if (!g->have || id != g->txnid) {
+        g->ref.n = g->ref.sorted = 0;
+        ptc_free(g->ids);
+        g->ids = NULL;
+        g->nids = 0;
+        g->have = false;
+        if ((rc = referenced_packs(g->s, txn, &g->ref)) == PTC_OK &&
+            (rc = ptc_store_dataset_ids(g->s, &g->ids, &g->nids)) == PTC_OK) {
+            g->txnid = id;
+            g->have = true;
+        }
+    }
+    mdb_txn_abort(txn);
+    return rc;
+}
+
+/* Before each removal: let a queued writer go first. */
+static int gc_turn(gc_run *g)
+{
+    if (ptc_store_lock_wanted(g->lock_fd))
+        PTC_TRY(ptc_store_relock(g->s, &g->lock_fd));
+    return gc_refresh(g);
 }
 
 /* "v<N>", N canonical decimal >= 1. */
@@ -273,9 +330,10 @@ static bool is_dataset_file(const char *n)
 /* Everything inside the store is reached by handle from its root and no link
  * is followed: an entry gc would touch that is a link (or not what the store
  * makes) stops gc with an error naming it, nothing removed through it. */
-static int gc_vdir(ptc_store *s, int pfd, const char *vname, const key_set *ref,
-                   ptc_store_gc_stats *st)
+static int gc_vdir(gc_run *g, int pfd, const char *vname)
 {
+    ptc_store *s = g->s;
+    ptc_store_gc_stats *st = &g->st;
     uint64_t v;
     parse_vdir(vname, &v);
     char rel[64];
@@ -295,7 +353,9 @@ static int gc_vdir(ptc_store *s, int pfd, const char *vname, const key_set *ref,
         uint32_t rank;
         parse_rank_file(files.v[i], &rank);
         extent_key k = {v, rank, 0};
-        if (set_has(ref, &k))
+        if ((rc = gc_turn(g)) < 0)
+            break;
+        if (set_has(&g->ref, &k))
             continue;
         uint64_t sz;
         if ((rc = ptc_store_remove_file(s, vfd, rel, files.v[i], &sz)) < 0)
@@ -319,15 +379,13 @@ static int gc_vdir(ptc_store *s, int pfd, const char *vname, const key_set *ref,
 
 /* Dataset pack files packs/datasets/d<N>.pack that no catalog record
  * references (replaced datasets, aborted ingests). */
-static int gc_datasets(ptc_store *s, int pfd, ptc_store_gc_stats *st)
+static int gc_datasets(gc_run *g, int pfd)
 {
-    uint64_t *ids = NULL;
-    size_t nids = 0;
-    PTC_TRY(ptc_store_dataset_ids(s, &ids, &nids));
+    ptc_store *s = g->s;
+    ptc_store_gc_stats *st = &g->st;
     int dfd = openat(pfd, "datasets", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) {
         int e = errno;
-        ptc_free(ids);
         if (e == ENOENT)
             return PTC_OK;
         if (e == ENOTDIR || e == ELOOP)
@@ -341,9 +399,11 @@ static int gc_datasets(ptc_store *s, int pfd, ptc_store_gc_stats *st)
     for (size_t f = 0; f < files.n && rc == PTC_OK; f++) {
         uint64_t id;
         parse_dataset_file(files.v[f], &id);
+        if ((rc = gc_turn(g)) < 0)
+            break;
         bool used = false;
-        for (size_t i = 0; i < nids && !used; i++)
-            used = ids[i] == id;
+        for (size_t i = 0; i < g->nids && !used; i++)
+            used = g->ids[i] == id;
         if (used)
             continue;
         uint64_t sz;
@@ -357,21 +417,18 @@ static int gc_datasets(ptc_store *s, int pfd, ptc_store_gc_stats *st)
         rc = ptc_fsync(dfd, "packs/datasets");
     close(dfd);
     ptc_free(files.v);
-    ptc_free(ids);
     return rc;
 }
 
 int ptc_store_gc(ptc_store *s, ptc_store_gc_stats *stats)
 {
-    ptc_store_gc_stats st = {0};
     if (stats)
-        *stats = st;
-    int fd, pfd = -1;
-    PTC_TRY(ptc_store_lock(s, &fd));
-    key_set ref = {0};
+        memset(stats, 0, sizeof *stats);
+    gc_run g = {.s = s, .lock_fd = -1};
+    int pfd = -1;
     name_list vdirs = {0};
-    int rc = referenced_packs(s, &ref);
-    if (rc < 0)
+    int rc;
+    if ((rc = ptc_store_lock(s, &g.lock_fd)) < 0 || (rc = gc_refresh(&g)) < 0)
         goto out_unlock;
     rc = ptc_store_subdir(s, "packs", false, &pfd);
     if (rc == PTC_E_NOTFOUND) {
@@ -381,19 +438,20 @@ int ptc_store_gc(ptc_store *s, ptc_store_gc_stats *stats)
     if (rc < 0 || (rc = list_dir(pfd, "packs", is_vdir, &vdirs)) < 0)
         goto out_unlock;
     for (size_t i = 0; i < vdirs.n && rc == PTC_OK; i++)
-        rc = gc_vdir(s, pfd, vdirs.v[i], &ref, &st);
-    if (rc == PTC_OK && (st.files_removed || st.dirs_removed))
+        rc = gc_vdir(&g, pfd, vdirs.v[i]);
+    if (rc == PTC_OK && (g.st.files_removed || g.st.dirs_removed))
         rc = ptc_fsync(pfd, "packs");
     if (rc == PTC_OK)
-        rc = gc_datasets(s, pfd, &st);
+        rc = gc_datasets(&g, pfd);
 out_unlock:
     if (pfd >= 0)
         close(pfd);
     ptc_free(vdirs.v);
-    ptc_free(ref.k);
-    ptc_store_unlock(fd);
+    ptc_free(g.ref.k);
+    ptc_free(g.ids);
+    ptc_store_unlock(s, g.lock_fd);
     if (stats)
-        *stats = st;
+        *stats = g.st;
     return rc;
 }
 
@@ -543,12 +601,15 @@ int ptc_store_info_json(ptc_store *s, uint64_t version, unsigned flags, char **j
     size_t nv = 0;
     if (latest != 0 || version != 0)
         PTC_TRY(select_versions(s, version, &vs, &nv));
+    unsigned fmt;
+    PTC_TRY(ptc_store_format(s, &fmt));
     json_t *root = json_object(), *arr = json_array();
     bool ok = root && arr;
     int rc = PTC_OK;
     if (ok) {
         jset(root, "store", json_string(s->dir), &ok);
-        jset(root, "format", json_integer(PTC_STORE_FORMAT_VERSION), &ok);
+        jset(root, "format", json_integer(fmt), &ok);
+        jset(root, "metadata_checked", json_boolean(fmt >= 2), &ok);
         jset(root, "block_size", json_integer((json_int_t)PTC_STORE_BLOCK_SIZE), &ok);
         jset(root, "latest", json_integer((json_int_t)latest), &ok);
     }
@@ -647,7 +708,7 @@ out_close:
         close(mfd);
     if (pfd >= 0)
         close(pfd);
-    ptc_store_unlock(lock_fd);
+    ptc_store_unlock(s, lock_fd);
     ptc_store_close(s);
     return rc;
 }

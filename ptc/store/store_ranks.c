@@ -8,6 +8,29 @@
 #include "ptc/store/store_internal.h"
 #include "base/util_internal.h"
 
+/* The owner of rank @p r's shard @p sh in a store that holds the ranks
+ * @p local marks: the layout's owner if held, else the lowest held rank
+ * whose shard has the same owner (identical shards share their owner). */
+static int local_owner(const ptc_layout *l, size_t t, int r, const ptc_shard *sh,
+                       const uint8_t *local, int *owner)
+{
+    *owner = sh->owner;
+    if (!local || local[sh->owner])
+        return PTC_OK;
+    for (int q = sh->owner + 1; q < r; q++) {
+        ptc_shard o;
+        if (!local[q])
+            continue;
+        PTC_TRY(ptc_layout_shard(l, t, q, &o));
+        if (o.present && o.owner == sh->owner) {
+            *owner = q;
+            return PTC_OK;
+        }
+    }
+    *owner = r;
+    return PTC_OK;
+}
+
 int ptc_store_write_rank(ptc_store_writer *w, const ptc_layout *l, int r, size_t t_lo,
                          size_t t_hi, const ptc_rank_source *src, ptc_rank_counts *counts)
 {
@@ -22,8 +45,11 @@ int ptc_store_write_rank(ptc_store_writer *w, const ptc_layout *l, int r, size_t
             break;
         if (!sh.present)
             continue;
-        if (sh.owner != r) {
-            rc = ptc_store_shard_alias(w, (uint32_t)t, (uint32_t)r, (uint32_t)sh.owner);
+        int owner;
+        if ((rc = local_owner(l, t, r, &sh, src->local, &owner)) < 0)
+            break;
+        if (owner != r) {
+            rc = ptc_store_shard_alias(w, (uint32_t)t, (uint32_t)r, (uint32_t)owner);
             n.aliased++;
             continue;
         }
@@ -37,7 +63,16 @@ int ptc_store_write_rank(ptc_store_writer *w, const ptc_layout *l, int r, size_t
             break;
         if (from >= 0) {
             rc = ptc_store_shard_reuse(w, (uint32_t)t, (uint32_t)r, rd, st, (uint32_t)from);
-            n.reused++;
+            if (rc == PTC_E_CHECKSUM || rc == PTC_E_IO) {
+                /* the stored copy went bad: store the source's bytes again (a
+                 * source that reads the same copy reports the damage) */
+                ptc_log(PTC_LOG_WARN, "%s; writing the shard again", ptc_last_error());
+                rc = src->write(src->user, w, t, r, &sh, pc, np);
+                n.written++;
+                n.rewritten++;
+            } else {
+                n.reused++;
+            }
         } else {
             rc = src->write(src->user, w, t, r, &sh, pc, np);
             n.written++;
@@ -48,6 +83,7 @@ int ptc_store_write_rank(ptc_store_writer *w, const ptc_layout *l, int r, size_t
         counts->written += n.written;
         counts->reused += n.reused;
         counts->aliased += n.aliased;
+        counts->rewritten += n.rewritten;
     }
     return rc;
 }
@@ -137,7 +173,7 @@ static int mark_cells(const void *desc, size_t len, size_t nt, size_t world, uin
 }
 
 int ptc_store_check_coverage(const ptc_layout *l, const void *const *descs, const size_t *lens,
-                          size_t n)
+                             size_t n, const uint8_t *want)
 {
     size_t nt = ptc_layout_count(l), world = (size_t)ptc_config_world(ptc_layout_config(l));
     uint8_t *seen = ptc_calloc(nt * world + 1, 1);
@@ -149,7 +185,7 @@ int ptc_store_check_coverage(const ptc_layout *l, const void *const *descs, cons
             rc = ptc_error_set(rc, "checkpoint descriptor %zu: %s", i, ptc_last_error());
     for (size_t t = 0; t < nt && rc == PTC_OK; t++)
         for (size_t r = 0; r < world && rc == PTC_OK; r++) {
-            if (seen[t * world + r])
+            if (seen[t * world + r] || (want && !want[r]))
                 continue;
             ptc_shard sh;
             if ((rc = ptc_layout_shard(l, t, (int)r, &sh)) == PTC_OK && sh.present)

@@ -26,19 +26,27 @@ typedef struct ptc_rank_source {
     int (*write)(void *user, ptc_store_writer *w, size_t t, int r, const ptc_shard *sh,
                  const ptc_piece *pc, size_t np);
     void *user;
+    /* NULL: the store holds every rank's shards. Else world bytes, nonzero
+     * for the ranks whose shards this store holds (a host's part of a
+     * version spread over hosts): a shard whose owner is not among them is
+     * owned by the lowest of them holding it (the same owner in the layout). */
+    const uint8_t *local;
 } ptc_rank_source;
 
 /* What one call did, in shards. */
 typedef struct ptc_rank_counts {
     uint64_t written, reused, aliased;
+    uint64_t rewritten; /* of written: found unchanged, but the stored copy
+                           failed its check (ptc_store_shard_reuse) */
 } ptc_rank_counts;
 
 /* Write rank @p r's shards of the tensors [t_lo, t_hi) of layout @p l into
  * @p w: a tensor the rank does not hold is skipped; a shard whose owner
  * (the lowest rank holding an identical shard) is another rank is an
- * alias; an owned shard is referenced where @p src finds it stored, else
- * written by @p src. @p counts (may be NULL) is added to. One thread per
- * (writer, rank) at a time, as the writer requires. */
+ * alias; an owned shard is referenced where @p src finds it stored (and the
+ * stored copy passes its check), else written by @p src. @p counts (may be
+ * NULL) is added to. One thread per (writer, rank) at a time, as the writer
+ * requires. */
 int ptc_store_write_rank(ptc_store_writer *w, const ptc_layout *l, int r, size_t t_lo,
                          size_t t_hi, const ptc_rank_source *src, ptc_rank_counts *counts);
 
@@ -52,12 +60,13 @@ int64_t ptc_store_find_unchanged(const ptc_store_reader *parent, const ptc_layou
                                  int r, const ptc_shard *sh, const ptc_piece *pc,
                                  const void *buf, uint64_t bytes, size_t *pt);
 
-/* Every (tensor, rank) that layout @p l places has a shard record in one of
- * the @p n descriptor buffers (ptc_store_writer_export) — PTC_OK — or
- * PTC_E_INVAL naming the first missing rank and tensor; PTC_E_FORMAT for a
- * malformed buffer. */
+/* Every (tensor, rank) that layout @p l places (on the ranks @p want marks,
+ * world bytes; NULL: every rank) has a shard record in one of the @p n
+ * descriptor buffers (ptc_store_writer_export) — PTC_OK — or PTC_E_INVAL
+ * naming the first missing rank and tensor; PTC_E_FORMAT for a malformed
+ * buffer. */
 int ptc_store_check_coverage(const ptc_layout *l, const void *const *descs, const size_t *lens,
-                             size_t n);
+                             size_t n, const uint8_t *want);
 
 /* Replace the step label (unless @p step is NULL) and the parent of a
  * version being written, before commit: a checkpoint learns its parent

@@ -25,6 +25,8 @@ typedef struct pack_fd {
 struct ptc_store_reader {
     ptc_store *s;
     uint64_t version;
+    unsigned fmt;    /* the store's format when opened (1: records unchecked) */
+    uint64_t digest; /* its records' sums folded, as read (format 2) */
     ptc_version_rec vrec;
     ptc_version_info info;
     json_t *meta;
@@ -80,11 +82,10 @@ static int load_tensors(ptc_store_reader *r, MDB_txn *txn)
                                (unsigned long long)r->version);
             goto out_close;
         }
-        if ((rc = ptc_tensor_rec_decode(&r->tensors[r->nt], v.mv_data, v.mv_size)) < 0) {
-            rc = ptc_error_set(PTC_E_STORE, "store %s version %llu: %s", s->dir,
-                               (unsigned long long)r->version, ptc_last_error());
+        uint64_t sum;
+        if ((rc = ptc_store_tensor_rec_get(s, r->fmt, &k, &v, &r->tensors[r->nt], &sum)) < 0)
             goto out_close;
-        }
+        r->digest = ptc_rec_fold(r->digest, sum);
         r->by_name[r->nt] = (uint32_t)r->nt;
         r->nt++;
     }
@@ -136,20 +137,18 @@ static int load_shards(ptc_store_reader *r, MDB_txn *txn)
             goto out_close;
         ptc_shard_rec *rec = &r->recs[r->nrecs];
         memset(rec, 0, sizeof *rec);
-        rec->tensor = ptc_key_get_u32((const uint8_t *)k.mv_data + 8);
-        rec->rank = ptc_key_get_u32((const uint8_t *)k.mv_data + 12);
-        if (rec->tensor >= r->nt) {
-            rc = ptc_error_set(PTC_E_STORE, "version %llu: shard of unknown tensor %u",
-                               (unsigned long long)r->version, rec->tensor);
+        uint64_t sum;
+        if ((rc = ptc_store_shard_rec_get(s, r->fmt, &k, &v, rec, &sum)) < 0)
             goto out_close;
-        }
-        if ((rc = ptc_shard_rec_decode(rec, v.mv_data, v.mv_size)) < 0) {
-            rc = ptc_error_set(PTC_E_STORE, "store %s version %llu tensor '%s' rank %u: %s",
-                               s->dir, (unsigned long long)r->version,
-                               r->tensors[rec->tensor].name, rec->rank, ptc_last_error());
-            goto out_close;
-        }
         r->nrecs++;
+        r->digest = ptc_rec_fold(r->digest, sum);
+        if (rec->tensor >= r->nt ||
+            (r->nrecs > 1 && (rec[-1].tensor > rec->tensor ||
+                              (rec[-1].tensor == rec->tensor && rec[-1].rank >= rec->rank)))) {
+            rc = ptc_error_set(PTC_E_STORE, "version %llu: shard of unknown tensor %u or out of "
+                               "order", (unsigned long long)r->version, rec->tensor);
+            goto out_close;
+        }
         const ptc_tensor_rec *t = &r->tensors[rec->tensor];
         if ((rc = ptc_shard_rec_check(rec, t->ndim, t->shape,
                                       ptc_dtype_size((ptc_dtype)t->dtype))) < 0) {
@@ -191,6 +190,21 @@ out_close:
 }
 
 static int get_fd(ptc_store_reader *r, uint64_t v, uint32_t rank, int *fd);
+
+/* Format 2: the records read are exactly those the version record sealed
+ * (one that vanished, appeared or moved changes the digest). */
+static int check_digest(ptc_store_reader *r)
+{
+    if (r->fmt < 2 || (r->nrecs == r->vrec.shard_count && r->digest == r->vrec.digest))
+        return PTC_OK;
+    return ptc_error_set(PTC_E_STORE,
+                         "store %s: corrupt metadata: version %llu has %zu tensor and %zu shard "
+                         "records, its version record sealed %llu and %llu%s; run ptc verify",
+                         r->s->dir, (unsigned long long)r->version, r->nt, r->nrecs,
+                         (unsigned long long)r->vrec.tensor_count,
+                         (unsigned long long)r->vrec.shard_count,
+                         r->nrecs == r->vrec.shard_count ? " with other checksums" : "");
+}
 
 /* Open every pack file the version's records point to, now: a reader holds
  * the whole version it saw, so ptc gc (another process) may delete the
@@ -262,12 +276,11 @@ int ptc_store_reader_open(ptc_store_reader **out, ptc_store *s, uint64_t version
         rc = ptc_store_mdb_error(mrc, s->dir);
         goto out_abort;
     }
-    if ((rc = ptc_version_rec_decode(&r->vrec, v.mv_data, v.mv_size)) < 0) {
-        rc = ptc_error_set(PTC_E_STORE, "store %s version %llu: %s", s->dir,
-                           (unsigned long long)version, ptc_last_error());
+    if ((rc = ptc_store_format_txn(s, txn, &r->fmt)) < 0 ||
+        (rc = ptc_store_version_rec_get(s, r->fmt, &k, &v, &r->vrec, NULL)) < 0)
         goto out_abort;
-    }
-    if ((rc = load_tensors(r, txn)) < 0 || (rc = load_shards(r, txn)) < 0)
+    if ((rc = load_tensors(r, txn)) < 0 || (rc = load_shards(r, txn)) < 0 ||
+        (rc = check_digest(r)) < 0)
         goto out_abort;
     mdb_txn_abort(txn);
     if ((rc = open_packs(r)) < 0)

@@ -521,6 +521,10 @@ int ptc_store_shard_reuse(ptc_store_writer *w, uint32_t tensor, uint32_t rank,
                              t->name, ft->name);
     const ptc_shard_rec *src;
     PTC_TRY(ptc_store_reader_rec(from, from_tensor, from_rank, true, &src));
+    /* the extent is read back and checked before a new version points at
+     * it: a block that rotted since it was written is not carried forward */
+    uint64_t done = 0;
+    PTC_TRY(ptc_store_reader_verify_rec(from, from_tensor, src, NULL, NULL, &done, 0));
     ptc_shard_rec r;
     PTC_TRY(rec_copy(&r, src));
     r.tensor = tensor;
@@ -697,34 +701,53 @@ static int commit_txn(MDB_txn *txn, void *user)
     commit_ctx *c = user;
     ptc_store_writer *w = c->w;
     ptc_store *s = w->s;
+    PTC_TRY(ptc_store_upgrade_txn(s, txn));
     uint64_t latest;
     PTC_TRY(ptc_store_issued_txn(s, txn, &latest));
     if (latest >= w->version)
         return ptc_error_set(PTC_E_STORE, "version %llu was committed by someone else",
                              (unsigned long long)w->version);
+    ptc_store_summary sm;
+    PTC_TRY(ptc_store_summary_get(s, txn, PTC_SUMMARY_VERSIONS, &sm));
+    /* tensor and shard records first, each sealed with its sum; the version
+     * record then carries their digest (in key order: tensors, then shards
+     * sorted by tensor and rank) */
     ptc_buf b = {0};
-    int rc;
+    int rc = PTC_OK;
     uint8_t key[16];
-    ptc_key_version(key, w->version);
-    if ((rc = ptc_version_rec_encode(&b, &c->vrec)) < 0 ||
-        (rc = put(txn, s->dbi_versions, key, 8, &b, MDB_NOOVERWRITE, "version record")) < 0 ||
-        (rc = ptc_store_issued_put(s, txn, w->version)) < 0)
-        goto out_free;
-    for (size_t i = 0; i < w->ntensors; i++) {
+    uint64_t sum, digest = 0;
+    for (size_t i = 0; i < w->ntensors && rc == PTC_OK; i++) {
         b.len = 0;
         ptc_key_tensor(key, w->version, (uint32_t)i);
         if ((rc = ptc_tensor_rec_encode(&b, &w->tensors[i])) < 0 ||
+            (rc = ptc_rec_seal(&b, 0, PTC_REC_TENSOR, key, 12, &sum)) < 0 ||
             (rc = put(txn, s->dbi_tensors, key, 12, &b, 0, "tensor record")) < 0)
-            goto out_free;
+            break;
+        digest = ptc_rec_fold(digest, sum);
     }
-    for (size_t i = 0; i < c->n; i++) {
+    for (size_t i = 0; i < c->n && rc == PTC_OK; i++) {
         b.len = 0;
         ptc_key_shard(key, w->version, c->recs[i]->tensor, c->recs[i]->rank);
         if ((rc = ptc_shard_rec_encode(&b, c->recs[i])) < 0 ||
+            (rc = ptc_rec_seal(&b, 0, PTC_REC_SHARD, key, 16, &sum)) < 0 ||
             (rc = put(txn, s->dbi_shards, key, 16, &b, 0, "shard record")) < 0)
-            goto out_free;
+            break;
+        digest = ptc_rec_fold(digest, sum);
     }
-out_free:
+    c->vrec.shard_count = c->n;
+    c->vrec.digest = digest;
+    b.len = 0;
+    ptc_key_version(key, w->version);
+    if (rc == PTC_OK && (rc = ptc_version_rec_encode(&b, &c->vrec)) == PTC_OK &&
+        (rc = ptc_rec_seal(&b, 0, PTC_REC_VERSION, key, 8, &sum)) == PTC_OK &&
+        (rc = put(txn, s->dbi_versions, key, 8, &b, MDB_NOOVERWRITE, "version record")) ==
+            PTC_OK &&
+        (rc = ptc_store_issued_put(s, txn, w->version)) == PTC_OK) {
+        sm.count++;
+        sm.newest = w->version;
+        sm.xsum ^= sum;
+        rc = ptc_store_summary_put(s, txn, PTC_SUMMARY_VERSIONS, &sm);
+    }
     ptc_free(b.p);
     return rc;
 }
@@ -903,7 +926,7 @@ int ptc_store_writer_commit(ptc_store_writer *w, uint64_t *version)
     if ((rc = ptc_store_write_txn(w->s, commit_txn, &c)) < 0)
         goto out_free;
     w->committed = true;
-    ptc_store_unlock(w->lock_fd);
+    ptc_store_unlock(w->s, w->lock_fd);
     w->lock_fd = -1;
     if (version)
         *version = w->version;
@@ -963,6 +986,6 @@ void ptc_store_writer_destroy(ptc_store_writer *w)
     ptc_free(w->step);
     ptc_free(w->config);
     ptc_free(w->rules);
-    ptc_store_unlock(w->lock_fd);
+    ptc_store_unlock(w->s, w->lock_fd);
     ptc_free(w);
 }

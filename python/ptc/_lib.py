@@ -218,12 +218,14 @@ ALLGATHER_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t, c_void_p)
 GATHER_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t, c_void_p, c_int)
 BROADCAST_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t, c_int)
 BARRIER_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
+EXCHANGE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_size_t, c_void_p, c_void_p, c_void_p,
+                               c_size_t, c_void_p, c_void_p, c_void_p)
 
 
 class Transport(Structure):
     _fields_ = [("rank", c_int), ("size", c_int), ("allgather", ALLGATHER_FN),
                 ("gather", GATHER_FN), ("broadcast", BROADCAST_FN), ("barrier", BARRIER_FN),
-                ("user", c_void_p)]
+                ("user", c_void_p), ("exchange", EXCHANGE_FN)]  # exchange: NULL (all-gather)
 
 
 class CkptLocal(Structure):
@@ -328,6 +330,7 @@ FUNCTIONS = {
                                           POINTER(c_int64)]),
     "ptc_store_verify": (c_int, [P, c_uint64, PROGRESS_FN, c_void_p]),
     "ptc_store_gc": (c_int, [P, POINTER(GcStats)]),
+    "ptc_store_set_lock_timeout": (c_int, [P, c_int64]),
     "ptc_store_info_json": (c_int, [P, c_uint64, c_uint, POINTER(c_void_p)]),
     "ptc_store_datasets": (c_int, [P, POINTER(POINTER(DatasetInfo)), POINTER(c_size_t)]),
     "ptc_store_dataset_stat": (c_int, [P, c_char_p, POINTER(DatasetInfo)]),

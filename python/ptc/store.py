@@ -131,17 +131,35 @@ class Store:
     ``Store(path)`` opens an existing store (``ptc.NotFoundError`` when there is
     none); ``create=True`` makes it if missing; ``readonly=True`` opens it
     without writers. Use it as a context manager or call :meth:`close`.
+    ``lock_timeout`` (seconds; also the attribute of that name): how long a
+    writer of this store (``ptc.save``, ingest, gc) waits for the store's
+    writer lock while another process holds it before ``ptc.BusyError``;
+    0 = not at all; default: ``PTC_LOCK_TIMEOUT`` from the environment, else
+    60 s.
     One Store per directory per process (LMDB's rule); a process made by
     fork() must open its own.
     """
 
-    def __init__(self, path: PathLike, create: bool = False, readonly: bool = False) -> None:
+    def __init__(self, path: PathLike, create: bool = False, readonly: bool = False,
+                 lock_timeout: Optional[float] = None) -> None:
         self.path = os.fspath(path)
         flags = (L.STORE_CREATE if create else 0) | (L.STORE_READONLY if readonly else 0)
         self.readonly = bool(readonly)
         self._h = L.Handle("ptc_store_close")
         call("ptc_store_open", byref(self._h.ptr), enc(self.path), flags)
         _open_stores[(os.getpid(), os.path.realpath(self.path))] = self
+        if lock_timeout is not None:
+            self.lock_timeout = lock_timeout
+
+    @property
+    def lock_timeout(self) -> Optional[float]:
+        """Seconds a writer waits for the writer lock (None: as opened)."""
+        return getattr(self, "_lock_timeout", None)
+
+    @lock_timeout.setter
+    def lock_timeout(self, seconds: float) -> None:
+        call("ptc_store_set_lock_timeout", self._ptr(), int(round(float(seconds) * 1000)))
+        self._lock_timeout = float(seconds)
 
     # -- lifetime --------------------------------------------------------------------
     def _ptr(self) -> Any:
@@ -383,11 +401,11 @@ class Store:
     # -- maintenance ----------------------------------------------------------------------
     def verify(self, version: Optional[int] = None, all: bool = False,
                progress: ProgressFn = None) -> int:
-        """Re-check every block checksum of a version (all=True: every version);
-        raises ptc.ChecksumError naming tensor, rank, pack file and offset.
-        Returns the version checked (0 with all=True)."""
+        """Re-check every block checksum of a version (all=True: every version
+        and every dataset); raises ptc.ChecksumError naming tensor, rank, pack
+        file and offset. Returns the version checked (0 with all=True)."""
         latest = self.latest()
-        if latest == 0:
+        if latest == 0 and not all:
             raise _errors.NotFoundError("store %s holds no version" % self.path)
         v = L.STORE_ALL_VERSIONS if all else int(version or 0)
         with L.Progress(progress) as cb:

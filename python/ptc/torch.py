@@ -353,7 +353,9 @@ class StepDataset(torch.utils.data.IterableDataset):
         return d
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Continue at the saved position with this object's dp, rank and batch."""
+        """Continue at the saved position with this object's dp, rank and batch. A
+        position past the dataset's samples is refused (InvalidError): a state
+        never holds one (the end of the epoch is `samples`)."""
         for k in ("name", "seed", "epoch"):
             if k in state and state[k] != getattr(self, k):
                 raise _errors.InvalidError("state is of %s %r, this dataset's is %r"
@@ -365,7 +367,11 @@ class StepDataset(torch.utils.data.IterableDataset):
         if g is not None and self.generation is not None and int(g) != self.generation:
             raise _errors.InvalidError("dataset '%s' was ingested again since the state "
                                        "was saved" % self.name)
-        self.start = _u64(state["position"], "position")
+        position = _u64(state["position"], "position")
+        if position > self.samples:  # never saved from this dataset: a damaged state
+            raise _errors.InvalidError("position %d is past the end of dataset '%s' (%d samples)"
+                                       % (position, self.name, self.samples))
+        self.start = position
         self._consumed = self._counted = 0
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:

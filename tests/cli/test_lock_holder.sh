@@ -4,6 +4,8 @@
 # written its pid into the lock file (yet) or the file holds something else,
 # and when two writers start at the same moment. Never "pid 0".
 . "$(dirname "$0")/lib.sh"
+# writers wait for the lock by default (test_lock_wait.sh): here they must not
+export PTC_LOCK_TIMEOUT=0
 mkdir "$T/w" && cd "$T/w"
 "$PTC" synth --preset llama-tiny --seed 5 --out m.safetensors
 "$PTC" import --store st --config tp=1 --rules llama m.safetensors >/dev/null

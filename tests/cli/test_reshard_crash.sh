@@ -88,7 +88,7 @@ done
 locked=0
 for i in $(seq 1 200); do
     set +e
-    "$PTC" reshard --store "$s" --version 1 --to tp=2 >"$T/o2" 2>"$T/e2"
+    PTC_LOCK_TIMEOUT=0 "$PTC" reshard --store "$s" --version 1 --to tp=2 >"$T/o2" 2>"$T/e2"
     rc=$?
     set -e
     if [ $rc = 1 ] && grep -qi lock "$T/e2"; then locked=1; break; fi

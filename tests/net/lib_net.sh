@@ -65,13 +65,23 @@ net_setup() {
     # directories in /tmp, which the hosts share, after the hostname; with one
     # name for all, two daemons race to make the same directory ("A call to
     # mkdir was unable to create the desired directory ... File exists").
+    # With NET_PRIVATE=PATH (set before net_setup), every host has a private
+    # disk: inside its mount namespace (ip netns exec makes one per command)
+    # PATH is host i's own folder $T/disks/h<i>, and an empty tmpfs hides
+    # $T/disks, so no host can open another's files.
+    local mounts=""
+    if [ -n "${NET_PRIVATE:-}" ]; then
+        mkdir -p "$NET_PRIVATE"
+        for i in $(seq 0 $(($1 - 1))); do mkdir -p "$T/disks/h$i"; done
+        mounts="mount --bind $T/disks/h\$i $NET_PRIVATE && mount -t tmpfs none $T/disks && "
+    fi
     cat >"$T/agent" <<AGENT
 #!/bin/sh
 while [ "\${1#-}" != "\$1" ]; do shift; done
 host=\$1
 shift
 i=\$((\${host##*.} - 1))
-exec ip netns exec "$NET-h\$i" unshare --uts /bin/sh -c "hostname $NET-h\$i && \$*"
+exec ip netns exec "$NET-h\$i" unshare --uts /bin/sh -c "hostname $NET-h\$i && $mounts\$*"
 AGENT
     chmod +x "$T/agent"
 }

@@ -333,6 +333,7 @@ def test_store_locked_by_another_writer(st):
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
+        st.lock_timeout = 0  # writers wait for the lock by default
         with pytest.raises(ptc.BusyError) as e:
             ptc.save(st, states, step=2, **kw)
         assert e.value.code == -10 and e.value.name == "PTC_E_BUSY"

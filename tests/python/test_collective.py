@@ -39,7 +39,7 @@ def run(world, mode, store, config, tmp, name):
     return [json.load(open(out / ("rank-%d.json" % r))) for r in range(world)]
 
 
-def test_four_processes_save_two_load_under_other_configs(tmp_path):
+def test_four_processes_save_two_load_under_other_configs(tmp_path, monkeypatch):
     store = tmp_path / "st"
     ptc.Store(store, create=True).close()
     saved = run(4, "save", store, "dp=2,tp=2", tmp_path, "save")
@@ -61,6 +61,7 @@ def test_four_processes_save_two_load_under_other_configs(tmp_path):
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
+        monkeypatch.setenv("PTC_LOCK_TIMEOUT", "0")  # the save must not wait for the lock
         got = run(2, "load", store, ";".join(configs), tmp_path, "load")
     finally:
         holder.communicate("\n", timeout=30)

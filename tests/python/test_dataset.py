@@ -139,6 +139,21 @@ def test_prefetched_steps_are_not_counted(store):
             assert audit["repeated"] > 0 and audit["missing"] == 0   # served != consumed
 
 
+def test_position_past_the_end_is_refused(store):
+    """Issue 33 item 9: a state whose position is past the dataset's N samples
+    is refused; N itself (the end of the epoch) leaves no step. (A start
+    given directly may lie past the end: no step, test_through_a_mount.)"""
+    (ds,) = ranks(store, 1, 10)
+    st = ds.state_dict()
+    for pos in (N + 1, 2**63):
+        with pytest.raises(ptc.InvalidError, match="position %d is past the end of dataset "
+                           "'corpus' \\(%d samples\\)" % (pos, N)):
+            ds.load_state_dict(dict(st, position=pos))
+    assert ds.position == 0          # the refused state changed nothing
+    ds.load_state_dict(dict(st, position=N))
+    assert ds.steps() == 0 and list(ds) == []
+
+
 def test_state_of_another_epoch_is_refused(store):
     (ds,) = ranks(store, 1, 10)
     st = ds.state_dict()

@@ -134,7 +134,7 @@ def test_store_locked_by_another_writer(tmp_path, model):
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with ptc.Store(path) as st:
+        with ptc.Store(path, lock_timeout=0.1) as st:   # writers wait 0.1 s, then fail
             for op in (lambda: st.import_safetensors(model, "tp=4", RULES),
                        lambda: st.reshard("tp=4"),
                        lambda: st.gc(),
@@ -142,7 +142,8 @@ def test_store_locked_by_another_writer(tmp_path, model):
                 with pytest.raises(ptc.BusyError) as e:
                     op()
                 assert e.value.code == -10
-                assert "locked by another process (pid %d)" % holder.pid in e.value.message
+                assert ("locked by another process (pid %d); waited 0.1 s" % holder.pid
+                        in e.value.message)
             assert [v["version"] for v in st.versions()] == [1]
             assert st.datasets() == []
     finally:

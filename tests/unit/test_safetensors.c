@@ -803,7 +803,7 @@ static void test_index_ok(void **state)
     const char *files[] = {"model-00002-of-00002.safetensors", "model-00001-of-00002.safetensors",
                            "model-00001-of-00002.safetensors"};
     const char *ip = tpath("model.safetensors.index.json");
-    assert_int_equal(ptc_st_index_write(ip, names, files, 3, 24), PTC_OK);
+    assert_int_equal(ptc_st_index_write(ip, names, files, 3, 24, 0), PTC_OK);
     size_t len;
     unsigned char *text = read_all(ip, &len);
     assert_non_null(strstr((char *)text, "\"total_size\": 24"));
@@ -878,10 +878,10 @@ static void test_index_errors(void **state)
                        PTC_E_FORMAT, "tensor 'w2' in 's1.safetensors' is not mapped");
     /* writer side */
     const char *names[] = {"w1", "w1"}, *files[] = {"s1.safetensors", "s1.safetensors"};
-    assert_int_equal(ptc_st_index_write(tpath("i.json"), names, files, 2, 0), PTC_E_INVAL);
+    assert_int_equal(ptc_st_index_write(tpath("i.json"), names, files, 2, 0, 0), PTC_E_INVAL);
     assert_non_null(strstr(ptc_last_error(), "duplicate tensor name 'w1'"));
     const char *bad[] = {"a/b"};
-    assert_int_equal(ptc_st_index_write(tpath("i.json"), names, bad, 1, 0), PTC_E_INVAL);
+    assert_int_equal(ptc_st_index_write(tpath("i.json"), names, bad, 1, 0, 0), PTC_E_INVAL);
     assert_int_equal(access(tpath("i.json"), F_OK), -1);
 }
 

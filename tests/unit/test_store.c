@@ -963,6 +963,7 @@ static void test_writer_lock(void **state)
     assert_int_equal(read(up[0], &c, 1), 1);
     assert_int_equal(c, 'k');
     assert_int_equal(ptc_store_open(&s, dir, 0), PTC_OK);
+    assert_int_equal(ptc_store_set_lock_timeout(s, 0), PTC_OK); /* fail at once */
     ptc_store_writer *w;
     ptc_store_write_options o = wopts(1, 0);
     assert_int_equal(ptc_store_writer_begin(&w, s, &o), PTC_E_BUSY);
