@@ -1,53 +1,72 @@
 # Thin wrapper over CMake. The two set-up commands for a fresh machine are
-# `make demo` and `make test`; both install what is missing first.
+# `make demo` and `make test`; both install what is missing first: the
+# Debian packages, and for `make test` and `make test-python` only, the
+# Python environment of the package's tests (.venv, or $PTC_VENV).
 BUILD   ?= build
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 MAKEFLAGS += --no-print-directory
 WERROR  := $(if $(CI),ON,OFF)
 CMAKE_FLAGS ?=
+CTEST   = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all deps configure build demo test test-unit test-python test-asan bench bench-python gpu-check fuzz install clean
+.PHONY: all deps deps-system configure build demo test test-slow test-unit test-python \
+        build-asan test-asan bench bench-python gpu-check fuzz install clean
 
 all: build
 
+# Everything the builds and the tests use (scripts/deps.sh).
 deps:
 	@sh scripts/deps.sh
 
-configure: deps
+# The Debian packages only: what building and the demo need.
+deps-system:
+	@PTC_PYTHON=0 sh scripts/deps.sh
+
+configure: deps-system
 	@cmake -S . -B $(BUILD) -DPTC_WERROR=$(WERROR) $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The demo builds only the two commands it runs (no tests, no Python).
+demo: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target ptc_cli ptc_full
 	@sh scripts/demo.sh $(BUILD)/ptc
 
-test: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE gpu
+# The fast tier: every suite (unit, cli, FUSE mounts, mpirun, network
+# namespaces, Python) with the configuration matrices cut to pairwise
+# subsets (tests/pairwise.py).
+test: deps build
+	@cd $(BUILD) && $(CTEST) -LE 'gpu|slow'
+
+# The full matrices (label slow: tests/*/test_*_all.sh and the long soaks).
+test-slow: deps build
+	@cd $(BUILD) && $(CTEST) -L slow -LE gpu
 
 test-unit: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+	@cd $(BUILD) && $(CTEST) -L unit
 
 # The Python package: installs python/ into .venv (made by `make deps`) with
-# this build's libptc and runs tests/python (also part of `make test`).
-test-python: build
+# the test build's libptc and runs tests/python (also part of `make test`).
+test-python: deps build
 	@cd $(BUILD) && ctest --output-on-failure -V -L python
 
-# Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (CPU only).
-# Leak checks are on (ASan's default), except in the tests that start MPI,
-# which turn them off themselves (__asan_default_options).
-test-asan: deps
+# The fast tier's unit, MPI and FUSE tests under AddressSanitizer +
+# UndefinedBehaviorSanitizer (CPU only; the full matrices add no code path),
+# in one ctest run so that the unit tests run beside the multi-process ones.
+# Leak checks are on (ASan's default), except in the MPI and FUSE scripts
+# (cmake/tests.cmake: Open MPI's own allocations are never freed) and the
+# unit tests that start MPI, which turn them off themselves
+# (__asan_default_options). test_reshard_mpi compares peak memory figures,
+# which ASan's quarantine changes.
+build-asan: deps-system
 	@cmake -S . -B $(BUILD)-asan -DPTC_SANITIZE=address,undefined -DPTC_WITH_CUDA=OFF \
 	    -DPTC_BENCH=OFF -DPTC_WERROR=$(WERROR) -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	@cmake --build $(BUILD)-asan -j $(JOBS)
+
+test-asan: build-asan
 	@cd $(BUILD)-asan && UBSAN_OPTIONS=print_stacktrace=1 \
-	    ctest --output-on-failure -j $(JOBS) -L unit
-	@# the MPI and FUSE tests too (training, online resize, checkpoints, elastic,
-	@# the mount daemon): Open MPI's own allocations are never freed (no leak
-	@# check); test_reshard_mpi compares peak memory figures, which ASan's
-	@# quarantine changes
-	@cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	    ctest --output-on-failure -L 'mpi|fuse' -E test_reshard_mpi
+	    $(CTEST) -L 'unit|mpi|fuse' -LE slow -E test_reshard_mpi
 
 # libptc.so, libptc.a, headers, ptc.pc, the CMake package and the ptc command
 # under PREFIX (default /usr/local).
@@ -60,7 +79,7 @@ bench: build
 	@sh scripts/bench.sh $(BUILD)
 
 # torch.distributed.checkpoint against ptc.save/ptc.load (bench/python/).
-bench-python: build
+bench-python: deps build
 	@sh bench/python/run.sh $(BUILD)
 
 # The GPU check (one GPU, <= 6 minutes; never part of CI): the gpu tests and
@@ -70,7 +89,7 @@ gpu-check: build
 	@bash scripts/gpu-check.sh --build $(BUILD) --no-build
 
 # libFuzzer binaries (clang): make fuzz, then run build-fuzz/fuzz_<name>_lf.
-fuzz: deps
+fuzz: deps-system
 	@CC=clang cmake -S . -B $(BUILD)-fuzz -DPTC_FUZZ=ON -DPTC_WITH_CUDA=OFF -DPTC_BENCH=OFF >/dev/null
 	@cmake --build $(BUILD)-fuzz -j $(JOBS)
 

@@ -12,8 +12,8 @@
 
 #include "ptc/error.h"
 
-/* Allocation through these counts toward ptc_fault_alloc_at(). They set a
- * PTC_E_NOMEM detail message on failure. */
+/* Allocation through these counts toward fault injection
+ * (base/fault_testing.h). They set a PTC_E_NOMEM detail message on failure. */
 void *ptc_malloc(size_t n);
 void *ptc_calloc(size_t count, size_t size);
 void *ptc_realloc(void *p, size_t n);
@@ -25,9 +25,9 @@ void ptc_free(void *p);
  * *cap tracks capacity. Returns PTC_OK or PTC_E_NOMEM. */
 int ptc_grow(void **p, size_t *cap, size_t need, size_t elem);
 
-/* Writes through these count toward ptc_fault_write_at(). Each returns
- * PTC_OK or PTC_E_IO with a detail naming @p what (a path) and the OS error.
- * pwrite_all/write_all loop over short writes and EINTR. */
+/* Writes through these count toward fault injection (base/fault_testing.h).
+ * Each returns PTC_OK or PTC_E_IO with a detail naming @p what (a path) and
+ * the OS error. pwrite_all/write_all loop over short writes and EINTR. */
 int ptc_pwrite_all(int fd, const void *buf, size_t n, uint64_t off, const char *what);
 int ptc_write_all(int fd, const void *buf, size_t n, const char *what);
 int ptc_fsync(int fd, const char *what);
@@ -104,10 +104,13 @@ void ptc_tmpfile_discard(int fd, char *tmp_path);
  * an untrusted name appears in a message. */
 void ptc_quote_name(char *buf, size_t cap, const char *s, size_t len);
 
-/* Fault injection (fault.c): whether this allocation fails; the errno this
- * write or fsync fails with, or 0. */
+/* Fault injection: whether this allocation fails; the errno this write or
+ * fsync fails with, or 0; whether this message of the pipeline runtime is
+ * never sent. In the shipped library none fires (fault_no_testing.c); in
+ * the test build fault_testing.c fires them as base/fault_testing.h sets. */
 bool ptc_fault_alloc_hit(void);
 int ptc_fault_write_hit(void);
+bool ptc_fault_send_hit(void);
 /* Whether this thread armed crash point @p point (ptc_fault_crash_at); a
  * hit disarms it. */
 bool ptc_fault_crash_hit(const char *point);

@@ -28,18 +28,6 @@ void ptc_cli_init(void)
 {
     const char *v = getenv("PTC_VERBOSE");
     ptc_log_set(log_to_stderr, NULL, v && *v ? PTC_LOG_DEBUG : PTC_LOG_WARN);
-    const char *a = getenv("PTC_FAULT_ALLOC");
-    if (a && *a)
-        ptc_fault_alloc_at(strtol(a, NULL, 10));
-    const char *w = getenv("PTC_FAULT_WRITE");
-    if (w && *w) {
-        char *end;
-        long n = strtol(w, &end, 10);
-        int err = EIO;
-        if (*end == ':' && !strcmp(end + 1, "ENOSPC"))
-            err = ENOSPC;
-        ptc_fault_write_at(n, err);
-    }
 }
 
 static void vline(const char *fmt, va_list ap)

@@ -11,8 +11,7 @@
  * found nothing to stop for, the command goes on. */
 enum { PTC_CLI_OK = 0, PTC_CLI_FAIL = 1, PTC_CLI_USAGE = 2, PTC_CLI_CONTINUE = -1 };
 
-/* Install the library log callback (stderr) and apply the test-only fault
- * environment variables PTC_FAULT_ALLOC=N and PTC_FAULT_WRITE=N[:ENOSPC]. */
+/* Install the library log callback (stderr; PTC_VERBOSE=1: debug lines). */
 void ptc_cli_init(void);
 
 /* Print "ptc: error: <msg>" and return PTC_CLI_USAGE. */

@@ -253,15 +253,6 @@ static int opt_lr(const char *v, void *dest)
     return PTC_CLI_OK;
 }
 
-static int opt_drop(const char *v, void *dest)
-{
-    uint64_t u;
-    if (!ptc_cli_parse_u64(v, &u) || u > LONG_MAX)
-        return ptc_cli_usage_error("--debug-drop-send: expected a message count");
-    *(long *)dest = (long)u;
-    return PTC_CLI_OK;
-}
-
 static int opt_save(const char *v, void *dest)
 {
     (void)v;
@@ -312,7 +303,6 @@ static int parse_args(int argc, char **argv, cli_train *ct)
                         "--prepost: expected a non-negative integer"),
         PTC_CLI_OPT_FLAG("overlap-reduce", &o->overlap_reduce),
         PTC_CLI_OPT_CALL("lr", opt_lr, &o->model.lr),
-        PTC_CLI_OPT_CALL("debug-drop-send", opt_drop, &o->testing_drop_send),
         PTC_CLI_OPT_STR("store", &o->store),
         PTC_CLI_OPT_STR("persist", &o->persist),
         PTC_CLI_OPT_INT("save-every", &o->save_every, 0, 1 << 30,

@@ -15,10 +15,19 @@
 # source tree itself is on no library include path: an include of a module
 # above (or beside) this one, or of another module's private header, does
 # not compile. tests/cmake/bad_include checks that it does not.
+#
+# Test hooks: DIR/*_testing.c are compiled into ptc_<NAME>_testing, which
+# only the test build links (build/test-hooks/ and the test programs,
+# CMakeLists.txt); DIR/*_no_testing.c, what the shipped library links in
+# their place (hooks that never fire), into ptc_<NAME>_shipped. So fault
+# injection is compiled once and linked where the tests need it, and the
+# shipped libptc neither exports nor reads any test knob.
 set(PTC_STAGE ${CMAKE_BINARY_DIR}/stage)
 set_property(GLOBAL PROPERTY PTC_MODULES "")
 set_property(GLOBAL PROPERTY PTC_PUBLIC_HEADERS "")
 set_property(GLOBAL PROPERTY PTC_MODULE_LIBS "")
+set_property(GLOBAL PROPERTY PTC_SHIPPED_OBJECTS "")
+set_property(GLOBAL PROPERTY PTC_TESTING_OBJECTS "")
 
 function(ptc_stage_link from to)
   get_filename_component(_d ${to} DIRECTORY)
@@ -53,9 +62,15 @@ function(ptc_module name)
 
   file(GLOB _c CONFIGURE_DEPENDS ${src}/${M_DIR}/*.c)
   set(_srcs)
+  set(_shipped)
+  set(_testing)
   foreach(f ${_c})
     # *_no_<feature>.c: what a build without the feature answers instead
-    if(f MATCHES "_no_fuse3\\.c$")
+    if(f MATCHES "_no_testing\\.c$")
+      list(APPEND _shipped ${f})
+    elseif(f MATCHES "_testing\\.c$")
+      list(APPEND _testing ${f})
+    elseif(f MATCHES "_no_fuse3\\.c$")
       if(NOT PTC_WITH_FUSE)
         list(APPEND _srcs ${f})
       endif()
@@ -89,9 +104,30 @@ function(ptc_module name)
   endif()
 
   set(t ptc_${name})
-  add_library(${t} OBJECT ${_srcs})
-  target_include_directories(${t} PUBLIC ${pub} PRIVATE ${prv} ${CMAKE_BINARY_DIR}/include)
-  target_compile_definitions(${t} PRIVATE PTC_BUILDING PTC_TESTING _GNU_SOURCE)
+  set(_deps)
+  foreach(d ${M_DEPS})
+    list(APPEND _deps ptc_${d})
+  endforeach()
+  ptc_module_objects(${t} ${name} "${_srcs}" "${_deps};${M_LIBS}")
+  set_property(GLOBAL APPEND PROPERTY PTC_MODULES ${t})
+  set_property(GLOBAL APPEND PROPERTY PTC_MODULE_LIBS ${M_LIBS})
+  # the test hooks and their shipped stand-ins see what the module sees
+  if(_shipped)
+    ptc_module_objects(${t}_shipped ${name} "${_shipped}" ${t})
+    set_property(GLOBAL APPEND PROPERTY PTC_SHIPPED_OBJECTS $<TARGET_OBJECTS:${t}_shipped>)
+  endif()
+  if(_testing)
+    ptc_module_objects(${t}_testing ${name} "${_testing}" ${t})
+    set_property(GLOBAL APPEND PROPERTY PTC_TESTING_OBJECTS $<TARGET_OBJECTS:${t}_testing>)
+  endif()
+endfunction()
+
+# The OBJECT library TARGET of module NAME from SRCS, linked to LINK.
+function(ptc_module_objects t name srcs link)
+  add_library(${t} OBJECT ${srcs})
+  target_include_directories(${t} PUBLIC ${PTC_STAGE}/${name}/public
+    PRIVATE ${PTC_STAGE}/${name}/private ${CMAKE_BINARY_DIR}/include)
+  target_compile_definitions(${t} PRIVATE PTC_BUILDING _GNU_SOURCE)
   target_compile_options(${t} PRIVATE
     $<$<COMPILE_LANGUAGE:C>:${PTC_C_WARN} -fvisibility=hidden -Werror=implicit-function-declaration>
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fvisibility=hidden>)
@@ -99,11 +135,5 @@ function(ptc_module name)
     target_compile_options(${t} PRIVATE
       $<$<COMPILE_LANGUAGE:C>:-fsanitize=fuzzer-no-link,address,undefined>)
   endif()
-  set(_deps)
-  foreach(d ${M_DEPS})
-    list(APPEND _deps ptc_${d})
-  endforeach()
-  target_link_libraries(${t} PUBLIC ${_deps} ${M_LIBS})
-  set_property(GLOBAL APPEND PROPERTY PTC_MODULES ${t})
-  set_property(GLOBAL APPEND PROPERTY PTC_MODULE_LIBS ${M_LIBS})
+  target_link_libraries(${t} PUBLIC ${link})
 endfunction()

@@ -13,8 +13,8 @@ out=${2:-docs/cli.md}
     echo "Environment: \`PTC_LOCK_TIMEOUT=SECONDS\` is how long a command that writes a"
     echo "store waits for its writer lock when another process holds it (default 60;"
     echo "0: fail at once; \`--lock-timeout\` of gc and dataset ingest overrides it)."
-    echo "Test-only environment: \`PTC_FAULT_WRITE=N[:ENOSPC]\` fails the N-th write,"
-    echo "\`PTC_FAULT_ALLOC=N\` the N-th allocation; \`PTC_VERBOSE=1\` logs debug lines."
+    echo "\`PTC_VERBOSE=1\` in the environment logs debug lines. (Fault injection,"
+    echo "\`PTC_FAULT_*\`, is the test build's: build/test-hooks/ptc, never installed.)"
     for c in $("$PTC" --help | awk '/^commands:/{on=1; next} on && NF {print $1}'); do
         echo
         echo "## ptc $c"

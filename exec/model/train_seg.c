@@ -92,8 +92,7 @@ static int open_model(train_seg *g, const ptc_train_opts *o, ptc_store *store, i
 }
 
 /* The runtime over the active processes. Collective: all or none. */
-static int open_runtime(train_seg *g, const ptc_train_opts *o, const ptc_exec_stage *fns,
-                        int wrank)
+static int open_runtime(train_seg *g, const ptc_train_opts *o, const ptc_exec_stage *fns)
 {
     ptc_exec_opts eo;
     ptc_exec_opts_init(&eo);
@@ -105,8 +104,6 @@ static int open_runtime(train_seg *g, const ptc_train_opts *o, const ptc_exec_st
     eo.prepost = o->prepost;
     eo.overlap_reduce = o->overlap_reduce;
     PTC_TRY(ptc_exec_create(&g->e, g->sched, &o->cfg, g->comm, fns, &eo));
-    if (o->testing_drop_send && wrank == 0)
-        ptc_exec_testing_drop_send(g->e, o->testing_drop_send);
     if (g->model)
         return ptc_exec_model_set_comms(g->model, ptc_exec_tp_comm(g->e),
                                         ptc_exec_reduce_comm(g->e));
@@ -141,7 +138,7 @@ int train_seg_open(train_seg *g, const ptc_train_opts *o, ptc_sched *sched, ptc_
             rc = open_model(g, o, store, rc, &fns);
         rc = train_agree(g->comm, rc); /* ptc_exec_create is collective: all or none */
         if (rc == PTC_OK)
-            rc = open_runtime(g, o, &fns, wrank);
+            rc = open_runtime(g, o, &fns);
     }
     if (rc == PTC_OK && state)
         rc = train_ckpt_layout(o, sched, &g->layout, &g->rules);

@@ -201,11 +201,10 @@ static int post_send(ptc_exec *e, int j)
     const rt_op *o = &e->plan.ops[j];
     e->tm[j].start = rt_now() - e->t0;
     e->st.messages++;
-    e->sends_total++;
-    if (e->drop_send > 0 && e->sends_total == e->drop_send) {
-        /* Test hook: pretend it went; the receiver will wait forever. */
-        ptc_log(PTC_LOG_WARN, "rank %d: dropping send %ld on purpose (debug)",
-                e->world_rank, e->sends_total);
+    if (ptc_fault_send_hit()) {
+        /* fault injection (test build): pretend it went; the receiver waits */
+        ptc_log(PTC_LOG_WARN, "rank %d: dropping a send on purpose (fault injection)",
+                e->world_rank);
         e->state[j] = 2;
         rt_pool_put(e, o->slot);
         return PTC_OK;

@@ -234,8 +234,3 @@ MPI_Comm ptc_exec_reduce_comm(const ptc_exec *e)
 {
     return ptc_sched_pipes(e->sched) == 2 ? e->pair : e->dp;
 }
-
-void ptc_exec_testing_drop_send(ptc_exec *e, long n)
-{
-    e->drop_send = n;
-}

@@ -74,12 +74,10 @@ struct ptc_exec {
     size_t recvs_consumed;
     ptc_exec_timing *tm;
     double t0, last_progress;
-    long sends_total;
     uint64_t rng;
     int *chunk_bwd_left;   /* [nchunks] backward-weight actions left */
     MPI_Request *red_req;  /* [nchunks] */
     bool failed;           /* a step failed: requests abandoned, no more steps */
-    long drop_send;        /* tests: never send the n-th message (0 = off) */
     bool *red_posted;
     ptc_exec_stats st;
     /* device mode */

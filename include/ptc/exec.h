@@ -352,14 +352,6 @@ PTC_API int ptc_exec_resize_owned(const ptc_layout *from, const int *from_owner,
                                   const ptc_exec_resize_options *opts,
                                   ptc_exec_resize_stats *stats);
 
-#ifdef PTC_TESTING
-/* ---- test knobs (declared only with PTC_TESTING) ------------------------------- */
-
-/** Never send this process's @p n-th message (1-based, counted over steps;
- * 0 = off): the watchdog tests' lost message. */
-PTC_API void ptc_exec_testing_drop_send(ptc_exec *e, long n);
-#endif
-
 #ifdef __cplusplus
 }
 #endif

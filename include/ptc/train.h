@@ -140,8 +140,6 @@ typedef struct ptc_train_opts {
     double jitter_ms;        /**< random sleep before each compute action */
     int prepost;             /**< receives posted ahead (0: all of a step) */
     bool overlap_reduce;     /**< start reductions as chunks finish */
-    long testing_drop_send;  /**< tests: process 0 never sends its n-th
-                                  message (0 = off) */
     ptc_train_resize_fn on_resize; /**< process 0, after each resize or stop
                                         (user: ptc_train_run's); may be NULL */
 } ptc_train_opts;

@@ -645,7 +645,8 @@ int ptc_store_writer_import(ptc_store_writer *w, const void *buf, size_t len)
     if ((rc = ptc_grow((void **)&w->imported, &cap, w->nimported + n, sizeof *recs)) < 0)
         goto out_free;
     w->impcap = cap;
-    memcpy(w->imported + w->nimported, recs, n * sizeof *recs);
+    if (n) /* an empty descriptor (a process that holds nothing): recs is NULL */
+        memcpy(w->imported + w->nimported, recs, n * sizeof *recs);
     w->nimported += n;
     ptc_free(recs);
     return PTC_OK;

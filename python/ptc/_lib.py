@@ -438,7 +438,9 @@ FUNCTIONS = {
 # the rest: a library built before it still loads, and ptc.save / ptc.load
 # then raise UnsupportedError.
 CKPT_FUNCTIONS = tuple(n for n in FUNCTIONS if n.startswith(("ptc_ckpt_", "ptc_transport_")))
-_OPTIONAL = set(CKPT_FUNCTIONS)
+# The fault-injection setters exist only in the test build's library
+# (build/test-hooks/libptc.so), which the package's tests load.
+_OPTIONAL = set(CKPT_FUNCTIONS) | {"ptc_fault_alloc_at", "ptc_fault_write_at"}
 
 # ---- sched.h: pipeline schedules (ptc.pipelining) --------------------------------------
 # Its structs and functions in one block; optional like ckpt.h (an older

@@ -4,6 +4,7 @@
 # pkg-config (and another with find_package) and runs, using the installed
 # library, not the build tree's. The installed bin/ptc maps no MPI, CUDA,
 # NCCL or OpenBLAS and runs train/reshard/elastic as libexec/ptc/ptc-full.
+# Nothing installed carries a test knob (fault injection is the test build's).
 set -eu
 : "${PTC_SRC:?}" "${PTC_BUILD:?}"
 T=$(mktemp -d "${TMPDIR:-/tmp}/ptc-install.XXXXXX")
@@ -35,6 +36,32 @@ full_lib=$(ldd "$P/libexec/ptc/ptc-full" | awk '$1 ~ /^libptc\.so/ {print $3}')
 "$P/bin/ptc" synth --preset gpt2-tiny --seed 1 --out "$T/m.safetensors" > /dev/null ||
     fail "the installed ptc synth"
 echo "ok: installed ptc (light) and libexec/ptc/ptc-full"
+
+# No test knob ships (base/fault_testing.c is the test build's): the library
+# exports no fault-injection or test entry point, nothing installed mentions
+# PTC_FAULT_*, and the installed commands ignore it where the test build's
+# fail (so this check can fail).
+! nm -D --defined-only "$P/$libdir/libptc.so" | grep -i -E 'fault|testing' ||
+    fail "the installed libptc.so exports a test knob"
+! nm --defined-only "$P/$libdir/libptc.a" 2>/dev/null | grep -E ' T ptc_fault_[a-z]+_(at|count)$' ||
+    fail "the installed libptc.a defines a fault-injection setter"
+for f in "$P/$libdir/libptc.so" "$P/$libdir/libptc.a" "$P/bin/ptc" "$P/libexec/ptc/ptc-full"; do
+    ! grep -q -a PTC_FAULT "$f" || fail "$f mentions PTC_FAULT_*"
+done
+train=(train --config pp=1 --schedule 1f1b --microbatches 1 --steps 1)
+PTC_FAULT_ALLOC=1 "$P/bin/ptc" synth --preset gpt2-tiny --seed 1 --out "$T/f.safetensors" > /dev/null ||
+    fail "the installed ptc honours PTC_FAULT_ALLOC"
+PTC_FAULT_ALLOC=1 "$P/bin/ptc" "${train[@]}" > /dev/null || fail "the installed ptc-full honours PTC_FAULT_ALLOC"
+PTC_FAULT_WRITE=1:ENOSPC "$P/bin/ptc" import --store "$T/f" --config tp=2 --rules gpt2 \
+    "$T/f.safetensors" > /dev/null || fail "the installed ptc honours PTC_FAULT_WRITE"
+if [ -n "${PTC:-}" ]; then # the test build's commands, which the other tests run
+    ! PTC_FAULT_ALLOC=1 "$PTC" synth --preset gpt2-tiny --seed 1 --out "$T/g.safetensors" 2> /dev/null ||
+        fail "the test build's ptc ignores PTC_FAULT_ALLOC"
+    ! PTC_FAULT_ALLOC=1 "$PTC" "${train[@]}" > /dev/null 2>&1 || fail "the test build's ptc-full ignores PTC_FAULT_ALLOC"
+    ! PTC_FAULT_WRITE=1:ENOSPC "$PTC" import --store "$T/g" --config tp=2 --rules gpt2 \
+        "$T/f.safetensors" 2> /dev/null || fail "the test build's ptc ignores PTC_FAULT_WRITE"
+fi
+echo "ok: no test knob installed (libptc.so, libptc.a, ptc, ptc-full)"
 
 cat > "$T/hello.c" <<'C'
 #include <stdio.h>

@@ -5,6 +5,8 @@
 # (docs/architecture.md, "What a command loads"). `ptc reshard` with threads
 # is one of ptc's own.
 . "$(dirname "$0")/lib.sh"
+# the shipped commands (the build tree's, as installed), not the test build's
+PTC=${PTC_BUILD:-$(dirname "$PTC")/..}/ptc
 heavy='libmpi|libcudart|libcublas|libnccl|libopenblas|libptc\.so'
 full=$(cd "$(dirname "$PTC")" && pwd)/ptc-full
 

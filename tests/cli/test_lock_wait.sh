@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: jobs
 # Maintenance beside training (issue 33, item 3): writers queue for the
 # store's writer lock instead of failing.
 #  - a gc loop beside a stream of saves (reshards, dataset ingests, version

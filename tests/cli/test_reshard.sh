@@ -5,7 +5,7 @@
 # embeddings). After each step: the whole export is byte-identical to the
 # original and the per-rank exports equal an independent slicing
 # (check_rank_files.py). ptc plan figures are consistent. The fast subset
-# runs by default; PTC_RESHARD_ALL=1 (test_reshard_all.sh, label slow) runs
+# runs by default; PTC_TEST_FULL=1 (test_reshard_all.sh, label slow) runs
 # every configuration.
 . "$(dirname "$0")/lib.sh"
 check="python3 $PTC_SRC/tests/cli/check_rank_files.py"
@@ -15,7 +15,7 @@ check="python3 $PTC_SRC/tests/cli/check_rank_files.py"
 
 configs() { # layer-count
     local L=$1
-    if [ "${PTC_RESHARD_ALL:-0}" = 1 ]; then
+    if [ "${PTC_TEST_FULL:-0}" = 1 ]; then
         for z in 0 1; do for pp in 1 2 3 4 5 6 7 8; do for tp in 1 2 3 4 5 6 7 8; do
             for dp in 1 2 3 4 5 6 7 8; do
                 [ $((dp * tp * pp)) -le 8 ] && echo "dp=$dp,tp=$tp,pp=$pp,zero=$z"

@@ -28,6 +28,7 @@
 
 #include <mpi.h>
 
+#include "base/fault_testing.h"
 #include "kernels/pack.h"
 #include "ptc/ckpt.h"
 

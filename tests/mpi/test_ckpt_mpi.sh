@@ -18,7 +18,9 @@ nversions() { "$PTC" versions --store "$S" --json | python3 -c 'import json,sys;
 expect_all_fail() {
     local np=$1 words=$2
     shift 3
-    if run "$np" "$@" >"$TMP/out" 2>"$TMP/err"; then fail "$* succeeded"; fi
+    if mpirun_each "$np" timeout 300 "$D" "$@" >"$TMP/out" 2>"$TMP/err"; then
+        fail "$* succeeded"
+    fi
     local n
     n=$(grep -c '^error: ' "$TMP/err" || true)
     [ "$n" = "$np" ] || { cat "$TMP/err" >&2; fail "$n error lines from $np processes: $*"; }

@@ -1,6 +1,7 @@
 #!/bin/bash
 # ptc elastic, with real mpirun and real processes (no mocks):
-# 1. kill -9 of one rank at a random step (3 seeds): the job completes on
+# 1. kill -9 of one rank at a random step (seed 1; seeds 1-3 with
+#    PTC_TEST_FULL=1, test_elastic_all.sh, label slow): the job completes on
 #    fewer slots under another configuration (--pp 2, tp by the rule: 4 slots
 #    dp1-tp2-pp2, then 3 slots dp1-tp1-pp2: the global batch stays 4), the steps after the last
 #    version run again, the audit's `repeated` is exactly the records of those
@@ -21,24 +22,30 @@ open(sys.argv[1], "wb").write(struct.pack("<%dH" % n, *[r.randrange(16) for _ in
 PY
 }
 wait_for() { # FILE REGEX: up to 30 s
-    for _ in $(seq 300); do grep -q "$2" "$1" 2> /dev/null && return 0; sleep 0.1; done
+    for _ in $(seq 1500); do grep -q "$2" "$1" 2> /dev/null && return 0; sleep 0.02; done
     return 1
 }
+# The checks below act when the job reports a step, and must act before it
+# ends: --jitter (a random sleep of up to that many ms before each compute
+# action) keeps each step long enough (about 0.2 s) for a loaded machine.
 
 # ---- 1. kill -9 of one rank at a random step ------------------------------------------------
 # 10 steps of a global batch of 4 (dp=1, 4 micro-batches) read 40 windows: the whole epoch
 mktokens "$TMP/tok40.bin" 40 7
-for seed in 1 2 3; do
+seeds=1
+[ "${PTC_TEST_FULL:-0}" = 1 ] && seeds="1 2 3"
+for seed in $seeds; do
     st="$TMP/k$seed"
     "$PTC" dataset ingest --store "$st" --name toks --format tokens:u16:5 "$TMP/tok40.bin" > /dev/null
     echo 4 > "$TMP/slots$seed"
     RANDOM=$seed
     # kill once step $at is reported: a step that is not followed by a save (saves after
-    # steps 2, 5, 8), so that at least one step is lost
-    steps=(3 4 6 7)
-    at=${steps[$((RANDOM % 4))]}
+    # steps 2, 5, 8), so that at least one step is lost, and early enough that
+    # the job is still running (5 steps, about a second, left)
+    steps=(3 4)
+    at=${steps[$((RANDOM % 2))]}
     "$PTC" elastic --store "$st" --slots "$TMP/slots$seed" --pp 2 --watchdog 30 -- ptc train --schedule 1f1b \
-        --microbatches 4 --model $M --seed 3 --data dataset:toks --steps 10 --save-every 3 --jitter 15 \
+        --microbatches 4 --model $M --seed 3 --data dataset:toks --steps 10 --save-every 3 --jitter 60 \
         > "$TMP/k$seed.out" 2> "$TMP/k$seed.err" &
     epid=$!
     wait_for "$TMP/k$seed.out" "^step $at " || { cat "$TMP/k$seed.out" "$TMP/k$seed.err"; fail "seed $seed: no step $at"; }
@@ -62,7 +69,7 @@ for seed in 1 2 3; do
         [ "$s" -ge "$S" ] && [ "$s" -lt "$K" ] && want=2
         [ "$n" = $want ] || { cat "$out"; fail "seed $seed: step $s reported $n times, expected $want"; }
     done
-    grep -q "^resumed from version [0-9]* at step $S, " "$out" || fail "seed $seed: no resume at step $S"
+    grep -q "^resumed from version [0-9]* at step $S, " "$out" || { cat "$out"; fail "seed $seed: no resume at step $S"; }
     grep -q '^elastic: done: step 10, version [0-9]*, dp=1,tp=1,pp=2, 1 reconfigurations (1 failures)' "$out" ||
         { cat "$out"; fail "seed $seed: no done line"; }
     audit=$("$PTC" dataset audit --store "$st" --name toks --seed 3 --epoch 0 --json)
@@ -83,7 +90,7 @@ st="$TMP/so"
 echo 4 > "$TMP/slots"
 "$PTC" elastic --store "$st" --slots "$TMP/slots" --tp 2 --pp 2 --json --watchdog 30 -- ptc train \
     --schedule 1f1b --microbatches 2 --model $M --seed 5 --data dataset:toks --steps 10 --save-every 5 \
-    --jitter 15 > "$TMP/so.out" 2> "$TMP/so.err" &
+    --jitter 60 > "$TMP/so.out" 2> "$TMP/so.err" &
 epid=$!
 wait_for "$TMP/so.err" '^step 2 ' || { cat "$TMP/so.out" "$TMP/so.err"; fail "scale-out: no step 2"; }
 echo 8 > "$TMP/slots"

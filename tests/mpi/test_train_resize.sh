@@ -139,7 +139,7 @@ expect_all_fail() { # NP WORDS -- ARGS...
     local before after
     before=$("$PTC" versions --store "$TMP/on" --json)
     set +e
-    "${MPIRUN[@]}" -np "$np" "$PTC" train "$@" > "$TMP/bad.out" 2> "$TMP/bad.err"
+    mpirun_each "$np" "$PTC" train "$@" > "$TMP/bad.out" 2> "$TMP/bad.err"
     local rc=$?
     set -e
     [ $rc = 1 ] || { cat "$TMP/bad.err"; fail "exit $rc (want 1): $words"; }

@@ -1,10 +1,10 @@
 #!/bin/bash
-# labels: slow
 # The training job's whole state in the store (ptc train --store):
 # 1. exact continuation: 10 steps equal 5 steps, save, resume in the same
 #    configuration, 5 steps -- per-step losses and the final parameters and
-#    AdamW moments bit for bit -- for every schedule kind, zero 0 and 1,
-#    dp 1 and 2, tp 1 and 2 (pp 2);
+#    AdamW moments bit for bit -- over schedule kinds x zero 0, 1 x dp 1, 2 x
+#    tp 1, 2 (pp 2): a pairwise subset (14 of 56; tests/pairwise.py), all
+#    56 with PTC_TEST_FULL=1 (test_train_state_all.sh, label slow);
 # 2. configuration changes: dp2-tp2-pp2 (8 processes) -> save -> resume
 #    dp1-tp3-pp2 (6) -> save -> resume dp2-tp1-pp4 with another global batch,
 #    reading a stored dataset: every step's loss within 1e-5 relative of a
@@ -19,34 +19,32 @@ M=mlp:layers=4,hidden=8,vocab=16,tokens=4
 losses() { awk '/^step /{print $2, $4}' "$1"; }
 
 # ---- 1. exact continuation ----------------------------------------------------------
+mapfile -t rows < <(python3 "$here/../pairwise.py" kind=1f1b,gpipe,interleaved,kfkb,zb-h1,zb-v,chimera \
+                    zero=0,1 dp=1,2 tp=1,2)
 n=0
-for kind in 1f1b gpipe interleaved kfkb zb-h1 zb-v chimera; do
-    for zero in 0 1; do
-        for D in 1 2; do
-            for T in 1 2; do
-                np=$((2 * D * T))
-                st="$TMP/c-$kind-$zero-$D-$T"
-                common=(--config dp=$D,tp=$T,pp=2,zero=$zero --schedule $kind --chunks 2 --k 2
-                        --microbatches 4 --model $M --seed 5 --store "$st" --timeout 60)
-                "${MPIRUN[@]}" -np $np "$PTC" train "${common[@]}" --steps 10 --save-every 5 \
-                    > "$st.a" 2> "$st.err" || { cat "$st.err"; fail "$kind zero=$zero dp$D tp$T: 10 steps"; }
-                "${MPIRUN[@]}" -np $np "$PTC" train "${common[@]}" --steps 5 --resume --version 1 \
-                    --save-every 0 > "$st.b" 2> "$st.err" ||
-                    { cat "$st.err"; fail "$kind zero=$zero dp$D tp$T: resume"; }
-                [ "$(losses "$st.a" | tail -n 5)" = "$(losses "$st.b")" ] ||
-                    { paste "$st.a" "$st.b"; fail "$kind zero=$zero dp$D tp$T: losses after the resume differ"; }
-                [ "$(losses "$st.b" | head -n 1 | cut -d' ' -f1)" = 5 ] || fail "the resumed run did not start at step 5"
-                # version 2: after 10 steps; version 3: after 5 + resume + 5
-                "$PTC" export --store "$st" --version 2 --out "$st.v2.safetensors"
-                "$PTC" export --store "$st" --version 3 --out "$st.v3.safetensors"
-                python3 "$here/compare_st.py" "$st.v2.safetensors" "$st.v3.safetensors" > /dev/null ||
-                    fail "$kind zero=$zero dp$D tp$T: parameters or moments differ after the resume"
-                n=$((n + 1))
-            done
-        done
-    done
+for row in "${rows[@]}"; do
+    read -r kind zero D T <<< "$row"
+    np=$((2 * D * T))
+    st="$TMP/c-$kind-$zero-$D-$T"
+    common=(--config dp=$D,tp=$T,pp=2,zero=$zero --schedule $kind --chunks 2 --k 2
+            --microbatches 4 --model $M --seed 5 --store "$st" --timeout 60)
+    "${MPIRUN[@]}" -np $np "$PTC" train "${common[@]}" --steps 10 --save-every 5 \
+        > "$st.a" 2> "$st.err" || { cat "$st.err"; fail "$kind zero=$zero dp$D tp$T: 10 steps"; }
+    "${MPIRUN[@]}" -np $np "$PTC" train "${common[@]}" --steps 5 --resume --version 1 \
+        --save-every 0 > "$st.b" 2> "$st.err" ||
+        { cat "$st.err"; fail "$kind zero=$zero dp$D tp$T: resume"; }
+    [ "$(losses "$st.a" | tail -n 5)" = "$(losses "$st.b")" ] ||
+        { paste "$st.a" "$st.b"; fail "$kind zero=$zero dp$D tp$T: losses after the resume differ"; }
+    [ "$(losses "$st.b" | head -n 1 | cut -d' ' -f1)" = 5 ] || fail "the resumed run did not start at step 5"
+    # version 2: after 10 steps; version 3: after 5 + resume + 5
+    "$PTC" export --store "$st" --version 2 --out "$st.v2.safetensors"
+    "$PTC" export --store "$st" --version 3 --out "$st.v3.safetensors"
+    python3 "$here/compare_st.py" "$st.v2.safetensors" "$st.v3.safetensors" > /dev/null ||
+        fail "$kind zero=$zero dp$D tp$T: parameters or moments differ after the resume"
+    n=$((n + 1))
 done
-# the exported state holds the moments, and they moved
+[ "$n" = "${#rows[@]}" ] && [ "$n" -ge 14 ] || fail "only $n configurations ran"
+# the exported state holds the moments, and they moved (every subset has 1f1b zero=1 dp2 tp2)
 python3 - "$TMP/c-1f1b-1-2-2.v3.safetensors" <<'PY' || fail "moments missing or zero"
 import json, struct, sys
 d = open(sys.argv[1], "rb").read()
@@ -100,7 +98,7 @@ expect_all_fail() { # NP WORDS -- ARGS...
     local before after
     before=$("$PTC" versions --store "$TMP/chg" --json)
     set +e
-    "${MPIRUN[@]}" -np "$np" "$PTC" train "$@" > "$TMP/bad.out" 2> "$TMP/bad.err"
+    mpirun_each "$np" "$PTC" train "$@" > "$TMP/bad.out" 2> "$TMP/bad.err"
     local rc=$?
     set -e
     [ $rc = 1 ] || { cat "$TMP/bad.err"; fail "exit $rc (want 1): $words"; }

@@ -14,8 +14,9 @@ SRC = os.environ.get("PTC_SRC") or os.path.dirname(os.path.dirname(HERE))
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "slow: full grids, left out of the default (fast) run; run them with "
-                   "-m slow, or everything with PTC_TEST_SLOW=1")
+        "markers", "slow: full grids and long runs, left out of the default (fast) run "
+                   "(ctest python.pytest); run them with -m slow (python.pytest_slow, label "
+                   "slow), or everything with PTC_TEST_SLOW=1")
 
 
 def pytest_collection_modifyitems(config, items):

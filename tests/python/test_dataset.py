@@ -4,6 +4,7 @@ every sample of the epoch is consumed once — and `ptc dataset audit` agrees,
 also when DataLoader workers read ahead of the loop."""
 
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -89,15 +90,33 @@ def test_exactly_once_across_a_dp_and_batch_change(store, workers):
                                             "missing": 0}
 
 
+class CountingDecode:
+    """decode, counting the records decoded in every process (the workers'
+    reads: a step's records are decoded right after its read is counted)."""
+
+    def __init__(self):
+        self.n = multiprocessing.Value("i", 0)
+
+    def __call__(self, rec):
+        with self.n.get_lock():
+            self.n.value += 1
+        return decode(rec)
+
+
 def test_prefetched_steps_are_not_counted(store):
     """Workers read ahead; the job stops after 3 steps. Counting on commit gives
     an audit that agrees with consumption; counting reads does not."""
     for count, seed in (("commit", 11), ("read", 12)):
+        dec = CountingDecode()
         parts = [ptc.torch.StepDataset(store, "corpus", seed=seed, epoch=0, batch=10, dp=2,
-                                       rank=r, decode=decode, count=count) for r in range(2)]
+                                       rank=r, decode=dec, count=count) for r in range(2)]
         loaders = [iter(p.loader(num_workers=2, prefetch_factor=4)) for p in parts]
         seen = run_steps(loaders, nsteps=3)
-        time.sleep(0.5)                  # let the workers run ahead
+        # the workers have read ahead: a step more than the 3 x 10 records taken
+        deadline = time.monotonic() + 60
+        while dec.n.value < 40 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert dec.n.value >= 40, "the workers did not read ahead"
         state = parts[0].state_dict()
         for p in parts[1:]:
             p.state_dict()
@@ -220,14 +239,13 @@ def test_through_a_mount(store, tmp_path):
                                   count="commit")
     finally:
         subprocess.run(["fusermount3", "-u", str(mnt)], check=True, timeout=60)
-    for _ in range(100):      # the mount process saves its counts as it exits
-        if not os.path.ismount(mnt):
-            break
-        time.sleep(0.1)
-    time.sleep(0.5)
     assert sorted(seen) == list(range(N))
-    assert store.audit("corpus", 11, 0) == {"samples": N, "once": N, "repeated": 0,
-                                            "missing": 0}
+    # the mount process saves its counts as it exits, after the unmount returns
+    want = {"samples": N, "once": N, "repeated": 0, "missing": 0}
+    deadline = time.monotonic() + 60
+    while store.audit("corpus", 11, 0) != want and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.audit("corpus", 11, 0) == want
 
 
 @pytest.mark.parametrize("policy,per_rank,dropped", [

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "kernels/pack.h"
 #include "ptc/ckpt.h"
 

@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "ptc/ckpt/ckpt_hosts.h"
 #include "ptc/ckpt/ckpt_internal.h"
 #include "base/util_internal.h"

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "ptc/ptc.h"
 
 static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)

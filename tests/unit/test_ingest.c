@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "ptc/crc32c.h"
 #include "ptc/dataset.h"
 #include "ptc/npy.h"

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "ptc/layout.h"
 
 /* ---- a mixed collection --------------------------------------------------------- */

@@ -51,21 +51,36 @@ static int mem_read(void *user, uint64_t id, uint64_t off, void *buf, size_t len
 }
 
 /* Dataset "slow": each record-size call (one per samples/<ID> lookup)
- * takes 30 ms and counts how many run at once, in memory shared with the
- * mount's process. */
+ * counts how many run at once, in memory shared with the mount's process,
+ * and waits until two have run at once: a barrier, not a guess at how long
+ * the other lookups take to arrive. If the kernel serialises the lookups,
+ * the second never arrives while the first waits: each call then gives up
+ * at a deadline shared by all (5 s after the first call), and `most` stays 1. */
 struct overlap {
     atomic_int now, most;
+    atomic_llong deadline_ns; /* CLOCK_MONOTONIC; 0: no call yet */
 };
 static struct overlap *overlap;
 
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 static int slow_size(void *user, uint64_t id, uint64_t *size)
 {
+    long long zero = 0;
+    atomic_compare_exchange_strong(&overlap->deadline_ns, &zero, now_ns() + 5000000000LL);
     int n = atomic_fetch_add(&overlap->now, 1) + 1;
     for (int m = atomic_load(&overlap->most); n > m;)
         if (atomic_compare_exchange_weak(&overlap->most, &m, n))
             break;
-    struct timespec ts = {0, 30000000};
-    nanosleep(&ts, NULL);
+    while (atomic_load(&overlap->most) < 2 && now_ns() < atomic_load(&overlap->deadline_ns)) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
     atomic_fetch_sub(&overlap->now, 1);
     return mem_size(user, id, size);
 }
@@ -352,7 +367,7 @@ static void test_parallel_lookups(void **state)
         pthread_join(th[t], &ok);
         assert_true(ok);
     }
-    /* 8 lookups of 30 ms each: serialised, one at a time */
+    /* serialised, one at a time: each waited for a second until the deadline */
     print_message("most lookups at once: %d of 8\n", atomic_load(&overlap->most));
     assert_true(atomic_load(&overlap->most) >= 2);
 }

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "ptc/npy.h"
 
 static char tmpdir[256];

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "ptc/plan.h"
 #include "reshard/reshard_internal.h"
 

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "ptc/rules.h"
 
 static ptc_rules *parse_ok(const char *text)

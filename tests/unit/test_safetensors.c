@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "ptc/formats/formats_internal.h"
 #include "ptc/safetensors.h"
 

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "ptc/sched.h"
 
 static ptc_sched *gen(ptc_sched_kind_id kind, int P, int M, int V, int k)

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "ptc/sched.h"
 
 static ptc_sched *gen_costed(ptc_sched_kind_id kind, int P, int M, int V, double w, double lat)

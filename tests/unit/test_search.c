@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "ptc/search.h"
 
 static void close_to(double got, double want, const char *what)
@@ -514,11 +515,20 @@ static uint64_t rnd(void)
 static int ri(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
 static double rf(double lo, double hi) { return lo + (hi - lo) * (double)(rnd() >> 11) * 0x1p-53; }
 
+/* The full runs (PTC_TEST_FULL=1: unit.test_search_all, label slow). */
+static bool test_full(void)
+{
+    const char *full = getenv("PTC_TEST_FULL");
+    return full && !strcmp(full, "1");
+}
+
+/* 1000 random cases in the full run, the first 100 of them otherwise. */
 static void descent_vs_exhaustive(void **state)
 {
     (void)state;
     rng_state = 88172645463325252ull; /* fixed: the test is deterministic */
-    int cases = 1000, valid = 0, agree = 0, none_fit = 0;
+    int cases = test_full() ? 1000 : 100;
+    int valid = 0, agree = 0, none_fit = 0;
     double t_desc = 0, t_ex = 0;
     for (int i = 0; i < cases; i++) {
         char txt[160];
@@ -592,7 +602,7 @@ static void descent_vs_exhaustive(void **state)
     printf("# descent within 1%% of exhaustive: %d of %d (%.1f%%); %d with nothing fitting; "
            "search time descent %.2f s, exhaustive %.2f s\n",
            agree, valid, 100 * rate, none_fit, t_desc, t_ex);
-    assert_true(valid >= 800);
+    assert_true(valid >= cases * 4 / 5);
     assert_true(rate >= 0.95);
 }
 
@@ -636,12 +646,17 @@ static bool fits_without_pp(const ptc_cost_model *m, const ptc_search_cluster *c
     return false;
 }
 
+/* Every model in the full run; otherwise those up to 1,536 GPUs (through
+ * 145B: pipelines appear from 76B on), which take a tenth of the time. */
 static void published_settings(void **state)
 {
     (void)state;
+    bool full = test_full();
     printf("# model  paper tp/pp | ptc suggest (default) | Megatron-2021 features (no ZeRO, "
            "1F1B/interleaved)\n");
     for (size_t i = 0; i < sizeof published / sizeof published[0]; i++) {
+        if (!full && published[i].gpus > 1536)
+            continue;
         char txt[160];
         snprintf(txt, sizeof txt, "gpt:layers=%d,hidden=%d,heads=%d,vocab=51200,seq=2048",
                  published[i].layers, published[i].hidden, published[i].heads);

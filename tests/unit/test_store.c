@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "kernels/pack.h"
 #include "ptc/store.h"
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "fuse/view_internal.h"
 #include "ptc/dataset.h"
 #include "ptc/view.h"

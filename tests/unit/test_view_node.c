@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "base/fault_testing.h"
 #include "fuse/view_internal.h"
 #include "ptc/dataset.h"
 #include "ptc/store.h"
