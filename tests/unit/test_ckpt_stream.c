@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "ptc/ckpt/ckpt_internal.h"
+#include "base/fault_testing.h"
 #include "base/util_internal.h"
 #include "tests/unit/ckpt_test_device.h"
 #include "tests/unit/thread_transport.h"
