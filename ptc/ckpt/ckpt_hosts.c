@@ -306,8 +306,12 @@ static int abort_prepared(ptc_store *s, const ptc_ckpt_host_state *st)
     return drop_local(s, st->prepared_local);
 }
 
-/* Remove the versions of this store newer than @p keep (parts that no
- * journal names: a crash after a local commit, before its record). */
+static uint64_t meta_version(const char *meta_json);
+
+/* Remove the parts of versions across hosts newer than @p keep in this
+ * store (parts that no journal names: a crash after a local commit, before
+ * its record). Only a version whose metadata carries ptc.hosts is such a
+ * part: an ordinary version (a save without --replicas) is never touched. */
 static int drop_orphans(ptc_store *s, uint64_t keep)
 {
     ptc_version_info *vs = NULL;
@@ -315,7 +319,7 @@ static int drop_orphans(ptc_store *s, uint64_t keep)
     PTC_TRY(ptc_store_versions(s, &vs, &n));
     int rc = PTC_OK;
     for (size_t i = 0; i < n && rc == PTC_OK; i++)
-        if (vs[i].version > keep)
+        if (vs[i].version > keep && meta_version(vs[i].metadata_json) != 0)
             rc = drop_local(s, vs[i].version);
     ptc_store_versions_free(vs, n);
     return rc;
@@ -368,8 +372,6 @@ int ptc_ckpt_hosts_recover_over(const ptc_transport *t, int host, ptc_store *s,
     hview_free(&v);
     return rc;
 }
-
-static uint64_t meta_version(const char *meta_json);
 
 /* ---- the save ------------------------------------------------------------------------- */
 

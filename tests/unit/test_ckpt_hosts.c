@@ -688,6 +688,53 @@ static void test_keep(void **state)
     job_close(&j);
 }
 
+/* A store that already holds ordinary versions (saved without --replicas):
+ * recovery over it keeps every one of them. */
+static int plain_save_body(proc *p)
+{
+    job *j = p->arg;
+    int r = j->rank_of[p->rank];
+    uint8_t *bufs[2];
+    fill(j->l, r, 7, bufs);
+    ptc_ckpt_record rec = {.step = 7};
+    ptc_ckpt_options o;
+    ptc_ckpt_options_init(&o);
+    o.threads = 1;
+    int rc = ptc_ckpt_save_over(&p->t, j->s[0], j->l, j->rules, &r, 1,
+                                (const void *const *)bufs, &rec, &o, &p->version);
+    free(bufs[0]);
+    free(bufs[1]);
+    return rc;
+}
+
+static void test_preexisting_versions(void **state)
+{
+    (void)state;
+    job j;
+    proc ps[MAXP];
+    job_open(&j, 3, 3, "dp=3");
+    run(ps, 3, plain_save_body, &j, NULL); /* ordinary versions in host 0's store */
+    all_ok(ps, 3, 1);
+    run(ps, 3, plain_save_body, &j, NULL);
+    all_ok(ps, 3, 2);
+    j.newest = 0;
+    assert_int_equal(recover_all(&j), 0); /* no version across hosts yet */
+    ptc_version_info *vs = NULL;
+    size_t n = 0;
+    assert_int_equal(ptc_store_versions(j.s[0], &vs, &n), PTC_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(vs[0].version, 1);
+    assert_int_equal(vs[1].version, 2);
+    ptc_store_versions_free(vs, n);
+    /* a save across hosts next to them, and a recovery after it, keep them too */
+    save_ok(&j, 1, 1);
+    assert_int_equal(recover_all(&j), 1);
+    assert_int_equal(ptc_store_versions(j.s[0], &vs, &n), PTC_OK);
+    assert_int_equal(n, 3);
+    ptc_store_versions_free(vs, n);
+    job_close(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -695,7 +742,7 @@ int main(void)
         cmocka_unit_test(test_save_clean),     cmocka_unit_test(test_save_failures),
         cmocka_unit_test(test_crash_points),   cmocka_unit_test(test_crash_in_abort),
         cmocka_unit_test(test_lost_host),      cmocka_unit_test(test_replicas),
-        cmocka_unit_test(test_keep),
+        cmocka_unit_test(test_keep),           cmocka_unit_test(test_preexisting_versions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
