@@ -328,7 +328,7 @@ static int drop_orphans(ptc_store *s, uint64_t keep)
 /* This leader's part of the resolution to the newest committed @p d. */
 static int resolve_host(ptc_store *s, const ptc_ckpt_host_state *st, uint64_t d)
 {
-    if (st->prepared > d + 1 || (st->committed < d && st->prepared > d))
+    if (st->prepared > d + 1)
         return ptc_error_set(PTC_E_STORE,
                              "%s: journal prepared version %llu, but the newest committed "
                              "version across hosts is %llu",
@@ -336,14 +336,15 @@ static int resolve_host(ptc_store *s, const ptc_ckpt_host_state *st, uint64_t d)
                              (unsigned long long)d);
     if (st->committed < d && st->prepared < d)
         return PTC_OK; /* a store that holds no part of d: left as it is */
-    if (st->committed < d) { /* prepared d, which another host committed: roll forward */
+    if (st->committed < d && st->prepared == d) { /* another host committed it: roll forward */
         ptc_hosts_rec p;
         PTC_TRY(ptc_hosts_rec_read(s, PTC_HOSTS_PREPARED, &p));
         p.kind = PTC_HOSTS_KIND_COMMITTED;
         PTC_TRY(ptc_hosts_rec_write(s, PTC_HOSTS_COMMITTED, &p));
         return drop_orphans(s, p.local);
     }
-    if (st->prepared > d) /* prepared d + 1, committed nowhere: abort */
+    if (st->prepared > d) /* prepared d + 1, committed nowhere: abort (a fresh or lagging
+                             store's too: committed < d) */
         PTC_TRY(abort_prepared(s, st));
     return drop_orphans(s, st->committed_local);
 }

@@ -735,6 +735,37 @@ static void test_preexisting_versions(void **state)
     job_close(&j);
 }
 
+/* A fresh store (host replaced) in a save that crashes after its prepare:
+ * its prepared G = D + 1 with committed < D is aborted, as every in-doubt
+ * D + 1, and later recoveries and saves go on. */
+static void test_fresh_then_crash(void **state)
+{
+    (void)state;
+    job j;
+    proc ps[MAXP];
+    job_open(&j, 3, 3, "dp=3");
+    save_ok(&j, 1, 1);
+    job_lose_store(&j, 2); /* host 2 replaced: a fresh store */
+    const char *crash[MAXP] = {"hosts.prepared", NULL, NULL};
+    j.seed = 2;
+    run(ps, 3, save_body, &j, crash); /* host 0 dies after preparing 2 */
+    ptc_ckpt_host_state st;
+    assert_int_equal(ptc_ckpt_host_state_read(j.s[2], &st), PTC_OK);
+    assert_int_equal(st.committed, 0);
+    assert_int_equal(st.prepared, 2);
+    assert_int_equal(recover_all(&j), 1);
+    assert_int_equal(ptc_ckpt_host_state_read(j.s[2], &st), PTC_OK);
+    assert_int_equal(st.prepared, 0);
+    ptc_version_info *vs = NULL;
+    size_t n = 1;
+    assert_int_equal(ptc_store_versions(j.s[2], &vs, &n), PTC_OK);
+    assert_int_equal(n, 0); /* its part deleted */
+    ptc_store_versions_free(vs, n);
+    save_ok(&j, 3, 2);
+    check_version(&j, 2, 3);
+    job_close(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -743,6 +774,7 @@ int main(void)
         cmocka_unit_test(test_crash_points),   cmocka_unit_test(test_crash_in_abort),
         cmocka_unit_test(test_lost_host),      cmocka_unit_test(test_replicas),
         cmocka_unit_test(test_keep),           cmocka_unit_test(test_preexisting_versions),
+        cmocka_unit_test(test_fresh_then_crash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
