@@ -20,8 +20,10 @@
 #include "base/util_internal.h"
 
 /* What every process tells the others at the start of a call: its host,
- * its host's journal and its ranks. */
-#define INFO_HEAD 40
+ * its host's journal (both records' versions and local versions; the
+ * prepared record's host, hosts and replicas, then the committed one's) and
+ * its ranks. */
+#define INFO_HEAD 64
 
 typedef struct hview {
     size_t nprocs;
@@ -30,6 +32,7 @@ typedef struct hview {
     bool lead;              /* the lowest process of its host */
     int *host_of;           /* per process */
     ptc_ckpt_host_state *st; /* per host: its leader's journal */
+    ptc_hosts_rec *crec;     /* per host: its committed record's host, hosts, replicas */
     uint8_t *local;         /* world bytes: the ranks whose shards this host stores */
     int *ranks;             /* every process's ranks, process p's at [roff[p], roff[p + 1]) */
     size_t *roff;
@@ -39,6 +42,7 @@ static void hview_free(hview *v)
 {
     ptc_free(v->host_of);
     ptc_free(v->st);
+    ptc_free(v->crec);
     ptc_free(v->local);
     ptc_free(v->ranks);
     ptc_free(v->roff);
@@ -127,8 +131,8 @@ int ptc_ckpt_host_state_read(ptc_store *s, ptc_ckpt_host_state *st)
 }
 
 /* This process's info: host, journal, ranks. */
-static int info_encode(int host, const ptc_ckpt_host_state *st, const int *ranks,
-                       size_t nranks, uint8_t **out, size_t *len)
+static int info_encode(int host, const ptc_ckpt_host_state *st, const ptc_hosts_rec *c,
+                       const int *ranks, size_t nranks, uint8_t **out, size_t *len)
 {
     size_t n = INFO_HEAD + 4 * nranks;
     uint8_t *b = ptc_malloc(n);
@@ -140,6 +144,12 @@ static int info_encode(int host, const ptc_ckpt_host_state *st, const int *ranks
     put_u64(b + 16, st->committed_local);
     put_u64(b + 24, st->prepared);
     put_u64(b + 32, st->prepared_local);
+    put_u32(b + 40, st->host);
+    put_u32(b + 44, st->hosts);
+    put_u32(b + 48, st->replicas);
+    put_u32(b + 52, c->host);
+    put_u32(b + 56, c->hosts);
+    put_u32(b + 60, c->replicas);
     for (size_t i = 0; i < nranks; i++)
         put_u32(b + INFO_HEAD + 4 * i, (uint32_t)ranks[i]);
     *out = b;
@@ -173,6 +183,7 @@ static int view_build(const ptc_transport *t, int host, const uint8_t *all, cons
         total += lens[p];
     if (!(v->host_of = ptc_calloc((size_t)size, sizeof *v->host_of)) ||
         !(v->st = ptc_calloc((size_t)size, sizeof *v->st)) ||
+        !(v->crec = ptc_calloc((size_t)size, sizeof *v->crec)) ||
         !(v->local = ptc_calloc((size_t)world + 1, 1)) ||
         !(v->ranks = ptc_calloc(total / 4 + 1, sizeof *v->ranks)) ||
         !(v->roff = ptc_calloc((size_t)size + 1, sizeof *v->roff)))
@@ -200,7 +211,13 @@ static int view_build(const ptc_transport *t, int host, const uint8_t *all, cons
             v->st[h] = (ptc_ckpt_host_state){.committed = get_u64(m + 8),
                                              .committed_local = get_u64(m + 16),
                                              .prepared = get_u64(m + 24),
-                                             .prepared_local = get_u64(m + 32)};
+                                             .prepared_local = get_u64(m + 32),
+                                             .host = get_u32(m + 40),
+                                             .hosts = get_u32(m + 44),
+                                             .replicas = get_u32(m + 48)};
+            v->crec[h] = (ptc_hosts_rec){.host = get_u32(m + 52),
+                                         .hosts = get_u32(m + 56),
+                                         .replicas = get_u32(m + 60)};
         }
         v->roff[p + 1] = v->roff[p] + nr;
         for (uint32_t i = 0; i < nr; i++)
@@ -225,6 +242,7 @@ static int view_gather(const ptc_transport *t, int host, ptc_store *s, const int
     memset(v, 0, sizeof *v);
     v->host = host;
     ptc_ckpt_host_state st;
+    ptc_hosts_rec c = {0};
     uint8_t *mine = NULL;
     void *all = NULL;
     size_t len = 0, *lens = NULL;
@@ -233,8 +251,10 @@ static int view_gather(const ptc_transport *t, int host, ptc_store *s, const int
         rc = ptc_error_set(PTC_E_INVAL, "%s: a store and a host index >= 0 are required", what);
     if (rc == PTC_OK)
         rc = ptc_ckpt_host_state_read(s, &st);
+    if (rc == PTC_OK && (rc = ptc_hosts_rec_read(s, PTC_HOSTS_COMMITTED, &c)) == PTC_E_NOTFOUND)
+        rc = PTC_OK; /* none yet: zeros */
     if (rc == PTC_OK)
-        rc = info_encode(host, &st, ranks, nranks, &mine, &len);
+        rc = info_encode(host, &st, &c, ranks, nranks, &mine, &len);
     if (rc == PTC_OK && !(lens = ptc_calloc((size_t)t->size, sizeof *lens)))
         rc = PTC_E_NOMEM;
     if ((rc = ptc_transport_agree(t, rc, what)) < 0)
@@ -349,6 +369,43 @@ static int resolve_host(ptc_store *s, const ptc_ckpt_host_state *st, uint64_t d)
     return drop_orphans(s, st->committed_local);
 }
 
+/* Whether the hosts' records of @p d agree (the same on every process):
+ * every committed record of d and every prepared one that would roll
+ * forward must name the same hosts and replicas, and its own host. A host
+ * that missed a recovery (down while the others aborted an attempt at d
+ * and committed another) holds a record of the other attempt; the journal
+ * cannot tell two attempts at one version apart otherwise, so recovery
+ * refuses rather than mixing that host's part into d. */
+static int check_records(const hview *v, uint64_t d)
+{
+    int ref = -1;
+    for (int h = 0; h < v->nhosts && ref < 0; h++)
+        if (d && v->st[h].committed == d)
+            ref = h;
+    if (ref < 0)
+        return PTC_OK;
+    const ptc_hosts_rec *r = &v->crec[ref];
+    for (int h = 0; h < v->nhosts; h++) {
+        uint32_t hh, n, k;
+        if (v->st[h].committed == d) {
+            hh = v->crec[h].host, n = v->crec[h].hosts, k = v->crec[h].replicas;
+        } else if (v->st[h].prepared == d) {
+            hh = v->st[h].host, n = v->st[h].hosts, k = v->st[h].replicas;
+        } else {
+            continue;
+        }
+        if (hh != (uint32_t)h || n != r->hosts || k != r->replicas)
+            return ptc_error_set(PTC_E_STORE,
+                                 "host %d's journal records version %llu as host %u of %u with "
+                                 "%u replicas, host %d's as host %u of %u with %u: host %d "
+                                 "missed a recovery and holds another attempt at version %llu; "
+                                 "resume without it or replace its store",
+                                 h, (unsigned long long)d, hh, n, k, ref, r->host, r->hosts,
+                                 r->replicas, h, (unsigned long long)d);
+    }
+    return PTC_OK;
+}
+
 /* The newest committed version of the view, every leader's journal brought
  * to it (collective). */
 static int resolve(const ptc_transport *t, ptc_store *s, const hview *v, const char *what,
@@ -357,7 +414,9 @@ static int resolve(const ptc_transport *t, ptc_store *s, const hview *v, const c
     uint64_t d = 0;
     for (int h = 0; h < v->nhosts; h++)
         d = PTC_MAX(d, v->st[h].committed);
-    int rc = v->lead ? resolve_host(s, &v->st[v->host], d) : PTC_OK;
+    int rc = check_records(v, d);
+    if (rc == PTC_OK && v->lead)
+        rc = resolve_host(s, &v->st[v->host], d);
     PTC_TRY(ptc_transport_agree(t, rc, what));
     *newest = d;
     return PTC_OK;

@@ -766,6 +766,56 @@ static void test_fresh_then_crash(void **state)
     job_close(&j);
 }
 
+/* A host absent from a recovery keeps the journal of an attempt at G that
+ * the others aborted; when it returns after they committed another attempt
+ * at G, recovery refuses (naming it) rather than taking its part as G's.
+ * @p others_voted: the others crash after the vote (the absent host alone
+ * commits its attempt), else the absent host crashes after its prepare. */
+static void stale_case(int others_voted)
+{
+    job j3, j2;
+    proc ps[MAXP];
+    job_open(&j3, 3, 3, "dp=3");
+    save_ok(&j3, 1, 1);
+    const char *crash[MAXP] = {0};
+    if (others_voted)
+        crash[0] = crash[1] = "hosts.voted";
+    else
+        crash[2] = "hosts.prepared";
+    j3.seed = 2;
+    run(ps, 3, save_body, &j3, crash);
+    ptc_ckpt_host_state st;
+    assert_int_equal(ptc_ckpt_host_state_read(j3.s[2], &st), PTC_OK);
+    assert_int_equal(st.committed, others_voted ? 2 : 1);
+    assert_int_equal(st.prepared, 2);
+    /* host 2 is down: the job goes on with 3 processes on hosts 0 and 1 */
+    j2 = j3;
+    j2.nhosts = 2;
+    j2.host_of[0] = j2.host_of[1] = 0;
+    j2.host_of[2] = 1;
+    assert_int_equal(recover_all(&j2), 1);
+    save_ok(&j2, 3, 2); /* another attempt at 2 */
+    /* host 2 returns with its disk */
+    run(ps, 3, recover_body, &j3, NULL);
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(ps[r].rc, PTC_E_STORE);
+        assert_non_null(strstr(ps[r].msg, "host 2 missed a recovery"));
+    }
+    /* nothing changed: host 2's store replaced, the job resumes from 2 */
+    job_lose_store(&j3, 2);
+    assert_int_equal(recover_all(&j3), 2);
+    save_ok(&j3, 4, 3);
+    check_version(&j3, 3, 4);
+    job_close(&j3);
+}
+
+static void test_stale_host(void **state)
+{
+    (void)state;
+    stale_case(1);
+    stale_case(0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -774,7 +824,7 @@ int main(void)
         cmocka_unit_test(test_crash_points),   cmocka_unit_test(test_crash_in_abort),
         cmocka_unit_test(test_lost_host),      cmocka_unit_test(test_replicas),
         cmocka_unit_test(test_keep),           cmocka_unit_test(test_preexisting_versions),
-        cmocka_unit_test(test_fresh_then_crash),
+        cmocka_unit_test(test_fresh_then_crash), cmocka_unit_test(test_stale_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
