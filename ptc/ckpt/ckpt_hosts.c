@@ -30,6 +30,7 @@ typedef struct hview {
     int nhosts;
     int host;               /* this process's */
     bool lead;              /* the lowest process of its host */
+    int lock_fd;            /* the leader's: its journal's lock (ptc_hosts_lock), else -1 */
     int *host_of;           /* per process */
     ptc_ckpt_host_state *st; /* per host: its leader's journal */
     ptc_hosts_rec *crec;     /* per host: its committed record's host, hosts, replicas */
@@ -40,6 +41,7 @@ typedef struct hview {
 
 static void hview_free(hview *v)
 {
+    ptc_hosts_unlock(v->lock_fd);
     ptc_free(v->host_of);
     ptc_free(v->st);
     ptc_free(v->crec);
@@ -47,6 +49,7 @@ static void hview_free(hview *v)
     ptc_free(v->ranks);
     ptc_free(v->roff);
     memset(v, 0, sizeof *v);
+    v->lock_fd = -1;
 }
 
 static void put_u32(uint8_t *p, uint32_t x)
@@ -235,11 +238,27 @@ static int view_build(const ptc_transport *t, int host, const uint8_t *all, cons
     return rc;
 }
 
+/* Leader: take its journal's lock, held until hview_free, and check that
+ * the journal @p sent (read before the lock) is unchanged: a concurrent
+ * save or recovery on this store gets PTC_E_BUSY. */
+static int lock_journal(ptc_store *s, const ptc_ckpt_host_state *sent, hview *v)
+{
+    PTC_TRY(ptc_hosts_lock(s, &v->lock_fd));
+    ptc_ckpt_host_state now;
+    PTC_TRY(ptc_ckpt_host_state_read(s, &now));
+    if (now.committed != sent->committed || now.committed_local != sent->committed_local ||
+        now.prepared != sent->prepared || now.prepared_local != sent->prepared_local)
+        return ptc_error_set(PTC_E_BUSY, "%s: the journal changed while it was read (another "
+                             "checkpoint save or recovery across hosts)", ptc_store_dir(s));
+    return PTC_OK;
+}
+
 /* The view of the hosts (collective); @p what names the call in messages. */
 static int view_gather(const ptc_transport *t, int host, ptc_store *s, const int *ranks,
                        size_t nranks, int world, const char *what, hview *v)
 {
     memset(v, 0, sizeof *v);
+    v->lock_fd = -1;
     v->host = host;
     ptc_ckpt_host_state st;
     ptc_hosts_rec c = {0};
@@ -264,6 +283,8 @@ static int view_gather(const ptc_transport *t, int host, ptc_store *s, const int
         goto out_free;
     }
     rc = view_build(t, host, all, lens, world, v);
+    if (rc == PTC_OK && v->lead) /* the journal sent is the one read under the lock */
+        rc = lock_journal(s, &st, v);
     rc = ptc_transport_agree(t, rc, what);
 out_free:
     ptc_free(mine);

@@ -13,6 +13,7 @@
 #define PTC_HOSTS_DIR "hosts"
 #define PTC_HOSTS_PREPARED "prepared"
 #define PTC_HOSTS_COMMITTED "committed"
+#define PTC_HOSTS_LOCK "lock"
 /* Bytes of a journal record, and its magic. */
 #define PTC_HOSTS_REC_SIZE 48
 #define PTC_HOSTS_MAGIC "PTCHOST1"
@@ -43,6 +44,14 @@ int ptc_hosts_rec_read(ptc_store *s, const char *name, ptc_hosts_rec *r);
 int ptc_hosts_rec_write(ptc_store *s, const char *name, const ptc_hosts_rec *r);
 /* Remove the journal file @p name durably (absent: PTC_OK). */
 int ptc_hosts_rec_remove(ptc_store *s, const char *name);
+
+/* Take the journal's lock, STORE/hosts/lock (flock, never waits), held by a
+ * host's leader from before it reads the journal until its save or
+ * recovery returns: *fd, to give to ptc_hosts_unlock. PTC_E_BUSY: another
+ * save or recovery across hosts holds it. */
+int ptc_hosts_lock(ptc_store *s, int *fd);
+/* Release a lock from ptc_hosts_lock (@p fd < 0: none). */
+void ptc_hosts_unlock(int fd);
 
 /* The metadata value of a local version: {"host":h,"hosts":H,"replicas":K,"version":G}. */
 int ptc_hosts_meta_format(const ptc_hosts_rec *r, char *buf, size_t cap);

@@ -3,8 +3,10 @@
  * replaced atomically and durably, and the metadata that names a local
  * version's version across hosts. Both are read as untrusted bytes. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -108,19 +110,53 @@ int ptc_hosts_rec_read(ptc_store *s, const char *name, ptc_hosts_rec *r)
     return rc;
 }
 
-int ptc_hosts_rec_write(ptc_store *s, const char *name, const ptc_hosts_rec *r)
+/* The journal's directory of the file @p path, made durable if new. */
+static int make_dir(ptc_store *s, char *path)
 {
-    char path[4096];
-    PTC_TRY(rec_path(s, name, path, sizeof path));
     char *slash = strrchr(path, '/');
     *slash = '\0';
     struct stat st;
     bool made = stat(path, &st) != 0;
-    PTC_TRY(ptc_mkdir_p(path, 0755));
-    if (made) { /* the new directory's entry in the store's */
-        PTC_TRY(ptc_fsync_dir(ptc_store_dir(s)));
-    }
+    int rc = ptc_mkdir_p(path, 0755);
+    if (rc == PTC_OK && made) /* the new directory's entry in the store's */
+        rc = ptc_fsync_dir(ptc_store_dir(s));
     *slash = '/';
+    return rc;
+}
+
+int ptc_hosts_lock(ptc_store *s, int *fd)
+{
+    char path[4096];
+    *fd = -1;
+    PTC_TRY(rec_path(s, PTC_HOSTS_LOCK, path, sizeof path));
+    PTC_TRY(make_dir(s, path));
+    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (f < 0)
+        return ptc_error_sys(PTC_E_IO, "open %s", path);
+    if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        close(f);
+        if (e == EWOULDBLOCK)
+            return ptc_error_set(PTC_E_BUSY, "%s: another checkpoint save or recovery across "
+                                 "hosts is using this store", path);
+        errno = e;
+        return ptc_error_sys(PTC_E_IO, "lock %s", path);
+    }
+    *fd = f;
+    return PTC_OK;
+}
+
+void ptc_hosts_unlock(int fd)
+{
+    if (fd >= 0)
+        close(fd); /* and with it the flock */
+}
+
+int ptc_hosts_rec_write(ptc_store *s, const char *name, const ptc_hosts_rec *r)
+{
+    char path[4096];
+    PTC_TRY(rec_path(s, name, path, sizeof path));
+    PTC_TRY(make_dir(s, path));
     uint8_t bytes[PTC_HOSTS_REC_SIZE];
     ptc_hosts_rec_encode(r, bytes);
     char *tmp;

@@ -12,6 +12,7 @@
  * when some host recorded the commit), it loads byte-exact on every host,
  * no part of a newer version is left, and the next save follows it; also
  * with one host's store lost. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -816,6 +819,35 @@ static void test_stale_host(void **state)
     stale_case(0);
 }
 
+/* A save or recovery while another holds a host's journal lock fails with
+ * PTC_E_BUSY on every process and changes nothing. */
+static void test_busy(void **state)
+{
+    (void)state;
+    job j;
+    proc ps[MAXP];
+    job_open(&j, 3, 3, "dp=3");
+    save_ok(&j, 1, 1);
+    char path[128];
+    snprintf(path, sizeof path, "%s/hosts/lock", j.dir[1]);
+    int fd = open(path, O_RDWR | O_CREAT, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+    run(ps, 3, recover_body, &j, NULL);
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(ps[r].rc, PTC_E_BUSY);
+    j.seed = 2;
+    run(ps, 3, save_body, &j, NULL);
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(ps[r].rc, PTC_E_BUSY);
+    check_version(&j, 1, 1);
+    close(fd);
+    assert_int_equal(recover_all(&j), 1);
+    save_ok(&j, 2, 2);
+    check_version(&j, 2, 2);
+    job_close(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -825,6 +857,7 @@ int main(void)
         cmocka_unit_test(test_lost_host),      cmocka_unit_test(test_replicas),
         cmocka_unit_test(test_keep),           cmocka_unit_test(test_preexisting_versions),
         cmocka_unit_test(test_fresh_then_crash), cmocka_unit_test(test_stale_host),
+        cmocka_unit_test(test_busy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
