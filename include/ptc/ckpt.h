@@ -574,9 +574,16 @@ PTC_API int ptc_ckpt_host_state_read(ptc_store *s, ptc_ckpt_host_state *st);
  * options are those of ptc_ckpt_save_over().
  * @param version receives the version number across hosts
  * @return PTC_OK; agreed failures as "checkpoint save failed on process P:
- *   ..." (the version is then not committed on any host and each host's
- *   part is removed); a failure of the transport after a host prepared
- *   leaves its part in doubt, for ptc_ckpt_hosts_recover_over().
+ *   ...". An agreed failure before the vote (every host prepared) means the
+ *   version is not committed on any host and each host's part is removed.
+ *   One after the vote may come with the version committed: a host that
+ *   failed to write its committed record leaves the version in doubt on
+ *   its host only, and ptc_ckpt_hosts_recover_over() (or the next save)
+ *   rolls it forward there since another host recorded it committed; with
+ *   hopts->keep, a failure removing old versions is reported after the
+ *   commit (*version is then set and the version stands). A failure of the
+ *   transport after a host prepared leaves its part in doubt, for
+ *   ptc_ckpt_hosts_recover_over().
  * @note Thread safety: collective over @p t (one collective call at a time
  *   per transport); the store handle may be shared by the processes of one
  *   host that are threads of one program, as for ptc_ckpt_save_over().

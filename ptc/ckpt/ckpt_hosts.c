@@ -201,6 +201,11 @@ static int view_build(const ptc_transport *t, int host, const uint8_t *all, cons
     for (int p = 0; p < size && rc == PTC_OK; p++) {
         const uint8_t *m = all + at;
         at += lens[p];
+        if (lens[p] < INFO_HEAD) {
+            rc = ptc_error_set(PTC_E_INVAL, "process %d sent %zu bytes of journal and ranks, "
+                               "fewer than %d", p, lens[p], INFO_HEAD);
+            break;
+        }
         uint32_t h = get_u32(m), nr = get_u32(m + 4);
         if (lens[p] != INFO_HEAD + 4 * (size_t)nr || h >= (uint32_t)size) {
             rc = ptc_error_set(PTC_E_INVAL, "process %d gives host %u: hosts are numbered 0 "
@@ -877,9 +882,12 @@ static uint64_t meta_version(const char *meta_json)
 int ptc_ckpt_hosts_local_version(ptc_store *s, uint64_t version, uint64_t *local)
 {
     *local = 0;
+    if (version == 0)
+        return ptc_error_set(PTC_E_INVAL, "store %s: versions across hosts are numbered from 1",
+                             ptc_store_dir(s));
     ptc_ckpt_host_state st;
     PTC_TRY(ptc_ckpt_host_state_read(s, &st));
-    if (version && version == st.committed) {
+    if (version == st.committed) {
         *local = st.committed_local;
         return PTC_OK;
     }

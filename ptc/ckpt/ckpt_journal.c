@@ -157,6 +157,8 @@ int ptc_hosts_rec_write(ptc_store *s, const char *name, const ptc_hosts_rec *r)
     char path[4096];
     PTC_TRY(rec_path(s, name, path, sizeof path));
     PTC_TRY(make_dir(s, path));
+    struct stat st;
+    bool created = stat(path, &st) != 0;
     uint8_t bytes[PTC_HOSTS_REC_SIZE];
     ptc_hosts_rec_encode(r, bytes);
     char *tmp;
@@ -167,7 +169,11 @@ int ptc_hosts_rec_write(ptc_store *s, const char *name, const ptc_hosts_rec *r)
         ptc_tmpfile_discard(fd, tmp);
         return rc;
     }
-    return ptc_tmpfile_commit(fd, tmp, path);
+    PTC_TRY(ptc_tmpfile_commit(fd, tmp, path));
+    /* a new record: the store's directory too, so the hosts directory's
+     * entry is durable even if an earlier call made it and died before its
+     * fsync */
+    return created ? ptc_fsync_dir(ptc_store_dir(s)) : PTC_OK;
 }
 
 int ptc_hosts_rec_remove(ptc_store *s, const char *name)

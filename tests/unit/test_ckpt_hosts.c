@@ -848,6 +848,37 @@ static void test_busy(void **state)
     job_close(&j);
 }
 
+/* An exchange where process 0 names a process that does not exist: every
+ * process gets that failure (agreed), none waits for the others. */
+static int bad_exchange_body(proc *p)
+{
+    int peer = 99;
+    char b[4] = {0};
+    const void *sb[1] = {b};
+    size_t len[1] = {sizeof b};
+    return ptc_transport_exchange(&p->t, p->rank == 0, &peer, sb, len, 0, NULL, NULL, NULL);
+}
+
+static void test_small_checks(void **state)
+{
+    (void)state;
+    proc ps[MAXP];
+    run(ps, 3, bad_exchange_body, NULL, NULL);
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(ps[r].rc, PTC_E_INVAL);
+        assert_non_null(strstr(ps[r].msg, "no process 99 of 3"));
+    }
+    job j;
+    job_open(&j, 3, 3, "dp=3");
+    save_ok(&j, 1, 1);
+    uint64_t local = 7;
+    assert_int_equal(ptc_ckpt_hosts_local_version(j.s[0], 0, &local), PTC_E_INVAL);
+    assert_int_equal(local, 0);
+    assert_int_equal(ptc_ckpt_hosts_local_version(j.s[0], 1, &local), PTC_OK);
+    assert_int_equal(local, 1);
+    job_close(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -857,7 +888,7 @@ int main(void)
         cmocka_unit_test(test_lost_host),      cmocka_unit_test(test_replicas),
         cmocka_unit_test(test_keep),           cmocka_unit_test(test_preexisting_versions),
         cmocka_unit_test(test_fresh_then_crash), cmocka_unit_test(test_stale_host),
-        cmocka_unit_test(test_busy),
+        cmocka_unit_test(test_busy),           cmocka_unit_test(test_small_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
