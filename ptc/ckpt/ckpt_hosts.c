@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -21,9 +24,9 @@
 
 /* What every process tells the others at the start of a call: its host,
  * its host's journal (both records' versions and local versions; the
- * prepared record's host, hosts and replicas, then the committed one's) and
- * its ranks. */
-#define INFO_HEAD 64
+ * prepared record's host, hosts and replicas, then the committed one's;
+ * the prepared and committed attempt ids) and its ranks. */
+#define INFO_HEAD 80
 
 typedef struct hview {
     size_t nprocs;
@@ -33,7 +36,8 @@ typedef struct hview {
     int lock_fd;            /* the leader's: its journal's lock (ptc_hosts_lock), else -1 */
     int *host_of;           /* per process */
     ptc_ckpt_host_state *st; /* per host: its leader's journal */
-    ptc_hosts_rec *crec;     /* per host: its committed record's host, hosts, replicas */
+    ptc_hosts_rec *crec;     /* per host: its committed record's host, hosts, replicas, attempt */
+    uint64_t *patt;          /* per host: its prepared record's attempt */
     uint8_t *local;         /* world bytes: the ranks whose shards this host stores */
     int *ranks;             /* every process's ranks, process p's at [roff[p], roff[p + 1]) */
     size_t *roff;
@@ -45,6 +49,7 @@ static void hview_free(hview *v)
     ptc_free(v->host_of);
     ptc_free(v->st);
     ptc_free(v->crec);
+    ptc_free(v->patt);
     ptc_free(v->local);
     ptc_free(v->ranks);
     ptc_free(v->roff);
@@ -135,7 +140,8 @@ int ptc_ckpt_host_state_read(ptc_store *s, ptc_ckpt_host_state *st)
 
 /* This process's info: host, journal, ranks. */
 static int info_encode(int host, const ptc_ckpt_host_state *st, const ptc_hosts_rec *c,
-                       const int *ranks, size_t nranks, uint8_t **out, size_t *len)
+                       uint64_t patt, const int *ranks, size_t nranks, uint8_t **out,
+                       size_t *len)
 {
     size_t n = INFO_HEAD + 4 * nranks;
     uint8_t *b = ptc_malloc(n);
@@ -153,6 +159,8 @@ static int info_encode(int host, const ptc_ckpt_host_state *st, const ptc_hosts_
     put_u32(b + 52, c->host);
     put_u32(b + 56, c->hosts);
     put_u32(b + 60, c->replicas);
+    put_u64(b + 64, patt);
+    put_u64(b + 72, c->attempt);
     for (size_t i = 0; i < nranks; i++)
         put_u32(b + INFO_HEAD + 4 * i, (uint32_t)ranks[i]);
     *out = b;
@@ -187,6 +195,7 @@ static int view_build(const ptc_transport *t, int host, const uint8_t *all, cons
     if (!(v->host_of = ptc_calloc((size_t)size, sizeof *v->host_of)) ||
         !(v->st = ptc_calloc((size_t)size, sizeof *v->st)) ||
         !(v->crec = ptc_calloc((size_t)size, sizeof *v->crec)) ||
+        !(v->patt = ptc_calloc((size_t)size, sizeof *v->patt)) ||
         !(v->local = ptc_calloc((size_t)world + 1, 1)) ||
         !(v->ranks = ptc_calloc(total / 4 + 1, sizeof *v->ranks)) ||
         !(v->roff = ptc_calloc((size_t)size + 1, sizeof *v->roff)))
@@ -225,7 +234,9 @@ static int view_build(const ptc_transport *t, int host, const uint8_t *all, cons
                                              .replicas = get_u32(m + 48)};
             v->crec[h] = (ptc_hosts_rec){.host = get_u32(m + 52),
                                          .hosts = get_u32(m + 56),
-                                         .replicas = get_u32(m + 60)};
+                                         .replicas = get_u32(m + 60),
+                                         .attempt = get_u64(m + 72)};
+            v->patt[h] = get_u64(m + 64);
         }
         v->roff[p + 1] = v->roff[p] + nr;
         for (uint32_t i = 0; i < nr; i++)
@@ -266,7 +277,7 @@ static int view_gather(const ptc_transport *t, int host, ptc_store *s, const int
     v->lock_fd = -1;
     v->host = host;
     ptc_ckpt_host_state st;
-    ptc_hosts_rec c = {0};
+    ptc_hosts_rec c = {0}, pr = {0};
     uint8_t *mine = NULL;
     void *all = NULL;
     size_t len = 0, *lens = NULL;
@@ -277,8 +288,12 @@ static int view_gather(const ptc_transport *t, int host, ptc_store *s, const int
         rc = ptc_ckpt_host_state_read(s, &st);
     if (rc == PTC_OK && (rc = ptc_hosts_rec_read(s, PTC_HOSTS_COMMITTED, &c)) == PTC_E_NOTFOUND)
         rc = PTC_OK; /* none yet: zeros */
+    if (rc == PTC_OK && (rc = ptc_hosts_rec_read(s, PTC_HOSTS_PREPARED, &pr)) == PTC_E_NOTFOUND) {
+        pr = c;
+        rc = PTC_OK;
+    }
     if (rc == PTC_OK)
-        rc = info_encode(host, &st, &c, ranks, nranks, &mine, &len);
+        rc = info_encode(host, &st, &c, pr.attempt, ranks, nranks, &mine, &len);
     if (rc == PTC_OK && !(lens = ptc_calloc((size_t)t->size, sizeof *lens)))
         rc = PTC_E_NOMEM;
     if ((rc = ptc_transport_agree(t, rc, what)) < 0)
@@ -371,8 +386,9 @@ static int drop_orphans(ptc_store *s, uint64_t keep)
     return rc;
 }
 
-/* This leader's part of the resolution to the newest committed @p d. */
-static int resolve_host(ptc_store *s, const ptc_ckpt_host_state *st, uint64_t d)
+/* This leader's part of the resolution to the newest committed @p d;
+ * @p same: its prepared record is of d's committed attempt. */
+static int resolve_host(ptc_store *s, const ptc_ckpt_host_state *st, uint64_t d, bool same)
 {
     if (st->prepared > d + 1)
         return ptc_error_set(PTC_E_STORE,
@@ -382,15 +398,16 @@ static int resolve_host(ptc_store *s, const ptc_ckpt_host_state *st, uint64_t d)
                              (unsigned long long)d);
     if (st->committed < d && st->prepared < d)
         return PTC_OK; /* a store that holds no part of d: left as it is */
-    if (st->committed < d && st->prepared == d) { /* another host committed it: roll forward */
+    if (st->committed < d && st->prepared == d && same) { /* another host committed it */
         ptc_hosts_rec p;
         PTC_TRY(ptc_hosts_rec_read(s, PTC_HOSTS_PREPARED, &p));
         p.kind = PTC_HOSTS_KIND_COMMITTED;
         PTC_TRY(ptc_hosts_rec_write(s, PTC_HOSTS_COMMITTED, &p));
         return drop_orphans(s, p.local);
     }
-    if (st->prepared > d) /* prepared d + 1, committed nowhere: abort (a fresh or lagging
-                             store's too: committed < d) */
+    if (st->prepared > d || st->committed < d) /* prepared d + 1, committed nowhere (a fresh
+                             or lagging store's too: committed < d), or another attempt at d
+                             than the committed one: abort */
         PTC_TRY(abort_prepared(s, st));
     return drop_orphans(s, st->committed_local);
 }
@@ -415,7 +432,16 @@ static int check_records(const hview *v, uint64_t d)
         uint32_t hh, n, k;
         if (v->st[h].committed == d) {
             hh = v->crec[h].host, n = v->crec[h].hosts, k = v->crec[h].replicas;
-        } else if (v->st[h].prepared == d) {
+            if (v->crec[h].attempt != r->attempt)
+                return ptc_error_set(PTC_E_STORE,
+                                     "host %d's journal records attempt %llu at version %llu "
+                                     "committed, host %d's attempt %llu: host %d missed a "
+                                     "recovery and holds another attempt at version %llu; "
+                                     "resume without it or replace its store",
+                                     h, (unsigned long long)v->crec[h].attempt,
+                                     (unsigned long long)d, ref, (unsigned long long)r->attempt,
+                                     h, (unsigned long long)d);
+        } else if (v->st[h].prepared == d && v->patt[h] == r->attempt) {
             hh = v->st[h].host, n = v->st[h].hosts, k = v->st[h].replicas;
         } else {
             continue;
@@ -441,8 +467,12 @@ static int resolve(const ptc_transport *t, ptc_store *s, const hview *v, const c
     for (int h = 0; h < v->nhosts; h++)
         d = PTC_MAX(d, v->st[h].committed);
     int rc = check_records(v, d);
+    uint64_t att = 0;
+    for (int h = 0; h < v->nhosts && !att; h++)
+        if (d && v->st[h].committed == d)
+            att = v->crec[h].attempt;
     if (rc == PTC_OK && v->lead)
-        rc = resolve_host(s, &v->st[v->host], d);
+        rc = resolve_host(s, &v->st[v->host], d, v->patt[v->host] == att);
     PTC_TRY(ptc_transport_agree(t, rc, what));
     *newest = d;
     return PTC_OK;
@@ -473,6 +503,7 @@ typedef struct hsave {
     int replicas;
     hview v;
     uint64_t version; /* across hosts */
+    uint64_t attempt; /* this save's attempt id, chosen by process 0 */
     uint64_t local, parent; /* of this host's part */
     bool at_vote;           /* every process wrote: the hosts vote */
     /* what this process writes: its ranks, then the ranks whose copies it
@@ -647,7 +678,8 @@ static int prepare(hsave *c, ptc_ckpt_txn *txn, const uint8_t *all, const size_t
                        .host = (uint32_t)c->v.host,
                        .hosts = (uint32_t)c->v.nhosts,
                        .replicas = (uint32_t)c->replicas,
-                       .version = c->version};
+                       .version = c->version,
+                       .attempt = c->attempt};
     char meta[160];
     int rc = ptc_hosts_meta_format(&r, meta, sizeof meta);
     if (rc < 0) {
@@ -715,7 +747,22 @@ out_free:
     return rc;
 }
 
-/* Begin on every leader, exchange each host's local version and parent. */
+/* A new attempt id in 1..INT64_MAX: two attempts at one version (a save,
+ * its abort by recovery, a retry) never share one. */
+static uint64_t new_attempt(void)
+{
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x) { /* no entropy source: time, pid */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        x = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
+    }
+    x &= INT64_MAX;
+    return x ? x : 1;
+}
+
+/* Begin on every leader, exchange each host's local version and parent,
+ * and process 0's attempt id. */
 static int begin(hsave *c, const ptc_rules *rules, ptc_ckpt_txn **txn)
 {
     static const char what[] = "checkpoint save";
@@ -729,7 +776,7 @@ static int begin(hsave *c, const ptc_rules *rules, ptc_ckpt_txn **txn)
     }
     if (c->v.lead && rc == PTC_OK)
         rc = ptc_ckpt_begin(txn, c->s, c->l, rules, c->opts);
-    uint8_t mine[16] = {0}, *all = ptc_malloc(16 * (size_t)t->size);
+    uint8_t mine[24] = {0}, *all = ptc_malloc(24 * (size_t)t->size);
     if (!all && rc == PTC_OK)
         rc = PTC_E_NOMEM;
     if ((rc = ptc_transport_agree(t, rc, what)) < 0) {
@@ -742,6 +789,8 @@ static int begin(hsave *c, const ptc_rules *rules, ptc_ckpt_txn **txn)
         put_u64(mine, ptc_ckpt_txn_version(*txn));
         put_u64(mine + 8, ptc_ckpt_txn_parent(*txn));
     }
+    if (t->rank == 0)
+        put_u64(mine + 16, new_attempt());
     if ((rc = t->allgather(t->user, mine, sizeof mine, all)) < 0) {
         ptc_free(all);
         ptc_ckpt_abort(*txn);
@@ -750,10 +799,11 @@ static int begin(hsave *c, const ptc_rules *rules, ptc_ckpt_txn **txn)
     }
     for (int p = 0; p < t->size; p++)
         if (c->v.host_of[p] == c->v.host) { /* the leader: the host's lowest process */
-            c->local = get_u64(all + 16 * p);
-            c->parent = get_u64(all + 16 * p + 8);
+            c->local = get_u64(all + 24 * p);
+            c->parent = get_u64(all + 24 * p + 8);
             break;
         }
+    c->attempt = get_u64(all + 16);
     ptc_free(all);
     return PTC_OK;
 }
@@ -790,7 +840,8 @@ static int finish(hsave *c, int rc, bool prepared)
                            .hosts = (uint32_t)c->v.nhosts,
                            .replicas = (uint32_t)c->replicas,
                            .version = c->version,
-                           .local = c->local};
+                           .local = c->local,
+                           .attempt = c->attempt};
         rc = ptc_hosts_rec_write(c->s, PTC_HOSTS_COMMITTED, &r);
         if (rc == PTC_OK)
             CRASH_POINT("hosts.marked");

@@ -15,8 +15,8 @@
 #define PTC_HOSTS_COMMITTED "committed"
 #define PTC_HOSTS_LOCK "lock"
 /* Bytes of a journal record, and its magic. */
-#define PTC_HOSTS_REC_SIZE 48
-#define PTC_HOSTS_MAGIC "PTCHOST1"
+#define PTC_HOSTS_REC_SIZE 56
+#define PTC_HOSTS_MAGIC "PTCHOST2"
 /* Kinds of record. */
 enum { PTC_HOSTS_KIND_PREPARED = 1, PTC_HOSTS_KIND_COMMITTED = 2 };
 /* The local version's metadata key naming its version across hosts. */
@@ -28,9 +28,10 @@ typedef struct ptc_hosts_rec {
     uint32_t host, hosts, replicas;
     uint64_t version; /* across hosts */
     uint64_t local;   /* in this host's store */
+    uint64_t attempt; /* the save's attempt id (1..INT64_MAX; 0 in metadata: none) */
 } ptc_hosts_rec;
 
-/* The record's 48 bytes (little-endian, XXH3-64 of the first 40 last). */
+/* The record's 56 bytes (little-endian, XXH3-64 of the first 48 last). */
 void ptc_hosts_rec_encode(const ptc_hosts_rec *r, uint8_t out[PTC_HOSTS_REC_SIZE]);
 /* Decode untrusted bytes: PTC_E_FORMAT naming the fault (length, magic,
  * checksum, kind, host >= hosts, version 0). */

@@ -376,12 +376,13 @@ static void test_journal_codec(void **state)
 {
     (void)state;
     ptc_hosts_rec r = {.kind = PTC_HOSTS_KIND_PREPARED, .host = 2, .hosts = 4, .replicas = 1,
-                       .version = 77, .local = 81},
+                       .version = 77, .local = 81, .attempt = 5},
                   d;
     uint8_t b[PTC_HOSTS_REC_SIZE];
     ptc_hosts_rec_encode(&r, b);
-    assert_memory_equal(b, "PTCHOST1\x01\0\0\0\x02\0\0\0\x04\0\0\0\x01\0\0\0M\0\0\0\0\0\0\0Q",
+    assert_memory_equal(b, "PTCHOST2\x01\0\0\0\x02\0\0\0\x04\0\0\0\x01\0\0\0M\0\0\0\0\0\0\0Q",
                         33);
+    assert_memory_equal(b + 40, "\x05\0\0\0\0\0\0\0", 8);
     assert_int_equal(ptc_hosts_rec_decode(b, sizeof b, &d), PTC_OK);
     assert_memory_equal(&d, &r, sizeof r);
     assert_int_equal(ptc_hosts_rec_decode(b, sizeof b - 1, &d), PTC_E_FORMAT);
@@ -402,16 +403,26 @@ static void test_journal_codec(void **state)
 
     char meta[160];
     assert_int_equal(ptc_hosts_meta_format(&r, meta, sizeof meta), PTC_OK);
-    assert_string_equal(meta, "{\"host\":2,\"hosts\":4,\"replicas\":1,\"version\":77}");
+    assert_string_equal(meta,
+                        "{\"host\":2,\"hosts\":4,\"replicas\":1,\"version\":77,\"attempt\":5}");
     assert_int_equal(ptc_hosts_meta_parse(meta, strlen(meta), &d), PTC_OK);
     assert_int_equal(d.version, 77);
     assert_int_equal(d.host, 2);
+    assert_int_equal(d.attempt, 5);
+    static const char old[] = "{\"host\":2,\"hosts\":4,\"replicas\":1,\"version\":77}";
+    assert_int_equal(ptc_hosts_meta_parse(old, strlen(old), &d), PTC_OK); /* no attempt */
+    assert_int_equal(d.attempt, 0);
+    bad = r;
+    bad.attempt = 0;
+    ptc_hosts_rec_encode(&bad, b);
+    assert_int_equal(ptc_hosts_rec_decode(b, sizeof b, &d), PTC_E_FORMAT);
     static const char *const refused[] = {
         "{\"host\":4,\"hosts\":4,\"replicas\":1,\"version\":77}",
         "{\"host\":1,\"hosts\":4,\"replicas\":4,\"version\":77}",
         "{\"host\":1,\"hosts\":4,\"replicas\":1,\"version\":0}",
         "{\"host\":1,\"hosts\":4,\"replicas\":1}",
         "{\"host\":1,\"hosts\":4,\"replicas\":1,\"version\":7,\"x\":1}",
+        "{\"host\":1,\"hosts\":4,\"replicas\":1,\"version\":7,\"attempt\":0}",
         "{\"host\":1,\"host\":1,\"hosts\":4,\"replicas\":1,\"version\":7}",
         "{\"host\":\"1\",\"hosts\":4,\"replicas\":1,\"version\":7}",
         "[1,2]", "", "{",
@@ -771,9 +782,10 @@ static void test_fresh_then_crash(void **state)
 
 /* A host absent from a recovery keeps the journal of an attempt at G that
  * the others aborted; when it returns after they committed another attempt
- * at G, recovery refuses (naming it) rather than taking its part as G's.
- * @p others_voted: the others crash after the vote (the absent host alone
- * commits its attempt), else the absent host crashes after its prepare. */
+ * at G, its part is never taken as G's. @p others_voted: the others crash
+ * after the vote (the absent host alone commits its attempt: recovery
+ * refuses, naming it), else the absent host crashes after its prepare (its
+ * prepared attempt is not the committed one: aborted). */
 static void stale_case(int others_voted)
 {
     job j3, j2;
@@ -799,14 +811,19 @@ static void stale_case(int others_voted)
     assert_int_equal(recover_all(&j2), 1);
     save_ok(&j2, 3, 2); /* another attempt at 2 */
     /* host 2 returns with its disk */
-    run(ps, 3, recover_body, &j3, NULL);
-    for (int r = 0; r < 3; r++) {
-        assert_int_equal(ps[r].rc, PTC_E_STORE);
-        assert_non_null(strstr(ps[r].msg, "host 2 missed a recovery"));
+    if (others_voted) {
+        run(ps, 3, recover_body, &j3, NULL);
+        for (int r = 0; r < 3; r++) {
+            assert_int_equal(ps[r].rc, PTC_E_STORE);
+            assert_non_null(strstr(ps[r].msg, "host 2 missed a recovery"));
+        }
+        job_lose_store(&j3, 2); /* nothing changed: its store replaced */
     }
-    /* nothing changed: host 2's store replaced, the job resumes from 2 */
-    job_lose_store(&j3, 2);
     assert_int_equal(recover_all(&j3), 2);
+    uint64_t local;
+    assert_int_equal(ptc_ckpt_hosts_local_version(j3.s[2], 2, &local), PTC_E_NOTFOUND);
+    assert_int_equal(ptc_ckpt_host_state_read(j3.s[2], &st), PTC_OK);
+    assert_int_equal(st.prepared, st.committed); /* its attempt aborted */
     save_ok(&j3, 4, 3);
     check_version(&j3, 3, 4);
     job_close(&j3);
