@@ -412,48 +412,42 @@ static int resolve_host(ptc_store *s, const ptc_ckpt_host_state *st, uint64_t d,
     return drop_orphans(s, st->committed_local);
 }
 
-/* Whether the hosts' records of @p d agree (the same on every process):
- * every committed record of d and every prepared one that would roll
- * forward must name the same hosts and replicas, and its own host. A host
- * that missed a recovery (down while the others aborted an attempt at d
- * and committed another) holds a record of the other attempt; the journal
- * cannot tell two attempts at one version apart otherwise, so recovery
- * refuses rather than mixing that host's part into d. */
+/* How many hosts record attempt @p a at @p d committed. */
+static int count_attempt(const hview *v, uint64_t d, uint64_t a)
+{
+    int n = 0;
+    for (int h = 0; h < v->nhosts; h++)
+        n += v->st[h].committed == d && v->crec[h].attempt == a;
+    return n;
+}
+
+/* Whether the hosts' committed records of @p d name one attempt (the same
+ * on every process). A host that missed a recovery (down while the others
+ * aborted an attempt at d that only it had committed, then committed
+ * another) holds a committed record of the other attempt: recovery refuses
+ * rather than mixing that host's part into d, naming the host whose
+ * attempt fewer hosts record. A prepared record of another attempt is
+ * aborted by resolve_host. */
 static int check_records(const hview *v, uint64_t d)
 {
     int ref = -1;
-    for (int h = 0; h < v->nhosts && ref < 0; h++)
-        if (d && v->st[h].committed == d)
-            ref = h;
-    if (ref < 0)
-        return PTC_OK;
-    const ptc_hosts_rec *r = &v->crec[ref];
     for (int h = 0; h < v->nhosts; h++) {
-        uint32_t hh, n, k;
-        if (v->st[h].committed == d) {
-            hh = v->crec[h].host, n = v->crec[h].hosts, k = v->crec[h].replicas;
-            if (v->crec[h].attempt != r->attempt)
-                return ptc_error_set(PTC_E_STORE,
-                                     "host %d's journal records attempt %llu at version %llu "
-                                     "committed, host %d's attempt %llu: host %d missed a "
-                                     "recovery and holds another attempt at version %llu; "
-                                     "resume without it or replace its store",
-                                     h, (unsigned long long)v->crec[h].attempt,
-                                     (unsigned long long)d, ref, (unsigned long long)r->attempt,
-                                     h, (unsigned long long)d);
-        } else if (v->st[h].prepared == d && v->patt[h] == r->attempt) {
-            hh = v->st[h].host, n = v->st[h].hosts, k = v->st[h].replicas;
-        } else {
+        if (!d || v->st[h].committed != d)
+            continue;
+        if (ref < 0) {
+            ref = h;
             continue;
         }
-        if (hh != (uint32_t)h || n != r->hosts || k != r->replicas)
-            return ptc_error_set(PTC_E_STORE,
-                                 "host %d's journal records version %llu as host %u of %u with "
-                                 "%u replicas, host %d's as host %u of %u with %u: host %d "
-                                 "missed a recovery and holds another attempt at version %llu; "
-                                 "resume without it or replace its store",
-                                 h, (unsigned long long)d, hh, n, k, ref, r->host, r->hosts,
-                                 r->replicas, h, (unsigned long long)d);
+        uint64_t a = v->crec[h].attempt, b = v->crec[ref].attempt;
+        if (a == b)
+            continue;
+        int stale = count_attempt(v, d, a) <= count_attempt(v, d, b) ? h : ref;
+        return ptc_error_set(PTC_E_STORE,
+                             "hosts %d and %d record different attempts at version %llu "
+                             "committed (%llu, %llu): host %d missed a recovery and holds "
+                             "another attempt at it; resume without it or replace its store",
+                             ref, h, (unsigned long long)d, (unsigned long long)b,
+                             (unsigned long long)a, stale);
     }
     return PTC_OK;
 }

@@ -834,6 +834,17 @@ static void test_stale_host(void **state)
     (void)state;
     stale_case(1);
     stale_case(0);
+    /* not stale: host 1 lost, host 2 renumbered 1 holds the same attempt */
+    job j3, j2;
+    job_open(&j3, 3, 3, "dp=3");
+    save_ok(&j3, 1, 1);
+    j2 = j3;
+    j2.nhosts = 2;
+    j2.host_of[0] = j2.host_of[1] = 0;
+    j2.host_of[2] = 1;
+    j2.s[1] = j3.s[2];
+    assert_int_equal(recover_all(&j2), 1);
+    job_close(&j3);
 }
 
 /* A save or recovery while another holds a host's journal lock fails with
