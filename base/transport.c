@@ -230,13 +230,15 @@ int ptc_transport_exchange(const ptc_transport *t, size_t nsend, const int *to,
                            const void *const *sbuf, const size_t *slen, size_t nrecv,
                            const int *from, void *const *rbuf, const size_t *rlen)
 {
-    for (size_t i = 0; i < nsend; i++)
+    int rc = PTC_OK;
+    for (size_t i = 0; i < nsend && rc == PTC_OK; i++)
         if (to[i] < 0 || to[i] >= t->size)
-            return ptc_error_set(PTC_E_INVAL, "exchange: no process %d of %d", to[i], t->size);
-    for (size_t j = 0; j < nrecv; j++)
+            rc = ptc_error_set(PTC_E_INVAL, "exchange: no process %d of %d", to[i], t->size);
+    for (size_t j = 0; j < nrecv && rc == PTC_OK; j++)
         if (from[j] < 0 || from[j] >= t->size)
-            return ptc_error_set(PTC_E_INVAL, "exchange: no process %d of %d", from[j],
-                                 t->size);
+            rc = ptc_error_set(PTC_E_INVAL, "exchange: no process %d of %d", from[j], t->size);
+    /* agreed before the collective: a process leaving alone would hang the others */
+    PTC_TRY(ptc_transport_agree(t, rc, "exchange"));
     if (t->exchange)
         return t->exchange(t->user, nsend, to, sbuf, slen, nrecv, from, rbuf, rlen);
     return exchange_by_allgather(t, nsend, to, sbuf, slen, nrecv, from, rbuf, rlen);

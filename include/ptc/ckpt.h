@@ -753,9 +753,16 @@ PTC_API int ptc_ckpt_host_state_read(ptc_store *s, ptc_ckpt_host_state *st);
  * options are those of ptc_ckpt_save_over().
  * @param version receives the version number across hosts
  * @return PTC_OK; agreed failures as "checkpoint save failed on process P:
- *   ..." (the version is then not committed on any host and each host's
- *   part is removed); a failure of the transport after a host prepared
- *   leaves its part in doubt, for ptc_ckpt_hosts_recover_over().
+ *   ...". An agreed failure before the vote (every host prepared) means the
+ *   version is not committed on any host and each host's part is removed.
+ *   One after the vote may come with the version committed: a host that
+ *   failed to write its committed record leaves the version in doubt on
+ *   its host only, and ptc_ckpt_hosts_recover_over() (or the next save)
+ *   rolls it forward there since another host recorded it committed; with
+ *   hopts->keep, a failure removing old versions is reported after the
+ *   commit (*version is then set and the version stands). A failure of the
+ *   transport after a host prepared leaves its part in doubt, for
+ *   ptc_ckpt_hosts_recover_over().
  * @note Thread safety: collective over @p t (one collective call at a time
  *   per transport); the store handle may be shared by the processes of one
  *   host that are threads of one program, as for ptc_ckpt_save_over().
@@ -772,15 +779,21 @@ PTC_API int ptc_ckpt_hosts_save_over(const ptc_transport *t, int host, ptc_store
  * is committed when any host's journal records it committed: hosts that
  * hold it prepared record it committed (roll forward); a version prepared
  * on some hosts and committed on none is aborted everywhere (its parts
- * removed); local versions newer than the committed one that no journal
- * names (a crash between a host's local commit and its prepare record)
- * are removed. Afterwards every leader's journal names the same committed
+ * removed), and so is a prepared version of another attempt than the
+ * committed one (a host that missed a recovery); local versions carrying
+ * ptc.hosts newer than the committed one that no journal names (a crash
+ * between a host's local commit and its prepare record) are removed;
+ * ordinary versions of the store are never touched. Afterwards every leader's journal names the same committed
  * version (a host whose store holds no part of it — a fresh or replaced
  * store — keeps its journal as it is).
  * @param newest receives it (0: none)
  * @return PTC_OK; PTC_E_STORE when a journal contradicts the protocol (a
- *   host prepared more than one version past the newest committed);
- *   journal, store and transport errors.
+ *   host prepared more than one version past the newest committed) or two
+ *   hosts record different attempts at it committed (naming the host);
+ *   PTC_E_BUSY when another save or recovery across hosts holds a host's
+ *   journal lock (STORE/hosts/lock); journal, store and transport errors.
+ *   Every failure is agreed.
+ * @note Thread safety: collective over @p t, as ptc_ckpt_hosts_save_over().
  */
 PTC_API int ptc_ckpt_hosts_recover_over(const ptc_transport *t, int host, ptc_store *s,
                                         uint64_t *newest);
@@ -788,7 +801,8 @@ PTC_API int ptc_ckpt_hosts_recover_over(const ptc_transport *t, int host, ptc_st
 /**
  * The version of store @p s holding this host's part of version @p version
  * across hosts (non-collective: the journal, else the versions' metadata).
- * @return PTC_OK or PTC_E_NOTFOUND ("store DIR holds no part of version G").
+ * @return PTC_OK, PTC_E_INVAL (@p version 0: versions across hosts start
+ *   at 1) or PTC_E_NOTFOUND ("store DIR holds no part of version G").
  */
 PTC_API int ptc_ckpt_hosts_local_version(ptc_store *s, uint64_t version, uint64_t *local);
 

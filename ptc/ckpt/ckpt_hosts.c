@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -20,16 +23,21 @@
 #include "base/util_internal.h"
 
 /* What every process tells the others at the start of a call: its host,
- * its host's journal and its ranks. */
-#define INFO_HEAD 40
+ * its host's journal (both records' versions and local versions; the
+ * prepared record's host, hosts and replicas, then the committed one's;
+ * the prepared and committed attempt ids) and its ranks. */
+#define INFO_HEAD 80
 
 typedef struct hview {
     size_t nprocs;
     int nhosts;
     int host;               /* this process's */
     bool lead;              /* the lowest process of its host */
+    int lock_fd;            /* the leader's: its journal's lock (ptc_hosts_lock), else -1 */
     int *host_of;           /* per process */
     ptc_ckpt_host_state *st; /* per host: its leader's journal */
+    ptc_hosts_rec *crec;     /* per host: its committed record's host, hosts, replicas, attempt */
+    uint64_t *patt;          /* per host: its prepared record's attempt */
     uint8_t *local;         /* world bytes: the ranks whose shards this host stores */
     int *ranks;             /* every process's ranks, process p's at [roff[p], roff[p + 1]) */
     size_t *roff;
@@ -37,12 +45,16 @@ typedef struct hview {
 
 static void hview_free(hview *v)
 {
+    ptc_hosts_unlock(v->lock_fd);
     ptc_free(v->host_of);
     ptc_free(v->st);
+    ptc_free(v->crec);
+    ptc_free(v->patt);
     ptc_free(v->local);
     ptc_free(v->ranks);
     ptc_free(v->roff);
     memset(v, 0, sizeof *v);
+    v->lock_fd = -1;
 }
 
 static void put_u32(uint8_t *p, uint32_t x)
@@ -127,8 +139,9 @@ int ptc_ckpt_host_state_read(ptc_store *s, ptc_ckpt_host_state *st)
 }
 
 /* This process's info: host, journal, ranks. */
-static int info_encode(int host, const ptc_ckpt_host_state *st, const int *ranks,
-                       size_t nranks, uint8_t **out, size_t *len)
+static int info_encode(int host, const ptc_ckpt_host_state *st, const ptc_hosts_rec *c,
+                       uint64_t patt, const int *ranks, size_t nranks, uint8_t **out,
+                       size_t *len)
 {
     size_t n = INFO_HEAD + 4 * nranks;
     uint8_t *b = ptc_malloc(n);
@@ -140,6 +153,14 @@ static int info_encode(int host, const ptc_ckpt_host_state *st, const int *ranks
     put_u64(b + 16, st->committed_local);
     put_u64(b + 24, st->prepared);
     put_u64(b + 32, st->prepared_local);
+    put_u32(b + 40, st->host);
+    put_u32(b + 44, st->hosts);
+    put_u32(b + 48, st->replicas);
+    put_u32(b + 52, c->host);
+    put_u32(b + 56, c->hosts);
+    put_u32(b + 60, c->replicas);
+    put_u64(b + 64, patt);
+    put_u64(b + 72, c->attempt);
     for (size_t i = 0; i < nranks; i++)
         put_u32(b + INFO_HEAD + 4 * i, (uint32_t)ranks[i]);
     *out = b;
@@ -173,6 +194,8 @@ static int view_build(const ptc_transport *t, int host, const uint8_t *all, cons
         total += lens[p];
     if (!(v->host_of = ptc_calloc((size_t)size, sizeof *v->host_of)) ||
         !(v->st = ptc_calloc((size_t)size, sizeof *v->st)) ||
+        !(v->crec = ptc_calloc((size_t)size, sizeof *v->crec)) ||
+        !(v->patt = ptc_calloc((size_t)size, sizeof *v->patt)) ||
         !(v->local = ptc_calloc((size_t)world + 1, 1)) ||
         !(v->ranks = ptc_calloc(total / 4 + 1, sizeof *v->ranks)) ||
         !(v->roff = ptc_calloc((size_t)size + 1, sizeof *v->roff)))
@@ -187,6 +210,11 @@ static int view_build(const ptc_transport *t, int host, const uint8_t *all, cons
     for (int p = 0; p < size && rc == PTC_OK; p++) {
         const uint8_t *m = all + at;
         at += lens[p];
+        if (lens[p] < INFO_HEAD) {
+            rc = ptc_error_set(PTC_E_INVAL, "process %d sent %zu bytes of journal and ranks, "
+                               "fewer than %d", p, lens[p], INFO_HEAD);
+            break;
+        }
         uint32_t h = get_u32(m), nr = get_u32(m + 4);
         if (lens[p] != INFO_HEAD + 4 * (size_t)nr || h >= (uint32_t)size) {
             rc = ptc_error_set(PTC_E_INVAL, "process %d gives host %u: hosts are numbered 0 "
@@ -200,7 +228,15 @@ static int view_build(const ptc_transport *t, int host, const uint8_t *all, cons
             v->st[h] = (ptc_ckpt_host_state){.committed = get_u64(m + 8),
                                              .committed_local = get_u64(m + 16),
                                              .prepared = get_u64(m + 24),
-                                             .prepared_local = get_u64(m + 32)};
+                                             .prepared_local = get_u64(m + 32),
+                                             .host = get_u32(m + 40),
+                                             .hosts = get_u32(m + 44),
+                                             .replicas = get_u32(m + 48)};
+            v->crec[h] = (ptc_hosts_rec){.host = get_u32(m + 52),
+                                         .hosts = get_u32(m + 56),
+                                         .replicas = get_u32(m + 60),
+                                         .attempt = get_u64(m + 72)};
+            v->patt[h] = get_u64(m + 64);
         }
         v->roff[p + 1] = v->roff[p] + nr;
         for (uint32_t i = 0; i < nr; i++)
@@ -218,13 +254,30 @@ static int view_build(const ptc_transport *t, int host, const uint8_t *all, cons
     return rc;
 }
 
+/* Leader: take its journal's lock, held until hview_free, and check that
+ * the journal @p sent (read before the lock) is unchanged: a concurrent
+ * save or recovery on this store gets PTC_E_BUSY. */
+static int lock_journal(ptc_store *s, const ptc_ckpt_host_state *sent, hview *v)
+{
+    PTC_TRY(ptc_hosts_lock(s, &v->lock_fd));
+    ptc_ckpt_host_state now;
+    PTC_TRY(ptc_ckpt_host_state_read(s, &now));
+    if (now.committed != sent->committed || now.committed_local != sent->committed_local ||
+        now.prepared != sent->prepared || now.prepared_local != sent->prepared_local)
+        return ptc_error_set(PTC_E_BUSY, "%s: the journal changed while it was read (another "
+                             "checkpoint save or recovery across hosts)", ptc_store_dir(s));
+    return PTC_OK;
+}
+
 /* The view of the hosts (collective); @p what names the call in messages. */
 static int view_gather(const ptc_transport *t, int host, ptc_store *s, const int *ranks,
                        size_t nranks, int world, const char *what, hview *v)
 {
     memset(v, 0, sizeof *v);
+    v->lock_fd = -1;
     v->host = host;
     ptc_ckpt_host_state st;
+    ptc_hosts_rec c = {0}, pr = {0};
     uint8_t *mine = NULL;
     void *all = NULL;
     size_t len = 0, *lens = NULL;
@@ -233,8 +286,14 @@ static int view_gather(const ptc_transport *t, int host, ptc_store *s, const int
         rc = ptc_error_set(PTC_E_INVAL, "%s: a store and a host index >= 0 are required", what);
     if (rc == PTC_OK)
         rc = ptc_ckpt_host_state_read(s, &st);
+    if (rc == PTC_OK && (rc = ptc_hosts_rec_read(s, PTC_HOSTS_COMMITTED, &c)) == PTC_E_NOTFOUND)
+        rc = PTC_OK; /* none yet: zeros */
+    if (rc == PTC_OK && (rc = ptc_hosts_rec_read(s, PTC_HOSTS_PREPARED, &pr)) == PTC_E_NOTFOUND) {
+        pr = c;
+        rc = PTC_OK;
+    }
     if (rc == PTC_OK)
-        rc = info_encode(host, &st, ranks, nranks, &mine, &len);
+        rc = info_encode(host, &st, &c, pr.attempt, ranks, nranks, &mine, &len);
     if (rc == PTC_OK && !(lens = ptc_calloc((size_t)t->size, sizeof *lens)))
         rc = PTC_E_NOMEM;
     if ((rc = ptc_transport_agree(t, rc, what)) < 0)
@@ -244,6 +303,8 @@ static int view_gather(const ptc_transport *t, int host, ptc_store *s, const int
         goto out_free;
     }
     rc = view_build(t, host, all, lens, world, v);
+    if (rc == PTC_OK && v->lead) /* the journal sent is the one read under the lock */
+        rc = lock_journal(s, &st, v);
     rc = ptc_transport_agree(t, rc, what);
 out_free:
     ptc_free(mine);
@@ -306,8 +367,12 @@ static int abort_prepared(ptc_store *s, const ptc_ckpt_host_state *st)
     return drop_local(s, st->prepared_local);
 }
 
-/* Remove the versions of this store newer than @p keep (parts that no
- * journal names: a crash after a local commit, before its record). */
+static uint64_t meta_version(const char *meta_json);
+
+/* Remove the parts of versions across hosts newer than @p keep in this
+ * store (parts that no journal names: a crash after a local commit, before
+ * its record). Only a version whose metadata carries ptc.hosts is such a
+ * part: an ordinary version (a save without --replicas) is never touched. */
 static int drop_orphans(ptc_store *s, uint64_t keep)
 {
     ptc_version_info *vs = NULL;
@@ -315,16 +380,17 @@ static int drop_orphans(ptc_store *s, uint64_t keep)
     PTC_TRY(ptc_store_versions(s, &vs, &n));
     int rc = PTC_OK;
     for (size_t i = 0; i < n && rc == PTC_OK; i++)
-        if (vs[i].version > keep)
+        if (vs[i].version > keep && meta_version(vs[i].metadata_json) != 0)
             rc = drop_local(s, vs[i].version);
     ptc_store_versions_free(vs, n);
     return rc;
 }
 
-/* This leader's part of the resolution to the newest committed @p d. */
-static int resolve_host(ptc_store *s, const ptc_ckpt_host_state *st, uint64_t d)
+/* This leader's part of the resolution to the newest committed @p d;
+ * @p same: its prepared record is of d's committed attempt. */
+static int resolve_host(ptc_store *s, const ptc_ckpt_host_state *st, uint64_t d, bool same)
 {
-    if (st->prepared > d + 1 || (st->committed < d && st->prepared > d))
+    if (st->prepared > d + 1)
         return ptc_error_set(PTC_E_STORE,
                              "%s: journal prepared version %llu, but the newest committed "
                              "version across hosts is %llu",
@@ -332,16 +398,58 @@ static int resolve_host(ptc_store *s, const ptc_ckpt_host_state *st, uint64_t d)
                              (unsigned long long)d);
     if (st->committed < d && st->prepared < d)
         return PTC_OK; /* a store that holds no part of d: left as it is */
-    if (st->committed < d) { /* prepared d, which another host committed: roll forward */
+    if (st->committed < d && st->prepared == d && same) { /* another host committed it */
         ptc_hosts_rec p;
         PTC_TRY(ptc_hosts_rec_read(s, PTC_HOSTS_PREPARED, &p));
         p.kind = PTC_HOSTS_KIND_COMMITTED;
         PTC_TRY(ptc_hosts_rec_write(s, PTC_HOSTS_COMMITTED, &p));
         return drop_orphans(s, p.local);
     }
-    if (st->prepared > d) /* prepared d + 1, committed nowhere: abort */
+    if (st->prepared > d || st->committed < d) /* prepared d + 1, committed nowhere (a fresh
+                             or lagging store's too: committed < d), or another attempt at d
+                             than the committed one: abort */
         PTC_TRY(abort_prepared(s, st));
     return drop_orphans(s, st->committed_local);
+}
+
+/* How many hosts record attempt @p a at @p d committed. */
+static int count_attempt(const hview *v, uint64_t d, uint64_t a)
+{
+    int n = 0;
+    for (int h = 0; h < v->nhosts; h++)
+        n += v->st[h].committed == d && v->crec[h].attempt == a;
+    return n;
+}
+
+/* Whether the hosts' committed records of @p d name one attempt (the same
+ * on every process). A host that missed a recovery (down while the others
+ * aborted an attempt at d that only it had committed, then committed
+ * another) holds a committed record of the other attempt: recovery refuses
+ * rather than mixing that host's part into d, naming the host whose
+ * attempt fewer hosts record. A prepared record of another attempt is
+ * aborted by resolve_host. */
+static int check_records(const hview *v, uint64_t d)
+{
+    int ref = -1;
+    for (int h = 0; h < v->nhosts; h++) {
+        if (!d || v->st[h].committed != d)
+            continue;
+        if (ref < 0) {
+            ref = h;
+            continue;
+        }
+        uint64_t a = v->crec[h].attempt, b = v->crec[ref].attempt;
+        if (a == b)
+            continue;
+        int stale = count_attempt(v, d, a) <= count_attempt(v, d, b) ? h : ref;
+        return ptc_error_set(PTC_E_STORE,
+                             "hosts %d and %d record different attempts at version %llu "
+                             "committed (%llu, %llu): host %d missed a recovery and holds "
+                             "another attempt at it; resume without it or replace its store",
+                             ref, h, (unsigned long long)d, (unsigned long long)b,
+                             (unsigned long long)a, stale);
+    }
+    return PTC_OK;
 }
 
 /* The newest committed version of the view, every leader's journal brought
@@ -352,7 +460,13 @@ static int resolve(const ptc_transport *t, ptc_store *s, const hview *v, const c
     uint64_t d = 0;
     for (int h = 0; h < v->nhosts; h++)
         d = PTC_MAX(d, v->st[h].committed);
-    int rc = v->lead ? resolve_host(s, &v->st[v->host], d) : PTC_OK;
+    int rc = check_records(v, d);
+    uint64_t att = 0;
+    for (int h = 0; h < v->nhosts && !att; h++)
+        if (d && v->st[h].committed == d)
+            att = v->crec[h].attempt;
+    if (rc == PTC_OK && v->lead)
+        rc = resolve_host(s, &v->st[v->host], d, v->patt[v->host] == att);
     PTC_TRY(ptc_transport_agree(t, rc, what));
     *newest = d;
     return PTC_OK;
@@ -369,8 +483,6 @@ int ptc_ckpt_hosts_recover_over(const ptc_transport *t, int host, ptc_store *s,
     return rc;
 }
 
-static uint64_t meta_version(const char *meta_json);
-
 /* ---- the save ------------------------------------------------------------------------- */
 
 typedef struct hsave {
@@ -385,6 +497,7 @@ typedef struct hsave {
     int replicas;
     hview v;
     uint64_t version; /* across hosts */
+    uint64_t attempt; /* this save's attempt id, chosen by process 0 */
     uint64_t local, parent; /* of this host's part */
     bool at_vote;           /* every process wrote: the hosts vote */
     /* what this process writes: its ranks, then the ranks whose copies it
@@ -559,7 +672,8 @@ static int prepare(hsave *c, ptc_ckpt_txn *txn, const uint8_t *all, const size_t
                        .host = (uint32_t)c->v.host,
                        .hosts = (uint32_t)c->v.nhosts,
                        .replicas = (uint32_t)c->replicas,
-                       .version = c->version};
+                       .version = c->version,
+                       .attempt = c->attempt};
     char meta[160];
     int rc = ptc_hosts_meta_format(&r, meta, sizeof meta);
     if (rc < 0) {
@@ -627,7 +741,22 @@ out_free:
     return rc;
 }
 
-/* Begin on every leader, exchange each host's local version and parent. */
+/* A new attempt id in 1..INT64_MAX: two attempts at one version (a save,
+ * its abort by recovery, a retry) never share one. */
+static uint64_t new_attempt(void)
+{
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x) { /* no entropy source: time, pid */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        x = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
+    }
+    x &= INT64_MAX;
+    return x ? x : 1;
+}
+
+/* Begin on every leader, exchange each host's local version and parent,
+ * and process 0's attempt id. */
 static int begin(hsave *c, const ptc_rules *rules, ptc_ckpt_txn **txn)
 {
     static const char what[] = "checkpoint save";
@@ -641,7 +770,7 @@ static int begin(hsave *c, const ptc_rules *rules, ptc_ckpt_txn **txn)
     }
     if (c->v.lead && rc == PTC_OK)
         rc = ptc_ckpt_begin(txn, c->s, c->l, rules, c->opts);
-    uint8_t mine[16] = {0}, *all = ptc_malloc(16 * (size_t)t->size);
+    uint8_t mine[24] = {0}, *all = ptc_malloc(24 * (size_t)t->size);
     if (!all && rc == PTC_OK)
         rc = PTC_E_NOMEM;
     if ((rc = ptc_transport_agree(t, rc, what)) < 0) {
@@ -654,6 +783,8 @@ static int begin(hsave *c, const ptc_rules *rules, ptc_ckpt_txn **txn)
         put_u64(mine, ptc_ckpt_txn_version(*txn));
         put_u64(mine + 8, ptc_ckpt_txn_parent(*txn));
     }
+    if (t->rank == 0)
+        put_u64(mine + 16, new_attempt());
     if ((rc = t->allgather(t->user, mine, sizeof mine, all)) < 0) {
         ptc_free(all);
         ptc_ckpt_abort(*txn);
@@ -662,10 +793,11 @@ static int begin(hsave *c, const ptc_rules *rules, ptc_ckpt_txn **txn)
     }
     for (int p = 0; p < t->size; p++)
         if (c->v.host_of[p] == c->v.host) { /* the leader: the host's lowest process */
-            c->local = get_u64(all + 16 * p);
-            c->parent = get_u64(all + 16 * p + 8);
+            c->local = get_u64(all + 24 * p);
+            c->parent = get_u64(all + 24 * p + 8);
             break;
         }
+    c->attempt = get_u64(all + 16);
     ptc_free(all);
     return PTC_OK;
 }
@@ -702,7 +834,8 @@ static int finish(hsave *c, int rc, bool prepared)
                            .hosts = (uint32_t)c->v.nhosts,
                            .replicas = (uint32_t)c->replicas,
                            .version = c->version,
-                           .local = c->local};
+                           .local = c->local,
+                           .attempt = c->attempt};
         rc = ptc_hosts_rec_write(c->s, PTC_HOSTS_COMMITTED, &r);
         if (rc == PTC_OK)
             CRASH_POINT("hosts.marked");
@@ -794,9 +927,12 @@ static uint64_t meta_version(const char *meta_json)
 int ptc_ckpt_hosts_local_version(ptc_store *s, uint64_t version, uint64_t *local)
 {
     *local = 0;
+    if (version == 0)
+        return ptc_error_set(PTC_E_INVAL, "store %s: versions across hosts are numbered from 1",
+                             ptc_store_dir(s));
     ptc_ckpt_host_state st;
     PTC_TRY(ptc_ckpt_host_state_read(s, &st));
-    if (version && version == st.committed) {
+    if (version == st.committed) {
         *local = st.committed_local;
         return PTC_OK;
     }

@@ -3,8 +3,10 @@
  * replaced atomically and durably, and the metadata that names a local
  * version's version across hosts. Both are read as untrusted bytes. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,7 +47,8 @@ void ptc_hosts_rec_encode(const ptc_hosts_rec *r, uint8_t out[PTC_HOSTS_REC_SIZE
     put_u32(out + 20, r->replicas);
     put_u64(out + 24, r->version);
     put_u64(out + 32, r->local);
-    put_u64(out + 40, XXH3_64bits(out, 40));
+    put_u64(out + 40, r->attempt);
+    put_u64(out + 48, XXH3_64bits(out, 48));
 }
 
 int ptc_hosts_rec_decode(const void *buf, size_t len, ptc_hosts_rec *r)
@@ -57,7 +60,7 @@ int ptc_hosts_rec_decode(const void *buf, size_t len, ptc_hosts_rec *r)
                              PTC_HOSTS_REC_SIZE);
     if (memcmp(p, PTC_HOSTS_MAGIC, 8))
         return ptc_error_set(PTC_E_FORMAT, "journal record without its magic");
-    if (get_u64(p + 40) != XXH3_64bits(p, 40))
+    if (get_u64(p + 48) != XXH3_64bits(p, 48))
         return ptc_error_set(PTC_E_FORMAT, "journal record with a wrong checksum");
     ptc_hosts_rec d = {
         .kind = get_u32(p + 8),
@@ -66,15 +69,17 @@ int ptc_hosts_rec_decode(const void *buf, size_t len, ptc_hosts_rec *r)
         .replicas = get_u32(p + 20),
         .version = get_u64(p + 24),
         .local = get_u64(p + 32),
+        .attempt = get_u64(p + 40),
     };
     if (d.kind != PTC_HOSTS_KIND_PREPARED && d.kind != PTC_HOSTS_KIND_COMMITTED)
         return ptc_error_set(PTC_E_FORMAT, "journal record of unknown kind %u", d.kind);
     if (d.hosts == 0 || d.host >= d.hosts || d.replicas >= d.hosts)
         return ptc_error_set(PTC_E_FORMAT, "journal record of host %u of %u with %u replicas",
                              d.host, d.hosts, d.replicas);
-    if (d.version == 0 || d.local == 0)
-        return ptc_error_set(PTC_E_FORMAT, "journal record of version %llu, local %llu",
-                             (unsigned long long)d.version, (unsigned long long)d.local);
+    if (d.version == 0 || d.local == 0 || d.attempt == 0 || d.attempt > INT64_MAX)
+        return ptc_error_set(PTC_E_FORMAT, "journal record of version %llu, local %llu, "
+                             "attempt %llu", (unsigned long long)d.version,
+                             (unsigned long long)d.local, (unsigned long long)d.attempt);
     *r = d;
     return PTC_OK;
 }
@@ -108,19 +113,55 @@ int ptc_hosts_rec_read(ptc_store *s, const char *name, ptc_hosts_rec *r)
     return rc;
 }
 
-int ptc_hosts_rec_write(ptc_store *s, const char *name, const ptc_hosts_rec *r)
+/* The journal's directory of the file @p path, made durable if new. */
+static int make_dir(ptc_store *s, char *path)
 {
-    char path[4096];
-    PTC_TRY(rec_path(s, name, path, sizeof path));
     char *slash = strrchr(path, '/');
     *slash = '\0';
     struct stat st;
     bool made = stat(path, &st) != 0;
-    PTC_TRY(ptc_mkdir_p(path, 0755));
-    if (made) { /* the new directory's entry in the store's */
-        PTC_TRY(ptc_fsync_dir(ptc_store_dir(s)));
-    }
+    int rc = ptc_mkdir_p(path, 0755);
+    if (rc == PTC_OK && made) /* the new directory's entry in the store's */
+        rc = ptc_fsync_dir(ptc_store_dir(s));
     *slash = '/';
+    return rc;
+}
+
+int ptc_hosts_lock(ptc_store *s, int *fd)
+{
+    char path[4096];
+    *fd = -1;
+    PTC_TRY(rec_path(s, PTC_HOSTS_LOCK, path, sizeof path));
+    PTC_TRY(make_dir(s, path));
+    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (f < 0)
+        return ptc_error_sys(PTC_E_IO, "open %s", path);
+    if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        close(f);
+        if (e == EWOULDBLOCK)
+            return ptc_error_set(PTC_E_BUSY, "%s: another checkpoint save or recovery across "
+                                 "hosts is using this store", path);
+        errno = e;
+        return ptc_error_sys(PTC_E_IO, "lock %s", path);
+    }
+    *fd = f;
+    return PTC_OK;
+}
+
+void ptc_hosts_unlock(int fd)
+{
+    if (fd >= 0)
+        close(fd); /* and with it the flock */
+}
+
+int ptc_hosts_rec_write(ptc_store *s, const char *name, const ptc_hosts_rec *r)
+{
+    char path[4096];
+    PTC_TRY(rec_path(s, name, path, sizeof path));
+    PTC_TRY(make_dir(s, path));
+    struct stat st;
+    bool created = stat(path, &st) != 0;
     uint8_t bytes[PTC_HOSTS_REC_SIZE];
     ptc_hosts_rec_encode(r, bytes);
     char *tmp;
@@ -131,7 +172,11 @@ int ptc_hosts_rec_write(ptc_store *s, const char *name, const ptc_hosts_rec *r)
         ptc_tmpfile_discard(fd, tmp);
         return rc;
     }
-    return ptc_tmpfile_commit(fd, tmp, path);
+    PTC_TRY(ptc_tmpfile_commit(fd, tmp, path));
+    /* a new record: the store's directory too, so the hosts directory's
+     * entry is durable even if an earlier call made it and died before its
+     * fsync */
+    return created ? ptc_fsync_dir(ptc_store_dir(s)) : PTC_OK;
 }
 
 int ptc_hosts_rec_remove(ptc_store *s, const char *name)
@@ -149,8 +194,14 @@ int ptc_hosts_rec_remove(ptc_store *s, const char *name)
 
 int ptc_hosts_meta_format(const ptc_hosts_rec *r, char *buf, size_t cap)
 {
-    int n = snprintf(buf, cap, "{\"host\":%u,\"hosts\":%u,\"replicas\":%u,\"version\":%llu}",
-                     r->host, r->hosts, r->replicas, (unsigned long long)r->version);
+    int n = r->attempt
+                ? snprintf(buf, cap,
+                           "{\"host\":%u,\"hosts\":%u,\"replicas\":%u,\"version\":%llu,"
+                           "\"attempt\":%llu}",
+                           r->host, r->hosts, r->replicas, (unsigned long long)r->version,
+                           (unsigned long long)r->attempt)
+                : snprintf(buf, cap, "{\"host\":%u,\"hosts\":%u,\"replicas\":%u,\"version\":%llu}",
+                           r->host, r->hosts, r->replicas, (unsigned long long)r->version);
     if (n < 0 || (size_t)n >= cap)
         return ptc_error_set(PTC_E_RANGE, "hosts metadata longer than %zu bytes", cap);
     return PTC_OK;
@@ -175,10 +226,13 @@ int ptc_hosts_meta_parse(const char *text, size_t len, ptc_hosts_rec *r)
     json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
     if (!o)
         return ptc_error_set(PTC_E_FORMAT, "hosts metadata: %s", err.text);
-    uint64_t h = 0, n = 0, k = 0, v = 0;
+    uint64_t h = 0, n = 0, k = 0, v = 0, a = 0;
     int rc = PTC_OK;
-    if (!json_is_object(o) || json_object_size(o) != 4)
-        rc = ptc_error_set(PTC_E_FORMAT, "hosts metadata: not an object of 4 members");
+    bool with_attempt = json_is_object(o) && json_object_size(o) == 5;
+    if (!json_is_object(o) || (json_object_size(o) != 4 && !with_attempt))
+        rc = ptc_error_set(PTC_E_FORMAT, "hosts metadata: not an object of 4 or 5 members");
+    if (rc == PTC_OK && with_attempt)
+        rc = get_int(o, "attempt", 1, INT64_MAX, &a);
     if (rc == PTC_OK && (rc = get_int(o, "hosts", 1, UINT32_MAX, &n)) == PTC_OK &&
         (rc = get_int(o, "host", 0, n - 1, &h)) == PTC_OK &&
         (rc = get_int(o, "replicas", 0, n - 1, &k)) == PTC_OK &&
@@ -187,7 +241,8 @@ int ptc_hosts_meta_parse(const char *text, size_t len, ptc_hosts_rec *r)
                              .host = (uint32_t)h,
                              .hosts = (uint32_t)n,
                              .replicas = (uint32_t)k,
-                             .version = v};
+                             .version = v,
+                             .attempt = a};
     json_decref(o);
     return rc;
 }

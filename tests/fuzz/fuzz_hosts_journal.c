@@ -1,5 +1,5 @@
 /* Fuzz the two decoders of a host's journal (docs/format.md §10), both
- * untrusted bytes read from a store: the 48-byte record
+ * untrusted bytes read from a store: the 56-byte record
  * (ptc_hosts_rec_decode) and the "ptc.hosts" metadata of a local version
  * (ptc_hosts_meta_parse). The first byte picks the decoder. Any input
  * decodes or fails cleanly with PTC_E_FORMAT; a decoded record encodes to
@@ -45,6 +45,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(ptc_hosts_meta_format(&r, text, sizeof text) == PTC_OK);
     check(ptc_hosts_meta_parse(text, strlen(text), &q) == PTC_OK);
     check(q.host == r.host && q.hosts == r.hosts && q.replicas == r.replicas &&
-          q.version == r.version);
+          q.version == r.version && q.attempt == r.attempt);
     return 0;
 }

@@ -64,7 +64,7 @@ done
 [ $left = 0 ] && ok || bad "the survivors' processes outlived mpirun by 10 s"
 last=$(awk '/^step /{s=$2} END{print s}' "$T/a.out")
 # each survivor's store alone: its journal's newest committed version
-# (docs/format.md §10.1: a 48-byte record, the version at offset 24)
+# (docs/format.md §10.1: a 56-byte record, the version at offset 24)
 newest() { python3 -c '
 import struct, sys
 print(struct.unpack_from("<Q", open(sys.argv[1], "rb").read(), 24)[0])' "$T/disks/h$1/hosts/committed"; }

@@ -12,6 +12,7 @@
  * when some host recorded the commit), it loads byte-exact on every host,
  * no part of a newer version is left, and the next save follows it; also
  * with one host's store lost. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -374,12 +377,13 @@ static void test_journal_codec(void **state)
 {
     (void)state;
     ptc_hosts_rec r = {.kind = PTC_HOSTS_KIND_PREPARED, .host = 2, .hosts = 4, .replicas = 1,
-                       .version = 77, .local = 81},
+                       .version = 77, .local = 81, .attempt = 5},
                   d;
     uint8_t b[PTC_HOSTS_REC_SIZE];
     ptc_hosts_rec_encode(&r, b);
-    assert_memory_equal(b, "PTCHOST1\x01\0\0\0\x02\0\0\0\x04\0\0\0\x01\0\0\0M\0\0\0\0\0\0\0Q",
+    assert_memory_equal(b, "PTCHOST2\x01\0\0\0\x02\0\0\0\x04\0\0\0\x01\0\0\0M\0\0\0\0\0\0\0Q",
                         33);
+    assert_memory_equal(b + 40, "\x05\0\0\0\0\0\0\0", 8);
     assert_int_equal(ptc_hosts_rec_decode(b, sizeof b, &d), PTC_OK);
     assert_memory_equal(&d, &r, sizeof r);
     assert_int_equal(ptc_hosts_rec_decode(b, sizeof b - 1, &d), PTC_E_FORMAT);
@@ -400,16 +404,26 @@ static void test_journal_codec(void **state)
 
     char meta[160];
     assert_int_equal(ptc_hosts_meta_format(&r, meta, sizeof meta), PTC_OK);
-    assert_string_equal(meta, "{\"host\":2,\"hosts\":4,\"replicas\":1,\"version\":77}");
+    assert_string_equal(meta,
+                        "{\"host\":2,\"hosts\":4,\"replicas\":1,\"version\":77,\"attempt\":5}");
     assert_int_equal(ptc_hosts_meta_parse(meta, strlen(meta), &d), PTC_OK);
     assert_int_equal(d.version, 77);
     assert_int_equal(d.host, 2);
+    assert_int_equal(d.attempt, 5);
+    static const char old[] = "{\"host\":2,\"hosts\":4,\"replicas\":1,\"version\":77}";
+    assert_int_equal(ptc_hosts_meta_parse(old, strlen(old), &d), PTC_OK); /* no attempt */
+    assert_int_equal(d.attempt, 0);
+    bad = r;
+    bad.attempt = 0;
+    ptc_hosts_rec_encode(&bad, b);
+    assert_int_equal(ptc_hosts_rec_decode(b, sizeof b, &d), PTC_E_FORMAT);
     static const char *const refused[] = {
         "{\"host\":4,\"hosts\":4,\"replicas\":1,\"version\":77}",
         "{\"host\":1,\"hosts\":4,\"replicas\":4,\"version\":77}",
         "{\"host\":1,\"hosts\":4,\"replicas\":1,\"version\":0}",
         "{\"host\":1,\"hosts\":4,\"replicas\":1}",
         "{\"host\":1,\"hosts\":4,\"replicas\":1,\"version\":7,\"x\":1}",
+        "{\"host\":1,\"hosts\":4,\"replicas\":1,\"version\":7,\"attempt\":0}",
         "{\"host\":1,\"host\":1,\"hosts\":4,\"replicas\":1,\"version\":7}",
         "{\"host\":\"1\",\"hosts\":4,\"replicas\":1,\"version\":7}",
         "[1,2]", "", "{",
@@ -689,6 +703,211 @@ static void test_keep(void **state)
     job_close(&j);
 }
 
+/* A store that already holds ordinary versions (saved without --replicas):
+ * recovery over it keeps every one of them. */
+static int plain_save_body(proc *p)
+{
+    job *j = p->arg;
+    int r = j->rank_of[p->rank];
+    uint8_t *bufs[2];
+    fill(j->l, r, 7, bufs);
+    ptc_ckpt_record rec = {.step = 7};
+    ptc_ckpt_options o;
+    ptc_ckpt_options_init(&o);
+    o.threads = 1;
+    int rc = ptc_ckpt_save_over(&p->t, j->s[0], j->l, j->rules, &r, 1,
+                                (const void *const *)bufs, &rec, &o, &p->version);
+    free(bufs[0]);
+    free(bufs[1]);
+    return rc;
+}
+
+static void test_preexisting_versions(void **state)
+{
+    (void)state;
+    job j;
+    proc ps[MAXP];
+    job_open(&j, 3, 3, "dp=3");
+    run(ps, 3, plain_save_body, &j, NULL); /* ordinary versions in host 0's store */
+    all_ok(ps, 3, 1);
+    run(ps, 3, plain_save_body, &j, NULL);
+    all_ok(ps, 3, 2);
+    j.newest = 0;
+    assert_int_equal(recover_all(&j), 0); /* no version across hosts yet */
+    ptc_version_info *vs = NULL;
+    size_t n = 0;
+    assert_int_equal(ptc_store_versions(j.s[0], &vs, &n), PTC_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(vs[0].version, 1);
+    assert_int_equal(vs[1].version, 2);
+    ptc_store_versions_free(vs, n);
+    /* a save across hosts next to them, and a recovery after it, keep them too */
+    save_ok(&j, 1, 1);
+    assert_int_equal(recover_all(&j), 1);
+    assert_int_equal(ptc_store_versions(j.s[0], &vs, &n), PTC_OK);
+    assert_int_equal(n, 3);
+    ptc_store_versions_free(vs, n);
+    job_close(&j);
+}
+
+/* A fresh store (host replaced) in a save that crashes after its prepare:
+ * its prepared G = D + 1 with committed < D is aborted, as every in-doubt
+ * D + 1, and later recoveries and saves go on. */
+static void test_fresh_then_crash(void **state)
+{
+    (void)state;
+    job j;
+    proc ps[MAXP];
+    job_open(&j, 3, 3, "dp=3");
+    save_ok(&j, 1, 1);
+    job_lose_store(&j, 2); /* host 2 replaced: a fresh store */
+    const char *crash[MAXP] = {"hosts.prepared", NULL, NULL};
+    j.seed = 2;
+    run(ps, 3, save_body, &j, crash); /* host 0 dies after preparing 2 */
+    ptc_ckpt_host_state st;
+    assert_int_equal(ptc_ckpt_host_state_read(j.s[2], &st), PTC_OK);
+    assert_int_equal(st.committed, 0);
+    assert_int_equal(st.prepared, 2);
+    assert_int_equal(recover_all(&j), 1);
+    assert_int_equal(ptc_ckpt_host_state_read(j.s[2], &st), PTC_OK);
+    assert_int_equal(st.prepared, 0);
+    ptc_version_info *vs = NULL;
+    size_t n = 1;
+    assert_int_equal(ptc_store_versions(j.s[2], &vs, &n), PTC_OK);
+    assert_int_equal(n, 0); /* its part deleted */
+    ptc_store_versions_free(vs, n);
+    save_ok(&j, 3, 2);
+    check_version(&j, 2, 3);
+    job_close(&j);
+}
+
+/* A host absent from a recovery keeps the journal of an attempt at G that
+ * the others aborted; when it returns after they committed another attempt
+ * at G, its part is never taken as G's. @p others_voted: the others crash
+ * after the vote (the absent host alone commits its attempt: recovery
+ * refuses, naming it), else the absent host crashes after its prepare (its
+ * prepared attempt is not the committed one: aborted). */
+static void stale_case(int others_voted)
+{
+    job j3, j2;
+    proc ps[MAXP];
+    job_open(&j3, 3, 3, "dp=3");
+    save_ok(&j3, 1, 1);
+    const char *crash[MAXP] = {0};
+    if (others_voted)
+        crash[0] = crash[1] = "hosts.voted";
+    else
+        crash[2] = "hosts.prepared";
+    j3.seed = 2;
+    run(ps, 3, save_body, &j3, crash);
+    ptc_ckpt_host_state st;
+    assert_int_equal(ptc_ckpt_host_state_read(j3.s[2], &st), PTC_OK);
+    assert_int_equal(st.committed, others_voted ? 2 : 1);
+    assert_int_equal(st.prepared, 2);
+    /* host 2 is down: the job goes on with 3 processes on hosts 0 and 1 */
+    j2 = j3;
+    j2.nhosts = 2;
+    j2.host_of[0] = j2.host_of[1] = 0;
+    j2.host_of[2] = 1;
+    assert_int_equal(recover_all(&j2), 1);
+    save_ok(&j2, 3, 2); /* another attempt at 2 */
+    /* host 2 returns with its disk */
+    if (others_voted) {
+        run(ps, 3, recover_body, &j3, NULL);
+        for (int r = 0; r < 3; r++) {
+            assert_int_equal(ps[r].rc, PTC_E_STORE);
+            assert_non_null(strstr(ps[r].msg, "host 2 missed a recovery"));
+        }
+        job_lose_store(&j3, 2); /* nothing changed: its store replaced */
+    }
+    assert_int_equal(recover_all(&j3), 2);
+    uint64_t local;
+    assert_int_equal(ptc_ckpt_hosts_local_version(j3.s[2], 2, &local), PTC_E_NOTFOUND);
+    assert_int_equal(ptc_ckpt_host_state_read(j3.s[2], &st), PTC_OK);
+    assert_int_equal(st.prepared, st.committed); /* its attempt aborted */
+    save_ok(&j3, 4, 3);
+    check_version(&j3, 3, 4);
+    job_close(&j3);
+}
+
+static void test_stale_host(void **state)
+{
+    (void)state;
+    stale_case(1);
+    stale_case(0);
+    /* not stale: host 1 lost, host 2 renumbered 1 holds the same attempt */
+    job j3, j2;
+    job_open(&j3, 3, 3, "dp=3");
+    save_ok(&j3, 1, 1);
+    j2 = j3;
+    j2.nhosts = 2;
+    j2.host_of[0] = j2.host_of[1] = 0;
+    j2.host_of[2] = 1;
+    j2.s[1] = j3.s[2];
+    assert_int_equal(recover_all(&j2), 1);
+    job_close(&j3);
+}
+
+/* A save or recovery while another holds a host's journal lock fails with
+ * PTC_E_BUSY on every process and changes nothing. */
+static void test_busy(void **state)
+{
+    (void)state;
+    job j;
+    proc ps[MAXP];
+    job_open(&j, 3, 3, "dp=3");
+    save_ok(&j, 1, 1);
+    char path[128];
+    snprintf(path, sizeof path, "%s/hosts/lock", j.dir[1]);
+    int fd = open(path, O_RDWR | O_CREAT, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+    run(ps, 3, recover_body, &j, NULL);
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(ps[r].rc, PTC_E_BUSY);
+    j.seed = 2;
+    run(ps, 3, save_body, &j, NULL);
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(ps[r].rc, PTC_E_BUSY);
+    check_version(&j, 1, 1);
+    close(fd);
+    assert_int_equal(recover_all(&j), 1);
+    save_ok(&j, 2, 2);
+    check_version(&j, 2, 2);
+    job_close(&j);
+}
+
+/* An exchange where process 0 names a process that does not exist: every
+ * process gets that failure (agreed), none waits for the others. */
+static int bad_exchange_body(proc *p)
+{
+    int peer = 99;
+    char b[4] = {0};
+    const void *sb[1] = {b};
+    size_t len[1] = {sizeof b};
+    return ptc_transport_exchange(&p->t, p->rank == 0, &peer, sb, len, 0, NULL, NULL, NULL);
+}
+
+static void test_small_checks(void **state)
+{
+    (void)state;
+    proc ps[MAXP];
+    run(ps, 3, bad_exchange_body, NULL, NULL);
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(ps[r].rc, PTC_E_INVAL);
+        assert_non_null(strstr(ps[r].msg, "no process 99 of 3"));
+    }
+    job j;
+    job_open(&j, 3, 3, "dp=3");
+    save_ok(&j, 1, 1);
+    uint64_t local = 7;
+    assert_int_equal(ptc_ckpt_hosts_local_version(j.s[0], 0, &local), PTC_E_INVAL);
+    assert_int_equal(local, 0);
+    assert_int_equal(ptc_ckpt_hosts_local_version(j.s[0], 1, &local), PTC_OK);
+    assert_int_equal(local, 1);
+    job_close(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -696,7 +915,9 @@ int main(void)
         cmocka_unit_test(test_save_clean),     cmocka_unit_test(test_save_failures),
         cmocka_unit_test(test_crash_points),   cmocka_unit_test(test_crash_in_abort),
         cmocka_unit_test(test_lost_host),      cmocka_unit_test(test_replicas),
-        cmocka_unit_test(test_keep),
+        cmocka_unit_test(test_keep),           cmocka_unit_test(test_preexisting_versions),
+        cmocka_unit_test(test_fresh_then_crash), cmocka_unit_test(test_stale_host),
+        cmocka_unit_test(test_busy),           cmocka_unit_test(test_small_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
