@@ -190,7 +190,8 @@ static int save_in_background(ptc_store *s, const ptc_layout *l, const ptc_rules
     for (size_t i = 0; i < nranks * nt; i++) {
         size_t bytes;
         ptc_ckpt_local_bytes(l, i % nt, ranks[i / nt], &bytes);
-        memset(bufs[i], 0xEE, bytes);
+        if (bytes) /* an empty local shard has no buffer */
+            memset(bufs[i], 0xEE, bytes);
     }
     for (int k = 0; rc == PTC_OK && k < 20; k++) {
         int x = k, y = 0;
