@@ -125,6 +125,29 @@ static inline bool ptc_add_overflow_i64(int64_t a, int64_t b, int64_t *out)
     return __builtin_add_overflow(a, b, out);
 }
 
+/* Little-endian integers in byte records (wire messages, journal records). */
+static inline void ptc_put_le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void ptc_put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint32_t ptc_get_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t ptc_get_le64(const uint8_t *p)
+{
+    return (uint64_t)ptc_get_le32(p) | (uint64_t)ptc_get_le32(p + 4) << 32;
+}
+
 #define PTC_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define PTC_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define PTC_MAX(a, b) ((a) > (b) ? (a) : (b))

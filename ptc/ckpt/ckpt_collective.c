@@ -10,30 +10,15 @@
 #include "ptc/ckpt/ckpt_internal.h"
 #include "base/util_internal.h"
 
-/* Bytes of a u64 on the wire (little-endian, as everywhere in the store). */
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 /* Process 0's @p n u64 values to every process. */
 static int bcast_u64(const ptc_transport *t, uint64_t *v, size_t n)
 {
     uint8_t wire[16];
     for (size_t i = 0; i < n; i++)
-        put_u64(wire + 8 * i, v[i]);
+        ptc_put_le64(wire + 8 * i, v[i]);
     PTC_TRY(t->broadcast(t->user, wire, 8 * n, 0));
     for (size_t i = 0; i < n; i++)
-        v[i] = get_u64(wire + 8 * i);
+        v[i] = ptc_get_le64(wire + 8 * i);
     return PTC_OK;
 }
 

@@ -57,28 +57,6 @@ static void hview_free(hview *v)
     v->lock_fd = -1;
 }
 
-static void put_u32(uint8_t *p, uint32_t x)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(x >> (8 * i));
-}
-
-static void put_u64(uint8_t *p, uint64_t x)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(x >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
-
 /* A crash point: in a test that armed it, the process stops here — no
  * clean-up and no further collective on the way out (crashed). */
 static _Thread_local bool crashed;
@@ -147,22 +125,22 @@ static int info_encode(int host, const ptc_ckpt_host_state *st, const ptc_hosts_
     uint8_t *b = ptc_malloc(n);
     if (!b)
         return PTC_E_NOMEM;
-    put_u32(b, (uint32_t)host);
-    put_u32(b + 4, (uint32_t)nranks);
-    put_u64(b + 8, st->committed);
-    put_u64(b + 16, st->committed_local);
-    put_u64(b + 24, st->prepared);
-    put_u64(b + 32, st->prepared_local);
-    put_u32(b + 40, st->host);
-    put_u32(b + 44, st->hosts);
-    put_u32(b + 48, st->replicas);
-    put_u32(b + 52, c->host);
-    put_u32(b + 56, c->hosts);
-    put_u32(b + 60, c->replicas);
-    put_u64(b + 64, patt);
-    put_u64(b + 72, c->attempt);
+    ptc_put_le32(b, (uint32_t)host);
+    ptc_put_le32(b + 4, (uint32_t)nranks);
+    ptc_put_le64(b + 8, st->committed);
+    ptc_put_le64(b + 16, st->committed_local);
+    ptc_put_le64(b + 24, st->prepared);
+    ptc_put_le64(b + 32, st->prepared_local);
+    ptc_put_le32(b + 40, st->host);
+    ptc_put_le32(b + 44, st->hosts);
+    ptc_put_le32(b + 48, st->replicas);
+    ptc_put_le32(b + 52, c->host);
+    ptc_put_le32(b + 56, c->hosts);
+    ptc_put_le32(b + 60, c->replicas);
+    ptc_put_le64(b + 64, patt);
+    ptc_put_le64(b + 72, c->attempt);
     for (size_t i = 0; i < nranks; i++)
-        put_u32(b + INFO_HEAD + 4 * i, (uint32_t)ranks[i]);
+        ptc_put_le32(b + INFO_HEAD + 4 * i, (uint32_t)ranks[i]);
     *out = b;
     *len = n;
     return PTC_OK;
@@ -215,7 +193,7 @@ static int view_build(const ptc_transport *t, int host, const uint8_t *all, cons
                                "fewer than %d", p, lens[p], INFO_HEAD);
             break;
         }
-        uint32_t h = get_u32(m), nr = get_u32(m + 4);
+        uint32_t h = ptc_get_le32(m), nr = ptc_get_le32(m + 4);
         if (lens[p] != INFO_HEAD + 4 * (size_t)nr || h >= (uint32_t)size) {
             rc = ptc_error_set(PTC_E_INVAL, "process %d gives host %u: hosts are numbered 0 "
                                "to %d (at most one per process)", p, h, size - 1);
@@ -225,22 +203,22 @@ static int view_build(const ptc_transport *t, int host, const uint8_t *all, cons
         v->nhosts = PTC_MAX(v->nhosts, (int)h + 1);
         if (lead[h] < 0) {
             lead[h] = p;
-            v->st[h] = (ptc_ckpt_host_state){.committed = get_u64(m + 8),
-                                             .committed_local = get_u64(m + 16),
-                                             .prepared = get_u64(m + 24),
-                                             .prepared_local = get_u64(m + 32),
-                                             .host = get_u32(m + 40),
-                                             .hosts = get_u32(m + 44),
-                                             .replicas = get_u32(m + 48)};
-            v->crec[h] = (ptc_hosts_rec){.host = get_u32(m + 52),
-                                         .hosts = get_u32(m + 56),
-                                         .replicas = get_u32(m + 60),
-                                         .attempt = get_u64(m + 72)};
-            v->patt[h] = get_u64(m + 64);
+            v->st[h] = (ptc_ckpt_host_state){.committed = ptc_get_le64(m + 8),
+                                             .committed_local = ptc_get_le64(m + 16),
+                                             .prepared = ptc_get_le64(m + 24),
+                                             .prepared_local = ptc_get_le64(m + 32),
+                                             .host = ptc_get_le32(m + 40),
+                                             .hosts = ptc_get_le32(m + 44),
+                                             .replicas = ptc_get_le32(m + 48)};
+            v->crec[h] = (ptc_hosts_rec){.host = ptc_get_le32(m + 52),
+                                         .hosts = ptc_get_le32(m + 56),
+                                         .replicas = ptc_get_le32(m + 60),
+                                         .attempt = ptc_get_le64(m + 72)};
+            v->patt[h] = ptc_get_le64(m + 64);
         }
         v->roff[p + 1] = v->roff[p] + nr;
         for (uint32_t i = 0; i < nr; i++)
-            v->ranks[v->roff[p] + i] = (int)get_u32(m + INFO_HEAD + 4 * i);
+            v->ranks[v->roff[p] + i] = (int)ptc_get_le32(m + INFO_HEAD + 4 * i);
     }
     for (int h = 0; h < v->nhosts && rc == PTC_OK; h++)
         if (lead[h] < 0)
@@ -780,11 +758,11 @@ static int begin(hsave *c, const ptc_rules *rules, ptc_ckpt_txn **txn)
         return rc;
     }
     if (*txn) {
-        put_u64(mine, ptc_ckpt_txn_version(*txn));
-        put_u64(mine + 8, ptc_ckpt_txn_parent(*txn));
+        ptc_put_le64(mine, ptc_ckpt_txn_version(*txn));
+        ptc_put_le64(mine + 8, ptc_ckpt_txn_parent(*txn));
     }
     if (t->rank == 0)
-        put_u64(mine + 16, new_attempt());
+        ptc_put_le64(mine + 16, new_attempt());
     if ((rc = t->allgather(t->user, mine, sizeof mine, all)) < 0) {
         ptc_free(all);
         ptc_ckpt_abort(*txn);
@@ -793,11 +771,11 @@ static int begin(hsave *c, const ptc_rules *rules, ptc_ckpt_txn **txn)
     }
     for (int p = 0; p < t->size; p++)
         if (c->v.host_of[p] == c->v.host) { /* the leader: the host's lowest process */
-            c->local = get_u64(all + 24 * p);
-            c->parent = get_u64(all + 24 * p + 8);
+            c->local = ptc_get_le64(all + 24 * p);
+            c->parent = ptc_get_le64(all + 24 * p + 8);
             break;
         }
-    c->attempt = get_u64(all + 16);
+    c->attempt = ptc_get_le64(all + 16);
     ptc_free(all);
     return PTC_OK;
 }

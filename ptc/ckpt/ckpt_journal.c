@@ -16,39 +16,17 @@
 #include "ptc/ckpt/ckpt_hosts.h"
 #include "base/util_internal.h"
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
-
 void ptc_hosts_rec_encode(const ptc_hosts_rec *r, uint8_t out[PTC_HOSTS_REC_SIZE])
 {
     memcpy(out, PTC_HOSTS_MAGIC, 8);
-    put_u32(out + 8, r->kind);
-    put_u32(out + 12, r->host);
-    put_u32(out + 16, r->hosts);
-    put_u32(out + 20, r->replicas);
-    put_u64(out + 24, r->version);
-    put_u64(out + 32, r->local);
-    put_u64(out + 40, r->attempt);
-    put_u64(out + 48, XXH3_64bits(out, 48));
+    ptc_put_le32(out + 8, r->kind);
+    ptc_put_le32(out + 12, r->host);
+    ptc_put_le32(out + 16, r->hosts);
+    ptc_put_le32(out + 20, r->replicas);
+    ptc_put_le64(out + 24, r->version);
+    ptc_put_le64(out + 32, r->local);
+    ptc_put_le64(out + 40, r->attempt);
+    ptc_put_le64(out + 48, XXH3_64bits(out, 48));
 }
 
 int ptc_hosts_rec_decode(const void *buf, size_t len, ptc_hosts_rec *r)
@@ -60,16 +38,16 @@ int ptc_hosts_rec_decode(const void *buf, size_t len, ptc_hosts_rec *r)
                              PTC_HOSTS_REC_SIZE);
     if (memcmp(p, PTC_HOSTS_MAGIC, 8))
         return ptc_error_set(PTC_E_FORMAT, "journal record without its magic");
-    if (get_u64(p + 48) != XXH3_64bits(p, 48))
+    if (ptc_get_le64(p + 48) != XXH3_64bits(p, 48))
         return ptc_error_set(PTC_E_FORMAT, "journal record with a wrong checksum");
     ptc_hosts_rec d = {
-        .kind = get_u32(p + 8),
-        .host = get_u32(p + 12),
-        .hosts = get_u32(p + 16),
-        .replicas = get_u32(p + 20),
-        .version = get_u64(p + 24),
-        .local = get_u64(p + 32),
-        .attempt = get_u64(p + 40),
+        .kind = ptc_get_le32(p + 8),
+        .host = ptc_get_le32(p + 12),
+        .hosts = ptc_get_le32(p + 16),
+        .replicas = ptc_get_le32(p + 20),
+        .version = ptc_get_le64(p + 24),
+        .local = ptc_get_le64(p + 32),
+        .attempt = ptc_get_le64(p + 40),
     };
     if (d.kind != PTC_HOSTS_KIND_PREPARED && d.kind != PTC_HOSTS_KIND_COMMITTED)
         return ptc_error_set(PTC_E_FORMAT, "journal record of unknown kind %u", d.kind);
