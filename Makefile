@@ -7,7 +7,11 @@ JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 MAKEFLAGS += --no-print-directory
 WERROR  := $(if $(CI),ON,OFF)
 CMAKE_FLAGS ?=
-CTEST   = ctest --output-on-failure -j $(JOBS)
+# ctest runs JOBS + 4 tests at once: up to 4 multi-process tests, which
+# spend most of their time waiting (they share the 4 slots of the ctest
+# resource `procs`, cmake/tests.cmake), beside one CPU-bound test per core.
+TEST_JOBS ?= $(shell echo $$(($(JOBS) + 4)))
+CTEST   = ctest --output-on-failure -j $(TEST_JOBS)
 
 .PHONY: all deps deps-system configure build demo test test-slow test-unit test-python \
         build-asan test-asan bench bench-python gpu-check fuzz install clean
@@ -49,7 +53,7 @@ test-unit: build
 # The Python package: installs python/ into .venv (made by `make deps`) with
 # the test build's libptc and runs tests/python (also part of `make test`).
 test-python: deps build
-	@cd $(BUILD) && ctest --output-on-failure -V -L python
+	@cd $(BUILD) && $(CTEST) -L python
 
 # The fast tier's unit, MPI and FUSE tests under AddressSanitizer +
 # UndefinedBehaviorSanitizer (CPU only; the full matrices add no code path),

@@ -7,9 +7,9 @@
 #   tests/gpu/test_*.sh          label gpu    (only where a GPU exists)
 #   tests/fuzz/fuzz_<parser>.c   libFuzzer target + corpus replay, label unit
 #   A line "# labels: slow" at the top of a script adds labels ("jobs": the
-#   script runs processes side by side and takes the multi-process lock, as
-#   mpi, fuse and net scripts do). Exit status 77:
-#   skipped (reported as such by ctest, never as a pass).
+#   script runs processes side by side and takes multi-process slots, as
+#   mpi, fuse and net scripts do; see "Multi-process slots" below). Exit
+#   status 77: skipped (reported as such by ctest, never as a pass).
 # Tiers: `make test` runs everything but the labels gpu and slow; the slow
 # label holds the full configuration matrices (tests/*/test_*_all.sh run
 # their script with PTC_TEST_FULL=1, which tests/pairwise.py and the scripts
@@ -23,6 +23,43 @@ if(PTC_SANITIZE)
 else()
   set(PTC_UNIT_TIMEOUT 300)
 endif()
+
+# Multi-process slots. The tests that start processes side by side (mpirun,
+# mounts, network namespaces, Python ranks, a CLI script labelled `jobs`)
+# share PTC_TEST_PROCS slots of a ctest resource `procs` (RESOURCE_GROUPS;
+# the spec file below is named in CTestTestfile.cmake, so every ctest run in
+# the build folder keeps to it, whatever its -j). Such a test takes one slot,
+# or the number its line "# procs: N" says (at most PTC_TEST_PROCS: N =
+# PTC_TEST_PROCS runs it alone). They spend most of their time waiting
+# (process starts, barriers, timeouts: test_train_faults spends 13 CPU s in
+# 18 s on an idle 2-core machine), so four of them side by side, beside the
+# CPU-bound unit and CLI tests (which take no slot), keep the 2-core CI
+# machine busy where one at a time left it mostly idle. Tests that run side
+# by side share no name: every mount point, store, hostfile and gloo
+# rendezvous is under the test's own mktemp folder, and network namespaces
+# are named after the script's process id.
+set(PTC_TEST_PROCS 4 CACHE STRING "multi-process test slots (ctest resource procs)")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/ptc_resources.json
+  "{\"version\": {\"major\": 1, \"minor\": 0},\n \"local\": [{\"procs\": [{\"id\": \"0\", \"slots\": ${PTC_TEST_PROCS}}]}]}\n")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/ptc_resources.cmake
+  "set(CTEST_RESOURCE_SPEC_FILE \"${CMAKE_CURRENT_BINARY_DIR}/ptc_resources.json\")\n")
+set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${CMAKE_CURRENT_BINARY_DIR}/ptc_resources.cmake)
+# ptc_test_procs(TEST FILE): TEST takes FILE's "# procs: N" slots (default 1)
+function(ptc_test_procs test file)
+  file(STRINGS ${file} _p LIMIT_COUNT 1 REGEX "^# procs: *[0-9]+")
+  set(_n 1)
+  if(_p)
+    string(REGEX REPLACE "^# procs: *([0-9]+).*$" "\\1" _n "${_p}")
+  endif()
+  if(_n GREATER PTC_TEST_PROCS)
+    set(_n ${PTC_TEST_PROCS})
+  endif()
+  set_tests_properties(${test} PROPERTIES RESOURCE_GROUPS "procs:${_n}")
+  # under ASan: Open MPI's own allocations are never freed (no leak check)
+  if(PTC_SANITIZE)
+    set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+  endif()
+endfunction()
 
 file(GLOB _unit CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/unit/test_*.c)
 foreach(f ${_unit})
@@ -59,15 +96,8 @@ foreach(kind cli fuse mpi net gpu)
     set_tests_properties(${kind}.${n} PROPERTIES LABELS "${_labels}" TIMEOUT 900
       SKIP_RETURN_CODE 77
       ENVIRONMENT "PTC=$<TARGET_FILE:ptc_cli_test>;PTC_SRC=${CMAKE_CURRENT_SOURCE_DIR};PTC_BUILD=${CMAKE_CURRENT_BINARY_DIR}")
-    # one multi-process job at a time (mpirun, mounts, network namespaces,
-    # the Python suite's rank processes, a CLI script labelled `jobs` that
-    # runs commands side by side); unit and CLI tests run beside it
     if(kind STREQUAL "mpi" OR kind STREQUAL "fuse" OR kind STREQUAL "net" OR "jobs" IN_LIST _labels)
-      set_tests_properties(${kind}.${n} PROPERTIES RESOURCE_LOCK ptc_jobs)
-      # under ASan: Open MPI's own allocations are never freed (no leak check)
-      if(PTC_SANITIZE)
-        set_property(TEST ${kind}.${n} APPEND PROPERTY ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
-      endif()
+      ptc_test_procs(${kind}.${n} ${f})
     endif()
   endforeach()
 endforeach()
@@ -116,19 +146,53 @@ if(PTC_WITH_CUDA)
   endforeach()
 endif()
 
-# The Python package (label python): tests/python/run.sh installs python/
-# into the virtual environment of `make deps` with this build's libptc and
-# runs the pytest suite (skipped without the environment). Not under the
-# sanitizers: a Python process cannot load an ASan libptc.
-# python.pytest runs the fast tier; python.pytest_slow (label slow) the tests
-# marked @pytest.mark.slow (tests/python/conftest.py).
+# The Python package (label python), not under the sanitizers (a Python
+# process cannot load an ASan libptc). python.install (tests/python/run.sh
+# --install) installs python/ into the virtual environment of `make deps`
+# with this build's libptc, once: the setup of the fixture ptc_python. Then
+# each tests/python/test_<name>.py is a test of its own, python.test_<name>
+# (run.sh --installed: pytest on that file, its fast tier), so the files
+# spread over the run beside the other suites; a file that starts rank
+# processes says how many multi-process slots it takes ("# procs: N", as the
+# scripts do; none otherwise). python.pytest_slow (label slow) runs the tests
+# marked @pytest.mark.slow of every file (tests/python/conftest.py).
+# All skip (77) without the environment.
 if(NOT PTC_SANITIZE)
-  add_test(NAME python.pytest COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/python/run.sh)
-  add_test(NAME python.pytest_slow
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/python/run.sh -m slow)
-  set_tests_properties(python.pytest PROPERTIES LABELS python)
-  set_tests_properties(python.pytest_slow PROPERTIES LABELS "python;slow")
-  set_tests_properties(python.pytest python.pytest_slow PROPERTIES TIMEOUT 1800
-    SKIP_RETURN_CODE 77 RESOURCE_LOCK ptc_jobs
-    ENVIRONMENT "PTC=$<TARGET_FILE:ptc_cli_test>;PTC_SRC=${CMAKE_CURRENT_SOURCE_DIR};PTC_BUILD=${CMAKE_CURRENT_BINARY_DIR};PTC_LIBRARY=$<TARGET_FILE:ptc_test>")
+  set(_pyenv "PTC=$<TARGET_FILE:ptc_cli_test>;PTC_SRC=${CMAKE_CURRENT_SOURCE_DIR};PTC_BUILD=${CMAKE_CURRENT_BINARY_DIR};PTC_LIBRARY=$<TARGET_FILE:ptc_test>")
+  set(_pyrun ${CMAKE_CURRENT_SOURCE_DIR}/tests/python/run.sh)
+  add_test(NAME python.install COMMAND bash ${_pyrun} --install)
+  set_tests_properties(python.install PROPERTIES LABELS python TIMEOUT 600
+    SKIP_RETURN_CODE 77 FIXTURES_SETUP ptc_python ENVIRONMENT "${_pyenv}")
+  file(GLOB _py CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/python/test_*.py)
+  foreach(f ${_py})
+    get_filename_component(n ${f} NAME_WE)
+    get_filename_component(b ${f} NAME)
+    add_test(NAME python.${n} COMMAND bash ${_pyrun} --installed ${b})
+    set_tests_properties(python.${n} PROPERTIES LABELS python TIMEOUT 900
+      SKIP_RETURN_CODE 77 FIXTURES_REQUIRED ptc_python ENVIRONMENT "${_pyenv}")
+    file(STRINGS ${f} _p LIMIT_COUNT 1 REGEX "^# procs: *[0-9]+")
+    if(_p)
+      ptc_test_procs(python.${n} ${f})
+    endif()
+  endforeach()
+  add_test(NAME python.pytest_slow COMMAND bash ${_pyrun} --installed -m slow)
+  set_tests_properties(python.pytest_slow PROPERTIES LABELS "python;slow" TIMEOUT 1800
+    SKIP_RETURN_CODE 77 FIXTURES_REQUIRED ptc_python ENVIRONMENT "${_pyenv}"
+    RESOURCE_GROUPS "procs:${PTC_TEST_PROCS}")
 endif()
+
+# Start order: ctest runs the longest tests first (COST), from the times of
+# its last run in this build folder (Testing/Temporary/CTestCostData.txt), or
+# on a fresh build from tests/costs.txt ("NAME SECONDS", relative figures of
+# a whole run on the 2-core machine; refresh it from a CTestCostData.txt
+# after adding a long test). Without it a fresh CI run starts the tests in
+# name order and the longest multi-process ones could start last.
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/costs.txt)
+file(STRINGS ${CMAKE_CURRENT_SOURCE_DIR}/tests/costs.txt _costs REGEX "^[a-z]")
+get_property(_tests DIRECTORY PROPERTY TESTS)
+foreach(line ${_costs})
+  string(REGEX MATCH "^([^ ]+) +([0-9.]+)" _m "${line}")
+  if(_m AND CMAKE_MATCH_1 IN_LIST _tests)
+    set_tests_properties(${CMAKE_MATCH_1} PROPERTIES COST ${CMAKE_MATCH_2})
+  endif()
+endforeach()

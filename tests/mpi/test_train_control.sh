@@ -97,11 +97,14 @@ for _ in $(seq 300); do grep -q '^step 3 ' "$TMP/wd.out" 2> /dev/null && break; 
 pid0=$(cat "$TMP/pid.0")
 kill -STOP "$pid0"
 t0=$(date +%s)
-( sleep 60; kill -KILL "$pid0" 2> /dev/null ) & # a bound for the test itself, not the job's
+# a bound for the test itself, not the job's; its sleep must not hold the test's output open
+# once the test ends (ctest waits for the output to close: 60 s more for a killed guard)
+( sleep 60; kill -KILL "$pid0" 2> /dev/null ) > /dev/null 2>&1 &
 guard=$!
 rc=0
 wait $job || rc=$?
 t1=$(date +%s)
+pkill -P "$guard" sleep 2> /dev/null || true
 kill "$guard" 2> /dev/null || true
 kill -KILL "$pid0" 2> /dev/null || true
 [ $rc != 0 ] || fail "watchdog: the job with a stopped rank 0 exited 0"

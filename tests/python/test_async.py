@@ -1,3 +1,4 @@
+# procs: 1 (rank processes or a mount: one multi-process slot, cmake/tests.cmake)
 """ptc.async_save: the call returns a snapshot (the tensors change at once and
 the version holds what they were), host and device (stand-in) tensors; the
 snapshot memory reused; errors raised by wait() — and by the next save when

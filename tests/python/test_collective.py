@@ -1,3 +1,4 @@
+# procs: 1 (rank processes or a mount: one multi-process slot, cmake/tests.cmake)
 """ptc.save / ptc.load across real processes: four gloo processes (one rank
 each, dp=2 x tp=2) save every dtype (BF16, F16, F32, F64, integers, BOOL, FP8,
 a 0-d and an empty tensor, optimizer state), then two processes under other

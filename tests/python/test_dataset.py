@@ -1,3 +1,4 @@
+# procs: 1 (rank processes or a mount: one multi-process slot, cmake/tests.cmake)
 """StepDataset: this rank's records step by step from the step files, with a
 position that carries a job across a change of dp degree and global batch so
 every sample of the epoch is consumed once — and `ptc dataset audit` agrees,

@@ -1,3 +1,4 @@
+# procs: 1 (rank processes or a mount: one multi-process slot, cmake/tests.cmake)
 """Every ```python block of docs/python.md runs, in order, in an empty folder;
 the ```python torchrun block (the FSDP2 x TP job with async_save) runs on
 four gloo processes, as torchrun would start them (slow tier)."""

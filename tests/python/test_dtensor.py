@@ -1,3 +1,4 @@
+# procs: 1 (rank processes or a mount: one multi-process slot, cmake/tests.cmake)
 """Layouts read from DTensors: ptc.save without a config records each tensor's
 place from its DeviceMesh and placements (explicit per-rank pieces), and the
 version loads into any other layout.

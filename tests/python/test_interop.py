@@ -1,3 +1,4 @@
+# procs: 1 (rank processes or a mount: one multi-process slot, cmake/tests.cmake)
 """The Python package and `ptc train` run the same checkpoint protocol
 (libptc's ptc_ckpt_save_*_over / _load_*_over) and read each other's saves
 under other configurations:

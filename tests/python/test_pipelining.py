@@ -1,3 +1,4 @@
+# procs: 1 (rank processes or a mount: one multi-process slot, cmake/tests.cmake)
 """ptc.pipelining: PTC's schedules in torch.distributed.pipelining and torch's
 schedules in PTC (docs/pipelines.md).
 

@@ -1,3 +1,4 @@
+# procs: 1 (rank processes or a mount: one multi-process slot, cmake/tests.cmake)
 """The issue's training test: four gloo rank processes train a small
 Llama-style model with torch tensor parallelism (DTensor parallelize_module,
 column/row-parallel plans over the tp dimension of a dp x tp mesh) x data
