@@ -15,7 +15,7 @@ SRC = os.environ.get("PTC_SRC") or os.path.dirname(os.path.dirname(HERE))
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: full grids and long runs, left out of the default (fast) run "
-                   "(ctest python.pytest); run them with -m slow (python.pytest_slow, label "
+                   "(ctest python.test_<file>); run them with -m slow (python.pytest_slow, label "
                    "slow), or everything with PTC_TEST_SLOW=1")
 
 
