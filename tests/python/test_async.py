@@ -75,11 +75,13 @@ def test_errors_surface_at_wait(st):
         ptc.async_save(st, states[0], config="tp=2", rules=RULES, rank=[0, 1])  # alone: now
     holder = subprocess.Popen([sys.executable, "-c", HOLD, ptc.library_path(), st.path],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    st.lock_timeout = 0.1                     # a busy save fails after 0.1 s, not the default 60
     try:
         assert holder.stdout.readline().strip() == "locked"
         h = ptc.async_save(st, states, config="tp=2", rules=RULES, rank=[0, 1],
                            global_shapes=shapes(g))
-        with pytest.raises(ptc.BusyError, match="locked by another process"):
+        with pytest.raises(ptc.BusyError, match=r"locked by another process \(pid %d\); waited 0\.1 s"
+                           % holder.pid):
             h.wait()
         with pytest.raises(ptc.BusyError):
             h.wait()                          # the same error again
