@@ -50,14 +50,16 @@ test-slow: deps build
 test-unit: build
 	@cd $(BUILD) && $(CTEST) -L unit
 
-# The Python package: installs python/ into .venv (made by `make deps`) with
-# the test build's libptc and runs tests/python (also part of `make test`).
+# The Python package: python.install installs python/ into .venv (made by
+# `make deps`) with the test build's libptc, then each tests/python file runs
+# as python.test_<name> (also part of `make test`).
 test-python: deps build
 	@cd $(BUILD) && $(CTEST) -L python
 
 # The fast tier's unit, MPI and FUSE tests under AddressSanitizer +
 # UndefinedBehaviorSanitizer (CPU only; the full matrices add no code path),
-# in one ctest run so that the unit tests run beside the multi-process ones.
+# in one ctest run so that the unit tests run beside the multi-process ones
+# (which share four slots, as in `make test`).
 # Leak checks are on (ASan's default), except in the MPI and FUSE scripts
 # (cmake/tests.cmake: Open MPI's own allocations are never freed) and the
 # unit tests that start MPI, which turn them off themselves
