@@ -13,7 +13,9 @@ mkdir "$T/fs"
 if ! mount -t tmpfs -o size=6m tmpfs "$T/fs" 2>/dev/null; then
     echo "skipped: cannot mount a tmpfs here (not root)"; exit 77
 fi
-trap 'umount "$T/fs" 2>/dev/null || true; fuse_cleanup' EXIT
+# the detached mount's process may still hold the store's files for a moment after
+# fusermount3 -u returns (EBUSY): wait up to 10 s for it to let go of the tmpfs
+trap 'for _ in $(seq 100); do umount "$T/fs" 2>/dev/null && break; sleep 0.1; done; fuse_cleanup' EXIT
 s="$T/fs/st"
 "$PTC" synth --preset llama-tiny --seed 2 --layers 1 --out "$T/m.safetensors"
 "$PTC" import --store "$s" --config tp=2 --rules llama "$T/m.safetensors" >/dev/null
