@@ -71,6 +71,34 @@ foreach(f ${_unit})
   add_test(NAME unit.${n} COMMAND ${n})
   set_tests_properties(unit.${n} PROPERTIES LABELS unit TIMEOUT ${PTC_UNIT_TIMEOUT} SKIP_RETURN_CODE 77
     ENVIRONMENT "${_env}")
+  # a test whose main reads PTC_TEST_SKIP / PTC_TEST_FILTER (cmocka's filters):
+  # each of its test_fault_* cases (a loop that fails every fault point in
+  # turn; minutes under ASan) is a ctest entry of its own, unit.<name>.<case>,
+  # and unit.<name> runs the rest, so they spread over the run. A comment
+  # "ctest-parts: CASE N" in the source splits CASE into N entries
+  # unit.<name>.<case>.<k> (PTC_TEST_PART=k/N: every N-th fault point from k).
+  file(STRINGS ${f} _split REGEX "getenv\\(\"PTC_TEST_SKIP\"\\)" LIMIT_COUNT 1)
+  if(_split)
+    file(STRINGS ${f} _cases REGEX "^static void test_fault_[a-z0-9_]+\\(void \\*\\*state\\)")
+    set_property(TEST unit.${n} APPEND PROPERTY ENVIRONMENT "PTC_TEST_SKIP=test_fault_*")
+    foreach(c ${_cases})
+      string(REGEX REPLACE "^static void (test_fault_[a-z0-9_]+).*" "\\1" c "${c}")
+      file(STRINGS ${f} _parts REGEX "ctest-parts: ${c} [0-9]+" LIMIT_COUNT 1)
+      if(_parts)
+        string(REGEX REPLACE ".*ctest-parts: ${c} ([0-9]+).*" "\\1" _np "${_parts}")
+        foreach(k RANGE 1 ${_np})
+          add_test(NAME unit.${n}.${c}.${k} COMMAND ${n})
+          set_tests_properties(unit.${n}.${c}.${k} PROPERTIES LABELS unit
+            TIMEOUT ${PTC_UNIT_TIMEOUT} SKIP_RETURN_CODE 77
+            ENVIRONMENT "${_env};PTC_TEST_FILTER=${c};PTC_TEST_PART=${k}/${_np}")
+        endforeach()
+      else()
+        add_test(NAME unit.${n}.${c} COMMAND ${n})
+        set_tests_properties(unit.${n}.${c} PROPERTIES LABELS unit TIMEOUT ${PTC_UNIT_TIMEOUT}
+          SKIP_RETURN_CODE 77 ENVIRONMENT "${_env};PTC_TEST_FILTER=${c}")
+      endif()
+    endforeach()
+  endif()
   # a test that reads PTC_TEST_FULL runs a subset of its cases; with
   # PTC_TEST_FULL=1 all of them, as unit.<name>_all (label slow)
   file(STRINGS ${f} _full REGEX "PTC_TEST_FULL" LIMIT_COUNT 1)
