@@ -901,6 +901,7 @@ int ptc_ckpt_hosts_save_rc(const ptc_transport *t, int rc_in, int host, ptc_stor
         rc = ptc_transport_agree(t, c.v.lead ? keep_newest(s, c.version, hopts->keep, hopts->pin)
                                              : PTC_OK,
                                  "removing old versions");
+    ptc_fault_step("hosts.done", c.version);
 out_free:
     crashed = false;
     hview_free(&c.v);
