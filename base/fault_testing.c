@@ -17,7 +17,8 @@
  *   PTC_FAULT_KILL=POINT[:N]     the process kills itself (SIGKILL, as kill -9)
  *                                the N-th time (default 1) any thread passes
  *                                protocol step POINT (ptc_fault_step);
- *   PTC_FAULT_TRACE=PREFIX       every step passed is appended, "POINT VERSION",
+ *   PTC_FAULT_TRACE=PREFIX       every step passed is appended, "POINT VERSION SECONDS"
+ *                                (CLOCK_MONOTONIC),
  *                                to the file PREFIX.<pid> (write(2), no fsync:
  *                                it survives a kill of the process, which is
  *                                what a test reads it for).
@@ -30,6 +31,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/fault_testing.h"
@@ -138,8 +140,11 @@ __attribute__((constructor)) static void steps_from_environment(void)
 void ptc_fault_step(const char *point, uint64_t version)
 {
     if (trace_fd >= 0) {
-        char line[96];
-        int n = snprintf(line, sizeof line, "%s %llu\n", point, (unsigned long long)version);
+        char line[128];
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int n = snprintf(line, sizeof line, "%s %llu %lld.%09ld\n", point,
+                         (unsigned long long)version, (long long)ts.tv_sec, ts.tv_nsec);
         if (n > 0 && write(trace_fd, line, (size_t)PTC_MIN(n, (int)sizeof line - 1)) < 0)
             errno = 0; /* a trace is best effort */
     }
