@@ -28,7 +28,7 @@ for i in $(seq 20); do
     run_s=$(awk -v x="$run_s" -v b="$b" 'BEGIN{print x + b}')
 done
 echo "random kills inside a save: $inside of 20; phases: $(kill_summary)"
-echo "the victims spent $(awk -v a="$saves_s" -v b="$run_s" 'BEGIN{printf "%.0f", b > 0 ? 100 * a / b : 0}')% of their traced run in saves"
+echo "the victims spent $(awk -v a="$saves_s" -v b="$run_s" 'BEGIN{printf "%.0f", (b > 0 ? 100 * a / b : 0)}')% of their traced run in saves"
 [ "$inside" -ge 10 ] && ok || bad "only $inside of 20 random kills landed inside a save"
 : >"$T/phases"
 kill_trial resolved 2 hosts.resolved:3
