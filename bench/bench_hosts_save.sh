@@ -24,7 +24,7 @@
 # ratio; --json prints one JSON object instead.
 # Usage: bench/bench_hosts_save.sh [--json] [BUILD_DIR]
 #   BENCH_LAYERS, BENCH_HIDDEN (state size), BENCH_JITTER (J, ms),
-#   BENCH_STEPS override the defaults (22, 2048, 600, 10).
+#   BENCH_STEPS override the defaults (11, 1024, 600, 10: 92M parameters, 1.1 GB of state).
 set -eu
 json=0
 if [ "${1:-}" = --json ]; then json=1; shift; fi
@@ -33,7 +33,7 @@ export PTC PTC_SRC
 PTC=$(cd "$B" && pwd)/ptc
 PTC_SRC=$(cd "$(dirname "$0")/.." && pwd)
 . "$PTC_SRC/tests/net/lib_net.sh"
-L=${BENCH_LAYERS:-22} H=${BENCH_HIDDEN:-2048} J=${BENCH_JITTER:-600} S=${BENCH_STEPS:-10}
+L=${BENCH_LAYERS:-11} H=${BENCH_HIDDEN:-1024} J=${BENCH_JITTER:-600} S=${BENCH_STEPS:-10}
 shm=/dev/shm/ptc-bench-$$
 mkdir -p "$T/disks" "$shm"
 mount -t tmpfs -o size=12g ptc-bench "$T/disks"
