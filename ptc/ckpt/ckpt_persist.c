@@ -35,7 +35,6 @@ int ptc_ckpt_hosts_persist_over(const ptc_transport *t, ptc_store *local, uint64
                                 const int *ranks, size_t nranks, const ptc_ckpt_options *opts,
                                 uint64_t *persisted)
 {
-    static const char what[] = "persist";
     if (!t || !local || !persist || !l || (nranks && !ranks))
         return ptc_error_set(PTC_E_INVAL, "persist: transport, stores, layout and ranks are "
                                           "required");
@@ -63,7 +62,7 @@ int ptc_ckpt_hosts_persist_over(const ptc_transport *t, ptc_store *local, uint64
             ptc_fault_step("persist.written", version);
         rc = ptc_ckpt_save_finish(t, rc, t->rank == 0 ? &rec : NULL, &sv, persisted);
     }
-    if (rc < 0 && !strstr(ptc_last_error(), what))
+    if (rc < 0)
         rc = ptc_error_set(rc, "persist of version %llu: %s", (unsigned long long)version,
                            ptc_last_error());
     for (size_t i = 0; bufs && i < nranks * nt; i++)
