@@ -31,8 +31,9 @@ endif()
 # the build folder keeps to it, whatever its -j). Such a test takes one slot,
 # or the number its line "# procs: N" says (at most PTC_TEST_PROCS: N =
 # PTC_TEST_PROCS runs it alone). They spend most of their time waiting
-# (process starts, barriers, timeouts: test_train_faults spends 13 CPU s in
-# 18 s on an idle 2-core machine), so four of them side by side, beside the
+# (process starts, barriers, timeouts: test_train_control uses 3 CPU s,
+# test_net_elastic 4, test_train_state 32 of the about 400 CPU s of `make
+# test`), so four of them side by side, beside the
 # CPU-bound unit and CLI tests (which take no slot), keep the 2-core CI
 # machine busy where one at a time left it mostly idle. Tests that run side
 # by side share no name: every mount point, store, hostfile and gloo
