@@ -23,8 +23,14 @@ bytes on disk, bytes each rank received; every loaded element
 is checked against the value it was saved with (a function of its global
 index), so both sides are known to load the same bytes.
 
-    python bench/python/bench_ckpt.py [--impl dcp,ptc] [--layers 4] [--load-worlds 2,8] [--out DIR]
-                                      [--no-io-bound] [--settle S]
+    python bench/python/bench_ckpt.py [--impl dcp,ptc] [--state s|m|l] [--load-worlds 2,8]
+                                      [--out DIR] [--no-io-bound] [--io-reps N] [--settle S]
+
+--state picks the model: l (the default) is 1.24 GiB, m 565 MiB, s 158 MiB.
+`make bench-python` runs --state m --io-reps 2 (BENCH_ARGS adds or overrides):
+loads into 2 and 8 ranks, both destinations, both sides, and the bounds in
+a few minutes on 2 shared cores (the 8-rank loads start 8 gloo processes on
+them: oversubscribed, so their figures include the scheduler's share).
 
 The plain-I/O bound of the same run (bench_io_bound.py): the data files of
 each side's checkpoint written again by one process each with write() +
@@ -83,6 +89,14 @@ def model_spec(layers, hidden, inter, vocab, heads, kv_heads):
 
 
 MOMENTS = (".exp_avg", ".exp_avg_sq")
+
+# --state: (layers, hidden, inter, vocab, heads, kv_heads) of the model; the
+# bytes are fp32 parameters and two AdamW moments
+STATES = {
+    "s": (2, 512, 1408, 8000, 8, 2),        # 63 tensors, 158 MiB
+    "m": (4, 768, 2048, 16000, 12, 3),      # 117 tensors, 565 MiB
+    "l": (4, 1024, 2816, 32000, 16, 4),     # 117 tensors, 1.24 GiB
+}
 
 
 def full_spec(args):
@@ -451,8 +465,8 @@ def launch(args, impl, phase, world, ckpt, timeout, dest="sharded"):
                WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
     base = [sys.executable, HERE, "--worker", "--impl", impl, "--phase", phase, "--ckpt", ckpt,
             "--results", results, "--dest", dest] + model_args(args)
-    procs = [subprocess.Popen(base, env=dict(env, RANK=str(r))) for r in range(world)]
     t0 = time.perf_counter()
+    procs = [subprocess.Popen(base, env=dict(env, RANK=str(r))) for r in range(world)]
     for p in procs:
         try:
             p.wait(timeout=max(1, timeout - (time.perf_counter() - t0)))
@@ -466,7 +480,20 @@ def launch(args, impl, phase, world, ckpt, timeout, dest="sharded"):
         ranks.append(json.load(open(path)) if os.path.exists(path) else
                      {"error": "rank %d exited %s" % (r, procs[r].returncode)})
     shutil.rmtree(results, ignore_errors=True)
+    ranks[0]["phase_s"] = time.perf_counter() - t0
     return ranks
+
+
+def phase_done(impl, key, ranks, phase):
+    """summarize() and a progress line: the timed figures and the phase's
+    whole time (process start, imports, the state, checks)."""
+    x = summarize(ranks, phase)
+    x["phase_s"] = ranks[0]["phase_s"]
+    figs = " ".join("%s %.2f s" % (k[:-2], x[k]) for k in
+                    ("wall_s", "wall_warm_s", "stall_s", "copy_s", "commit_s") if k in x)
+    print("%s %s: %s (phase %.0f s, load average %.1f)" % (
+        impl, key, x.get("error") or figs, x["phase_s"], os.getloadavg()[0]), flush=True)
+    return x
 
 
 def model_args(args):
@@ -504,12 +531,15 @@ def summarize(ranks, phase):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--impl", default="dcp,ptc")
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--hidden", type=int, default=1024)
-    ap.add_argument("--inter", type=int, default=2816)
-    ap.add_argument("--vocab", type=int, default=32000)
-    ap.add_argument("--heads", type=int, default=16)
-    ap.add_argument("--kv-heads", type=int, default=4)
+    ap.add_argument("--state", choices=sorted(STATES), default="l",
+                    help="the model's size: s 158 MiB, m 565 MiB, l 1.24 GiB (default); "
+                         "--layers etc. change one figure of it")
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--hidden", type=int)
+    ap.add_argument("--inter", type=int)
+    ap.add_argument("--vocab", type=int)
+    ap.add_argument("--heads", type=int)
+    ap.add_argument("--kv-heads", type=int)
     ap.add_argument("--load-worlds", default="2,8",
                     help="rank counts to load into, comma-separated (2 and 8)")
     ap.add_argument("--dests", default="sharded,whole",
@@ -532,14 +562,20 @@ def main():
     ap.add_argument("--results", help=argparse.SUPPRESS)
     ap.add_argument("--dest", default="sharded", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    for k, v in zip(("layers", "hidden", "inter", "vocab", "heads", "kv_heads"),
+                    STATES[args.state]):
+        if getattr(args, k) is None:
+            setattr(args, k, v)
     if args.worker:
         sys.exit(worker(args))
 
     sys.path.insert(0, os.path.dirname(HERE))
     import bench_io_bound
+    t_run = time.perf_counter()
     total = sum(4 * __import__("math").prod(s) for _, s, _, _ in full_spec(args))
-    print("state: %d tensors, %.2f GiB (fp32 parameters + 2 AdamW moments)"
-          % (len(full_spec(args)), total / 2 ** 30), flush=True)
+    print("state %s: %d tensors, %.0f MiB (fp32 parameters + 2 AdamW moments); "
+          "loads into %s ranks (%s)" % (args.state, len(full_spec(args)), total / 2 ** 20,
+                                        args.load_worlds, args.dests), flush=True)
     work = args.out or tempfile.mkdtemp(prefix="ptc-bench-")
     report = {"state_bytes": total, "tensors": len(full_spec(args)), "results": {},
               "warm_bound": {}}
@@ -548,7 +584,8 @@ def main():
         ckpt = os.path.join(work, impl)
         shutil.rmtree(ckpt, ignore_errors=True)
         r = {}
-        r["save_4"] = summarize(launch(args, impl, "save", 4, ckpt, args.timeout), "save")
+        r["save_4"] = phase_done(impl, "save_4", launch(args, impl, "save", 4, ckpt,
+                                                       args.timeout), "save")
         if "error" not in r["save_4"]:
             r["save_4"]["disk_bytes"] = disk_bytes(ckpt)
             r["save_4"]["data_files"] = data_files(ckpt)
@@ -557,8 +594,9 @@ def main():
                 for world in worlds:
                     drop_cache(ckpt)
                     key = "load_%d" % world + ("_whole" if dest == "whole" else "")
-                    x = r[key] = summarize(launch(args, impl, "load-cold", world, ckpt,
-                                                  args.timeout, dest), "load-cold")
+                    x = r[key] = phase_done(impl, key, launch(args, impl, "load-cold", world,
+                                                              ckpt, args.timeout, dest),
+                                            "load-cold")
                     if "error" not in x and args.io_bound:
                         # the memory bound of the warm load, its files still cached
                         paths = data_paths(ckpt)
@@ -568,11 +606,10 @@ def main():
         if args.run_async:
             actx = os.path.join(work, impl + "-async")
             shutil.rmtree(actx, ignore_errors=True)
-            r["async_4"] = summarize(launch(args, impl, "async", 4, actx, args.timeout),
-                                     "async")
+            r["async_4"] = phase_done(impl, "async_4", launch(args, impl, "async", 4, actx,
+                                                              args.timeout), "async")
             shutil.rmtree(actx, ignore_errors=True)
         report["results"][impl] = r
-        print(json.dumps({impl: r}), flush=True)
     # Both sides' checkpoints stay until the end, so that no side is measured
     # while the disk deletes the other's (a disk mounted with `discard` sends
     # the deletion of 1.3 GB to the device as discards).
@@ -580,13 +617,16 @@ def main():
         for impl in args.impl.split(","):
             shutil.rmtree(os.path.join(work, impl), ignore_errors=True)
     if args.io_bound:
+        t0 = time.perf_counter()
         report["io_bound"] = io_bound(report, work, args.io_reps)
-        print(json.dumps({"io_bound": report["io_bound"]}), flush=True)
+        print("io bound: %.0f s" % (time.perf_counter() - t0), flush=True)
     if not args.out and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     report["ratios"] = ratios(report)
     if "io_bound" in report:
         report["vs_io_bound"] = vs_bound(report)
+    report["run_s"] = time.perf_counter() - t_run
+    report["loadavg_end"] = os.getloadavg()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
