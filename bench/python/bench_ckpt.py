@@ -223,21 +223,58 @@ def whole_check(torch, args, state):
     return bad
 
 
-def copy_bound(states):
-    """The snapshot copy alone: memcpy of every tensor into host memory
-    touched before (a second copy, timed)."""
-    import ctypes
+def copy_area(states):
+    """Host memory for copy_bound, touched (filled with a first copy)."""
     import numpy as np
+    buf = np.empty(sum(x.numel() * x.element_size() for x in states.values()), dtype=np.uint8)
+    copy_bound(states, buf)
+    return buf
+
+
+def copy_bound(states, buf):
+    """The snapshot copy alone: memcpy of every tensor into @p buf, host
+    memory touched before (copy_area); seconds."""
+    import ctypes
     ts = [x for x in states.values() if x.numel()]
-    buf = np.empty(sum(x.numel() * x.element_size() for x in ts), dtype=np.uint8)
-    best = None
-    for _ in range(2):
-        at, t0 = buf.ctypes.data, time.perf_counter()
-        for x in ts:
-            ctypes.memmove(at, x.data_ptr(), x.numel() * x.element_size())
-            at += x.numel() * x.element_size()
-        best = time.perf_counter() - t0
-    return best
+    at, t0 = buf.ctypes.data, time.perf_counter()
+    for x in ts:
+        ctypes.memmove(at, x.data_ptr(), x.numel() * x.element_size())
+        at += x.numel() * x.element_size()
+    return time.perf_counter() - t0
+
+
+def paired_read(dist, res, ckpt, rank):
+    """The storage bound next to a cold load: process 0 reads the
+    checkpoint's data files cold (dropped first) with 16 threads of 1 MiB
+    preads (bench_io_bound.read_bound), the fastest plain read there, while
+    the other ranks wait; then the pages are dropped again for the load."""
+    if rank == 0:
+        sys.path.insert(0, os.path.dirname(HERE))
+        import bench_io_bound
+        paths = data_paths(ckpt)
+        res["read_bound_s"] = bench_io_bound.read_bound(paths, 16)["wall_s"]
+        bench_io_bound.drop_cache(paths)
+    dist.barrier()
+
+
+def paired_write(dist, states, path):
+    """The write bound next to a save: every rank writes its tensors' bytes
+    with 1 MiB write() calls to a file of its own and fsyncs it, all
+    together between barriers (bench_io_bound's write, in the ranks); the
+    slowest rank's seconds (every rank returns its own: max over ranks)."""
+    views = [memoryview(x.numpy()).cast("B") for x in states.values() if x.numel()]
+    dist.barrier()
+    t0 = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    for mv in views:
+        for off in range(0, len(mv), 1 << 20):
+            os.write(fd, mv[off:off + (1 << 20)])
+    os.fsync(fd)
+    os.close(fd)
+    dt = time.perf_counter() - t0
+    dist.barrier()
+    os.unlink(path)
+    return dt
 
 
 def timed(dist, res, fn):
@@ -262,26 +299,37 @@ def warm_wall(dist, fn):
     return r["wall"]
 
 
-def async_phase(dist, res, save, wait, bump, states):
-    """The snapshot copy alone (its buffer freed before the saves), then one
-    untimed async save and its wait, then the timed one: the stall (the
-    call), the time until its commit is durable (the wait's return).
-    rss_before is the RSS before the first save (the snapshot memory counts
-    in the peak)."""
-    res["copy_s"] = copy_bound(states)
+def async_phase(dist, res, save, wait, bump, states, reps, scratch):
+    """One untimed async save and its wait, then @p reps timed ones, each
+    right after the snapshot copy alone of the same state (a memcpy into
+    memory of the state's size, allocated and touched before the first
+    save): the stall (the call), the time until its commit is durable (the
+    wait's return); the medians, and the rounds. rss_before is the RSS
+    before the first save (the snapshot memory counts in the peak; the
+    memcpy's does not)."""
+    area = copy_area(states)
     reset_peak()
     res["rss_before"] = rss_now()
     wait(save(0))
-    bump()                               # the next step's values: nothing to reuse
-    dist.barrier()
-    res["t_start_epoch"] = time.time()
-    t0 = time.perf_counter()
-    h = save(1)
-    res["stall"] = time.perf_counter() - t0
-    wait(h)
-    res["commit"] = time.perf_counter() - t0
+    rounds = {"copy_s": [], "stall": [], "commit": [], "write_s": []}
+    for k in range(1, reps + 1):
+        bump()                           # the next step's values: nothing to reuse
+        rounds["write_s"].append(paired_write(dist, states, scratch))
+        dist.barrier()
+        rounds["copy_s"].append(copy_bound(states, area))
+        dist.barrier()
+        if k == 1:
+            res["t_start_epoch"] = time.time()
+        t0 = time.perf_counter()
+        h = save(k)
+        rounds["stall"].append(time.perf_counter() - t0)
+        wait(h)
+        rounds["commit"].append(time.perf_counter() - t0)
     res["peak_rss_op"] = peak_rss()
     dist.barrier()
+    for key, xs in rounds.items():
+        res[key] = sorted(xs)[len(xs) // 2]
+        res[key + "_rounds"] = xs
     res["wall"] = res["commit"]
 
 
@@ -341,12 +389,14 @@ def run_dcp(torch, dist, args, phase, rank, world, ckpt):
 
         async_phase(dist, res, lambda k: dcp.async_save(
             state, checkpoint_id=os.path.join(ckpt, "async-%d" % k), process_group=bg),
-            lambda f: f.result(), bump, locals_)
+            lambda f: f.result(), bump, locals_, args.async_reps,
+            os.path.join(os.path.dirname(ckpt), "write-bound-%d" % rank))
         return res
     if phase == "save":
         timed(dist, res, lambda: dcp.save(state, checkpoint_id=ckpt))
         return res
     check = whole_check if whole else dcp_check
+    paired_read(dist, res, ckpt, rank)
     timed(dist, res, lambda: dcp.load(state, checkpoint_id=ckpt))
     res["bad_tensors"] = check(torch, args, state)
     res["wall_warm"] = warm_wall(dist, lambda: dcp.load(state, checkpoint_id=ckpt))
@@ -413,11 +463,13 @@ def run_ptc(torch, dist, args, phase, rank, world, ckpt):
 
         async_phase(dist, res, lambda k: ptc.async_save(
             st, state, config=cfg, rules=PTC_RULES, rank=rank, step=k,
-            global_shapes=global_shapes), lambda h: h.wait(), bump, state)
+            global_shapes=global_shapes), lambda h: h.wait(), bump, state, args.async_reps,
+            os.path.join(os.path.dirname(ckpt), "write-bound-%d" % rank))
     elif phase == "save":
         timed(dist, res, lambda: ptc.save(st, state, config=cfg, rules=PTC_RULES, rank=rank,
                                           group=None, step=1, global_shapes=global_shapes))
     else:
+        paired_read(dist, res, ckpt, rank)
         timed(dist, res, lambda: ptc.load(st, state, config=cfg, rank=rank))
         res["bad_tensors"] = (whole_check(torch, args, state) if whole
                               else ptc_check(torch, args, lay, rank, state))
@@ -499,7 +551,7 @@ def phase_done(impl, key, ranks, phase):
 def model_args(args):
     return ["--layers", str(args.layers), "--hidden", str(args.hidden), "--inter",
             str(args.inter), "--vocab", str(args.vocab), "--heads", str(args.heads),
-            "--kv-heads", str(args.kv_heads)]
+            "--kv-heads", str(args.kv_heads), "--async-reps", str(args.async_reps)]
 
 
 def summarize(ranks, phase):
@@ -518,9 +570,15 @@ def summarize(ranks, phase):
                                     for r, o in zip(ranks, own)]
     out["t_start_epoch"] = min(r["t_start_epoch"] for r in ranks)
     out["t_end_epoch"] = max(r["t_end_epoch"] for r in ranks)
-    for k in ("stall", "commit", "copy_s"):
+    for k in ("stall", "commit", "copy_s", "write_s"):
         if k in ranks[0]:
-            out[k + ("" if k.endswith("_s") else "_s")] = max(r[k] for r in ranks)
+            name = k + ("" if k.endswith("_s") else "_s")
+            out[name] = max(r[k] for r in ranks)
+            # each round's figure: the slowest rank's
+            out[name[:-2] + "_rounds_s"] = [max(x) for x in
+                                            zip(*(r[k + "_rounds"] for r in ranks))]
+    if "read_bound_s" in ranks[0]:
+        out["read_bound_s"] = ranks[0]["read_bound_s"]
     if "wall_warm" in ranks[0]:
         out["wall_warm_s"] = max(r["wall_warm"] for r in ranks)
     if "bad_tensors" in ranks[0]:
@@ -546,6 +604,8 @@ def main():
                     help="load destinations: sharded (dp=2 x tp=N/2), whole (pp=2; dp=2 x pp=4)")
     ap.add_argument("--no-async", dest="run_async", action="store_false",
                     help="skip the async phase")
+    ap.add_argument("--async-reps", type=int, default=3,
+                    help="timed async saves (after an untimed one); medians reported")
     ap.add_argument("--out", default=None, help="folder for the checkpoints (default: a temp)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--timeout", type=int, default=1800)
@@ -625,6 +685,7 @@ def main():
     report["ratios"] = ratios(report)
     if "io_bound" in report:
         report["vs_io_bound"] = vs_bound(report)
+    report["paired"] = paired(report)
     report["run_s"] = time.perf_counter() - t_run
     report["loadavg_end"] = os.getloadavg()
     if args.json:
@@ -638,6 +699,34 @@ def data_paths(path):
     for root, _, files in os.walk(path):
         out += [os.path.join(root, f) for f in sorted(files)
                 if f.endswith(".pack") or f.endswith(".distcp")]
+    return out
+
+
+def med(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
+def paired(report):
+    """Each side's figures over the bounds measured next to them, in the
+    same rank processes: a cold load over the plain read of the same files
+    just before it, an async save's commit over the plain write()+fsync of
+    the same bytes by the same ranks just before it (median of the rounds'
+    ratios), and the stall over the memcpy alone (likewise)."""
+    out = {}
+    for impl, r in report["results"].items():
+        for k, x in r.items():
+            if k.startswith("load_") and x.get("read_bound_s"):
+                out["%s_%s_cold" % (impl, k)] = x["wall_s"] / x["read_bound_s"]
+        a = r.get("async_4", {})
+        if "commit_rounds_s" in a:
+            out["%s_async_commit" % impl] = med(
+                [c / w for c, w in zip(a["commit_rounds_s"], a["write_rounds_s"])])
+            out["%s_async_after_stall" % impl] = med(
+                [(c - s) / w for c, s, w in zip(a["commit_rounds_s"], a["stall_rounds_s"],
+                                                 a["write_rounds_s"])])
+            out["%s_stall_over_copy" % impl] = med(
+                [s / c for s, c in zip(a["stall_rounds_s"], a["copy_rounds_s"])])
     return out
 
 
@@ -699,7 +788,10 @@ def vs_bound(report):
         if impl in b and "wall_s" in r.get("save_4", {}):
             out["%s_save" % impl] = r["save_4"]["wall_s"] / b[impl]["write"]["wall_s"]
         if impl in b and "commit_s" in r.get("async_4", {}):
-            out["%s_async_commit" % impl] = r["async_4"]["commit_s"] / b[impl]["write"]["wall_s"]
+            a, wb = r["async_4"], b[impl]["write"]["wall_s"]
+            out["%s_async_commit" % impl] = a["commit_s"] / wb
+            # the part after the call returned: the background save alone
+            out["%s_async_after_stall" % impl] = (a["commit_s"] - a["stall_s"]) / wb
         for k, x in r.items():
             if k.startswith("load_") and "wall_s" in x and rd:
                 out["%s_%s_cold" % (impl, k)] = x["wall_s"] / rd
@@ -712,6 +804,7 @@ def vs_bound(report):
 def goals(report):
     """[(goal, figure, holds)] of issue 29's targets that this run measured."""
     rt, vb = report.get("ratios", {}), report.get("vs_io_bound", {})
+    pr = report.get("paired", {})
     p = report["results"].get("ptc", {})
     out = []
 
@@ -719,12 +812,19 @@ def goals(report):
         if v is not None:
             out.append((what, v, ok(v)))
     add("save: DCP / ptc >= 1.5", rt.get("save"), lambda v: v >= 1.5)
-    add("async stall / snapshot copy <= 1.2", rt.get("ptc_stall_over_copy"), lambda v: v <= 1.2)
+    add("async stall / snapshot copy <= 1.2 (paired rounds)", pr.get("ptc_stall_over_copy"),
+        lambda v: v <= 1.2)
     add("async stall: DCP / ptc >= 1", rt.get("async_stall"), lambda v: v >= 1)
-    add("async commit / write+fsync <= 1.3", vb.get("ptc_async_commit"), lambda v: v <= 1.3)
+    add("async commit / write+fsync <= 1.3 (paired rounds)", pr.get("ptc_async_commit"),
+        lambda v: v <= 1.3)
+    add("async commit / write+fsync <= 1.3 (bound at the end)", vb.get("ptc_async_commit"),
+        lambda v: v <= 1.3)
     for k in sorted(x for x in p if x.startswith("load_")):
         add("%s warm / memory bound <= 1.2" % k, vb.get("ptc_%s_warm" % k), lambda v: v <= 1.2)
-        add("%s cold / storage bound <= 1.2" % k, vb.get("ptc_%s_cold" % k), lambda v: v <= 1.2)
+        add("%s cold / storage bound <= 1.2 (paired)" % k, pr.get("ptc_%s_cold" % k),
+            lambda v: v <= 1.2)
+        add("%s cold / storage bound <= 1.2 (bound at the end)" % k, vb.get("ptc_%s_cold" % k),
+            lambda v: v <= 1.2)
     for k, x in p.items():
         if "rss_over_own_per_rank" in x:
             extra = x.get("bytes_per_rank", [0]) if k.startswith("async") else None
@@ -769,6 +869,9 @@ def print_table(report):
         print("memory bound of %s's warm load: %d processes reading %.0f MiB from the page "
               "cache: %.2f s rounds %s" % (k, w["procs"], w["bytes"] / 2 ** 20, w["wall_s"],
                                            " ".join("%.2f" % v for v in w["rounds_s"])))
+    if report.get("paired"):
+        print("over the bounds measured next to them (1.0 = at it):", json.dumps(
+            {k: round(v, 2) for k, v in report["paired"].items()}))
     if "vs_io_bound" in report:
         print("over the bounds (1.0 = at it):", json.dumps(
             {k: round(v, 2) for k, v in report["vs_io_bound"].items()}))
