@@ -1,14 +1,16 @@
 """Distributed checkpoint save/load on the CPU over gloo: torch.distributed.
 checkpoint (DCP) against ptc.save / ptc.load, on the same Llama-style state
-(parameters + AdamW moments, fp32, >= 1 GiB) in one run on one machine.
+(parameters + AdamW moments, fp32; --state) in one run on one machine.
 
 Phases (each a fresh set of rank processes, so every figure is that phase's):
   save   4 ranks, dp=2 x tp=2, optimizer moments sharded over dp
   async  4 ranks, the same state saved in the background (ptc.async_save,
          dcp.async_save over a gloo group of its own), after one untimed
-         save (the snapshot memory, the group): the training stall (the
-         call's time), the snapshot copy alone (memcpy of the same bytes
-         into memory touched before), the time until the commit is durable
+         save (the snapshot memory, the group), --async-reps timed saves
+         (3): the training stall (the call's time), the time until the
+         commit is durable, and right before each, in the same ranks, the
+         snapshot copy alone (memcpy of the same bytes into memory touched
+         before) and write() + fsync() of the same bytes; medians
   load   into 2 ranks and into 8 ranks, resharding on the way, into sharded
          destinations (dp=2 x tp=N/2) and whole tensors (a pipeline layout:
          pp=2, and dp=2 x pp=4); cold (the checkpoint's pages dropped from
@@ -40,6 +42,12 @@ are compared with the write bound of its own files, the cold loads with the
 fastest cold read of the same bytes, the warm loads with the memory bound
 measured right after them: one process per rank reading as many bytes from
 the page cache into memory (bench_io_bound.warm_bound).
+Bounds measured next to the figures, in the rank processes ("paired"):
+before each cold load, process 0 reads the checkpoint's data files cold with
+16 threads of 1 MiB preads (bench_io_bound.read_bound) and drops them again;
+each async save is compared with the write() + fsync() of its rounds. On a
+shared machine these are the fairer bounds: the ones at the end come
+minutes later, under another load.
 --settle S waits S seconds after each side's save before its cold loads
 (and makes the bound's reads wait as long): a cold read soon after a large
 write is slower on the virtual disk of the development machine.
