@@ -82,6 +82,13 @@ recovery() {
     kill_host 2
     [ "$1" = shared ] || replace_disk 2
     wait $epid || { cat "$T/rec.log" "$T/rec.out" >&2; exit 1; }
+    if ! grep -q '"reconfigure"' "$T/rec.log"; then # the kill came too late: no failure
+        echo "bench_hosts: $1: no reconfiguration (the job's log follows)" >&2
+        cat "$T/rec.log" >&2
+        grep -v '^step ' "$T/rec.out" >&2
+        dt=- lost=- parts=-
+        return 0
+    fi
     read -r dt lost parts <<<"$(python3 -c '
 import json, sys
 e = [json.loads(l) for l in open(sys.argv[1]) if "\"reconfigure\"" in l][0]
