@@ -10,10 +10,28 @@
 # save interval), every step's loss within 1e-5 of an uninterrupted run (in
 # fact equal), the dataset audit exact: every record of the 8 steps once,
 # the re-run step's records twice (tests/net/test_net_elastic_hosts_persist.sh:
-# a fresh host joining, every copy lost and the persistent tier).
+# a fresh host joining, every copy lost and the persistent tier). First, a
+# host whose store holds another dataset under the name is refused at the
+# start, the error naming both.
 . "$(dirname "$0")/lib_elastic_hosts.sh"
 printf '10.177.0.1 slots=2\n10.177.0.2 slots=2\n10.177.0.3 slots=2\n' >"$T/hosts"
 reference 8 && ok || { cat "$T/ref.err" >&2; bad "the reference run failed"; finish; }
+
+# a host whose store holds another dataset under the job's name: refused at
+# the start, naming both (the epoch order would differ between the replicas)
+head -c $((48 * 10)) "$T/tok.bin" >"$T/tok48.bin"
+rm -rf "$T/disks/h2"/*
+"$PTC" dataset ingest --store "$T/disks/h2" --name toks --format tokens:u16:5 "$T/tok48.bin" >/dev/null
+if net_mpirun -np 3 "$PTC" train "${train[@]:2:12}" --config dp=1,tp=1,pp=3 --store "$T/store" \
+    --replicas 1 --steps 1 >"$T/d.out" 2>"$T/d.err"; then bad "a job ran on different datasets"
+else
+    grep -q "ptc: error: .*dataset 'toks' differs between the hosts' stores: 64 records of 640 bytes on process 0's host, 48 of 480 on process 2's" "$T/d.err" &&
+        ok || { cat "$T/d.err" >&2; bad "no error naming the datasets that differ"; }
+fi
+replace_disk 2
+rm -rf "$T/disks"/h0/* "$T/disks"/h1/*
+ingest "$T/disks/h0"
+ingest "$T/disks/h1"
 
 "$PTC" elastic --store "$T/store" --hostfile "$T/hosts" --mpirun "$T/mpirun" --tp 2 --watchdog 60 \
     -- "${train[@]}" --steps 8 >"$T/a.out" 2>"$T/a.err" &
