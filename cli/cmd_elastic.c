@@ -407,9 +407,9 @@ static void on_event(const ptc_elastic_event *v, void *user)
     switch (v->kind) {
     case PTC_ELASTIC_START:
         if (e->json && v->node_local)
-            log_json(json_pack("{s:s, s:s, s:i, s:s, s:I}", "event", "start", "config",
-                               v->config, "slots", v->slots, "version", "hosts",
-                               "total_steps", (json_int_t)v->total_steps));
+            log_json(json_pack("{s:s, s:s, s:i, s:n, s:n, s:I, s:b}", "event", "start", "config",
+                               v->config, "slots", v->slots, "version", "step", "total_steps",
+                               (json_int_t)v->total_steps, "node_local", 1));
         else if (v->node_local)
             log_text("start: %s on %d slots, from the newest version the hosts' stores "
                      "agree on (a store on each host), until step %lld", v->config, v->slots,
