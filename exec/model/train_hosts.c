@@ -229,6 +229,48 @@ static int share_layout(MPI_Comm comm, ptc_store *s, uint64_t lv, const ptc_layo
     return train_agree(comm, rc);
 }
 
+int train_hosts_covered(MPI_Comm comm, ptc_store *s, uint64_t version, int *missing)
+{
+    *missing = 0;
+    uint64_t lv = 0;
+    int rc = ptc_ckpt_hosts_local_version(s, version, &lv);
+    if (rc == PTC_E_NOTFOUND) { /* no part of it here */
+        ptc_error_clear();
+        rc = PTC_OK;
+    }
+    ptc_store_reader *rd = NULL;
+    ptc_layout *src = NULL;
+    if (rc == PTC_OK && lv && (rc = ptc_store_reader_open(&rd, s, lv)) == PTC_OK)
+        rc = ptc_layout_of_version(&src, rd, NULL);
+    int world = src ? ptc_layout_world(src) : 0, wmax = 0;
+    uint8_t *mine = NULL, *all = NULL;
+    if ((rc = train_agree(comm, rc)) == PTC_OK &&
+        MPI_Allreduce(&world, &wmax, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)
+        rc = ptc_error_set(PTC_E_MPI, "MPI_Allreduce of the version's world failed");
+    if (rc == PTC_OK) {
+        mine = calloc((size_t)wmax + 1, 1);
+        all = calloc((size_t)wmax + 1, 1);
+        if (!mine || !all)
+            rc = ptc_error_set(PTC_E_NOMEM, "no memory for the hosts' inventories");
+    }
+    if (rc == PTC_OK && src && world == wmax)
+        rc = inventory(rd, src, mine);
+    for (int r = 0; rc == PTC_OK && src && world == wmax && r < world; r++)
+        mine[r] |= rank_bytes(src, r) == 0; /* nothing to hold */
+    if ((rc = train_agree(comm, rc)) == PTC_OK &&
+        MPI_Allreduce(mine, all, wmax, MPI_UNSIGNED_CHAR, MPI_MAX, comm) != MPI_SUCCESS)
+        rc = ptc_error_set(PTC_E_MPI, "MPI_Allreduce of the hosts' inventories failed");
+    for (int r = 0; rc == PTC_OK && r < wmax; r++)
+        *missing += !all[r];
+    if (rc == PTC_OK && wmax == 0)
+        *missing = 1; /* no host present holds any part of it */
+    free(mine);
+    free(all);
+    ptc_layout_destroy(src);
+    ptc_store_reader_close(rd);
+    return rc;
+}
+
 typedef struct hload {
     ptc_layout *src;
     int np, me, world, dst_world;
