@@ -20,7 +20,8 @@ const char ptc_cmd_train_help[] =
     "         --microbatches M --steps S [--chunks V] [--k K]\n"
     "         [--model mlp:layers=L,hidden=H,vocab=V[,tokens=N]] [--seed X]\n"
     "         [--data synthetic|tokens:FILE|dataset:NAME|mount:MNT/datasets/NAME]\n"
-    "         [--store DIR [--save-every N [--save-async]] [--resume [--version V]]\n"
+    "         [--store DIR [--save-every N [--save-async]] [--resume [--version V|--resume-any]]\n"
+    "          [--resume-from DIR] [--until-step N]\n"
     "          [--replicas K [--persist DIR [--persist-every N]] [--keep-local M]]]\n"
     "         [--resize STEP:CFG[,STEP:CFG...]] [--control FILE]\n"
     "         [--device cpu|cuda] [--lr LR]\n"
@@ -57,8 +58,10 @@ const char ptc_cmd_train_help[] =
     "  --save-async   the --save-every saves before the last in the background: a\n"
     "               step waits only for a copy of the state, the version commits at\n"
     "               the first step boundary after its writes (at the latest before\n"
-    "               the next save, a resize or the end); with --replicas the saves\n"
-    "               stay blocking\n"
+    "               the next save, a resize or the end); with --replicas the whole\n"
+    "               cross-host save runs in the background (MPI_THREAD_MULTIPLE;\n"
+    "               without it the saves block) and commits before the next\n"
+    "               save begins\n"
     "  --resize STEP:CFG[,STEP:CFG...]  online resizes: at the start of step STEP\n"
     "               the job moves to CFG in memory (parameters, AdamW moments, step,\n"
     "               data position) by the minimal plan; start it with processes for\n"
@@ -77,6 +80,13 @@ const char ptc_cmd_train_help[] =
     "               for this job's configuration; the step count and the data seed\n"
     "               and position continue (the next unseen sample, for any --config\n"
     "               and global batch); --steps more steps are run\n"
+    "  --resume-any  with --resume: stores without a version yet are no error (the\n"
+    "               job starts at step 0); ptc elastic resumes node-local stores so\n"
+    "  --resume-from DIR  resume from the ordinary store DIR (a --persist tier) and\n"
+    "               go on saving into --store (ptc elastic's fallback when every copy\n"
+    "               of a shard is lost)\n"
+    "  --until-step N  instead of --steps: run until step N (a resume at step S runs\n"
+    "               N - S steps; none when it is there)\n"
     "  --replicas K  --store DIR names a store on each host (the same path, each\n"
     "               host's own disk; no shared filesystem): each host saves its\n"
     "               ranks' shards there, and copies on the next K hosts (host h's\n"
@@ -85,7 +95,9 @@ const char ptc_cmd_train_help[] =
     "               lacks from the others over MPI (docs/checkpoint.md)\n"
     "  --persist DIR  with --replicas: also save every N-th version (--persist-every,\n"
     "               default 1) into DIR, one store every host reaches (a shared or\n"
-    "               persistent filesystem), as an ordinary store\n"
+    "               persistent filesystem), as an ordinary store, copied from the\n"
+    "               hosts' stores in the background once the version commits (the\n"
+    "               next copy waits for it; --keep-local keeps the version read)\n"
     "  --keep-local M  with --replicas: each host keeps the newest M versions\n"
     "               (default 0: all)\n"
     "  --device     cpu (default) or cuda: the model on GPU local-rank mod count,\n"
@@ -274,6 +286,7 @@ static int parse_args(int argc, char **argv, cli_train *ct)
     ptc_train_opts_init(o);
     ct->device = "cpu";
     bool have_cfg = false;
+    int until = 0;
     const ptc_cli_opt opts[] = {
         {.name = "config", .kind = PTC_CLI_CALL, .call = opt_config, .dest = ct,
          .given = &have_cfg},
@@ -309,6 +322,10 @@ static int parse_args(int argc, char **argv, cli_train *ct)
                         "--save-every: expected a number of steps >= 0"),
         PTC_CLI_OPT_FLAG("save-async", &o->save_async),
         PTC_CLI_OPT_FLAG("resume", &o->resume),
+        PTC_CLI_OPT_FLAG("resume-any", &o->resume_any),
+        PTC_CLI_OPT_STR("resume-from", &o->resume_from),
+        PTC_CLI_OPT_INT("until-step", &until, 1, 1 << 24,
+                        "--until-step: expected a step 1..2^24"),
         PTC_CLI_OPT_INT("replicas", &o->replicas, 0, 1 << 20,
                         "--replicas: expected a number of copies >= 0"),
         PTC_CLI_OPT_INT("persist-every", &o->persist_every, 1, 1 << 30,
@@ -326,6 +343,14 @@ static int parse_args(int argc, char **argv, cli_train *ct)
         return rc;
     if (next < argc)
         return ptc_cli_usage_error("train: unexpected argument '%s'", argv[next]);
+    if (until > 0 && o->steps)
+        return ptc_cli_usage_error("train: --steps and --until-step: give one");
+    if (until > 0) {
+        o->until_step = until;
+        o->steps = until; /* its bound: a resume runs until - S */
+    }
+    if (o->resume_any && !o->resume)
+        return ptc_cli_usage_error("train: --resume-any goes with --resume");
     if (!have_cfg || !o->schedule || !o->microbatches || !o->steps)
         return ptc_cli_usage_error("train: --config, --schedule, --microbatches and --steps "
                                    "are required");
@@ -445,8 +470,15 @@ int ptc_cmd_train(int argc, char **argv)
                                  : ptc_cli_lib_error(rc);
     int inited = 0;
     MPI_Initialized(&inited);
-    if (!inited)
-        MPI_Init(&argc, &argv);
+    if (!inited) {
+        /* a background save across hosts and the persistent tier's copy
+         * call MPI from a thread of the library: ask for it (the job checks
+         * what it got and blocks where it did not) */
+        int provided;
+        bool threads = c.o.replicas >= 0 && (c.o.save_async || c.o.persist);
+        MPI_Init_thread(&argc, &argv, threads ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE,
+                        &provided);
+    }
     int wrank = 0, wsize = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);

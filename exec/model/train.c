@@ -19,6 +19,8 @@ typedef struct run {
     int wrank, wsize;
     ptc_store *store;
     ptc_store *persist; /* --persist: the persistent tier */
+    ptc_store *from;    /* --resume-from: the store resumed from */
+    int64_t steps;      /* the steps this run takes (--until-step: after the resume) */
     train_seg *g;
     int64_t first, k;        /* the first step of this run; the next step */
     int next_resize;         /* the next planned resize (o->resize_step) */
@@ -30,6 +32,8 @@ typedef struct run {
     void *user;
     ptc_train_result *res;
     train_async as;          /* --save-async: the save in flight */
+    train_persist pers;      /* --persist: the copy in flight */
+    bool noted_blocking;     /* the notice that --save-async blocks was given */
 } run;
 
 /* The step's figures, reduced to process 0 and reported there (on_step's
@@ -112,13 +116,18 @@ out_failed:
 
 /* ---- the step boundary ---------------------------------------------------------------- */
 
-/* A committed save: the run's last version. */
-static void saved(run *r, uint64_t v)
+/* A committed save: the run's last version; every --persist-every-th one
+ * goes to the persistent tier in the background (after the previous copy).
+ * Collective over the active processes. */
+static int saved(run *r, uint64_t v)
 {
     /* the records served up to this version are durable already: run_step
      * flushes them after every step */
     r->res->last_version = v;
     r->res->saves++;
+    if (!r->persist || v % (uint64_t)r->o->persist_every)
+        return PTC_OK;
+    return train_persist_start(&r->pers, r->store, r->persist, r->g, v);
 }
 
 /* Commit the background save in flight: now (@p wait) or where every active
@@ -128,8 +137,24 @@ static int finish_save(run *r, bool wait)
     uint64_t v = 0;
     int rc = train_state_finish(&r->as, r->g->comm, wait, &v);
     if (rc == PTC_OK && v)
-        saved(r, v);
+        rc = saved(r, v);
     return rc;
+}
+
+/* Whether this save goes to the background: --save-async, and with
+ * --replicas only where MPI runs with MPI_THREAD_MULTIPLE (else it blocks,
+ * with one notice). */
+static bool save_in_background(run *r, bool last, bool stopping)
+{
+    if (!r->o->save_async || last || stopping)
+        return false;
+    if (r->o->replicas < 0 || train_mpi_threads())
+        return true;
+    if (!r->noted_blocking && r->wrank == 0)
+        ptc_log(PTC_LOG_WARN, "--save-async with --replicas needs MPI_THREAD_MULTIPLE, which "
+                              "this MPI does not provide: the saves block");
+    r->noted_blocking = true;
+    return false;
 }
 
 /* Save the state after step r->k - 1 when the options say so: every
@@ -152,13 +177,13 @@ static int maybe_save(run *r, bool last, bool stopping)
         rc = train_agree(g->comm, ptc_exec_model_cuda_pull_state(g->gmodel));
     if (rc != PTC_OK)
         return rc;
-    if (o->save_async && o->replicas < 0 && !last && !stopping) /* --replicas: blocking */
-        return train_state_save_async(&r->jo, r->store, g, r->k, r->has_loss, r->last_loss,
-                                      &r->as);
-    rc = train_state_save(&r->jo, r->store, r->persist, g, r->k, r->has_loss, r->last_loss,
-                          &v);
+    if (save_in_background(r, last, stopping))
+        return train_state_save_async(&r->jo, r->store, r->pers.version, g, r->k, r->has_loss,
+                                      r->last_loss, &r->as);
+    rc = train_state_save(&r->jo, r->store, r->pers.version, g, r->k, r->has_loss,
+                          r->last_loss, &v);
     if (rc == PTC_OK)
-        saved(r, v);
+        rc = saved(r, v);
     return rc;
 }
 
@@ -172,7 +197,7 @@ static int active_boundary(run *r, train_decision *d)
     if (r->res->failed_step >= 0)
         return rc;
     r->k++;
-    int64_t end = r->first + o->steps;
+    int64_t end = r->first + r->steps;
     train_watch_enter(r->watch, "deciding at the step boundary", r->k);
     if (g->rank == 0) {
         d->rc = rc;
@@ -232,6 +257,53 @@ static void report_stop(run *r)
 
 /* ---- the run -------------------------------------------------------------------------- */
 
+/* The newest committed version of the job's store(s) (0: none), the same on
+ * every process: with a store on each host, the hosts' recovery decides it.
+ * Collective; @p rc: this process's outcome so far. */
+static int newest_version(run *r, int rc, uint64_t *newest)
+{
+    *newest = 0;
+    rc = train_agree(r->world, rc);
+    if (rc == PTC_OK && r->o->replicas >= 0) {
+        ptc_transport t;
+        int host, nhosts;
+        PTC_TRY(ptc_transport_mpi(&t, r->world));
+        PTC_TRY(train_agree(r->world, train_hosts_index(r->world, &host, &nhosts)));
+        return ptc_ckpt_hosts_recover_over(&t, host, r->store, newest);
+    }
+    if (rc == PTC_OK && r->wrank == 0)
+        rc = ptc_store_latest(r->store, newest);
+    int64_t msg[2] = {rc, (int64_t)*newest};
+    PTC_MPI_TRY(MPI_Bcast(msg, 2, MPI_INT64_T, 0, r->world));
+    *newest = (uint64_t)msg[1];
+    return rc != PTC_OK ? rc : (int)msg[0];
+}
+
+/* Where a resume reads (*@p rs, @p ro): the job's store(s), or with
+ * --resume-from an ordinary store every process opens. *@p resume: false
+ * when --resume-any finds no version. Collective. */
+static int resume_source(run *r, int rc, ptc_train_opts *ro, ptc_store **rs, bool *resume)
+{
+    const ptc_train_opts *o = r->o;
+    *ro = *o;
+    *rs = r->store;
+    *resume = o->resume || o->resume_from;
+    if (o->resume_from) {
+        ro->store = o->resume_from;
+        ro->replicas = -1;
+        if (rc == PTC_OK)
+            rc = train_state_open(ro, false, r->world, r->wrank, &r->from);
+        *rs = r->from;
+        return rc;
+    }
+    if (*resume && o->resume_any) {
+        uint64_t newest = 0;
+        rc = newest_version(r, rc, &newest);
+        *resume = rc != PTC_OK || newest != 0;
+    }
+    return rc;
+}
+
 /* The world fits the job, the store is open, a resume's record is read, the
  * first segment is open and a resume's state loaded. Collective. */
 static int run_begin(run *r)
@@ -251,7 +323,7 @@ static int run_begin(run *r)
         if (train_check_resize(o, &o->resize_cfg[i], r->wsize) != PTC_OK)
             return ptc_error_set(PTC_E_CONFIG, "--resize at step %lld: %s",
                                  (long long)o->resize_step[i], ptc_last_error());
-    bool saving = o->save_every >= 0, state = saving || o->resume || elastic;
+    bool saving = o->save_every >= 0, state = saving || o->resume || o->resume_from || elastic;
     int rc = PTC_OK;
     train_watch_enter(r->watch, "opening the job's store", r->first);
     /* a job that saves (or may be told to stop) makes its store if there is
@@ -267,9 +339,15 @@ static int run_begin(run *r)
     ptc_ckpt_record rec;
     memset(&rec, 0, sizeof rec);
     uint64_t from = 0;
-    if (o->resume) {
+    ptc_train_opts ro;
+    ptc_store *rs = NULL;
+    bool resume = false;
+    if (o->resume || o->resume_from) {
         train_watch_enter(r->watch, "reading the record to resume from", r->first);
-        rc = train_state_resume_record(r->store, o, r->world, r->wrank, rc, &rec, &from);
+        rc = resume_source(r, rc, &ro, &rs, &resume);
+    }
+    if (resume) {
+        rc = train_state_resume_record(rs, &ro, r->world, r->wrank, rc, &rec, &from);
         /* the steps are counted in an int64_t: every process reads the same record */
         if (rc == PTC_OK && rec.step > (uint64_t)(INT64_MAX - o->steps))
             rc = ptc_error_set(PTC_E_RANGE, "version %llu was saved after step %llu: %d more "
@@ -294,12 +372,12 @@ static int run_begin(run *r)
         return rc != PTC_OK ? rc : PTC_E_NOMEM;
     }
     rc = train_seg_open(r->g, &r->jo, s0, r->store, r->world, r->wrank, state, rc);
-    if (rc == PTC_OK && o->resume) {
+    if (rc == PTC_OK && resume) {
         double t0 = MPI_Wtime();
         train_watch_enter(r->watch, "loading the version to resume from", r->first);
         ptc_plan_stats moved;
         memset(&moved, 0, sizeof moved);
-        rc = train_state_load(o, r->store, from, r->g, r->world, &moved);
+        rc = train_state_load(&ro, rs, from, r->g, r->world, &moved);
         r->res->resumed_from = from;
         r->res->load_seconds = MPI_Wtime() - t0;
         r->res->load_bytes_network = moved.bytes_network;
@@ -307,6 +385,9 @@ static int run_begin(run *r)
     }
     r->res->first_step = r->first;
     r->k = r->first;
+    r->steps = o->steps;
+    if (o->until_step > 0) /* --until-step: the steps left after the resume */
+        r->steps = o->until_step > r->first ? o->until_step - r->first : 0;
     while (r->next_resize < o->nresize && o->resize_step[r->next_resize] <= r->first)
         r->next_resize++;
     return rc;
@@ -336,6 +417,8 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
     ptc_train_result dummy;
     run r = {.o = &t->o, .jo = t->o, .sched0 = t->sched, .world = world, .on_step = on_step,
              .user = user, .res = res ? res : &dummy};
+    r.as.bg = MPI_COMM_NULL;
+    r.pers.comm = MPI_COMM_NULL;
     memset(r.res, 0, sizeof *r.res);
     r.res->failed_step = -1;
     PTC_MPI_TRY(MPI_Comm_rank(world, &r.wrank));
@@ -343,7 +426,7 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
     if (train_watch_start(&r.watch, t->o.timeout, r.wrank, t->o.on_timeout, user) != PTC_OK)
         ptc_log(PTC_LOG_WARN, "rank %d: %s: the job runs without it", r.wrank, ptc_last_error());
     int rc = run_begin(&r);
-    while (rc == PTC_OK && r.k < r.first + t->o.steps) {
+    while (rc == PTC_OK && r.k < r.first + r.steps) {
         train_decision d = {0};
         if (r.g->active) {
             rc = active_boundary(&r, &d);
@@ -368,11 +451,15 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
         r.res->last_step = r.k;
     if (rc == PTC_OK && r.g)
         rc = run_end(&r);
+    if (rc == PTC_OK) /* the last copy to the persistent tier */
+        rc = train_persist_wait(&r.pers);
 out:
     train_state_drop(&r.as); /* none in flight unless the job failed */
+    train_persist_free(&r.pers);
     train_watch_stop(r.watch);
     train_seg_free(r.g);
     ptc_store_close(r.store);
     ptc_store_close(r.persist);
+    ptc_store_close(r.from);
     return rc;
 }
