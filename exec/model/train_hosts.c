@@ -5,6 +5,7 @@
  * (reshard/): every source rank is read from one host holding it — its own
  * host's part or a replica on another host — and the plan moves the bytes
  * into the target layout. Nothing is read through a shared filesystem. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,116 @@ static int source_layout(ptc_store *s, uint64_t lv, const ptc_layout *dst, ptc_l
     return rc;
 }
 
+/* The lowest process whose host holds a part of the version (@p has on
+ * this one), or -1. Collective. */
+static int lowest_holder(MPI_Comm comm, bool has, int *root)
+{
+    int me, mine, low;
+    PTC_MPI_TRY(MPI_Comm_rank(comm, &me));
+    mine = has ? me : INT_MAX;
+    PTC_MPI_TRY(MPI_Allreduce(&mine, &low, 1, MPI_INT, MPI_MIN, comm));
+    *root = low == INT_MAX ? -1 : low;
+    return PTC_OK;
+}
+
+/* A host without its part of the version (a fresh store joining the job, or
+ * one that missed the version) builds the source layout from the version's
+ * configuration and rules, sent by the lowest process whose host holds a
+ * part: the tensors are the job's own (source_layout checked them on the
+ * holders). Collective; @p src is set where it was NULL. */
+static int share_layout(MPI_Comm comm, ptc_store *s, uint64_t lv, const ptc_layout *dst,
+                        ptc_layout **src)
+{
+    int root = -1, me;
+    PTC_MPI_TRY(MPI_Comm_rank(comm, &me));
+    PTC_TRY(lowest_holder(comm, lv != 0, &root));
+    if (root < 0)
+        return ptc_error_set(PTC_E_NOTFOUND, "no host present holds a part of the version");
+    char *txt = NULL;
+    uint64_t len[2] = {0, 0};
+    ptc_store_reader *rd = NULL;
+    int rc = PTC_OK;
+    if (me == root && (rc = ptc_store_reader_open(&rd, s, lv)) == PTC_OK) {
+        const ptc_version_info *vi = ptc_store_reader_version(rd);
+        const char *c = vi->config ? vi->config : "", *r = vi->rules ? vi->rules : "";
+        len[0] = strlen(c) + 1;
+        len[1] = strlen(r) + 1;
+        if ((txt = malloc(len[0] + len[1]))) {
+            memcpy(txt, c, len[0]);
+            memcpy(txt + len[0], r, len[1]);
+        }
+    }
+    ptc_store_reader_close(rd);
+    if (me == root && rc == PTC_OK && !txt)
+        rc = ptc_error_set(PTC_E_NOMEM, "no memory for the version's layout");
+    if ((rc = train_agree(comm, rc)) < 0)
+        return rc;
+    PTC_MPI_TRY(MPI_Bcast(len, 2, MPI_UINT64_T, root, comm));
+    if (me != root && !(txt = malloc(len[0] + len[1])))
+        rc = ptc_error_set(PTC_E_NOMEM, "no memory for the version's layout");
+    if ((rc = train_agree(comm, rc)) == PTC_OK &&
+        MPI_Bcast(txt, (int)(len[0] + len[1]), MPI_CHAR, root, comm) != MPI_SUCCESS)
+        rc = ptc_error_set(PTC_E_MPI, "MPI_Bcast of the version's layout failed");
+    ptc_config cfg;
+    ptc_rules *rules = NULL;
+    size_t nt = ptc_layout_count(dst);
+    ptc_tensor_info *ti = *src || rc < 0 ? NULL : calloc(nt + 1, sizeof *ti);
+    if (!*src && rc == PTC_OK && !ti)
+        rc = ptc_error_set(PTC_E_NOMEM, "no memory for the version's layout");
+    if (!*src && rc == PTC_OK && (rc = ptc_config_parse(&cfg, txt)) == PTC_OK)
+        rc = ptc_rules_parse(&rules, txt + len[0], len[1] - 1, "stored rules");
+    for (size_t t = 0; ti && rc == PTC_OK && t < nt; t++)
+        ti[t] = *ptc_layout_tensor(dst, t);
+    if (!*src && rc == PTC_OK)
+        rc = ptc_layout_create(src, ti, nt, rules, &cfg);
+    ptc_rules_destroy(rules);
+    free(ti);
+    free(txt);
+    return train_agree(comm, rc);
+}
+
+int train_hosts_covered(MPI_Comm comm, ptc_store *s, uint64_t version, int *missing)
+{
+    *missing = 0;
+    uint64_t lv = 0;
+    int rc = ptc_ckpt_hosts_local_version(s, version, &lv);
+    if (rc == PTC_E_NOTFOUND) { /* no part of it here */
+        ptc_error_clear();
+        rc = PTC_OK;
+    }
+    ptc_store_reader *rd = NULL;
+    ptc_layout *src = NULL;
+    if (rc == PTC_OK && lv && (rc = ptc_store_reader_open(&rd, s, lv)) == PTC_OK)
+        rc = ptc_layout_of_version(&src, rd, NULL);
+    int world = src ? ptc_layout_world(src) : 0, wmax = 0;
+    uint8_t *mine = NULL, *all = NULL;
+    if ((rc = train_agree(comm, rc)) == PTC_OK &&
+        MPI_Allreduce(&world, &wmax, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)
+        rc = ptc_error_set(PTC_E_MPI, "MPI_Allreduce of the version's world failed");
+    if (rc == PTC_OK) {
+        mine = calloc((size_t)wmax + 1, 1);
+        all = calloc((size_t)wmax + 1, 1);
+        if (!mine || !all)
+            rc = ptc_error_set(PTC_E_NOMEM, "no memory for the hosts' inventories");
+    }
+    if (rc == PTC_OK && src && world == wmax)
+        rc = inventory(rd, src, mine);
+    for (int r = 0; rc == PTC_OK && src && world == wmax && r < world; r++)
+        mine[r] |= rank_bytes(src, r) == 0; /* nothing to hold */
+    if ((rc = train_agree(comm, rc)) == PTC_OK &&
+        MPI_Allreduce(mine, all, wmax, MPI_UNSIGNED_CHAR, MPI_MAX, comm) != MPI_SUCCESS)
+        rc = ptc_error_set(PTC_E_MPI, "MPI_Allreduce of the hosts' inventories failed");
+    for (int r = 0; rc == PTC_OK && r < wmax; r++)
+        *missing += !all[r];
+    if (rc == PTC_OK && wmax == 0)
+        *missing = 1; /* no host present holds any part of it */
+    free(mine);
+    free(all);
+    ptc_layout_destroy(src);
+    ptc_store_reader_close(rd);
+    return rc;
+}
+
 typedef struct hload {
     ptc_layout *src;
     int np, me, world, dst_world;
@@ -204,8 +315,8 @@ static int hload_maps(hload *h, MPI_Comm comm, int host, ptc_store *s, uint64_t 
         return ptc_error_set(PTC_E_NOMEM, "no memory to plan the load");
     uint8_t *mine = calloc((size_t)world + 1, 1);
     ptc_store_reader *rd = NULL;
-    int rc = mine ? ptc_store_reader_open(&rd, s, lv) : PTC_E_NOMEM;
-    if (rc == PTC_OK)
+    int rc = !mine ? PTC_E_NOMEM : lv ? ptc_store_reader_open(&rd, s, lv) : PTC_OK;
+    if (rc == PTC_OK && lv) /* a host without its part holds nothing */
         rc = inventory(rd, h->src, mine);
     ptc_store_reader_close(rd);
     rc = train_agree(comm, rc);
@@ -266,6 +377,8 @@ static int hload_read(hload *h, ptc_store *s, uint64_t lv)
     }
     ptc_ckpt_options co;
     ptc_ckpt_options_init(&co);
+    if (h->nmine == 0)
+        return PTC_OK; /* e.g. a host without its part */
     return ptc_ckpt_load_local(s, lv, h->src, h->mine, h->nmine, h->sbufs, &co, NULL, NULL);
 }
 
@@ -279,12 +392,13 @@ int train_hosts_load(MPI_Comm comm, ptc_store *s, uint64_t version, const ptc_la
     PTC_MPI_TRY(MPI_Comm_size(comm, &h.np));
     int rc = train_hosts_index(comm, &host, &nhosts);
     uint64_t lv = 0;
-    if (rc == PTC_OK && (rc = ptc_ckpt_hosts_local_version(s, version, &lv)) < 0)
-        rc = ptc_error_set(rc, "%s (a host without its part of the version cannot resume yet)",
-                           ptc_last_error());
-    if (rc == PTC_OK)
+    if (rc == PTC_OK && (rc = ptc_ckpt_hosts_local_version(s, version, &lv)) == PTC_E_NOTFOUND) {
+        ptc_error_clear(); /* a host without its part: it receives all it runs */
+        rc = PTC_OK;
+    }
+    if (rc == PTC_OK && lv)
         rc = source_layout(s, lv, dst, &h.src);
-    if ((rc = train_agree(comm, rc)) < 0)
+    if ((rc = train_agree(comm, rc)) < 0 || (rc = share_layout(comm, s, lv, dst, &h.src)) < 0)
         goto out_free;
     h.world = ptc_layout_world(h.src);
     h.dst_world = ptc_layout_world(dst);
