@@ -22,4 +22,12 @@ bool ptc_shard_same(const ptc_shard *a, const ptc_piece *pa, const ptc_shard *b,
 int ptc_reshard_pack_one(const ptc_plan *p, const ptc_transfer *x, const void *from, void *out);
 /* Unpack row-major @p in into the target rank's local buffer @p to. */
 int ptc_reshard_unpack_one(const ptc_plan *p, const ptc_transfer *x, const void *in, void *to);
+/* ptc_reshard_host_owned_range() over a transport, for every tensor: the
+ * whole plan @p p (the same on every process), each process packing what it
+ * provides per peer and exchanging one message per peer and phase
+ * (ptc_transport_exchange: reused shards and transfers from source
+ * buffers, then the fan-outs from target buffers). Failures are agreed. */
+int ptc_reshard_owned_over(const ptc_plan *p, const ptc_transport *t, const int *src_owner,
+                           const void *const *const *src, const int *dst_owner,
+                           void *const *const *dst);
 #endif

@@ -19,6 +19,7 @@
 
 #include "ptc/plan.h"
 #include "ptc/store.h"
+#include "ptc/transport.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -100,6 +101,79 @@ PTC_API int ptc_reshard_store(ptc_store *s, uint64_t version, const ptc_config *
 PTC_API int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to,
                                   MPI_Comm comm, const ptc_reshard_options *opts,
                                   ptc_reshard_result *res);
+
+
+/* ---- a store spread over hosts (docs/checkpoint.md "Across hosts") ------- */
+
+/** Longest host name ptc_reshard_hosts_index() takes, NUL included. */
+#define PTC_RESHARD_HOST_NAME_MAX 256
+
+/**
+ * Number the hosts of the processes of @p t: processes passing the same
+ * @p name share a host; hosts are numbered 0..H-1 in the order of their
+ * lowest process. Collective. @p name NULL: this machine's host name
+ * (gethostname). Tests give processes of one machine different names, as
+ * they would have on different hosts.
+ * @return PTC_OK; PTC_E_INVAL (a name of PTC_RESHARD_HOST_NAME_MAX bytes or
+ *   more, or empty; agreed); PTC_E_IO (no host name); the transport's error.
+ */
+PTC_API int ptc_reshard_hosts_index(const ptc_transport *t, const char *name, int *host,
+                                    int *nhosts);
+
+/** What a load of a version spread over hosts did (the same on every process). */
+typedef struct ptc_reshard_hosts_result {
+    uint64_t version;        /**< the version across hosts that was loaded */
+    int hosts;               /**< hosts taking part */
+    /** The plan's figures, hosts as the plan's hosts: plan.bytes_network are
+     * the bytes moved between hosts, plan.bytes_network_lower_bound the
+     * sum over hosts of the bytes a host's target ranks need and none of
+     * the source ranks read on it holds. */
+    ptc_plan_stats plan;
+    uint64_t max_host_bytes; /**< the busiest host's network bytes: the most
+                                  one host receives or sends (max over hosts
+                                  of max(in, out)) */
+    uint64_t bytes_read;     /**< bytes read from the hosts' own stores */
+    double seconds;          /**< wall time of the call */
+} ptc_reshard_hosts_result;
+
+/**
+ * Load version @p version of a store spread over hosts (written by
+ * ptc_ckpt_hosts_save_over, one part per host, with replicas) into layout
+ * @p dst, collectively over @p t. Every process passes its host's index
+ * (ptc_reshard_hosts_index) and its host's store @p s (the same path on
+ * every host, each host its own local disk; processes of one host may share
+ * the handle only as ptc_ckpt_hosts_save_over allows). Each host lists the
+ * source ranks its part holds (its own ranks' shards and the replicas of
+ * other hosts'); each source rank is read from the disk of one process
+ * whose host holds it — preferring the process running the same target
+ * rank, then one on the target rank's host, then the least loaded — and the
+ * minimal-movement plan (ptc_plan_create with the hosts so chosen) moves
+ * every byte a process lacks from the process that read it, over @p t's
+ * point-to-point exchange. Nothing is read from another host's disk.
+ *
+ * @param version  the version across hosts; 0: recover first
+ *                 (ptc_ckpt_hosts_recover_over) and load the newest
+ *                 committed one. A nonzero @p version must be committed
+ *                 (the caller ran the recovery).
+ * @param dst      the target layout, the same on every process; its tensors
+ *                 must be the version's, in its order, with its dtypes
+ * @param ranks,nranks  the target ranks this process runs (together, the
+ *                 processes run every rank of @p dst exactly once)
+ * @param bufs     nranks x ntensors row-major local tensors, filled
+ * @param res      may be NULL
+ * @return PTC_OK; PTC_E_NOTFOUND (no committed version; a host without its
+ *   part of the version: "store DIR holds no part of version G"; saved ranks
+ *   whose shards no present host holds, naming them: "lost with every
+ *   copy"); PTC_E_INVAL (@p dst does not match the version; a target rank
+ *   no process runs); the errors of the recovery, the reads and the
+ *   transport. Every failure is agreed: every process returns the same code
+ *   and message.
+ * @note Thread safety: collective over @p t, one call at a time per transport.
+ */
+PTC_API int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s,
+                                   uint64_t version, const ptc_layout *dst, const int *ranks,
+                                   size_t nranks, void *const *bufs,
+                                   ptc_reshard_hosts_result *res);
 
 /* ---- in-memory executors ------------------------------------------------ */
 
