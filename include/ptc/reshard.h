@@ -175,6 +175,44 @@ PTC_API int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *
                                    size_t nranks, void *const *bufs,
                                    ptc_reshard_hosts_result *res);
 
+
+/** Options of ptc_reshard_hosts_store_mpi(). Zero-initialise. */
+typedef struct ptc_reshard_hosts_options {
+    /** NULL: write the new configuration as a new version across hosts into
+     * the same stores (each host its part, with @ref replicas). Else a
+     * directory on the host of process 0 (created if needed): an ordinary
+     * single-directory store there receives the new version (the processes
+     * of that host write it); nothing is written on the other hosts. */
+    const char *out;
+    /** Version across hosts: copies of each host's shards on other hosts
+     * (ptc_ckpt_hosts_options.replicas; must be < hosts); negative: those
+     * of the hosts' journals (the newest version's). */
+    int replicas;
+} ptc_reshard_hosts_options;
+
+/**
+ * Reshard version @p version (0: the newest committed, after a recovery) of
+ * a store spread over hosts to configuration @p to, over MPI: every process
+ * of @p comm calls it with its host's index (ptc_reshard_hosts_index) and
+ * store. The target ranks are spread over the writing processes (every
+ * process, or with opts->out those on process 0's host) in order,
+ * ptc_reshard_hosts_load() fills them (each byte from a host that holds it,
+ * by the minimal plan, over MPI), and the writers save them: a version
+ * across hosts (ptc_ckpt_hosts_save_over) or a version of the store
+ * opts->out (ptc_ckpt_save over the writers). The record is the source's,
+ * its configuration @p to. Every target rank's state is in the writers'
+ * memory at once (the state's bytes, spread over the writers).
+ * @param written  receives the new version (across hosts, or of opts->out)
+ * @param res      the load's figures (may be NULL)
+ * @return PTC_OK; the errors of ptc_reshard_hosts_load(), of the layout of
+ *   @p to (PTC_E_CONFIG, PTC_E_RULE), the save and MPI; agreed.
+ * @note Thread safety: collective over @p comm.
+ */
+PTC_API int ptc_reshard_hosts_store_mpi(ptc_store *s, int host, uint64_t version,
+                                        const ptc_config *to, MPI_Comm comm,
+                                        const ptc_reshard_hosts_options *opts, uint64_t *written,
+                                        ptc_reshard_hosts_result *res);
+
 /* ---- in-memory executors ------------------------------------------------ */
 
 /**
