@@ -17,6 +17,7 @@
 
 #include <mpi.h>
 
+#include "ptc/ckpt.h"
 #include "ptc/plan.h"
 #include "ptc/store.h"
 #include "ptc/transport.h"
@@ -212,6 +213,49 @@ PTC_API int ptc_reshard_hosts_store_mpi(ptc_store *s, int host, uint64_t version
                                         const ptc_config *to, MPI_Comm comm,
                                         const ptc_reshard_hosts_options *opts, uint64_t *written,
                                         ptc_reshard_hosts_result *res);
+
+
+/**
+ * ptc_ckpt_save_locals_over() into a store spread over hosts: every process
+ * names its host (@p host_name, as ptc_reshard_hosts_index; NULL: this
+ * machine's name) and passes its host's store; the processes' described
+ * local tensors are collected into a layout and bound as
+ * ptc_ckpt_bind_locals_over() does, and ptc_ckpt_hosts_save_over() writes
+ * version G across hosts (each host its part, with @p hopts's replicas).
+ * Process 0's record is every host's (the others may pass NULL). Host
+ * memory only: streamed locals are refused.
+ * @param version  receives G
+ * @return PTC_OK, @p rc's agreed failure, the errors of the collection, the
+ *   host numbering and ptc_ckpt_hosts_save_over(); agreed.
+ */
+PTC_API int ptc_reshard_hosts_save_locals(const ptc_transport *t, int rc, const char *host_name,
+                                          ptc_store *s, const int *ranks, size_t nranks,
+                                          const ptc_ckpt_local *locals, size_t n,
+                                          const ptc_config *cfg, const ptc_rules *rules,
+                                          const ptc_ckpt_record *rec,
+                                          const ptc_ckpt_options *opts,
+                                          const ptc_ckpt_hosts_options *hopts,
+                                          uint64_t *version);
+
+/**
+ * ptc_ckpt_load_locals_over() from a store spread over hosts: the hosts
+ * recover and agree on the newest committed version (or take @p version,
+ * which must be committed), the layout is that of this host's part under
+ * @p cfg and @p rules (or, @p cfg NULL, the one the locals describe; see
+ * ptc_ckpt_bind_locals_over), and ptc_reshard_hosts_load() fills the local
+ * tensors: each source rank read from one host holding it, every missing
+ * byte moved over @p t by the minimal plan. Host memory only.
+ * @param rec  receives the version's record (ptc_ckpt_record_free; may be NULL)
+ * @param res  the load's figures, res->version the version loaded (may be NULL)
+ * @return PTC_OK, @p rc's agreed failure, PTC_E_NOTFOUND (no committed
+ *   version, or not @p version), the errors of ptc_reshard_hosts_load();
+ *   agreed.
+ */
+PTC_API int ptc_reshard_hosts_load_locals(const ptc_transport *t, int rc, const char *host_name,
+                                          ptc_store *s, uint64_t version, const int *ranks,
+                                          size_t nranks, const ptc_ckpt_local *locals, size_t n,
+                                          const ptc_config *cfg, const ptc_rules *rules,
+                                          ptc_ckpt_record *rec, ptc_reshard_hosts_result *res);
 
 /* ---- in-memory executors ------------------------------------------------ */
 
