@@ -345,8 +345,10 @@ int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint6
     h.world = ptc_layout_world(h.src);
     h.dst_world = ptc_layout_world(dst);
     rc = hload_maps(&h, host, s, lv, ranks, nranks);
+    double t_read = now_s();
     if (rc == PTC_OK)
         rc = hload_read(&h, s, lv);
+    t_read = now_s() - t_read;
     if ((rc = ptc_transport_agree(t, rc, "load across hosts")) < 0)
         goto out_free;
     for (int p = 0; p < t->size; p++)
@@ -359,8 +361,10 @@ int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint6
         rc = ptc_error_set(PTC_E_NOMEM, "no memory for the target ranks");
     for (size_t i = 0; rc == PTC_OK && i < nranks; i++)
         h.dst_ptrs[ranks[i]] = (void *const *)&bufs[i * nt];
+    double t_move = now_s();
     if ((rc = ptc_transport_agree(t, rc, "load across hosts")) == PTC_OK)
         rc = ptc_reshard_owned_over(plan, t, h.src_owner, h.src_ptrs, h.dst_owner, h.dst_ptrs);
+    t_move = now_s() - t_move;
     uint64_t read = h.bytes_read, all_read = 0;
     if (rc == PTC_OK && res) {
         uint64_t *each = ptc_calloc((size_t)t->size, sizeof *each);
@@ -374,6 +378,8 @@ int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint6
         if (rc == PTC_OK) {
             figures(plan, host_max + 1, version, all_read, res);
             res->seconds = now_s() - t0;
+            res->read_seconds = t_read;
+            res->move_seconds = t_move;
         }
     }
     ptc_plan_destroy(plan);

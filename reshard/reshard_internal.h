@@ -22,11 +22,15 @@ bool ptc_shard_same(const ptc_shard *a, const ptc_piece *pa, const ptc_shard *b,
 int ptc_reshard_pack_one(const ptc_plan *p, const ptc_transfer *x, const void *from, void *out);
 /* Unpack row-major @p in into the target rank's local buffer @p to. */
 int ptc_reshard_unpack_one(const ptc_plan *p, const ptc_transfer *x, const void *in, void *to);
+/* Box @p b at element strides @p stride is one run of memory. */
+bool ptc_reshard_box_contiguous(const ptc_box *b, const int64_t *stride);
+
 /* ptc_reshard_host_owned_range() over a transport, for every tensor: the
- * whole plan @p p (the same on every process), each process packing what it
- * provides per peer and exchanging one message per peer and phase
- * (ptc_transport_exchange: reused shards and transfers from source
- * buffers, then the fan-outs from target buffers). Failures are agreed. */
+ * whole plan @p p (the same on every process); per phase (reused shards and
+ * transfers from source buffers, then the fan-outs from target buffers) one
+ * ptc_transport_exchange with a message per item between two processes,
+ * sent from / received into the rank buffers where the box is one run of
+ * memory there, else packed / unpacked. Failures are agreed. */
 int ptc_reshard_owned_over(const ptc_plan *p, const ptc_transport *t, const int *src_owner,
                            const void *const *const *src, const int *dst_owner,
                            void *const *const *dst);

@@ -135,6 +135,8 @@ typedef struct ptc_reshard_hosts_result {
                                   of max(in, out)) */
     uint64_t bytes_read;     /**< bytes read from the hosts' own stores */
     double seconds;          /**< wall time of the call */
+    double read_seconds;     /**< of which this process's reads of its host's part */
+    double move_seconds;     /**< of which the plan's exchange (this process) */
 } ptc_reshard_hosts_result;
 
 /**
