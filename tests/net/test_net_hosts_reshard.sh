@@ -9,8 +9,10 @@
 #    under pp=3 from the tp=3 version (losses bit for bit);
 # 2. host 2's disk is lost; the tp=3 version is resharded from the
 #    survivors' parts and replicas into one ordinary store on host 0
-#    (--out): it verifies, and a single-host resume from it gives the same
-#    losses again;
+#    (--out): it verifies, a single-host resume from it gives the same
+#    losses again, and a mount of it serves the model that the same reshard
+#    with every host present wrote (what users mount: a host's part of a
+#    store spread over hosts is not a whole state);
 # 3. bad command lines and a version no host holds fail with one line.
 . "$(dirname "$0")/lib_net.sh"
 NET_PRIVATE=$T/private
@@ -45,7 +47,10 @@ grep -q '^resume moved 0 bytes between hosts' "$T/r1.out" && ok || bad "$(grep '
 [ -n "$(losses "$T/ref.out")" ] && [ "$(losses "$T/r1.out")" = "$(losses "$T/ref.out")" ] && ok ||
     bad "losses after the resharded version differ: $(losses "$T/r1.out" | tr '\n' ' ')"
 
-# 2. host 2 lost: version 2 from the survivors into one store on host 0
+# 2. version 2 into one store on host 0 while every host is present (the
+# reference), then host 2 lost: version 2 from the survivors
+net_mpirun -np 3 "$PTC" reshard --mpi --across-hosts --store "$S" --version 2 --to pp=3 \
+    --out "$T/private/full" >/dev/null 2>"$T/full.err" || { cat "$T/full.err" >&2; bad "--out, 3 hosts"; }
 rm -rf "$T/disks/h2"/*
 printf '10.177.0.1 slots=1\n10.177.0.2 slots=1\n' >"$T/hosts2"
 mpirun2=(ip netns exec "$NET-l" mpirun --allow-run-as-root --hostfile "$T/hosts2" --map-by slot
@@ -63,6 +68,16 @@ mpirun --allow-run-as-root --oversubscribe --bind-to none -np 3 "$PTC" train --c
     { cat "$T/r2t.err" >&2; bad "the resume from the single store failed"; }
 [ "$(losses "$T/r2.out")" = "$(losses "$T/ref.out")" ] && ok ||
     bad "losses after the single store differ: $(losses "$T/r2.out" | tr '\n' ' ')"
+
+# the mount on host 0 serves it: the model equals the one from every host
+if command -v fusermount3 >/dev/null && [ -e /dev/fuse ]; then
+    mkdir -p "$T/mnt"
+    "$PTC" export --store "$T/disks/h0/full" --out "$T/full.safetensors" >/dev/null
+    if "$PTC" mount --store "$T/disks/h0/one" "$T/mnt" 2>"$T/mount.err" &&
+        cmp -s "$T/mnt/models/1/model.safetensors" "$T/full.safetensors"; then ok
+    else bad "the mount of the store on host 0 does not serve the state: $(cat "$T/mount.err")"; fi
+    fusermount3 -u "$T/mnt" 2>/dev/null || true
+fi
 
 # 3. one-line errors
 expect_fail 2 across-hosts mpi -- "$PTC" reshard --across-hosts --store "$S" --to pp=3
