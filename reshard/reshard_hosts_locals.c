@@ -5,6 +5,7 @@
  * (ptc_reshard_hosts_load). */
 #include <string.h>
 
+#include "ptc/ckpt.h"
 #include "base/util_internal.h"
 #include "reshard/reshard_internal.h"
 

@@ -17,7 +17,6 @@
 
 #include <mpi.h>
 
-#include "ptc/ckpt.h"
 #include "ptc/plan.h"
 #include "ptc/store.h"
 #include "ptc/transport.h"
@@ -105,6 +104,13 @@ PTC_API int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_conf
 
 
 /* ---- a store spread over hosts (docs/checkpoint.md "Across hosts") ------- */
+
+/* ptc/ckpt.h's types, declared here so that this header does not include it
+ * (a module may use reshard without ptc/ckpt). */
+struct ptc_ckpt_local;
+struct ptc_ckpt_record;
+struct ptc_ckpt_options;
+struct ptc_ckpt_hosts_options;
 
 /** Longest host name ptc_reshard_hosts_index() takes, NUL included. */
 #define PTC_RESHARD_HOST_NAME_MAX 256
@@ -232,11 +238,11 @@ PTC_API int ptc_reshard_hosts_store_mpi(ptc_store *s, int host, uint64_t version
  */
 PTC_API int ptc_reshard_hosts_save_locals(const ptc_transport *t, int rc, const char *host_name,
                                           ptc_store *s, const int *ranks, size_t nranks,
-                                          const ptc_ckpt_local *locals, size_t n,
+                                          const struct ptc_ckpt_local *locals, size_t n,
                                           const ptc_config *cfg, const ptc_rules *rules,
-                                          const ptc_ckpt_record *rec,
-                                          const ptc_ckpt_options *opts,
-                                          const ptc_ckpt_hosts_options *hopts,
+                                          const struct ptc_ckpt_record *rec,
+                                          const struct ptc_ckpt_options *opts,
+                                          const struct ptc_ckpt_hosts_options *hopts,
                                           uint64_t *version);
 
 /**
@@ -255,9 +261,11 @@ PTC_API int ptc_reshard_hosts_save_locals(const ptc_transport *t, int rc, const 
  */
 PTC_API int ptc_reshard_hosts_load_locals(const ptc_transport *t, int rc, const char *host_name,
                                           ptc_store *s, uint64_t version, const int *ranks,
-                                          size_t nranks, const ptc_ckpt_local *locals, size_t n,
+                                          size_t nranks, const struct ptc_ckpt_local *locals,
+                                          size_t n,
                                           const ptc_config *cfg, const ptc_rules *rules,
-                                          ptc_ckpt_record *rec, ptc_reshard_hosts_result *res);
+                                          struct ptc_ckpt_record *rec,
+                                          ptc_reshard_hosts_result *res);
 
 /* ---- in-memory executors ------------------------------------------------ */
 
