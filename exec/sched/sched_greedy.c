@@ -268,6 +268,29 @@ static int start(const sched_greedy *gr, ptc_sched *s, gstate *z, int r, pick k,
     return ptc_sched_append(s, r, a);
 }
 
+/* Whether rank r is still running its action at `now` (its end time
+ * then bounds the next event). */
+static bool rank_busy(gstate *z, int r, double now, double *next)
+{
+    if (z->running[r] && z->free_at[r] <= now)
+        z->running[r] = false;
+    if (z->running[r])
+        *next = fmin(*next, z->free_at[r]);
+    return z->running[r];
+}
+
+/* The time of the next event after `now`: the earliest of `next` (the end
+ * of a running action) and the next arrival still in flight; INFINITY when
+ * nothing is pending. Arrivals up to `now` are dropped. */
+static double next_event(gstate *z, double now, double next)
+{
+    while (z->arrivals.n && z->arrivals.t[0] <= now)
+        theap_pop(&z->arrivals);
+    if (z->arrivals.n)
+        next = fmin(next, z->arrivals.t[0]);
+    return next;
+}
+
 int sched_greedy_run(ptc_sched *s, const sched_greedy *gr, double *makespan)
 {
     ptc_sched_costs free_links;
@@ -280,12 +303,8 @@ int sched_greedy_run(ptc_sched *s, const sched_greedy *gr, double *makespan)
     while (left) {
         double next = INFINITY;
         for (int r = 0; r < P; r++) {
-            if (z.running[r] && z.free_at[r] <= now)
-                z.running[r] = false;
-            if (z.running[r]) {
-                next = fmin(next, z.free_at[r]);
+            if (rank_busy(&z, r, now, &next))
                 continue;
-            }
             pick k = choose(gr, s, &z, r, now);
             if (k.op < 0)
                 continue;
@@ -296,10 +315,7 @@ int sched_greedy_run(ptc_sched *s, const sched_greedy *gr, double *makespan)
         }
         if (!left)
             break;
-        while (z.arrivals.n && z.arrivals.t[0] <= now)
-            theap_pop(&z.arrivals);
-        if (z.arrivals.n)
-            next = fmin(next, z.arrivals.t[0]);
+        next = next_event(&z, now, next);
         if (isinf(next)) {
             rc = ptc_error_set(PTC_E_INVAL, "internal: greedy scheduler stalled");
             goto out_free;
@@ -437,12 +453,8 @@ int sched_compact(ptc_sched *s, const sched_greedy *gr)
     while (left) {
         double next = INFINITY;
         for (int r = 0; r < P; r++) {
-            if (z.running[r] && z.free_at[r] <= now)
-                z.running[r] = false;
-            if (z.running[r]) {
-                next = fmin(next, z.free_at[r]);
+            if (rank_busy(&z, r, now, &next))
                 continue;
-            }
             size_t j = compact_choose(s, &z, r, &o[r], now, blocked);
             if (j == (size_t)-1)
                 continue;
@@ -458,10 +470,7 @@ int sched_compact(ptc_sched *s, const sched_greedy *gr)
         }
         if (!left)
             break;
-        while (z.arrivals.n && z.arrivals.t[0] <= now)
-            theap_pop(&z.arrivals);
-        if (z.arrivals.n)
-            next = fmin(next, z.arrivals.t[0]);
+        next = next_event(&z, now, next);
         if (isinf(next)) {
             rc = ptc_error_set(PTC_E_DEADLOCK, "compaction: the given order cannot complete");
             goto out_free;

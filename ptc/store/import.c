@@ -144,6 +144,93 @@ static int add_metadata(ptc_store_writer *w, const ptc_st_file *f)
     return PTC_OK;
 }
 
+/* ---- the one writer ---------------------------------------------------------
+ *
+ * Both imports end the same way: a version holding the layout's tensors,
+ * every distinct shard written once by its owner rank (from wherever the
+ * source keeps it), its replicas stored as aliases. */
+
+struct source {
+    /* the checkpoint's own metadata */
+    int (*metadata)(ptc_store_writer *w, void *user);
+    /* tensor t's shard of group g's owner: begin, data, end */
+    int (*shard)(ptc_store_writer *w, size_t t, const ptc_shard_group *g, const ptc_shard *sh,
+                 const ptc_piece *pieces, void *user, uint64_t *done, uint64_t total);
+    void *user;
+};
+
+static int shard_total(const ptc_layout *l, const ptc_tensor_info *infos, size_t n,
+                       uint64_t *total)
+{
+    *total = 0;
+    for (size_t t = 0; t < n; t++) {
+        ptc_shard_group *groups = NULL;
+        size_t ng = 0;
+        int rc = ptc_layout_groups(l, t, &groups, &ng);
+        for (size_t g = 0; g < ng && rc == PTC_OK; g++) {
+            ptc_shard sh;
+            rc = ptc_layout_shard(l, t, groups[g].owner, &sh);
+            int64_t nel = 1;
+            for (int d = 0; d < sh.ndim; d++)
+                nel *= sh.shape[d];
+            *total += (uint64_t)nel * ptc_dtype_size(infos[t].dtype);
+        }
+        ptc_layout_groups_free(groups);
+        PTC_TRY(rc);
+    }
+    return PTC_OK;
+}
+
+static int write_version(ptc_store *s, const ptc_store_write_options *wo, const ptc_layout *l,
+                         const ptc_tensor_info *infos, size_t n, const struct source *src,
+                         uint64_t *version)
+{
+    ptc_store_writer *w = NULL;
+    ptc_piece *pieces = NULL;
+    size_t pcap = 0;
+    uint64_t total = 0, done = 0;
+    int rc = ptc_store_writer_begin(&w, s, wo);
+    if (rc)
+        return rc;
+    rc = src->metadata(w, src->user);
+    for (size_t t = 0; t < n && rc == PTC_OK; t++) {
+        char place[256];
+        rc = ptc_placement_format(ptc_layout_placement(l, t), place, sizeof place);
+        if (rc == PTC_OK)
+            rc = ptc_store_writer_add_tensor(w, infos[t].name, strlen(infos[t].name),
+                                             infos[t].dtype, infos[t].ndim, infos[t].shape,
+                                             place, NULL);
+    }
+    if (rc == PTC_OK)
+        rc = shard_total(l, infos, n, &total);
+    for (size_t t = 0; t < n && rc == PTC_OK; t++) {
+        ptc_shard_group *groups = NULL;
+        size_t ng = 0;
+        rc = ptc_layout_groups(l, t, &groups, &ng);
+        for (size_t g = 0; g < ng && rc == PTC_OK; g++) {
+            ptc_shard sh;
+            size_t np;
+            int owner = groups[g].owner;
+            rc = ptc_layout_shard(l, t, owner, &sh);
+            if (rc == PTC_OK)
+                rc = ptc_grow((void **)&pieces, &pcap, sh.npieces + 1, sizeof *pieces);
+            if (rc == PTC_OK)
+                rc = ptc_layout_pieces(l, t, owner, pieces, pcap, &np);
+            if (rc == PTC_OK)
+                rc = src->shard(w, t, &groups[g], &sh, pieces, src->user, &done, total);
+            for (size_t k = 1; k < groups[g].nranks && rc == PTC_OK; k++)
+                rc = ptc_store_shard_alias(w, (uint32_t)t, (uint32_t)groups[g].ranks[k],
+                                           (uint32_t)owner);
+        }
+        ptc_layout_groups_free(groups);
+    }
+    if (rc == PTC_OK)
+        rc = ptc_store_writer_commit(w, version);
+    ptc_store_writer_destroy(w);
+    ptc_free(pieces);
+    return rc;
+}
+
 /* ---- per-rank imports ------------------------------------------------------
  *
  * Files a job wrote per rank (local shapes, global names). A rank is named by
@@ -467,28 +554,64 @@ static int check_ranks(const ptc_layout *l, struct rank_in *ri, int world, const
     return PTC_OK;
 }
 
-static int write_local(ptc_store_writer *w, uint32_t ti, int rank, const ptc_shard *sh,
-                       const ptc_piece *pieces, const ptc_st_tensor *src,
-                       const ptc_import_options *o, uint64_t *done, uint64_t total)
-{
-    PTC_TRY(ptc_store_shard_begin(w, ti, (uint32_t)rank, sh->ndim, sh->shape, pieces,
-                                  sh->npieces));
-    for (uint64_t a = 0; a < src->nbytes; a += IMPORT_CHUNK) {
-        size_t nb = (size_t)PTC_MIN((uint64_t)IMPORT_CHUNK, src->nbytes - a);
-        PTC_TRY(ptc_store_shard_write(w, (uint32_t)rank, (const uint8_t *)src->data + a, nb));
-        *done += nb;
-        if (o->progress)
-            o->progress("import", *done, total, o->progress_user);
-    }
-    return ptc_store_shard_end(w, (uint32_t)rank);
-}
-
 static const ptc_st_tensor *tensor_of(const struct rank_in *ri, int r, const char *name)
 {
     size_t i;
     if (ptc_st_find(ri[r].f, name, &i) != PTC_OK)
         return NULL;
     return ptc_st_tensor_at(ri[r].f, i);
+}
+
+struct rank_src {
+    const struct rank_in *ri;
+    int world;
+    const ptc_tensor_info *infos;
+    const ptc_import_options *o;
+};
+
+/* every rank's metadata, ptc.* placement keys left out */
+static int rank_metadata(ptc_store_writer *w, void *user)
+{
+    const struct rank_src *rs = user;
+    for (int r = 0; r < rs->world; r++) {
+        const ptc_st_header *h = ptc_st_file_header(rs->ri[r].f);
+        for (size_t i = 0; i < ptc_st_header_metadata_count(h); i++) {
+            ptc_st_kv kv = ptc_st_header_metadata_at(h, i);
+            if (strncmp(kv.key, "ptc.", 4) != 0)
+                PTC_TRY(ptc_store_writer_set_metadata(w, kv.key, kv.value));
+        }
+    }
+    return PTC_OK;
+}
+
+/* the owner's file holds the shard as stored (check_ranks checked its
+ * shape); the files of its replicas must hold the same bytes */
+static int rank_shard(ptc_store_writer *w, size_t t, const ptc_shard_group *g,
+                      const ptc_shard *sh, const ptc_piece *pieces, void *user, uint64_t *done,
+                      uint64_t total)
+{
+    const struct rank_src *rs = user;
+    const char *name = rs->infos[t].name;
+    const ptc_st_tensor *src = tensor_of(rs->ri, g->owner, name);
+    for (size_t k = 1; k < g->nranks; k++) {
+        const ptc_st_tensor *rep = tensor_of(rs->ri, g->ranks[k], name);
+        if (memcmp(rep->data, src->data, (size_t)src->nbytes) != 0)
+            return ptc_error_set(PTC_E_FORMAT,
+                                 "tensor '%s': %s and %s hold different bytes for the same "
+                                 "shard (replicas must be equal)", name, rs->ri[g->owner].path,
+                                 rs->ri[g->ranks[k]].path);
+    }
+    PTC_TRY(ptc_store_shard_begin(w, (uint32_t)t, (uint32_t)g->owner, sh->ndim, sh->shape,
+                                  pieces, sh->npieces));
+    for (uint64_t a = 0; a < src->nbytes; a += IMPORT_CHUNK) {
+        size_t nb = (size_t)PTC_MIN((uint64_t)IMPORT_CHUNK, src->nbytes - a);
+        PTC_TRY(ptc_store_shard_write(w, (uint32_t)g->owner, (const uint8_t *)src->data + a,
+                                      nb));
+        *done += nb;
+        if (rs->o->progress)
+            rs->o->progress("import", *done, total, rs->o->progress_user);
+    }
+    return ptc_store_shard_end(w, (uint32_t)g->owner);
 }
 
 static int import_ranks(ptc_store *s, const struct input *in, const char *const *paths,
@@ -502,9 +625,6 @@ static int import_ranks(ptc_store *s, const struct input *in, const char *const 
     size_t n = 0, cap = 0, fcap = 0;
     ptc_tensor_info *infos = NULL;
     ptc_layout *l = NULL;
-    ptc_store_writer *w = NULL;
-    ptc_piece *pieces = NULL;
-    size_t pcap = 0;
     ptc_rules *own_rules = NULL; /* the placements the files record */
     char cfg_text[PTC_CONFIG_MAX_STAGES * 11 + 64];
     struct has_ctx has;
@@ -585,71 +705,10 @@ static int import_ranks(ptc_store *s, const struct input *in, const char *const 
         .codec = o->codec,
         .level = o->level,
     };
-    rc = ptc_store_writer_begin(&w, s, &wo);
-    if (rc)
-        goto out_destroy_layout;
-    /* the checkpoint's own metadata: every rank's, ptc.* placement keys left out */
-    for (int r = 0; r < world && rc == PTC_OK; r++) {
-        const ptc_st_header *h = ptc_st_file_header(ri[r].f);
-        for (size_t i = 0; i < ptc_st_header_metadata_count(h) && rc == PTC_OK; i++) {
-            ptc_st_kv kv = ptc_st_header_metadata_at(h, i);
-            if (strncmp(kv.key, "ptc.", 4) != 0)
-                rc = ptc_store_writer_set_metadata(w, kv.key, kv.value);
-        }
-    }
-    uint64_t total = 0, done = 0;
-    for (size_t t = 0; t < n && rc == PTC_OK; t++) {
-        char place[256];
-        rc = ptc_placement_format(ptc_layout_placement(l, t), place, sizeof place);
-        if (rc == PTC_OK)
-            rc = ptc_store_writer_add_tensor(w, infos[t].name, strlen(infos[t].name),
-                                             infos[t].dtype, infos[t].ndim, infos[t].shape,
-                                             place, NULL);
-    }
-    for (size_t t = 0; t < n && rc == PTC_OK; t++) {
-        ptc_shard_group *groups = NULL;
-        size_t ng = 0;
-        rc = ptc_layout_groups(l, t, &groups, &ng);
-        for (size_t g = 0; g < ng && rc == PTC_OK; g++)
-            total += tensor_of(ri, groups[g].owner, infos[t].name)->nbytes;
-        ptc_layout_groups_free(groups);
-    }
-    for (size_t t = 0; t < n && rc == PTC_OK; t++) {
-        ptc_shard_group *groups = NULL;
-        size_t ng = 0;
-        rc = ptc_layout_groups(l, t, &groups, &ng);
-        for (size_t g = 0; g < ng && rc == PTC_OK; g++) {
-            ptc_shard sh;
-            size_t np;
-            int owner = groups[g].owner;
-            const ptc_st_tensor *src = tensor_of(ri, owner, infos[t].name);
-            for (size_t k = 1; k < groups[g].nranks && rc == PTC_OK; k++) {
-                const ptc_st_tensor *rep = tensor_of(ri, groups[g].ranks[k], infos[t].name);
-                if (memcmp(rep->data, src->data, (size_t)src->nbytes) != 0)
-                    rc = ptc_error_set(PTC_E_FORMAT,
-                                       "tensor '%s': %s and %s hold different bytes for the "
-                                       "same shard (replicas must be equal)", infos[t].name,
-                                       ri[owner].path, ri[groups[g].ranks[k]].path);
-            }
-            if (rc == PTC_OK)
-                rc = ptc_layout_shard(l, t, owner, &sh);
-            if (rc == PTC_OK)
-                rc = ptc_grow((void **)&pieces, &pcap, sh.npieces + 1, sizeof *pieces);
-            if (rc == PTC_OK)
-                rc = ptc_layout_pieces(l, t, owner, pieces, pcap, &np);
-            if (rc == PTC_OK)
-                rc = write_local(w, (uint32_t)t, owner, &sh, pieces, src, o, &done, total);
-            for (size_t k = 1; k < groups[g].nranks && rc == PTC_OK; k++)
-                rc = ptc_store_shard_alias(w, (uint32_t)t, (uint32_t)groups[g].ranks[k],
-                                           (uint32_t)owner);
-        }
-        ptc_layout_groups_free(groups);
-    }
-    if (rc == PTC_OK)
-        rc = ptc_store_writer_commit(w, version);
-    ptc_store_writer_destroy(w);
+    struct rank_src rs = {.ri = ri, .world = world, .infos = infos, .o = o};
+    struct source src = {.metadata = rank_metadata, .shard = rank_shard, .user = &rs};
+    rc = write_version(s, &wo, l, infos, n, &src, version);
 out_destroy_layout:
-    ptc_free(pieces);
     ptc_layout_destroy(l);
     ptc_free(infos);
 out_free_list:
@@ -661,6 +720,39 @@ out_free_ranks:
         json_decref(ri[r].layout);
     ptc_free(ri);
     return rc;
+}
+
+struct file_src {
+    const struct input *in;
+    size_t n;
+    const ptc_st_tensor *const *list;
+    uint8_t *chunk;
+    const ptc_import_options *o;
+};
+
+/* the checkpoint's __metadata__ ({"format":"pt"}, ...): a single file's, or
+ * every shard file's of an index, in input order (the last value of a key wins) */
+static int file_metadata(ptc_store_writer *w, void *user)
+{
+    const struct file_src *fs = user;
+    for (size_t i = 0; i < fs->n; i++) {
+        if (fs->in[i].file) {
+            PTC_TRY(add_metadata(w, fs->in[i].file));
+            continue;
+        }
+        for (size_t k = 0; k < ptc_st_index_file_count(fs->in[i].index); k++)
+            PTC_TRY(add_metadata(w, ptc_st_index_file(fs->in[i].index, k)));
+    }
+    return PTC_OK;
+}
+
+static int file_shard(ptc_store_writer *w, size_t t, const ptc_shard_group *g,
+                      const ptc_shard *sh, const ptc_piece *pieces, void *user, uint64_t *done,
+                      uint64_t total)
+{
+    const struct file_src *fs = user;
+    return write_shard(w, (uint32_t)t, g->owner, sh, pieces, fs->list[t], fs->chunk, fs->o,
+                       done, total);
 }
 
 int ptc_import(ptc_store *s, const char *const *paths, size_t npaths, const ptc_config *cfg,
@@ -676,10 +768,6 @@ int ptc_import(ptc_store *s, const char *const *paths, size_t npaths, const ptc_
     size_t n = 0, cap = 0;
     ptc_tensor_info *infos = NULL;
     ptc_layout *l = NULL;
-    ptc_store_writer *w = NULL;
-    ptc_piece *pieces = NULL;
-    size_t pcap = 0;
-    uint8_t *chunk = NULL;
     struct input *in = ptc_calloc(npaths, sizeof *in);
     if (!in)
         return PTC_E_NOMEM;
@@ -727,78 +815,16 @@ int ptc_import(ptc_store *s, const char *const *paths, size_t npaths, const ptc_
         .codec = o.codec,
         .level = o.level,
     };
-    rc = ptc_store_writer_begin(&w, s, &wo);
-    if (rc)
-        goto out_destroy_layout;
-    /* the checkpoint's __metadata__ ({"format":"pt"}, ...): a single file's, or
-     * every shard file's of an index, in input order (the last value of a key wins) */
-    for (size_t i = 0; i < npaths && rc == PTC_OK; i++) {
-        if (in[i].file) {
-            rc = add_metadata(w, in[i].file);
-            continue;
-        }
-        for (size_t k = 0; k < ptc_st_index_file_count(in[i].index) && rc == PTC_OK; k++)
-            rc = add_metadata(w, ptc_st_index_file(in[i].index, k));
-    }
-    uint64_t total = 0, done = 0;
-    for (size_t t = 0; t < n && rc == PTC_OK; t++) {
-        char place[256];
-        rc = ptc_placement_format(ptc_layout_placement(l, t), place, sizeof place);
-        if (rc == PTC_OK)
-            rc = ptc_store_writer_add_tensor(w, list[t]->name, strlen(list[t]->name),
-                                             list[t]->dtype, list[t]->ndim, list[t]->shape,
-                                             place, NULL);
-    }
-    for (size_t t = 0; t < n && rc == PTC_OK; t++) {
-        ptc_shard_group *groups = NULL;
-        size_t ng = 0;
-        rc = ptc_layout_groups(l, t, &groups, &ng);
-        for (size_t g = 0; g < ng && rc == PTC_OK; g++) {
-            ptc_shard sh;
-            rc = ptc_layout_shard(l, t, groups[g].owner, &sh);
-            int64_t nel = 1;
-            for (int d = 0; d < sh.ndim; d++)
-                nel *= sh.shape[d];
-            total += (uint64_t)nel * ptc_dtype_size(list[t]->dtype);
-        }
-        ptc_layout_groups_free(groups);
-    }
-    if (rc)
-        goto out_destroy_writer;
-    chunk = ptc_malloc(IMPORT_CHUNK);
+    uint8_t *chunk = ptc_malloc(IMPORT_CHUNK);
     if (!chunk) {
         rc = PTC_E_NOMEM;
-        goto out_destroy_writer;
+        goto out_destroy_layout;
     }
-    for (size_t t = 0; t < n && rc == PTC_OK; t++) {
-        ptc_shard_group *groups = NULL;
-        size_t ng = 0;
-        rc = ptc_layout_groups(l, t, &groups, &ng);
-        for (size_t g = 0; g < ng && rc == PTC_OK; g++) {
-            ptc_shard sh;
-            size_t np;
-            int owner = groups[g].owner;
-            rc = ptc_layout_shard(l, t, owner, &sh);
-            if (rc == PTC_OK)
-                rc = ptc_grow((void **)&pieces, &pcap, sh.npieces + 1, sizeof *pieces);
-            if (rc == PTC_OK)
-                rc = ptc_layout_pieces(l, t, owner, pieces, pcap, &np);
-            if (rc == PTC_OK)
-                rc = write_shard(w, (uint32_t)t, owner, &sh, pieces, list[t], chunk, &o,
-                                 &done, total);
-            for (size_t k = 1; k < groups[g].nranks && rc == PTC_OK; k++)
-                rc = ptc_store_shard_alias(w, (uint32_t)t, (uint32_t)groups[g].ranks[k],
-                                           (uint32_t)owner);
-        }
-        ptc_layout_groups_free(groups);
-    }
-    if (rc == PTC_OK)
-        rc = ptc_store_writer_commit(w, version);
+    struct file_src fs = {.in = in, .n = npaths, .list = list, .chunk = chunk, .o = &o};
+    struct source src = {.metadata = file_metadata, .shard = file_shard, .user = &fs};
+    rc = write_version(s, &wo, l, infos, n, &src, version);
     ptc_free(chunk);
-out_destroy_writer:
-    ptc_store_writer_destroy(w);
 out_destroy_layout:
-    ptc_free(pieces);
     ptc_layout_destroy(l);
 out_free_infos:
     ptc_free(infos);
