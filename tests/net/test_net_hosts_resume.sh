@@ -2,7 +2,9 @@
 # A resume under another configuration across 3 hosts that share no
 # filesystem (tests/net/lib_net.sh, NET_PRIVATE: each host sees only its own
 # disk at the store's path): the bytes that cross the veth links equal the
-# plan's network bytes, and no host reads another's disk.
+# plan's network bytes, and no host reads another's disk. With
+# PTC_TEST_FULL=1 (test_net_hosts_resume_all.sh, label slow) also pp=3 ->
+# tp=3, tp=3 -> dp=3,zero=1 and dp=3,zero=1 -> pp=3.
 #
 # ptc train saves a state under tp=3 with --replicas 1 (each host its rank's
 # shards and a copy of the previous host's), then resumes it under pp=3 on
@@ -37,7 +39,7 @@ done
 
 tx_sum() { local s=0 h; for h in 0 1 2; do s=$((s + $(net_bytes $h tx))); done; echo $s; }
 
-# save under CFG into fresh disks, then resume under pp=3 and count the
+# save under FROM into fresh disks, then resume under TO and count the
 # bytes on the links during the resume; prints "LINK_BYTES MOVED LOWER"
 run() {
     rm -rf "$T"/disks/h*/* "$T"/disks/h*/.[!.]* 2>/dev/null
@@ -46,22 +48,32 @@ run() {
         { cat "$T/save.err" >&2; bad "the save under $1 failed"; return 1; }
     local a b
     a=$(tx_sum)
-    net_mpirun -np 3 "$PTC" train --config pp=3 "${common[@]}" --steps 1 --store "$T/store" \
+    net_mpirun -np 3 "$PTC" train --config "$2" "${common[@]}" --steps 1 --store "$T/store" \
         --replicas 1 --resume >"$T/resume.out" 2>"$T/resume.err" ||
         { cat "$T/resume.err" >&2; bad "the resume from $1 failed"; return 1; }
     b=$(tx_sum)
     sed -nE "s/^resume moved ([0-9]+) bytes between hosts \(lower bound ([0-9]+)\)/$((b - a)) \1 \2/p" \
         "$T/resume.out"
 }
-read -r base moved0 _ < <(run pp=3)
-read -r link moved lower < <(run tp=3)
-echo "baseline resume (nothing to move): $base link bytes, plan $moved0"
-echo "resume tp=3 -> pp=3: $link link bytes, plan $moved (lower bound $lower)"
-[ "$moved0" = 0 ] && ok || bad "the baseline resume moved $moved0 bytes"
-[ -n "$moved" ] && [ "$moved" -gt 1000000 ] && ok || bad "the resume moved '$moved' bytes"
-[ "$moved" = "$lower" ] && ok || bad "the plan moved $moved bytes, its lower bound is $lower"
-net=$((link - base))
-echo "state's bytes on the links: $net (plan $moved, $(awk -v a=$net -v b=$moved 'BEGIN{printf "%+.2f", 100 * (a - b) / b}') %)"
-awk -v a=$net -v b=$moved 'BEGIN{exit !(a >= 0.95 * b && a <= 1.05 * b)}' && ok ||
-    bad "the links carried $net bytes of state, the plan $moved (more than 5 % apart)"
+# FROM TO: the bytes of a resume from a FROM state under TO on the links
+check() {
+    local base moved0 link moved lower net
+    read -r base moved0 _ < <(run "$2" "$2")
+    read -r link moved lower < <(run "$1" "$2")
+    echo "baseline resume under $2 (nothing to move): $base link bytes, plan $moved0"
+    echo "resume $1 -> $2: $link link bytes, plan $moved (lower bound $lower)"
+    [ "$moved0" = 0 ] && ok || bad "the baseline resume moved $moved0 bytes"
+    [ -n "$moved" ] && [ "$moved" -gt 1000000 ] && ok || bad "the resume moved '$moved' bytes"
+    [ "$moved" = "$lower" ] && ok || bad "the plan moved $moved bytes, its lower bound is $lower"
+    net=$((link - base))
+    echo "state's bytes on the links: $net (plan $moved, $(awk -v a=$net -v b=$moved 'BEGIN{printf "%+.2f", 100 * (a - b) / b}') %)"
+    awk -v a=$net -v b=$moved 'BEGIN{exit !(a >= 0.95 * b && a <= 1.05 * b)}' && ok ||
+        bad "$1 -> $2: the links carried $net bytes of state, the plan $moved (more than 5 % apart)"
+}
+check tp=3 pp=3
+if [ "${PTC_TEST_FULL:-0}" = 1 ]; then # the slow variant: the other directions, ZeRO
+    check pp=3 tp=3
+    check tp=3 dp=3,zero=1
+    check dp=3,zero=1 pp=3
+fi
 finish
