@@ -24,3 +24,9 @@ bool ptc_fault_crash_hit(const char *point)
     (void)point;
     return false;
 }
+
+void ptc_fault_step(const char *point, uint64_t version)
+{
+    (void)point;
+    (void)version;
+}

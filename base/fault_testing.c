@@ -13,13 +13,26 @@
  *   PTC_FAULT_ALLOC=N            the N-th allocation fails;
  *   PTC_FAULT_WRITE=N[:ENOSPC]   the N-th write or fsync fails (EIO, or ENOSPC);
  *   PTC_FAULT_SEND=N             the N-th message the runtime sends is never
- *                                posted (its receiver waits: the watchdog's test).
+ *                                posted (its receiver waits: the watchdog's test);
+ *   PTC_FAULT_KILL=POINT[:N]     the process kills itself (SIGKILL, as kill -9)
+ *                                the N-th time (default 1) any thread passes
+ *                                protocol step POINT (ptc_fault_step);
+ *   PTC_FAULT_TRACE=PREFIX       every step passed is appended, "POINT VERSION SECONDS"
+ *                                (CLOCK_MONOTONIC),
+ *                                to the file PREFIX.<pid> (write(2), no fsync:
+ *                                it survives a kill of the process, which is
+ *                                what a test reads it for).
  * Counted per process, on every thread, from the moment the library loads. */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/fault_testing.h"
 #include "base/util_internal.h"
@@ -95,6 +108,49 @@ __attribute__((constructor)) static void fault_from_environment(void)
     const char *s = getenv("PTC_FAULT_SEND");
     if (s && *s)
         ptc_fault_send_at(strtol(s, NULL, 10));
+}
+
+/* ---- protocol steps: kill -9 at one, a trace of all ------------------------------------- */
+
+static char kill_point[64];
+static atomic_long kill_at, kill_count;
+static int trace_fd = -1;
+
+__attribute__((constructor)) static void steps_from_environment(void)
+{
+    const char *k = getenv("PTC_FAULT_KILL");
+    if (k && *k) {
+        snprintf(kill_point, sizeof kill_point, "%s", k);
+        char *colon = strchr(kill_point, ':');
+        long n = 1;
+        if (colon) {
+            *colon = '\0';
+            n = strtol(colon + 1, NULL, 10);
+        }
+        atomic_store(&kill_at, n > 0 ? n : 1);
+    }
+    const char *t = getenv("PTC_FAULT_TRACE");
+    if (t && *t) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s.%ld", t, (long)getpid());
+        trace_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    }
+}
+
+void ptc_fault_step(const char *point, uint64_t version)
+{
+    if (trace_fd >= 0) {
+        char line[128];
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int n = snprintf(line, sizeof line, "%s %llu %lld.%09ld\n", point,
+                         (unsigned long long)version, (long long)ts.tv_sec, ts.tv_nsec);
+        if (n > 0 && write(trace_fd, line, (size_t)PTC_MIN(n, (int)sizeof line - 1)) < 0)
+            errno = 0; /* a trace is best effort */
+    }
+    if (kill_point[0] && !strcmp(kill_point, point) &&
+        atomic_fetch_add(&kill_count, 1) + 1 == atomic_load(&kill_at))
+        kill(getpid(), SIGKILL);
 }
 
 /* The armed crash point of this thread (a name of at most 63 bytes). */

@@ -114,6 +114,10 @@ bool ptc_fault_send_hit(void);
 /* Whether this thread armed crash point @p point (ptc_fault_crash_at); a
  * hit disarms it. */
 bool ptc_fault_crash_hit(const char *point);
+/* A step of a protocol (a crash point's name), passed at @p version: in
+ * the test build, PTC_FAULT_KILL may kill the process here and
+ * PTC_FAULT_TRACE records it (base/fault_testing.c); elsewhere nothing. */
+void ptc_fault_step(const char *point, uint64_t version);
 
 /* Checked arithmetic on sizes: return false on overflow. */
 static inline bool ptc_mul_overflow_i64(int64_t a, int64_t b, int64_t *out)

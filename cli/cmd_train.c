@@ -57,8 +57,10 @@ const char ptc_cmd_train_help[] =
     "  --save-async   the --save-every saves before the last in the background: a\n"
     "               step waits only for a copy of the state, the version commits at\n"
     "               the first step boundary after its writes (at the latest before\n"
-    "               the next save, a resize or the end); with --replicas the saves\n"
-    "               stay blocking\n"
+    "               the next save, a resize or the end); with --replicas the whole\n"
+    "               cross-host save runs in the background (MPI_THREAD_MULTIPLE;\n"
+    "               without it the saves block) and commits before the next\n"
+    "               save begins\n"
     "  --resize STEP:CFG[,STEP:CFG...]  online resizes: at the start of step STEP\n"
     "               the job moves to CFG in memory (parameters, AdamW moments, step,\n"
     "               data position) by the minimal plan; start it with processes for\n"
@@ -85,7 +87,9 @@ const char ptc_cmd_train_help[] =
     "               lacks from the others over MPI (docs/checkpoint.md)\n"
     "  --persist DIR  with --replicas: also save every N-th version (--persist-every,\n"
     "               default 1) into DIR, one store every host reaches (a shared or\n"
-    "               persistent filesystem), as an ordinary store\n"
+    "               persistent filesystem), as an ordinary store, copied from the\n"
+    "               hosts' stores in the background once the version commits (the\n"
+    "               next copy waits for it; --keep-local keeps the version read)\n"
     "  --keep-local M  with --replicas: each host keeps the newest M versions\n"
     "               (default 0: all)\n"
     "  --device     cpu (default) or cuda: the model on GPU local-rank mod count,\n"
@@ -445,8 +449,15 @@ int ptc_cmd_train(int argc, char **argv)
                                  : ptc_cli_lib_error(rc);
     int inited = 0;
     MPI_Initialized(&inited);
-    if (!inited)
-        MPI_Init(&argc, &argv);
+    if (!inited) {
+        /* a background save across hosts and the persistent tier's copy
+         * call MPI from a thread of the library: ask for it (the job checks
+         * what it got and blocks where it did not) */
+        int provided;
+        bool threads = c.o.replicas >= 0 && (c.o.save_async || c.o.persist);
+        MPI_Init_thread(&argc, &argv, threads ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE,
+                        &provided);
+    }
     int wrank = 0, wsize = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);

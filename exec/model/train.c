@@ -30,6 +30,8 @@ typedef struct run {
     void *user;
     ptc_train_result *res;
     train_async as;          /* --save-async: the save in flight */
+    train_persist pers;      /* --persist: the copy in flight */
+    bool noted_blocking;     /* the notice that --save-async blocks was given */
 } run;
 
 /* The step's figures, reduced to process 0 and reported there (on_step's
@@ -112,13 +114,18 @@ out_failed:
 
 /* ---- the step boundary ---------------------------------------------------------------- */
 
-/* A committed save: the run's last version. */
-static void saved(run *r, uint64_t v)
+/* A committed save: the run's last version; every --persist-every-th one
+ * goes to the persistent tier in the background (after the previous copy).
+ * Collective over the active processes. */
+static int saved(run *r, uint64_t v)
 {
     /* the records served up to this version are durable already: run_step
      * flushes them after every step */
     r->res->last_version = v;
     r->res->saves++;
+    if (!r->persist || v % (uint64_t)r->o->persist_every)
+        return PTC_OK;
+    return train_persist_start(&r->pers, r->store, r->persist, r->g, v);
 }
 
 /* Commit the background save in flight: now (@p wait) or where every active
@@ -128,8 +135,24 @@ static int finish_save(run *r, bool wait)
     uint64_t v = 0;
     int rc = train_state_finish(&r->as, r->g->comm, wait, &v);
     if (rc == PTC_OK && v)
-        saved(r, v);
+        rc = saved(r, v);
     return rc;
+}
+
+/* Whether this save goes to the background: --save-async, and with
+ * --replicas only where MPI runs with MPI_THREAD_MULTIPLE (else it blocks,
+ * with one notice). */
+static bool save_in_background(run *r, bool last, bool stopping)
+{
+    if (!r->o->save_async || last || stopping)
+        return false;
+    if (r->o->replicas < 0 || train_mpi_threads())
+        return true;
+    if (!r->noted_blocking && r->wrank == 0)
+        ptc_log(PTC_LOG_WARN, "--save-async with --replicas needs MPI_THREAD_MULTIPLE, which "
+                              "this MPI does not provide: the saves block");
+    r->noted_blocking = true;
+    return false;
 }
 
 /* Save the state after step r->k - 1 when the options say so: every
@@ -152,13 +175,13 @@ static int maybe_save(run *r, bool last, bool stopping)
         rc = train_agree(g->comm, ptc_exec_model_cuda_pull_state(g->gmodel));
     if (rc != PTC_OK)
         return rc;
-    if (o->save_async && o->replicas < 0 && !last && !stopping) /* --replicas: blocking */
-        return train_state_save_async(&r->jo, r->store, g, r->k, r->has_loss, r->last_loss,
-                                      &r->as);
-    rc = train_state_save(&r->jo, r->store, r->persist, g, r->k, r->has_loss, r->last_loss,
-                          &v);
+    if (save_in_background(r, last, stopping))
+        return train_state_save_async(&r->jo, r->store, r->pers.version, g, r->k, r->has_loss,
+                                      r->last_loss, &r->as);
+    rc = train_state_save(&r->jo, r->store, r->pers.version, g, r->k, r->has_loss,
+                          r->last_loss, &v);
     if (rc == PTC_OK)
-        saved(r, v);
+        rc = saved(r, v);
     return rc;
 }
 
@@ -336,6 +359,8 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
     ptc_train_result dummy;
     run r = {.o = &t->o, .jo = t->o, .sched0 = t->sched, .world = world, .on_step = on_step,
              .user = user, .res = res ? res : &dummy};
+    r.as.bg = MPI_COMM_NULL;
+    r.pers.comm = MPI_COMM_NULL;
     memset(r.res, 0, sizeof *r.res);
     r.res->failed_step = -1;
     PTC_MPI_TRY(MPI_Comm_rank(world, &r.wrank));
@@ -368,8 +393,11 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
         r.res->last_step = r.k;
     if (rc == PTC_OK && r.g)
         rc = run_end(&r);
+    if (rc == PTC_OK) /* the last copy to the persistent tier */
+        rc = train_persist_wait(&r.pers);
 out:
     train_state_drop(&r.as); /* none in flight unless the job failed */
+    train_persist_free(&r.pers);
     train_watch_stop(r.watch);
     train_seg_free(r.g);
     ptc_store_close(r.store);

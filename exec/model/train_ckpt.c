@@ -247,9 +247,21 @@ static ptc_ckpt_record state_record(const ptc_train_opts *o, const train_seg *g,
                              .nextra = PTC_ARRAY_LEN(x->extra)};
 }
 
-int train_state_save(const ptc_train_opts *o, ptc_store *store, ptc_store *persist,
-                     const train_seg *g, int64_t steps, bool has_loss, double loss,
-                     uint64_t *version)
+/* The cross-host save's options and this process's host. */
+static int hosts_setup(const ptc_train_opts *o, const train_seg *g, uint64_t pin, int *host,
+                       ptc_ckpt_hosts_options *ho)
+{
+    int nhosts;
+    PTC_TRY(train_agree(g->comm, train_hosts_index(g->comm, host, &nhosts)));
+    ptc_ckpt_hosts_options_init(ho);
+    ho->replicas = o->replicas;
+    ho->keep = o->keep_local;
+    ho->pin = pin;
+    return PTC_OK;
+}
+
+int train_state_save(const ptc_train_opts *o, ptc_store *store, uint64_t pin, const train_seg *g,
+                     int64_t steps, bool has_loss, double loss, uint64_t *version)
 {
     rec_text x;
     ptc_ckpt_record rec = state_record(o, g, steps, has_loss, loss, &x);
@@ -259,28 +271,57 @@ int train_state_save(const ptc_train_opts *o, ptc_store *store, ptc_store *persi
         return ptc_ckpt_save(store, g->layout, g->rules, g->ranks, g->nranks,
                              (const void *const *)g->bufs, &rec, &co, g->comm, version);
     ptc_transport t;
-    int host, nhosts;
-    PTC_TRY(ptc_transport_mpi(&t, g->comm));
-    PTC_TRY(train_agree(g->comm, train_hosts_index(g->comm, &host, &nhosts)));
+    int host;
     ptc_ckpt_hosts_options ho;
-    ptc_ckpt_hosts_options_init(&ho);
-    ho.replicas = o->replicas;
-    ho.keep = o->keep_local;
-    PTC_TRY(ptc_ckpt_hosts_save_over(&t, host, store, g->layout, g->rules, g->ranks, g->nranks,
-                                     (const void *const *)g->bufs, &rec, &co, &ho, version));
-    if (!persist || *version % (uint64_t)o->persist_every)
-        return PTC_OK;
-    /* the persistent tier: the existing single-store save, into a store
-     * every process reaches */
-    return ptc_ckpt_save(persist, g->layout, g->rules, g->ranks, g->nranks,
-                         (const void *const *)g->bufs, &rec, &co, g->comm, NULL);
+    PTC_TRY(ptc_transport_mpi(&t, g->comm));
+    PTC_TRY(hosts_setup(o, g, pin, &host, &ho));
+    return ptc_ckpt_hosts_save_over(&t, host, store, g->layout, g->rules, g->ranks, g->nranks,
+                                    (const void *const *)g->bufs, &rec, &co, &ho, version);
 }
 
-int train_state_save_async(const ptc_train_opts *o, ptc_store *store, const train_seg *g,
-                           int64_t steps, bool has_loss, double loss, train_async *as)
+bool train_mpi_threads(void)
+{
+    int level = MPI_THREAD_SINGLE;
+    return MPI_Query_thread(&level) == MPI_SUCCESS && level >= MPI_THREAD_MULTIPLE;
+}
+
+/* The cross-host save in the background: the snapshot here, then the whole
+ * protocol (exchange, writes, two-phase commit) on the library's thread
+ * over a communicator of its own (MPI_THREAD_MULTIPLE: the job's thread
+ * goes on calling MPI). Collective over the active processes. */
+static int save_async_hosts(const ptc_train_opts *o, ptc_store *store, uint64_t pin,
+                            const train_seg *g, ptc_ckpt_record *rec, train_async *as)
+{
+    ptc_ckpt_options co;
+    ptc_ckpt_options_init(&co);
+    int host, rc = PTC_OK;
+    ptc_ckpt_hosts_options ho;
+    PTC_TRY(hosts_setup(o, g, pin, &host, &ho));
+    if (as->bg == MPI_COMM_NULL && MPI_Comm_dup(g->comm, &as->bg) != MPI_SUCCESS) {
+        as->bg = MPI_COMM_NULL;
+        rc = ptc_error_set(PTC_E_MPI, "MPI_Comm_dup for the background save failed");
+    }
+    if ((rc = train_agree(g->comm, rc)) < 0)
+        return rc;
+    if (!as->stage)
+        rc = ptc_ckpt_stage_create(&as->stage);
+    if (rc == PTC_OK)
+        rc = ptc_transport_mpi(&as->t, as->bg);
+    if ((rc = train_agree(g->comm, rc)) < 0)
+        return rc;
+    return ptc_ckpt_hosts_save_async(&as->a, &as->t, host, store, g->layout, g->rules, g->ranks,
+                                     g->nranks, (const void *const *)g->bufs, rec, &co, &ho,
+                                     as->stage);
+}
+
+int train_state_save_async(const ptc_train_opts *o, ptc_store *store, uint64_t pin,
+                           const train_seg *g, int64_t steps, bool has_loss, double loss,
+                           train_async *as)
 {
     rec_text x;
     ptc_ckpt_record rec = state_record(o, g, steps, has_loss, loss, &x);
+    if (o->replicas >= 0)
+        return save_async_hosts(o, store, pin, g, &rec, as);
     ptc_ckpt_options co;
     ptc_ckpt_options_init(&co);
     co.collectives_in_caller = true;
@@ -315,7 +356,10 @@ void train_state_drop(train_async *as)
 {
     ptc_ckpt_async_cancel(as->a);
     ptc_ckpt_stage_destroy(as->stage);
+    if (as->bg != MPI_COMM_NULL)
+        MPI_Comm_free(&as->bg);
     memset(as, 0, sizeof *as);
+    as->bg = MPI_COMM_NULL;
 }
 
 int train_state_load(const ptc_train_opts *o, ptc_store *store, uint64_t from, train_seg *g,

@@ -2,6 +2,8 @@
 #ifndef PTC_TRAIN_INTERNAL_H
 #define PTC_TRAIN_INTERNAL_H
 
+#include <pthread.h>
+
 #include "ptc/ckpt.h"
 #include "ptc/plan.h"
 #include "ptc/store.h"
@@ -218,9 +220,10 @@ int train_state_resume_record(ptc_store *store, const ptc_train_opts *o, MPI_Com
                               int wrank, int rc, ptc_ckpt_record *rec, uint64_t *from);
 /* Save the state of segment @p g after @p steps steps as a new version.
  * Collective over the active processes. */
-int train_state_save(const ptc_train_opts *o, ptc_store *store, ptc_store *persist,
-                     const train_seg *g, int64_t steps, bool has_loss, double loss,
-                     uint64_t *version);
+/* With a store on each host, @p pin is the version a background copy to
+ * the persistent tier reads (--keep-local keeps it; 0: none). */
+int train_state_save(const ptc_train_opts *o, ptc_store *store, uint64_t pin, const train_seg *g,
+                     int64_t steps, bool has_loss, double loss, uint64_t *version);
 /* Load version @p from into segment @p g (its active processes) and push it
  * to the device. Collective over @p world. */
 /* @p moved (may be NULL): with a store on each host, the figures of the
@@ -231,18 +234,28 @@ int train_state_load(const ptc_train_opts *o, ptc_store *store, uint64_t from, t
 /* A save of the state in the background (--save-async): begun at a step
  * boundary on the job's communicator, its collective steps on the job's
  * thread (ptc_ckpt_options.collectives_in_caller, whatever the MPI thread
- * level), the writes on the library's thread. Zero-initialise. */
+ * level), the writes on the library's thread. With a store on each host
+ * (--replicas) the whole cross-host protocol runs on the library's thread
+ * over a duplicate of the communicator (@c bg), which needs
+ * MPI_THREAD_MULTIPLE (train_mpi_threads; without it the saves block).
+ * Zero-initialise, bg = MPI_COMM_NULL. */
 typedef struct train_async {
     ptc_ckpt_async *a;      /* the save in flight, NULL: none */
     ptc_ckpt_stage *stage;  /* the snapshot memory, kept for the next */
-    ptc_transport t;        /* over the segment's communicator */
+    ptc_transport t;        /* over the segment's communicator, or bg */
+    MPI_Comm bg;            /* --replicas: the background save's own */
 } train_async;
 
+/* Whether MPI runs with MPI_THREAD_MULTIPLE (a thread of the library may
+ * call MPI while the job's thread does). */
+bool train_mpi_threads(void);
+
 /* Begin saving segment @p g's state after @p steps steps in the background
- * (into @p as, which holds none); returns once the state is copied.
- * Collective over the active processes. */
-int train_state_save_async(const ptc_train_opts *o, ptc_store *store, const train_seg *g,
-                           int64_t steps, bool has_loss, double loss, train_async *as);
+ * (into @p as, which holds none); returns once the state is copied;
+ * @p pin as train_state_save's. Collective over the active processes. */
+int train_state_save_async(const ptc_train_opts *o, ptc_store *store, uint64_t pin,
+                           const train_seg *g, int64_t steps, bool has_loss, double loss,
+                           train_async *as);
 /* Commit the save in flight: at once (@p wait) or only where every active
  * process's writes are done (one MPI_Allreduce); *version is the committed
  * version, 0 when none was committed. Collective over the active
@@ -251,5 +264,33 @@ int train_state_finish(train_async *as, MPI_Comm comm, bool wait, uint64_t *vers
 /* Drop a save in flight without its commit and free @p as (not collective:
  * a job ending on an error). */
 void train_state_drop(train_async *as);
+
+/* ---- the persistent tier in the background (train_persist.c; --persist) ------------------ */
+
+/* A copy of a committed version across hosts into the persistent store
+ * (ptc_ckpt_hosts_persist_over) on a thread of its own, over a duplicate
+ * of the segment's communicator; without MPI_THREAD_MULTIPLE it runs on
+ * the job's thread instead. Zero-initialise, comm = MPI_COMM_NULL. */
+typedef struct train_persist {
+    pthread_t th;
+    bool running;           /* th runs: join in train_persist_wait */
+    MPI_Comm comm;
+    ptc_transport t;
+    ptc_store *local, *persist;
+    const train_seg *g;
+    uint64_t version;       /* in flight (--keep-local keeps it), 0: none */
+    int rc;
+    char msg[1024];
+} train_persist;
+
+/* Copy version @p version into @p persist after the previous copy ends
+ * (its failure is returned instead, and nothing starts). Collective over
+ * the active processes of @p g. */
+int train_persist_start(train_persist *p, ptc_store *local, ptc_store *persist,
+                        const train_seg *g, uint64_t version);
+/* Wait for the copy in flight (none: PTC_OK); its agreed outcome. */
+int train_persist_wait(train_persist *p);
+/* Wait, then free the communicator. */
+void train_persist_free(train_persist *p);
 
 #endif

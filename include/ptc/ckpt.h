@@ -739,6 +739,10 @@ typedef struct ptc_ckpt_hosts_options {
      * store, then collects their files (ptc_store_gc); 0 (the default):
      * keep every version. */
     int keep;
+    /** A version across hosts that @c keep never deletes (its parts stay
+     * until a later save trims them): the one a background copy to the
+     * persistent tier reads (ptc_ckpt_hosts_persist_over); 0: none. */
+    uint64_t pin;
 } ptc_ckpt_hosts_options;
 
 /** Defaults: no replicas. */
@@ -795,6 +799,54 @@ PTC_API int ptc_ckpt_hosts_save_over(const ptc_transport *t, int host, ptc_store
                                      const int *ranks, size_t nranks, const void *const *bufs,
                                      const ptc_ckpt_record *rec, const ptc_ckpt_options *opts,
                                      const ptc_ckpt_hosts_options *hopts, uint64_t *version);
+
+/**
+ * ptc_ckpt_hosts_save_over() in the background: the buffers are copied into
+ * @p stage (as ptc_ckpt_save_async()) on the calling thread, then a thread
+ * of its own runs the whole save — the replica exchange, the writes and
+ * the two-phase commit — over @p t, and ptc_ckpt_async_wait() returns its
+ * outcome (the committed version on every process, or the agreed failure).
+ * A failure of the snapshot on one process is that process's outcome in
+ * the save's first agreement: every process fails alike.
+ * @param t  a transport nothing else uses until the wait returns (over MPI:
+ *           a communicator of its own, and MPI_THREAD_MULTIPLE where the
+ *           caller keeps using MPI meanwhile)
+ * @param stage  the snapshot area (required); its previous save's
+ *           background part ends first
+ * @param rec  used on every host's lowest process (copied)
+ * @return PTC_OK with *out to wait for; PTC_E_INVAL (no transport, layout
+ *   or stage), PTC_E_NOMEM. The save's own errors come from the wait.
+ * @note Thread safety: as ptc_ckpt_save_async().
+ */
+PTC_API int ptc_ckpt_hosts_save_async(ptc_ckpt_async **out, const ptc_transport *t, int host,
+                                      ptc_store *s, const ptc_layout *l, const ptc_rules *rules,
+                                      const int *ranks, size_t nranks, const void *const *bufs,
+                                      const ptc_ckpt_record *rec, const ptc_ckpt_options *opts,
+                                      const ptc_ckpt_hosts_options *hopts,
+                                      ptc_ckpt_stage *stage);
+
+/**
+ * Copy committed version @p version across hosts into @p persist, an
+ * ordinary single-directory store every process reaches (the persistent
+ * tier), as its next version (collective over @p t): every process reads
+ * its @p ranks' shards from its own host's part of @p version in @p local
+ * (ptc_ckpt_load_local; nothing crosses hosts), then the processes save
+ * them as ptc_ckpt_save_over() does, with the part's training-state
+ * record. A failure or a crash before the commit leaves @p persist's
+ * previous versions as they were (the save's own guarantee).
+ * @param l,rules  the layout the version was saved under (the job's)
+ * @param persisted receives the version of @p persist (may be NULL)
+ * @return PTC_OK; PTC_E_NOTFOUND (no part of @p version here), the errors
+ *   of ptc_ckpt_load_local() and ptc_ckpt_save_over(); agreed.
+ * @note Thread safety: collective over @p t; it may run on a thread of its
+ *   own while the caller saves the next versions into @p local, provided
+ *   those saves keep @p version (ptc_ckpt_hosts_options.pin).
+ */
+PTC_API int ptc_ckpt_hosts_persist_over(const ptc_transport *t, ptc_store *local,
+                                        uint64_t version, ptc_store *persist,
+                                        const ptc_layout *l, const ptc_rules *rules,
+                                        const int *ranks, size_t nranks,
+                                        const ptc_ckpt_options *opts, uint64_t *persisted);
 
 /**
  * Agree on the newest committed version across the hosts of @p t

@@ -11,6 +11,8 @@
  *     ptc_ckpt_save_*_async on the caller's thread, the thread only writes
  *     this process's pack files, and ptc_ckpt_async_wait runs the commit:
  *     no collective ever leaves the caller's thread.
+ * A save across hosts (ptc_ckpt_hosts_save_async) runs the background way:
+ * its thread runs the whole protocol of ckpt_hosts.c on the snapshot.
  * Either way a failure of the snapshot on one process is not returned
  * there alone: it is this process's outcome in the protocol's first
  * agreement, so every process fails alike and none waits for it. */
@@ -178,6 +180,9 @@ struct ptc_ckpt_async {
     bool started;          /* th runs */
     atomic_bool done;
     bool caller;           /* collectives_in_caller */
+    bool hosts;            /* a save across hosts (ptc_ckpt_hosts_save_async) */
+    int host;
+    ptc_ckpt_hosts_options hopts;
     ptc_transport t;
     ptc_store *s;
     const ptc_layout *l;   /* the caller's, or own_l */
@@ -278,7 +283,11 @@ static void *run(void *arg)
     ptc_ckpt_async *a = arg;
     const ptc_ckpt_record *rec = a->has_rec ? &a->rec : NULL;
     int rc = restore_error(a);
-    if (a->caller) {
+    if (a->hosts) {
+        rc = ptc_ckpt_hosts_save_rc(&a->t, rc, a->host, a->s, a->l, a->rules, a->ranks,
+                                    a->nranks, (const void *const *)a->bufs, rec, &a->opts,
+                                    &a->hopts, &a->version);
+    } else if (a->caller) {
         /* only the writes: the commit is the wait's */
         if (rc == PTC_OK)
             rc = ptc_ckpt_write_local_io(a->s, a->sv.version, a->sv.parent, a->l, a->ranks,
@@ -313,7 +322,7 @@ static void *run(void *arg)
 static int async_new(ptc_ckpt_async **out, const ptc_transport *t, ptc_store *s,
                      const ptc_rules *rules, const int *ranks, size_t nranks,
                      const ptc_ckpt_record *rec, const ptc_ckpt_options *opts,
-                     ptc_ckpt_stage *stage)
+                     ptc_ckpt_stage *stage, bool hosts)
 {
     ptc_ckpt_async *a = ptc_calloc(1, sizeof *a);
     if (!a)
@@ -326,7 +335,8 @@ static int async_new(ptc_ckpt_async **out, const ptc_transport *t, ptc_store *s,
     else
         ptc_ckpt_options_init(&a->opts);
     a->opts.stream = NULL;
-    a->caller = a->opts.collectives_in_caller;
+    a->hosts = hosts;
+    a->caller = a->opts.collectives_in_caller && !hosts;
     a->nranks = nranks;
     int rc = PTC_OK;
     if (nranks && !ranks)
@@ -335,7 +345,7 @@ static int async_new(ptc_ckpt_async **out, const ptc_transport *t, ptc_store *s,
         rc = PTC_E_NOMEM;
     else if (nranks)
         memcpy(a->ranks, ranks, sizeof *ranks * nranks);
-    if (rc == PTC_OK && rec && t->rank == 0) {
+    if (rc == PTC_OK && rec && (t->rank == 0 || hosts)) { /* across hosts: every leader's */
         rc = rec_copy(&a->rec, rec, &a->arena);
         a->has_rec = rc == PTC_OK;
     }
@@ -400,7 +410,7 @@ int ptc_ckpt_save_async(ptc_ckpt_async **out, const ptc_transport *t, ptc_store 
     if (!t || !l)
         return ptc_error_set(PTC_E_INVAL, "checkpoint save: transport and layout are required");
     ptc_ckpt_async *a;
-    PTC_TRY(async_new(&a, t, s, rules, ranks, nranks, rec, opts, stage));
+    PTC_TRY(async_new(&a, t, s, rules, ranks, nranks, rec, opts, stage, false));
     a->l = l;
     if (a->rc_in == PTC_OK)
         keep_error(a, nranks && !bufs ? ptc_error_set(PTC_E_INVAL, "checkpoint save: buffers "
@@ -415,6 +425,33 @@ int ptc_ckpt_save_async(ptc_ckpt_async **out, const ptc_transport *t, ptc_store 
             return rc;
         }
     }
+    async_start(a);
+    *out = a;
+    return PTC_OK;
+}
+
+int ptc_ckpt_hosts_save_async(ptc_ckpt_async **out, const ptc_transport *t, int host,
+                              ptc_store *s, const ptc_layout *l, const ptc_rules *rules,
+                              const int *ranks, size_t nranks, const void *const *bufs,
+                              const ptc_ckpt_record *rec, const ptc_ckpt_options *opts,
+                              const ptc_ckpt_hosts_options *hopts, ptc_ckpt_stage *stage)
+{
+    *out = NULL;
+    if (!t || !l || !stage)
+        return ptc_error_set(PTC_E_INVAL, "checkpoint save across hosts: transport, layout "
+                                          "and snapshot area are required");
+    ptc_ckpt_async *a;
+    PTC_TRY(async_new(&a, t, s, rules, ranks, nranks, rec, opts, stage, true));
+    a->l = l;
+    a->host = host;
+    if (hopts)
+        a->hopts = *hopts;
+    else
+        ptc_ckpt_hosts_options_init(&a->hopts);
+    if (a->rc_in == PTC_OK)
+        keep_error(a, nranks && !bufs ? ptc_error_set(PTC_E_INVAL, "checkpoint save: buffers "
+                                                                   "are required")
+                                      : snap_layout(a, l, bufs));
     async_start(a);
     *out = a;
     return PTC_OK;
@@ -519,11 +556,11 @@ int ptc_ckpt_save_locals_async(ptc_ckpt_async **out, const ptc_transport *t, int
     if (rc < 0) { /* keep the caller's message: async_new may overwrite it */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ptc_last_error());
-        PTC_TRY(async_new(&a, t, s, rules, NULL, 0, NULL, opts, NULL));
+        PTC_TRY(async_new(&a, t, s, rules, NULL, 0, NULL, opts, NULL, false));
         a->rc_in = rc;
         snprintf(a->msg, sizeof a->msg, "%s", msg);
     } else {
-        PTC_TRY(async_new(&a, t, s, rules, ranks, nranks, rec, opts, stage));
+        PTC_TRY(async_new(&a, t, s, rules, ranks, nranks, rec, opts, stage, false));
         if (cfg)
             a->cfg = *cfg;
         a->has_cfg = cfg != NULL;

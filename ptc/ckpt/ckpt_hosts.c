@@ -57,11 +57,14 @@ static void hview_free(hview *v)
     v->lock_fd = -1;
 }
 
-/* A crash point: in a test that armed it, the process stops here — no
- * clean-up and no further collective on the way out (crashed). */
+/* A crash point, a step of the protocol at version @p ver: in a test that
+ * armed it, the process stops here — no clean-up and no further collective
+ * on the way out (crashed); the test build's PTC_FAULT_KILL may kill the
+ * process here (ptc_fault_step). */
 static _Thread_local bool crashed;
-#define CRASH_POINT(name)                                                  \
+#define CRASH_POINT(name, ver)                                             \
     do {                                                                   \
+        ptc_fault_step(name, ver);                                         \
         if (ptc_fault_crash_hit(name)) {                                   \
             crashed = true;                                                \
             return ptc_error_set(PTC_E_IO, "crash point %s", name);        \
@@ -247,8 +250,9 @@ static int lock_journal(ptc_store *s, const ptc_ckpt_host_state *sent, hview *v)
     return PTC_OK;
 }
 
-/* The view of the hosts (collective); @p what names the call in messages. */
-static int view_gather(const ptc_transport *t, int host, ptc_store *s, const int *ranks,
+/* The view of the hosts (collective); @p what names the call in messages,
+ * @p rc is this process's outcome so far (agreed first). */
+static int view_gather(const ptc_transport *t, int rc, int host, ptc_store *s, const int *ranks,
                        size_t nranks, int world, const char *what, hview *v)
 {
     memset(v, 0, sizeof *v);
@@ -259,8 +263,7 @@ static int view_gather(const ptc_transport *t, int host, ptc_store *s, const int
     uint8_t *mine = NULL;
     void *all = NULL;
     size_t len = 0, *lens = NULL;
-    int rc = PTC_OK;
-    if (!s || host < 0)
+    if (rc == PTC_OK && (!s || host < 0))
         rc = ptc_error_set(PTC_E_INVAL, "%s: a store and a host index >= 0 are required", what);
     if (rc == PTC_OK)
         rc = ptc_ckpt_host_state_read(s, &st);
@@ -341,7 +344,7 @@ static int abort_prepared(ptc_store *s, const ptc_ckpt_host_state *st)
     }
     if (rc < 0)
         return rc;
-    CRASH_POINT("hosts.abort");
+    CRASH_POINT("hosts.abort", st->prepared);
     return drop_local(s, st->prepared_local);
 }
 
@@ -455,7 +458,7 @@ int ptc_ckpt_hosts_recover_over(const ptc_transport *t, int host, ptc_store *s,
 {
     static const char what[] = "checkpoint recovery";
     hview v;
-    PTC_TRY(view_gather(t, host, s, NULL, 0, 0, what, &v));
+    PTC_TRY(view_gather(t, PTC_OK, host, s, NULL, 0, 0, what, &v));
     int rc = resolve(t, s, &v, what, newest);
     hview_free(&v);
     return rc;
@@ -663,7 +666,7 @@ static int prepare(hsave *c, ptc_ckpt_txn *txn, const uint8_t *all, const size_t
     ptc_free(descs);
     ptc_free(dl);
     PTC_TRY(rc);
-    CRASH_POINT("hosts.local");
+    CRASH_POINT("hosts.local", c->version);
     if (ptc_fault_crash_hit("fail:hosts.prepared")) /* a test's failure, not a crash */
         rc = ptc_error_set(PTC_E_IO, "injected failure at hosts.prepared");
     if (rc < 0 || (rc = ptc_hosts_rec_write(c->s, PTC_HOSTS_PREPARED, &r)) < 0) {
@@ -673,7 +676,7 @@ static int prepare(hsave *c, ptc_ckpt_txn *txn, const uint8_t *all, const size_t
         return ptc_error_set(rc, "%s", keep);
     }
     c->local = r.local;
-    CRASH_POINT("hosts.prepared");
+    CRASH_POINT("hosts.prepared", c->version);
     return PTC_OK;
 }
 
@@ -689,6 +692,8 @@ static int write_and_prepare(hsave *c, ptc_ckpt_txn *txn, int rc, bool *prepared
     if (rc == PTC_OK)
         rc = ptc_ckpt_write_part(c->s, c->local, c->parent, c->l, c->wranks, c->nw, c->wbufs,
                                  c->opts, NULL, c->v.local, &desc, &dlen);
+    if (rc == PTC_OK)
+        ptc_fault_step("hosts.written", c->version);
     if (rc == PTC_OK && ptc_fault_crash_hit("hosts.written")) {
         crashed = true;
         rc = ptc_error_set(PTC_E_IO, "crash point hosts.written");
@@ -794,7 +799,7 @@ static int finish(hsave *c, int rc, bool prepared)
     if (!ok) { /* some host did not prepare: nobody commits, each removes its part */
         int arc = PTC_OK;
         if (prepared) {
-            ptc_ckpt_host_state st = {.prepared_local = c->local};
+            ptc_ckpt_host_state st = {.prepared = c->version, .prepared_local = c->local};
             char keep[1024];
             snprintf(keep, sizeof keep, "%s", ptc_last_error());
             arc = abort_prepared(c->s, &st);
@@ -805,7 +810,7 @@ static int finish(hsave *c, int rc, bool prepared)
         rc = ptc_transport_agree(c->t, rc, what);
         return rc < 0 ? rc : arc;
     }
-    CRASH_POINT("hosts.voted");
+    CRASH_POINT("hosts.voted", c->version);
     if (c->v.lead) {
         ptc_hosts_rec r = {.kind = PTC_HOSTS_KIND_COMMITTED,
                            .host = (uint32_t)c->v.host,
@@ -816,15 +821,15 @@ static int finish(hsave *c, int rc, bool prepared)
                            .attempt = c->attempt};
         rc = ptc_hosts_rec_write(c->s, PTC_HOSTS_COMMITTED, &r);
         if (rc == PTC_OK)
-            CRASH_POINT("hosts.marked");
+            CRASH_POINT("hosts.marked", c->version);
     }
     return ptc_transport_agree(c->t, rc, what);
 }
 
 /* Delete this store's parts of versions older than the newest @p keep
- * (G - keep and before), then their files. A part the journal names is
- * never among them. */
-static int keep_newest(ptc_store *s, uint64_t g, int keep)
+ * (G - keep and before), then their files, except version @p pin's (a
+ * background copy reads it). A part the journal names is never among them. */
+static int keep_newest(ptc_store *s, uint64_t g, int keep, uint64_t pin)
 {
     ptc_version_info *vs = NULL;
     size_t n = 0, dropped = 0;
@@ -832,7 +837,7 @@ static int keep_newest(ptc_store *s, uint64_t g, int keep)
     int rc = PTC_OK;
     for (size_t i = 0; i < n && rc == PTC_OK; i++) {
         uint64_t v = meta_version(vs[i].metadata_json);
-        if (v && v + (uint64_t)keep <= g) {
+        if (v && v + (uint64_t)keep <= g && v != pin) {
             rc = drop_local(s, vs[i].version);
             dropped++;
         }
@@ -849,12 +854,22 @@ int ptc_ckpt_hosts_save_over(const ptc_transport *t, int host, ptc_store *s,
                              const ptc_ckpt_options *opts, const ptc_ckpt_hosts_options *hopts,
                              uint64_t *version)
 {
+    return ptc_ckpt_hosts_save_rc(t, PTC_OK, host, s, l, rules, ranks, nranks, bufs, rec, opts,
+                                  hopts, version);
+}
+
+int ptc_ckpt_hosts_save_rc(const ptc_transport *t, int rc_in, int host, ptc_store *s,
+                           const ptc_layout *l, const ptc_rules *rules, const int *ranks,
+                           size_t nranks, const void *const *bufs, const ptc_ckpt_record *rec,
+                           const ptc_ckpt_options *opts, const ptc_ckpt_hosts_options *hopts,
+                           uint64_t *version)
+{
     static const char what[] = "checkpoint save";
     hsave c = {.t = t, .s = s, .l = l, .ranks = ranks, .nranks = nranks, .bufs = bufs,
                .rec = rec, .opts = opts, .replicas = hopts ? hopts->replicas : 0};
     crashed = false;
     int world = l ? ptc_layout_world(l) : 0;
-    PTC_TRY(view_gather(t, host, s, ranks, nranks, world, what, &c.v));
+    PTC_TRY(view_gather(t, rc_in, host, s, ranks, nranks, world, what, &c.v));
     int rc = PTC_OK;
     if (c.replicas < 0 || c.replicas >= c.v.nhosts) {
         int dummy[1];
@@ -863,9 +878,13 @@ int ptc_ckpt_hosts_save_over(const ptc_transport *t, int host, ptc_store *s,
     }
     view_mark(&c.v, c.replicas, world);
     uint64_t d;
-    if ((rc = resolve(t, s, &c.v, what, &d)) < 0 || (rc = copy_replicas(&c)) < 0)
+    if ((rc = resolve(t, s, &c.v, what, &d)) < 0)
+        goto out_free;
+    ptc_fault_step("hosts.resolved", d + 1);
+    if ((rc = copy_replicas(&c)) < 0)
         goto out_free;
     c.version = d + 1;
+    ptc_fault_step("hosts.exchanged", c.version);
     ptc_ckpt_txn *txn = NULL;
     if ((rc = begin(&c, rules, &txn)) < 0)
         goto out_free;
@@ -877,9 +896,12 @@ int ptc_ckpt_hosts_save_over(const ptc_transport *t, int host, ptc_store *s,
         goto out_free;
     if (version)
         *version = c.version;
+    ptc_fault_step("hosts.acked", c.version);
     if (hopts && hopts->keep > 0) /* committed: a failure here is reported, not undone */
-        rc = ptc_transport_agree(t, c.v.lead ? keep_newest(s, c.version, hopts->keep) : PTC_OK,
+        rc = ptc_transport_agree(t, c.v.lead ? keep_newest(s, c.version, hopts->keep, hopts->pin)
+                                             : PTC_OK,
                                  "removing old versions");
+    ptc_fault_step("hosts.done", c.version);
 out_free:
     crashed = false;
     hview_free(&c.v);

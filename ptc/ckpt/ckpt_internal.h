@@ -222,4 +222,14 @@ int ptc_ckpt_collect_load(const ptc_transport *t, const char *what, const int *r
                           size_t nranks, const ptc_ckpt_local *locals, size_t n,
                           const ptc_store_reader *rd, ptc_layout **out);
 
+/* ---- across hosts (ckpt_hosts.c) ------------------------------------------------------- */
+
+/* ptc_ckpt_hosts_save_over with this process's outcome so far, @p rc_in,
+ * agreed in its first step (the asynchronous save's snapshot). */
+int ptc_ckpt_hosts_save_rc(const ptc_transport *t, int rc_in, int host, ptc_store *s,
+                           const ptc_layout *l, const ptc_rules *rules, const int *ranks,
+                           size_t nranks, const void *const *bufs, const ptc_ckpt_record *rec,
+                           const ptc_ckpt_options *opts, const ptc_ckpt_hosts_options *hopts,
+                           uint64_t *version);
+
 #endif

@@ -11,7 +11,10 @@
  * version, recovery makes every host agree on it (rolled forward exactly
  * when some host recorded the commit), it loads byte-exact on every host,
  * no part of a newer version is left, and the next save follows it; also
- * with one host's store lost. */
+ * with one host's store lost. The save in the background (a snapshot taken
+ * before the call returns, an agreed failure of one process's snapshot)
+ * and the copy to the persistent tier (from each host's own part, a
+ * version pinned against --keep-local, byte-exact in the ordinary store). */
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -170,6 +173,7 @@ typedef struct job {
     ptc_rules *rules;
     ptc_layout *l;
     int replicas, keep;
+    uint64_t pin;           /* ptc_ckpt_hosts_options.pin of the saves */
     uint32_t seed;          /* of the data saved next */
     const char *fail;       /* "process:point": an injected failure */
     uint64_t newest;        /* recovery's outcome (process 0's) */
@@ -264,6 +268,7 @@ static int save_body(proc *p)
     ptc_ckpt_hosts_options_init(&ho);
     ho.replicas = j->replicas;
     ho.keep = j->keep;
+    ho.pin = j->pin;
     int rc = ptc_ckpt_hosts_save_over(&p->t, h, j->s[h], j->l, j->rules, &r, 1,
                                       (const void *const *)bufs, &rec, &o, &ho, &p->version);
     free(bufs[0]);
@@ -908,6 +913,174 @@ static void test_small_checks(void **state)
     job_close(&j);
 }
 
+/* ---- the save in the background and the persistent tier --------------------------- */
+
+typedef struct async_arg {
+    job *j;
+    int bad; /* the process whose snapshot fails (no buffers), -1: none */
+} async_arg;
+
+static int async_body(proc *p)
+{
+    async_arg *a = p->arg;
+    job *j = a->j;
+    int r = j->rank_of[p->rank], h = j->host_of[p->rank];
+    uint8_t *bufs[2], *later[2];
+    fill(j->l, r, j->seed, bufs);
+    fill(j->l, r, j->seed + 1, later);
+    ptc_ckpt_record rec = {.step = 100 + j->seed};
+    ptc_ckpt_options o;
+    ptc_ckpt_options_init(&o);
+    o.threads = 1;
+    ptc_ckpt_hosts_options ho;
+    ptc_ckpt_hosts_options_init(&ho);
+    ho.replicas = j->replicas;
+    ptc_ckpt_stage *st = NULL;
+    ptc_ckpt_async *as = NULL;
+    assert_int_equal(ptc_ckpt_stage_create(&st), PTC_OK);
+    int rc = ptc_ckpt_hosts_save_async(&as, &p->t, h, j->s[h], j->l, j->rules, &r, 1,
+                                       p->rank == a->bad ? NULL : (const void *const *)bufs,
+                                       &rec, &o, &ho, st);
+    /* the job goes on: the save holds the snapshot, not these buffers */
+    for (size_t t = 0; t < 2; t++) {
+        size_t bytes;
+        assert_int_equal(ptc_ckpt_local_bytes(j->l, t, r, &bytes), PTC_OK);
+        if (bytes)
+            memcpy(bufs[t], later[t], bytes);
+        free(later[t]);
+    }
+    if (rc == PTC_OK)
+        rc = ptc_ckpt_async_wait(as, &p->version);
+    ptc_ckpt_stage_destroy(st);
+    free(bufs[0]);
+    free(bufs[1]);
+    return rc;
+}
+
+/* The whole cross-host save on the background thread: the state as it was
+ * when the call returned, byte-exact on every host; one process's failed
+ * snapshot fails the save on every process and commits nothing. */
+static void test_async(void **state)
+{
+    (void)state;
+    job j;
+    proc ps[MAXP];
+    job_open(&j, 3, 3, "tp=3");
+    j.replicas = 1;
+    j.seed = 5;
+    async_arg a = {.j = &j, .bad = -1};
+    run(ps, 3, async_body, &a, NULL);
+    all_ok(ps, 3, 1);
+    check_version(&j, 1, 5);
+    for (int h = 0; h < 3; h++)
+        check_rank_on(&j, h, (h + 2) % 3, 1, 5, true); /* the previous host's copy */
+    a.bad = 1;
+    j.seed = 8;
+    run(ps, 3, async_body, &a, NULL);
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(ps[r].rc, PTC_E_INVAL);
+        assert_non_null(strstr(ps[r].msg, "buffers"));
+    }
+    check_version(&j, 1, 5);
+    a.bad = -1;
+    run(ps, 3, async_body, &a, NULL);
+    all_ok(ps, 3, 2);
+    check_version(&j, 2, 8);
+    job_close(&j);
+}
+
+typedef struct persist_arg {
+    job *j;
+    ptc_store *ps;
+    uint64_t version;
+} persist_arg;
+
+static int persist_body(proc *p)
+{
+    persist_arg *a = p->arg;
+    job *j = a->j;
+    int r = j->rank_of[p->rank], h = j->host_of[p->rank];
+    return ptc_ckpt_hosts_persist_over(&p->t, j->s[h], a->version, a->ps, j->l, j->rules, &r, 1,
+                                       NULL, &p->version);
+}
+
+/* Every rank of the persistent store's version @p pv equals data @p seed. */
+static void check_persisted(job *j, ptc_store *ps, uint64_t pv, uint32_t seed)
+{
+    for (int r = 0; r < j->nprocs; r++) {
+        uint8_t *want[2], *got[2];
+        fill(j->l, r, seed, want);
+        fill(j->l, r, seed + 1000, got);
+        ptc_ckpt_record rec;
+        assert_int_equal(ptc_ckpt_load_local(ps, pv, j->l, &r, 1, (void *const *)got, NULL, &rec,
+                                             NULL),
+                         PTC_OK);
+        assert_int_equal(rec.step, 100 + seed);
+        ptc_ckpt_record_free(&rec);
+        for (size_t t = 0; t < 2; t++) {
+            size_t bytes;
+            assert_int_equal(ptc_ckpt_local_bytes(j->l, t, r, &bytes), PTC_OK);
+            if (bytes && memcmp(want[t], got[t], bytes))
+                fail_msg("persisted version %llu rank %d tensor %zu differs",
+                         (unsigned long long)pv, r, t);
+            free(want[t]);
+            free(got[t]);
+        }
+    }
+}
+
+/* The persistent tier: a version pinned while later saves trim (keep 1)
+ * stays readable, is copied from each host's own part into an ordinary
+ * store byte-exact with its record; unpinned, the next save trims it, and
+ * copying a version no host holds fails alike everywhere. */
+static void test_persist(void **state)
+{
+    (void)state;
+    job j;
+    proc ps[MAXP];
+    job_open(&j, 3, 3, "tp=3");
+    j.replicas = 1;
+    j.keep = 1;
+    char dir[64] = "/tmp/ptc_persist_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    persist_arg a = {.j = &j};
+    assert_int_equal(ptc_store_open(&a.ps, dir, PTC_STORE_CREATE), PTC_OK);
+    save_ok(&j, 1, 1);
+    j.pin = 1; /* a copy of version 1 in flight */
+    save_ok(&j, 2, 2);
+    save_ok(&j, 3, 3);
+    for (int h = 0; h < 3; h++)
+        check_rank_on(&j, h, h, 1, 1, true);
+    a.version = 1;
+    run(ps, 3, persist_body, &a, NULL);
+    all_ok(ps, 3, 1);
+    check_persisted(&j, a.ps, 1, 1);
+    j.pin = 0;
+    save_ok(&j, 4, 4);
+    for (int h = 0; h < 3; h++) {
+        uint64_t local;
+        assert_int_equal(ptc_ckpt_hosts_local_version(j.s[h], 1, &local), PTC_E_NOTFOUND);
+        ptc_version_info *vs;
+        size_t n;
+        assert_int_equal(ptc_store_versions(j.s[h], &vs, &n), PTC_OK);
+        assert_int_equal(n, 1);
+        ptc_store_versions_free(vs, n);
+    }
+    run(ps, 3, persist_body, &a, NULL); /* version 1 is gone everywhere */
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(ps[r].rc, PTC_E_NOTFOUND);
+    a.version = 4;
+    run(ps, 3, persist_body, &a, NULL);
+    all_ok(ps, 3, 2);
+    check_persisted(&j, a.ps, 2, 4);
+    check_persisted(&j, a.ps, 1, 1);
+    ptc_store_close(a.ps);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    job_close(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -918,6 +1091,7 @@ int main(void)
         cmocka_unit_test(test_keep),           cmocka_unit_test(test_preexisting_versions),
         cmocka_unit_test(test_fresh_then_crash), cmocka_unit_test(test_stale_host),
         cmocka_unit_test(test_busy),           cmocka_unit_test(test_small_checks),
+        cmocka_unit_test(test_async),          cmocka_unit_test(test_persist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
