@@ -38,6 +38,8 @@ const char ptc_cmd_reshard_help[] =
     "                 after a recovery) is read by the processes of the hosts that\n"
     "                 hold each rank and every missing byte moves over MPI by the\n"
     "                 minimal plan; the target ranks' state is held in memory\n"
+    "                 (--threads, --step, --dtype, --compress, --hosts and\n"
+    "                 --mpi-budget do not apply)\n"
     "  --out DIR2     with --across-hosts: write CFG as a version of the ordinary\n"
     "                 store DIR2 on process 0's host (made if needed; mount or\n"
     "                 export it there); default: a new version across hosts of DIR\n"
@@ -108,6 +110,13 @@ int ptc_cmd_reshard(int argc, char **argv)
     if (a.across_hosts && !mpi)
         return ptc_cli_usage_error("--across-hosts needs --mpi (one process per host or more "
                                    "under mpirun)");
+    if (a.across_hosts) { /* the load across hosts and the checkpoint save take none of these */
+        const char *no = o->step ? "step" : o->dtype != PTC_RESHARD_DTYPE_KEEP ? "dtype"
+                       : z.codec ? "compress" : o->threads ? "threads" : o->hosts ? "hosts"
+                       : o->mpi_budget ? "mpi-budget" : NULL;
+        if (no)
+            return ptc_cli_usage_error("--%s does not apply to --across-hosts", no);
+    }
     if (!a.across_hosts && (a.out || a.replicas >= 0))
         return ptc_cli_usage_error("--%s applies to --across-hosts", a.out ? "out" : "replicas");
     if (a.out && a.replicas >= 0)

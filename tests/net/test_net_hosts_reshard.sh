@@ -82,6 +82,7 @@ fi
 # 3. one-line errors
 expect_fail 2 across-hosts mpi -- "$PTC" reshard --across-hosts --store "$S" --to pp=3
 expect_fail 2 out across-hosts -- "$PTC" reshard --store "$S" --to pp=3 --out "$T/x"
+expect_fail 2 dtype across-hosts -- "$PTC" reshard --mpi --across-hosts --store "$S" --to pp=3 --dtype BF16
 expect_fail 2 replicas out -- "$PTC" reshard --mpi --across-hosts --store "$S" --to pp=3 --out "$T/x" --replicas 1
 set +e
 "${mpirun2[@]}" -np 2 "$PTC" reshard --mpi --across-hosts --store "$S" --version 99 --to pp=3 \
