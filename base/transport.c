@@ -69,6 +69,9 @@ int ptc_transport_agree(const ptc_transport *t, int rc, const char *what)
         return ptc_error_set(trc, "%s: the broadcast of a failure failed: %s", what,
                              ptc_last_error());
     msg[sizeof msg - 1] = 0;
+    size_t wl = strlen(what);
+    if (!strncmp(msg, what, wl) && !strncmp(msg + wl, " failed on process ", 19))
+        return ptc_error_set(code, "%s", msg); /* agreed already (nested calls): said once */
     return ptc_error_set(code, "%s failed on process %d: %s", what, first, msg);
 }
 

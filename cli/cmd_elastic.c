@@ -76,7 +76,13 @@ const char ptc_cmd_elastic_help[] =
     "The train ARGS must include --steps N (the job's total: a relaunch runs N minus\n"
     "the step of the version it resumes from) and --save-every K (the versions a\n"
     "failure restarts from); ptc elastic adds --config, --store, --steps, --resume\n"
-    "and --control, so ARGS must not give them, nor --resize or --json.\n"
+    "and --control, so ARGS must not give them, nor --resize, --json, --resume-any,\n"
+    "--resume-from or --until-step.\n"
+    "With --replicas K in ARGS (a store on each host, at the --store path) the\n"
+    "controller reads no store: each launch runs --until-step N --resume\n"
+    "--resume-any and the hosts agree on the version; when every copy of some\n"
+    "shards is lost the job's error names them, and with --persist DIR in ARGS\n"
+    "the job is relaunched from that tier (--resume-from DIR), else the run ends.\n"
     "A failure (a process dies, mpirun fails) restarts from the newest version on\n"
     "the slots left (a dead process's slot is dropped until the slots file or\n"
     "hostfile changes); a change of the slots file or hostfile stops the job at the\n"
@@ -125,7 +131,8 @@ static const char *targ(const elastic *e, const char *name, bool *present)
 static int check_train_args(elastic *e)
 {
     static const char *const owned[] = {"--config", "--store",  "--resume", "--version",
-                                        "--control", "--resize", "--json"};
+                                        "--control", "--resize", "--json", "--resume-any",
+                                        "--resume-from", "--until-step"};
     bool present;
     for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) {
         targ(e, owned[i], &present);
@@ -144,6 +151,16 @@ static int check_train_args(elastic *e)
         return ptc_cli_usage_error("elastic: the train command needs --save-every K (the "
                                    "versions a failure restarts from)");
     targ(e, "--timeout", &e->o.train_timeout);
+    /* --replicas K: a store on each host, which the controller cannot read */
+    v = targ(e, "--replicas", &present);
+    int k = -1;
+    if (present && (!v || !ptc_cli_parse_int(v, 0, 1 << 20, &k)))
+        return ptc_cli_usage_error("elastic: --replicas: expected a number of copies >= 0");
+    e->o.replicas = k;
+    v = targ(e, "--persist", &present);
+    if (present && (!v || !*v))
+        return ptc_cli_usage_error("elastic: --persist: expected a directory");
+    e->o.persist = present ? v : NULL;
     ptc_exec_model_cfg m = {.layers = 4, .hidden = 16, .vocab = 32, .tokens = 8};
     v = targ(e, "--model", &present);
     if (present && (!v || ptc_exec_model_parse(&m, v) != PTC_OK))
@@ -314,12 +331,14 @@ static int parse_args(int argc, char **argv, elastic *e)
     e->o.prog = prog;
     e->targs = argv + next + 2;
     e->ntargs = argc - next - 2;
-    struct stat sb;
-    if (stat(e->o.store, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    rc = check_train_args(e);
+    if (rc != PTC_CLI_OK)
+        return rc;
+    struct stat sb; /* with --replicas the store is each host's: this one's may not exist */
+    if (e->o.replicas < 0 && (stat(e->o.store, &sb) != 0 || !S_ISDIR(sb.st_mode)))
         return ptc_cli_usage_error("elastic: --store %s: no such store (ingest the job's dataset "
                                    "or import a model first)", e->o.store);
-    rc = check_train_args(e);
-    return rc == PTC_CLI_OK ? PTC_CLI_CONTINUE : rc;
+    return PTC_CLI_CONTINUE;
 }
 
 /* ---- printing ----------------------------------------------------------------------- */
@@ -362,15 +381,19 @@ static void print_reconfig(const ptc_elastic_event *v, bool json)
                               v->move, "load_s", v->load, "restart_s", v->restart);
         if (o && !v->online)
             json_object_set_new(o, "version", json_integer((json_int_t)v->version));
+        if (o && v->from_persist)
+            json_object_set_new(o, "from_persist", json_string(v->persist));
         log_json(o);
         return;
     }
-    char how[96];
+    char how[PATH_MAX + 96];
     if (v->online)
         snprintf(how, sizeof how, "online (in memory)");
     else
-        snprintf(how, sizeof how, "resumed version %llu (step %lld)",
-                 (unsigned long long)v->version, (long long)v->resumed_step);
+        snprintf(how, sizeof how, "resumed version %llu (step %lld)%s%s",
+                 (unsigned long long)v->version, (long long)v->resumed_step,
+                 v->from_persist ? " from the persistent tier " : "",
+                 v->from_persist ? v->persist : "");
     log_text("%s at step %lld: %s -> %s on %d slots, %s, %lld steps lost, downtime %.3f s "
              "(detect %.3f, save %.3f, plan %.3f, %s %.3f, restart %.3f)",
              v->reason, (long long)v->step, v->from, v->config, v->slots, how,
@@ -383,7 +406,15 @@ static void on_event(const ptc_elastic_event *v, void *user)
     const elastic *e = user;
     switch (v->kind) {
     case PTC_ELASTIC_START:
-        if (e->json)
+        if (e->json && v->node_local)
+            log_json(json_pack("{s:s, s:s, s:i, s:n, s:n, s:I, s:b}", "event", "start", "config",
+                               v->config, "slots", v->slots, "version", "step", "total_steps",
+                               (json_int_t)v->total_steps, "node_local", 1));
+        else if (v->node_local)
+            log_text("start: %s on %d slots, from the newest version the hosts' stores "
+                     "agree on (a store on each host), until step %lld", v->config, v->slots,
+                     (long long)v->total_steps);
+        else if (e->json)
             log_json(json_pack("{s:s, s:s, s:i, s:I, s:I, s:I}", "event", "start", "config",
                                v->config, "slots", v->slots, "version", (json_int_t)v->version,
                                "step", (json_int_t)v->step, "total_steps",
@@ -397,6 +428,14 @@ static void on_event(const ptc_elastic_event *v, void *user)
         break;
     case PTC_ELASTIC_RECONFIGURE:
         print_reconfig(v, e->json);
+        break;
+    case PTC_ELASTIC_FALLBACK:
+        if (e->json)
+            log_json(json_pack("{s:s, s:s, s:s, s:s}", "event", "fallback", "config", v->config,
+                               "detail", v->detail, "persist", v->persist));
+        else
+            log_text("every copy of some shards is lost (%s): resuming from the persistent "
+                     "tier %s", v->detail, v->persist);
         break;
     case PTC_ELASTIC_DONE:
         if (e->json)

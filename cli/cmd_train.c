@@ -20,7 +20,8 @@ const char ptc_cmd_train_help[] =
     "         --microbatches M --steps S [--chunks V] [--k K]\n"
     "         [--model mlp:layers=L,hidden=H,vocab=V[,tokens=N]] [--seed X]\n"
     "         [--data synthetic|tokens:FILE|dataset:NAME|mount:MNT/datasets/NAME]\n"
-    "         [--store DIR [--save-every N [--save-async]] [--resume [--version V]]\n"
+    "         [--store DIR [--save-every N [--save-async]] [--resume [--version V|--resume-any]]\n"
+    "          [--resume-from DIR] [--until-step N]\n"
     "          [--replicas K [--persist DIR [--persist-every N]] [--keep-local M]]]\n"
     "         [--resize STEP:CFG[,STEP:CFG...]] [--control FILE]\n"
     "         [--device cpu|cuda] [--lr LR]\n"
@@ -79,6 +80,13 @@ const char ptc_cmd_train_help[] =
     "               for this job's configuration; the step count and the data seed\n"
     "               and position continue (the next unseen sample, for any --config\n"
     "               and global batch); --steps more steps are run\n"
+    "  --resume-any  with --resume: stores without a version yet are no error (the\n"
+    "               job starts at step 0); ptc elastic resumes node-local stores so\n"
+    "  --resume-from DIR  resume from the ordinary store DIR (a --persist tier) and\n"
+    "               go on saving into --store (ptc elastic's fallback when every copy\n"
+    "               of a shard is lost)\n"
+    "  --until-step N  instead of --steps: run until step N (a resume at step S runs\n"
+    "               N - S steps; none when it is there)\n"
     "  --replicas K  --store DIR names a store on each host (the same path, each\n"
     "               host's own disk; no shared filesystem): each host saves its\n"
     "               ranks' shards there, and copies on the next K hosts (host h's\n"
@@ -278,6 +286,7 @@ static int parse_args(int argc, char **argv, cli_train *ct)
     ptc_train_opts_init(o);
     ct->device = "cpu";
     bool have_cfg = false;
+    int until = 0;
     const ptc_cli_opt opts[] = {
         {.name = "config", .kind = PTC_CLI_CALL, .call = opt_config, .dest = ct,
          .given = &have_cfg},
@@ -313,6 +322,10 @@ static int parse_args(int argc, char **argv, cli_train *ct)
                         "--save-every: expected a number of steps >= 0"),
         PTC_CLI_OPT_FLAG("save-async", &o->save_async),
         PTC_CLI_OPT_FLAG("resume", &o->resume),
+        PTC_CLI_OPT_FLAG("resume-any", &o->resume_any),
+        PTC_CLI_OPT_STR("resume-from", &o->resume_from),
+        PTC_CLI_OPT_INT("until-step", &until, 1, 1 << 24,
+                        "--until-step: expected a step 1..2^24"),
         PTC_CLI_OPT_INT("replicas", &o->replicas, 0, 1 << 20,
                         "--replicas: expected a number of copies >= 0"),
         PTC_CLI_OPT_INT("persist-every", &o->persist_every, 1, 1 << 30,
@@ -330,6 +343,14 @@ static int parse_args(int argc, char **argv, cli_train *ct)
         return rc;
     if (next < argc)
         return ptc_cli_usage_error("train: unexpected argument '%s'", argv[next]);
+    if (until > 0 && o->steps)
+        return ptc_cli_usage_error("train: --steps and --until-step: give one");
+    if (until > 0) {
+        o->until_step = until;
+        o->steps = until; /* its bound: a resume runs until - S */
+    }
+    if (o->resume_any && !o->resume)
+        return ptc_cli_usage_error("train: --resume-any goes with --resume");
     if (!have_cfg || !o->schedule || !o->microbatches || !o->steps)
         return ptc_cli_usage_error("train: --config, --schedule, --microbatches and --steps "
                                    "are required");

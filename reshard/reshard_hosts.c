@@ -16,16 +16,6 @@
 #include "base/util_internal.h"
 #include "reshard/reshard_internal.h"
 
-/* Every process's n bytes at @p in into @p out (size x n), or a copy alone. */
-static int gather_all(const ptc_transport *t, const void *in, size_t n, void *out)
-{
-    if (t->size <= 1) {
-        memcpy(out, in, n);
-        return PTC_OK;
-    }
-    return n ? t->allgather(t->user, in, n, out) : PTC_OK;
-}
-
 int ptc_reshard_hosts_index(const ptc_transport *t, const char *name, int *host, int *nhosts)
 {
     enum { N = PTC_RESHARD_HOST_NAME_MAX };
@@ -46,7 +36,7 @@ int ptc_reshard_hosts_index(const ptc_transport *t, const char *name, int *host,
         ptc_free(all);
         return rc;
     }
-    rc = gather_all(t, mine, N, all);
+    rc = ptc_reshard_gather_all(t, mine, N, all);
     /* hosts numbered in the order of their lowest process */
     int n = 0;
     *host = -1;
@@ -64,37 +54,6 @@ int ptc_reshard_hosts_index(const ptc_transport *t, const char *name, int *host,
     *nhosts = n;
     ptc_free(all);
     return rc;
-}
-
-/* Bytes of rank @p r's local tensors of @p l. */
-static uint64_t rank_bytes(const ptc_layout *l, int r)
-{
-    uint64_t b = 0;
-    for (size_t t = 0; t < ptc_layout_count(l); t++) {
-        size_t n = 0;
-        if (ptc_ckpt_local_bytes(l, t, r, &n) == PTC_OK)
-            b += n;
-    }
-    return b;
-}
-
-/* Which source ranks this host's part holds (world bytes into @p have). */
-static int inventory(const ptc_store_reader *rd, const ptc_layout *src, uint8_t *have)
-{
-    int world = ptc_layout_world(src);
-    for (int r = 0; r < world; r++) {
-        have[r] = 1;
-        for (size_t t = 0; t < ptc_layout_count(src) && have[r]; t++) {
-            ptc_shard sh;
-            PTC_TRY(ptc_layout_shard(src, t, r, &sh));
-            ptc_shard_info si;
-            if (sh.present && ptc_store_reader_shard(rd, t, (uint32_t)r, &si) != PTC_OK) {
-                ptc_error_clear();
-                have[r] = 0;
-            }
-        }
-    }
-    return PTC_OK;
 }
 
 /* The process that provides each source rank: one holding it, preferring
@@ -122,8 +81,8 @@ static int choose_sources(const ptc_layout *src, const uint8_t *have, int np, co
         }
         src_owner[r] = best;
         if (best >= 0) {
-            load[best] += rank_bytes(src, r);
-        } else if (rank_bytes(src, r) > 0) {
+            load[best] += ptc_reshard_rank_bytes(src, r);
+        } else if (ptc_reshard_rank_bytes(src, r) > 0) {
             size_t at = strlen(missing);
             if (at + 16 < sizeof missing)
                 snprintf(missing + at, sizeof missing - at, "%s%d", nmiss ? ", " : "", r);
@@ -216,8 +175,8 @@ static int hload_maps(hload *h, int host, ptc_store *s, uint64_t lv, const int *
         !(h->dst_host = ptc_calloc((size_t)dw + 1, sizeof(int))) || !mine || !runs || !all_runs)
         rc = ptc_error_set(PTC_E_NOMEM, "no memory to plan the load");
     ptc_store_reader *rd = NULL;
-    if (rc == PTC_OK && (rc = ptc_store_reader_open(&rd, s, lv)) == PTC_OK)
-        rc = inventory(rd, h->src, mine);
+    if (rc == PTC_OK && lv && (rc = ptc_store_reader_open(&rd, s, lv)) == PTC_OK)
+        rc = ptc_reshard_hosts_inventory(rd, h->src, mine); /* lv 0: nothing held here */
     ptc_store_reader_close(rd);
     for (int r = 0; rc == PTC_OK && r < dw; r++)
         runs[r] = -1;
@@ -230,11 +189,11 @@ static int hload_maps(hload *h, int host, ptc_store *s, uint64_t lv, const int *
     }
     rc = ptc_transport_agree(t, rc, "load across hosts");
     if (rc == PTC_OK)
-        rc = gather_all(t, mine, (size_t)world, h->have);
+        rc = ptc_reshard_gather_all(t, mine, (size_t)world, h->have);
     if (rc == PTC_OK)
-        rc = gather_all(t, &host, sizeof host, h->host_of);
+        rc = ptc_reshard_gather_all(t, &host, sizeof host, h->host_of);
     if (rc == PTC_OK)
-        rc = gather_all(t, runs, sizeof(int) * (size_t)dw, all_runs);
+        rc = ptc_reshard_gather_all(t, runs, sizeof(int) * (size_t)dw, all_runs);
     for (int r = 0; rc == PTC_OK && r < dw; r++) {
         h->dst_owner[r] = -1;
         for (int p = 0; p < np; p++)
@@ -263,7 +222,7 @@ static int hload_read(hload *h, ptc_store *s, uint64_t lv)
         !(h->src_ptrs = ptc_calloc((size_t)h->world + 1, sizeof *h->src_ptrs)))
         return ptc_error_set(PTC_E_NOMEM, "no memory for the source ranks");
     for (int r = 0; r < h->world; r++)
-        if (h->src_owner[r] == h->t->rank && rank_bytes(h->src, r) > 0)
+        if (h->src_owner[r] == h->t->rank && ptc_reshard_rank_bytes(h->src, r) > 0)
             h->mine[h->nmine++] = r;
     if (!(h->sbufs = ptc_calloc(h->nmine * nt + 1, sizeof *h->sbufs)))
         return ptc_error_set(PTC_E_NOMEM, "no memory for the source ranks");
@@ -278,6 +237,8 @@ static int hload_read(hload *h, ptc_store *s, uint64_t lv)
         }
         h->src_ptrs[h->mine[i]] = (const void *const *)&h->sbufs[i * nt];
     }
+    if (h->nmine == 0)
+        return PTC_OK; /* e.g. a host without its part of the version */
     ptc_ckpt_options co;
     ptc_ckpt_options_init(&co);
     return ptc_ckpt_load_local(s, lv, h->src, h->mine, h->nmine, h->sbufs, &co, NULL, NULL);
@@ -335,12 +296,14 @@ int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint6
     PTC_TRY(resolve(t, host, s, &version));
     uint64_t lv = 0;
     int rc = ptc_ckpt_hosts_local_version(s, version, &lv);
-    if (rc < 0)
-        rc = ptc_error_set(rc, "%s (a host without its part of the version cannot load it yet)",
-                           ptc_last_error());
-    if (rc == PTC_OK)
+    if (rc == PTC_E_NOTFOUND) { /* a host without its part: it receives all it runs */
+        ptc_error_clear();
+        rc = PTC_OK;
+    }
+    if (rc == PTC_OK && lv)
         rc = source_layout(s, lv, dst, &h.src);
-    if ((rc = ptc_transport_agree(t, rc, "load across hosts")) < 0)
+    if ((rc = ptc_transport_agree(t, rc, "load across hosts")) < 0 ||
+        (rc = ptc_reshard_hosts_share_layout(t, s, version, lv, dst, &h.src)) < 0)
         goto out_free;
     h.world = ptc_layout_world(h.src);
     h.dst_world = ptc_layout_world(dst);
@@ -371,7 +334,7 @@ int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint6
         rc = each ? PTC_OK : PTC_E_NOMEM;
         rc = ptc_transport_agree(t, rc, "load across hosts");
         if (rc == PTC_OK)
-            rc = gather_all(t, &read, sizeof read, each);
+            rc = ptc_reshard_gather_all(t, &read, sizeof read, each);
         for (int p = 0; rc == PTC_OK && p < t->size; p++)
             all_read += each[p];
         ptc_free(each);

@@ -34,4 +34,22 @@ bool ptc_reshard_box_contiguous(const ptc_box *b, const int64_t *stride);
 int ptc_reshard_owned_over(const ptc_plan *p, const ptc_transport *t, const int *src_owner,
                            const void *const *const *src, const int *dst_owner,
                            void *const *const *dst);
+/* ---- across hosts (reshard_hosts.c, reshard_hosts_held.c) ---------------- */
+
+/* Every process's @p n bytes at @p in into @p out (size x n), or a copy
+ * alone on a transport of one process. Collective. */
+int ptc_reshard_gather_all(const ptc_transport *t, const void *in, size_t n, void *out);
+/* Bytes of rank @p r's local tensors of @p l. */
+uint64_t ptc_reshard_rank_bytes(const ptc_layout *l, int r);
+/* Which saved ranks of layout @p src the part open in @p rd holds (world
+ * bytes into @p have: 1 when every present shard of the rank is there). */
+int ptc_reshard_hosts_inventory(const ptc_store_reader *rd, const ptc_layout *src, uint8_t *have);
+/* For a process whose host holds no part of version @p version (@p lv 0):
+ * the source layout built from the version's configuration and rules, sent
+ * by the lowest process whose host holds a part, with @p dst's tensors
+ * (the holders checked them against theirs). Nothing is sent when every
+ * process holds a part. Collective; agreed; *@p src is set where NULL;
+ * PTC_E_NOTFOUND when no host present holds a part. */
+int ptc_reshard_hosts_share_layout(const ptc_transport *t, ptc_store *s, uint64_t version,
+                                   uint64_t lv, const ptc_layout *dst, ptc_layout **src);
 #endif

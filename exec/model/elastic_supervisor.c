@@ -47,6 +47,14 @@ typedef struct launch {
     double load_ms;          /* `resumed from ... load X ms` */
     bool stopped;            /* `stopped at step K (...), saved version V` */
     uint64_t stop_version;
+    int64_t stop_step;
+    /* node-local stores: what the job says of the versions it resumed and saved */
+    bool resumed;            /* `resumed from version V at step S, ...` */
+    uint64_t resumed_version;
+    int64_t resumed_step;
+    bool saved;              /* its last save: `saved version V (step S)` */
+    uint64_t saved_version;
+    int64_t saved_step;
     char dead_node[256];     /* mpirun's notice of a dead process */
     bool host_lost;          /* ... of a lost host (its daemon) */
     char first_error[512];   /* the first `ptc: error:` line */
@@ -64,6 +72,7 @@ typedef struct pending {
     uint64_t version;
     int slots;
     double t_start, detect, save, plan, t_launch;
+    bool from_persist;       /* node-local stores: the launch resumes from --persist */
 } pending;
 
 struct ptc_elastic {
@@ -87,7 +96,16 @@ struct ptc_elastic {
     int nslots;
     char scale_reason[32];               /* why the running job was asked to stop */
     char said[512];                      /* the inputs' last problem, said once */
+    /* node-local stores (o.replicas >= 0): the controller reads no store */
+    uint64_t known_version;              /* the newest version the job reported */
+    int64_t known_step;                  /* ... and its step */
+    bool from_persist;                   /* the next launch resumes from o.persist */
 };
+
+static bool node_local(const ptc_elastic *e)
+{
+    return e->o.replicas >= 0;
+}
 
 static double now(void)
 {
@@ -248,6 +266,11 @@ static int newest(const ptc_elastic *e, uint64_t *version, int64_t *step)
     ptc_store *s = NULL;
     *version = 0;
     *step = 0;
+    if (node_local(e)) { /* the hosts' stores: what the job reported */
+        *version = e->known_version;
+        *step = e->known_step;
+        return PTC_OK;
+    }
     /* an empty directory: the job's first save makes the store there */
     char meta[PATH_MAX + 8];
     snprintf(meta, sizeof meta, "%s/meta", e->o.store);
@@ -292,6 +315,8 @@ static void emit_reconfig(const ptc_elastic *e, const pending *p, bool online, d
     snprintf(ev.config, sizeof ev.config, "%s", p->to);
     snprintf(ev.from, sizeof ev.from, "%s", p->from);
     snprintf(ev.reason, sizeof ev.reason, "%s", p->reason);
+    ev.from_persist = p->from_persist;
+    ev.persist = p->from_persist ? e->o.persist : NULL;
     emit(e, &ev);
 }
 
@@ -302,6 +327,11 @@ static void emit_pending(ptc_elastic *e, pending *p, const launch *l, double t_e
     if (!p->active)
         return;
     p->active = false;
+    if (node_local(e)) { /* the version is the one the new job says it resumed */
+        p->version = l->resumed ? l->resumed_version : 0;
+        p->resumed_step = l->resumed ? l->resumed_step : l->first_step >= 0 ? l->first_step : 0;
+        p->steps_lost = p->at_step > p->resumed_step ? p->at_step - p->resumed_step : 0;
+    }
     double load = l->load_ms / 1e3;
     double restart = t_end - p->t_launch - load;
     if (l->last_step >= 0)
@@ -342,6 +372,7 @@ static void on_out_line(void *ctx, char *line)
             l->first_step = k;
             l->first_step_ms = ms;
             emit_pending(e, &e->pend, l, t);
+            e->from_persist = false; /* it saves into the hosts' stores from now on */
         }
         l->last_step = k;
         l->t_last_step = t;
@@ -349,6 +380,17 @@ static void on_out_line(void *ctx, char *line)
     } else if (sscanf(line, "resumed from version %llu at step %lld, load %lf ms", &v, &k,
                       &ms) == 3) {
         l->load_ms = ms;
+        l->resumed = true;
+        l->resumed_version = v;
+        l->resumed_step = k;
+        if (node_local(e)) {
+            e->known_version = v;
+            e->known_step = k;
+        }
+    } else if (sscanf(line, "saved version %llu (step %lld)", &v, &k) == 2) {
+        l->saved = true;
+        l->saved_version = v;
+        l->saved_step = k;
     } else if (l->resize_asked && sscanf(line, "resize at step %lld (control): %*s -> %*s "
                                              "plan %lf ms, move %lf ms, rebuild %lf ms",
                                              &k, &pl, &mv, &rb) == 4) {
@@ -358,6 +400,7 @@ static void on_out_line(void *ctx, char *line)
         l->stopped = true;
         const char *sv = strstr(line, "saved version ");
         l->stop_version = sv ? strtoull(sv + 14, NULL, 10) : 0;
+        l->stop_step = strtoll(line + 16, NULL, 10);
     }
 }
 
@@ -435,7 +478,9 @@ static int start_job(ptc_elastic *e, int64_t steps, bool resume)
     char cfgs[128], np[32], st[32], to[32];
     cfg_text(&e->cfg, cfgs, sizeof cfgs);
     snprintf(np, sizeof np, "%d", ptc_config_world(&e->cfg));
-    snprintf(st, sizeof st, "%lld", (long long)steps);
+    /* node-local stores: the job learns its version from the hosts, so it
+     * is given the total and resumes whatever they hold */
+    snprintf(st, sizeof st, "%lld", (long long)(node_local(e) ? e->o.total_steps : steps));
     snprintf(to, sizeof to, "%g", e->o.watchdog);
     const char *argv[MAX_ARGS + 32];
     int n = 0;
@@ -452,16 +497,23 @@ static int start_job(ptc_elastic *e, int64_t steps, bool resume)
     argv[n++] = "train";
     for (int i = 0; i < e->o.ntrain_args; i++)
         argv[n++] = e->o.train_args[i];
-    const char *tail[] = {"--config", cfgs, "--store", e->o.store, "--steps", st,
-                          "--control", e->ctl};
+    const char *tail[] = {"--config", cfgs, "--store", e->o.store,
+                          node_local(e) ? "--until-step" : "--steps", st, "--control", e->ctl};
     for (size_t i = 0; i < PTC_ARRAY_LEN(tail); i++)
         argv[n++] = tail[i];
     if (!e->o.train_timeout) {
         argv[n++] = "--timeout";
         argv[n++] = to;
     }
-    if (resume)
+    if (node_local(e) && e->from_persist) {
+        argv[n++] = "--resume-from";
+        argv[n++] = e->o.persist;
+    } else if (node_local(e)) {
         argv[n++] = "--resume";
+        argv[n++] = "--resume-any";
+    } else if (resume) {
+        argv[n++] = "--resume";
+    }
     argv[n] = NULL;
     launch *l = &e->l;
     memset(l, 0, sizeof *l);
@@ -691,6 +743,47 @@ static int after_failure(ptc_elastic *e, int status, double t_end, pending *np)
     return PTC_OK;
 }
 
+/* Node-local stores: the job failed before its first step because no host
+ * present holds any copy of some shards (its error names them). */
+static bool lost_every_copy(const ptc_elastic *e)
+{
+    return node_local(e) && e->l.last_step < 0 && !e->l.killed &&
+           strstr(e->l.first_error, "lost with every copy") != NULL;
+}
+
+/* That failure: with a persistent tier, relaunch on the same slots from it
+ * (the reconfiguration under way stays pending: its downtime goes on);
+ * without one, or when the tier was the source already, the run ends. */
+static int fall_back(ptc_elastic *e, bool *go)
+{
+    const char *why = e->l.first_error;
+    if (!e->o.persist)
+        return ptc_error_set(PTC_E_IO, "%s; no persistent tier to fall back to (give --persist "
+                                       "DIR in the train command)", why);
+    if (e->from_persist)
+        return ptc_error_set(PTC_E_IO, "%s (resuming from the persistent tier %s)", why,
+                             e->o.persist);
+    if (++e->failures > e->o.max_restarts)
+        return ptc_error_set(PTC_E_IO, "giving up after %d failures (--max-restarts %d); the "
+                                       "last: %s", e->failures, e->o.max_restarts, why);
+    ptc_elastic_event ev = {.kind = PTC_ELASTIC_FALLBACK, .slots = e->nslots,
+                            .persist = e->o.persist};
+    snprintf(ev.detail, sizeof ev.detail, "%s", why);
+    cfg_text(&e->cfg, ev.config, sizeof ev.config);
+    emit(e, &ev);
+    e->from_persist = true;
+    if (!e->pend.active) { /* the first launch: a reconfiguration of its own */
+        e->pend = (pending){.active = true, .t_start = e->l.t_exit, .slots = e->nslots};
+        snprintf(e->pend.reason, sizeof e->pend.reason, "failure");
+        cfg_text(&e->cfg, e->pend.from, sizeof e->pend.from);
+        cfg_text(&e->cfg, e->pend.to, sizeof e->pend.to);
+        e->reconfigs++;
+    }
+    e->pend.from_persist = true;
+    *go = true;
+    return PTC_OK;
+}
+
 /* The job ended with wait status @p status: done, stopped, or plan the
  * relaunch (e->cfg, e->usable and e->pend for the next launch). *@p go: a
  * relaunch follows. */
@@ -700,9 +793,21 @@ static int after_job(ptc_elastic *e, int status, bool by_signal, uint64_t *versi
     launch *l = &e->l;
     *go = false;
     double t_end = l->t_exit;
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !l->killed;
+    if (!ok && !by_signal && !stop_asked(e) && lost_every_copy(e)) /* the pending goes on */
+        return fall_back(e, go);
     emit_pending(e, &e->pend, l, t_end); /* a job that ended before its first step */
     int64_t at = l->last_step >= 0 ? l->last_step + 1 : *done;
-    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !l->killed;
+    if (node_local(e) && l->saved) { /* its last save (after its last step) */
+        e->known_version = l->saved_version;
+        e->known_step = l->saved_step;
+    }
+    if (node_local(e) && l->stopped && l->stop_version) {
+        e->known_version = l->stop_version;
+        e->known_step = l->stop_step;
+    }
+    if (node_local(e) && ok && !l->stop_requested && !l->stopped) /* ran --until-step */
+        e->known_step = PTC_MAX(e->known_step, e->o.total_steps);
     uint64_t nv;
     int64_t nd;
     PTC_TRY(newest(e, &nv, &nd));
@@ -763,6 +868,7 @@ void ptc_elastic_opts_init(ptc_elastic_opts *o)
     o->max_restarts = 10;
     o->watchdog = 120;
     o->mpirun = "mpirun";
+    o->replicas = -1;
     o->want.schedule = PTC_SCHED_1F1B;
     ptc_search_cluster_init(&o->cluster);
 }
@@ -827,7 +933,7 @@ static int supervise(ptc_elastic *e, uint64_t *version, int64_t *done, ptc_elast
             return PTC_OK;
         }
         PTC_TRY(start_job(e, e->o.total_steps - *done, *version != 0));
-        if (e->pend.active)
+        if (e->pend.active && !e->pend.t_launch) /* a fallback's relaunch: the first one's */
             e->pend.t_launch = e->l.t_launch;
         e->scale_reason[0] = 0;
         bool by_signal = false, go = false;
@@ -850,7 +956,7 @@ int ptc_elastic_run(ptc_elastic *e, ptc_elastic_result *res)
     PTC_TRY(newest(e, &version, &done));
     PTC_TRY(make_dir(e));
     ptc_elastic_event ev = {.kind = PTC_ELASTIC_START, .slots = e->nslots, .version = version,
-                            .step = done};
+                            .step = done, .node_local = node_local(e)};
     cfg_text(&e->cfg, ev.config, sizeof ev.config);
     emit(e, &ev);
     int rc = supervise(e, &version, &done, res);

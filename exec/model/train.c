@@ -19,6 +19,8 @@ typedef struct run {
     int wrank, wsize;
     ptc_store *store;
     ptc_store *persist; /* --persist: the persistent tier */
+    ptc_store *from;    /* --resume-from: the store resumed from */
+    int64_t steps;      /* the steps this run takes (--until-step: after the resume) */
     train_seg *g;
     int64_t first, k;        /* the first step of this run; the next step */
     int next_resize;         /* the next planned resize (o->resize_step) */
@@ -195,7 +197,7 @@ static int active_boundary(run *r, train_decision *d)
     if (r->res->failed_step >= 0)
         return rc;
     r->k++;
-    int64_t end = r->first + o->steps;
+    int64_t end = r->first + r->steps;
     train_watch_enter(r->watch, "deciding at the step boundary", r->k);
     if (g->rank == 0) {
         d->rc = rc;
@@ -255,6 +257,53 @@ static void report_stop(run *r)
 
 /* ---- the run -------------------------------------------------------------------------- */
 
+/* The newest committed version of the job's store(s) (0: none), the same on
+ * every process: with a store on each host, the hosts' recovery decides it.
+ * Collective; @p rc: this process's outcome so far. */
+static int newest_version(run *r, int rc, uint64_t *newest)
+{
+    *newest = 0;
+    rc = train_agree(r->world, rc);
+    if (rc == PTC_OK && r->o->replicas >= 0) {
+        ptc_transport t;
+        int host, nhosts;
+        PTC_TRY(ptc_transport_mpi(&t, r->world));
+        PTC_TRY(train_agree(r->world, train_hosts_index(r->world, &host, &nhosts)));
+        return ptc_ckpt_hosts_recover_over(&t, host, r->store, newest);
+    }
+    if (rc == PTC_OK && r->wrank == 0)
+        rc = ptc_store_latest(r->store, newest);
+    int64_t msg[2] = {rc, (int64_t)*newest};
+    PTC_MPI_TRY(MPI_Bcast(msg, 2, MPI_INT64_T, 0, r->world));
+    *newest = (uint64_t)msg[1];
+    return rc != PTC_OK ? rc : (int)msg[0];
+}
+
+/* Where a resume reads (*@p rs, @p ro): the job's store(s), or with
+ * --resume-from an ordinary store every process opens. *@p resume: false
+ * when --resume-any finds no version. Collective. */
+static int resume_source(run *r, int rc, ptc_train_opts *ro, ptc_store **rs, bool *resume)
+{
+    const ptc_train_opts *o = r->o;
+    *ro = *o;
+    *rs = r->store;
+    *resume = o->resume || o->resume_from;
+    if (o->resume_from) {
+        ro->store = o->resume_from;
+        ro->replicas = -1;
+        if (rc == PTC_OK)
+            rc = train_state_open(ro, false, r->world, r->wrank, &r->from);
+        *rs = r->from;
+        return rc;
+    }
+    if (*resume && o->resume_any) {
+        uint64_t newest = 0;
+        rc = newest_version(r, rc, &newest);
+        *resume = rc != PTC_OK || newest != 0;
+    }
+    return rc;
+}
+
 /* The world fits the job, the store is open, a resume's record is read, the
  * first segment is open and a resume's state loaded. Collective. */
 static int run_begin(run *r)
@@ -274,7 +323,7 @@ static int run_begin(run *r)
         if (train_check_resize(o, &o->resize_cfg[i], r->wsize) != PTC_OK)
             return ptc_error_set(PTC_E_CONFIG, "--resize at step %lld: %s",
                                  (long long)o->resize_step[i], ptc_last_error());
-    bool saving = o->save_every >= 0, state = saving || o->resume || elastic;
+    bool saving = o->save_every >= 0, state = saving || o->resume || o->resume_from || elastic;
     int rc = PTC_OK;
     train_watch_enter(r->watch, "opening the job's store", r->first);
     /* a job that saves (or may be told to stop) makes its store if there is
@@ -290,9 +339,15 @@ static int run_begin(run *r)
     ptc_ckpt_record rec;
     memset(&rec, 0, sizeof rec);
     uint64_t from = 0;
-    if (o->resume) {
+    ptc_train_opts ro;
+    ptc_store *rs = NULL;
+    bool resume = false;
+    if (o->resume || o->resume_from) {
         train_watch_enter(r->watch, "reading the record to resume from", r->first);
-        rc = train_state_resume_record(r->store, o, r->world, r->wrank, rc, &rec, &from);
+        rc = resume_source(r, rc, &ro, &rs, &resume);
+    }
+    if (resume) {
+        rc = train_state_resume_record(rs, &ro, r->world, r->wrank, rc, &rec, &from);
         /* the steps are counted in an int64_t: every process reads the same record */
         if (rc == PTC_OK && rec.step > (uint64_t)(INT64_MAX - o->steps))
             rc = ptc_error_set(PTC_E_RANGE, "version %llu was saved after step %llu: %d more "
@@ -317,12 +372,12 @@ static int run_begin(run *r)
         return rc != PTC_OK ? rc : PTC_E_NOMEM;
     }
     rc = train_seg_open(r->g, &r->jo, s0, r->store, r->world, r->wrank, state, rc);
-    if (rc == PTC_OK && o->resume) {
+    if (rc == PTC_OK && resume) {
         double t0 = MPI_Wtime();
         train_watch_enter(r->watch, "loading the version to resume from", r->first);
         ptc_plan_stats moved;
         memset(&moved, 0, sizeof moved);
-        rc = train_state_load(o, r->store, from, r->g, r->world, &moved);
+        rc = train_state_load(&ro, rs, from, r->g, r->world, &moved);
         r->res->resumed_from = from;
         r->res->load_seconds = MPI_Wtime() - t0;
         r->res->load_bytes_network = moved.bytes_network;
@@ -330,6 +385,9 @@ static int run_begin(run *r)
     }
     r->res->first_step = r->first;
     r->k = r->first;
+    r->steps = o->steps;
+    if (o->until_step > 0) /* --until-step: the steps left after the resume */
+        r->steps = o->until_step > r->first ? o->until_step - r->first : 0;
     while (r->next_resize < o->nresize && o->resize_step[r->next_resize] <= r->first)
         r->next_resize++;
     return rc;
@@ -368,7 +426,7 @@ int ptc_train_run(ptc_train *t, MPI_Comm world, ptc_train_step_fn on_step, void 
     if (train_watch_start(&r.watch, t->o.timeout, r.wrank, t->o.on_timeout, user) != PTC_OK)
         ptc_log(PTC_LOG_WARN, "rank %d: %s: the job runs without it", r.wrank, ptc_last_error());
     int rc = run_begin(&r);
-    while (rc == PTC_OK && r.k < r.first + t->o.steps) {
+    while (rc == PTC_OK && r.k < r.first + r.steps) {
         train_decision d = {0};
         if (r.g->active) {
             rc = active_boundary(&r, &d);
@@ -402,5 +460,6 @@ out:
     train_seg_free(r.g);
     ptc_store_close(r.store);
     ptc_store_close(r.persist);
+    ptc_store_close(r.from);
     return rc;
 }

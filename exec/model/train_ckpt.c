@@ -13,9 +13,11 @@
  * under zero=1 a chunk's AdamW ranges are the layout's flat ranges. Any
  * other job — other D, T, P, schedule or zero — loads the same version into
  * its own layout: the stored layout is only how it was written. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "ptc/reshard.h"
 #include "exec/model/train_internal.h"
 
 int train_ckpt_layout(const ptc_train_opts *o, const ptc_sched *s, ptc_layout **layout,
@@ -157,6 +159,52 @@ static void model_spec(const ptc_exec_model_cfg *m, char *buf, size_t cap)
  * hosts first agree on the newest committed version (recovery). */
 static int check_record(const ptc_train_opts *o, uint64_t from, const ptc_ckpt_record *rec);
 
+/* The record for a host without its part of the version (a fresh store
+ * joining, or one that missed it): process @p root's, whose host holds one,
+ * as its JSON text. Collective; @p has: this process read its own. */
+static int share_record(MPI_Comm world, int root, bool has, ptc_ckpt_record *rec)
+{
+    int me;
+    PTC_MPI_TRY(MPI_Comm_rank(world, &me));
+    char *json = NULL;
+    int64_t len = 0;
+    int rc = me == root ? ptc_ckpt_record_to_json(rec, &json) : PTC_OK;
+    if (json)
+        len = (int64_t)strlen(json) + 1;
+    PTC_TRY(train_agree(world, rc));
+    PTC_MPI_TRY(MPI_Bcast(&len, 1, MPI_INT64_T, root, world));
+    char *buf = me == root ? json : ptc_malloc((size_t)len);
+    rc = buf ? PTC_OK : PTC_E_NOMEM;
+    if ((rc = train_agree(world, rc)) == PTC_OK &&
+        MPI_Bcast(buf, (int)len, MPI_CHAR, root, world) != MPI_SUCCESS)
+        rc = ptc_error_set(PTC_E_MPI, "MPI_Bcast of the record to resume from failed");
+    if (rc == PTC_OK && !has)
+        rc = ptc_ckpt_record_from_json(buf, (size_t)len - 1, rec);
+    if (me != root)
+        ptc_free(buf);
+    ptc_store_free(json);
+    return train_agree(world, rc);
+}
+
+/* The version a resume from the hosts' stores takes: the newest committed
+ * one, @p newest, when the hosts present hold a copy of each of its saved
+ * ranks; else the newest older version they hold whole (each host's
+ * committed parts that --keep-local left: written under other hosts, a lost
+ * host's ranks may have copies that the newest lacks), said on process 0;
+ * else @p newest, whose load names the ranks lost ("lost with every copy").
+ * Collective. */
+static int newest_covered(const ptc_transport *t, ptc_store *store, uint64_t newest, uint64_t *v)
+{
+    int missing = 0;
+    PTC_TRY(ptc_reshard_hosts_whole(t, store, newest, v, &missing));
+    if (*v != newest && t->rank == 0)
+        ptc_log(PTC_LOG_WARN, "version %llu has no copy of %d saved rank%s on the hosts "
+                "present; resuming version %llu, the newest one they hold whole",
+                (unsigned long long)newest, missing, missing == 1 ? "" : "s",
+                (unsigned long long)*v);
+    return PTC_OK;
+}
+
 static int resume_on_hosts(ptc_store *store, const ptc_train_opts *o, MPI_Comm world, int rc,
                            ptc_ckpt_record *rec, uint64_t *from)
 {
@@ -168,12 +216,28 @@ static int resume_on_hosts(ptc_store *store, const ptc_train_opts *o, MPI_Comm w
     uint64_t newest = 0, lv = 0;
     PTC_TRY(ptc_ckpt_hosts_recover_over(&t, host, store, &newest));
     uint64_t v = o->resume_version ? o->resume_version : newest;
+    if (!o->resume_version && newest)
+        PTC_TRY(newest_covered(&t, store, newest, &v));
     if (v == 0 || v > newest)
         rc = ptc_error_set(PTC_E_NOTFOUND, "the stores %s hold no committed version %llu "
                            "(newest: %llu)", o->store, (unsigned long long)v,
                            (unsigned long long)newest);
-    if (rc == PTC_OK && (rc = ptc_ckpt_hosts_local_version(store, v, &lv)) == PTC_OK)
+    if (rc == PTC_OK && (rc = ptc_ckpt_hosts_local_version(store, v, &lv)) == PTC_E_NOTFOUND) {
+        ptc_error_clear(); /* a host without its part: the record comes from another */
+        rc = PTC_OK;
+    }
+    if (rc == PTC_OK && lv)
         rc = ptc_ckpt_read_record(store, lv, rec);
+    int me, mine, root;
+    PTC_MPI_TRY(MPI_Comm_rank(world, &me));
+    mine = lv ? me : INT_MAX;
+    PTC_TRY(train_agree(world, rc));
+    PTC_MPI_TRY(MPI_Allreduce(&mine, &root, 1, MPI_INT, MPI_MIN, world));
+    if (root == INT_MAX)
+        rc = ptc_error_set(PTC_E_NOTFOUND, "no host present holds a part of version %llu",
+                           (unsigned long long)v);
+    else
+        rc = share_record(world, root, lv != 0, rec);
     if (rc == PTC_OK)
         rc = check_record(o, v, rec);
     *from = v;

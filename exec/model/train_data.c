@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "exec/model/train_internal.h"
+#include "ptc/crc32c.h"
 #include "ptc/dataset.h"
 
 int train_data_kind_parse(const char *spec, enum train_data_kind *kind)
@@ -143,6 +144,46 @@ static int open_mount(train_data *d, const char *dir)
     return rc;
 }
 
+/* With a store on each host (--replicas), every host's store holds the
+ * dataset: the same records (count, bytes, format) on every process, or the
+ * epoch order — a function of the count and the seed — would differ between
+ * the replicas. Collective over @p world, whatever @p rc (this process's
+ * opening). */
+static int same_on_hosts(const train_data *d, ptc_store *store, MPI_Comm world, int rc)
+{
+    ptc_store_dataset_info info;
+    memset(&info, 0, sizeof info);
+    if (rc == PTC_OK)
+        rc = ptc_store_dataset_stat(store, d->name, &info);
+    uint64_t mine[4] = {(uint64_t)(int64_t)rc, info.samples, info.bytes,
+                        ptc_crc32c(0, info.format, strlen(info.format))};
+    int np, me;
+    MPI_Comm_size(world, &np);
+    MPI_Comm_rank(world, &me);
+    uint64_t *all = ptc_malloc(sizeof mine * (size_t)np);
+    if (!all)
+        return PTC_E_NOMEM; /* the caller's agreement fails the others */
+    if (MPI_Allgather(mine, 4, MPI_UINT64_T, all, 4, MPI_UINT64_T, world) != MPI_SUCCESS) {
+        ptc_free(all);
+        return ptc_error_set(PTC_E_MPI, "MPI_Allgather of the hosts' datasets failed");
+    }
+    for (int p = 0; p < np && rc == PTC_OK; p++) {
+        const uint64_t *q = all + 4 * (size_t)p;
+        if ((int64_t)q[0] != PTC_OK)
+            rc = ptc_error_set((int)(int64_t)q[0], "dataset '%s' cannot be read from the store "
+                               "of process %d's host", d->name, p);
+        else if (q[1] != mine[1] || q[2] != mine[2] || q[3] != mine[3])
+            rc = ptc_error_set(PTC_E_CONFIG, "dataset '%s' differs between the hosts' stores: "
+                               "%llu records of %llu bytes on process %d's host, %llu of %llu "
+                               "on process %d's (ingest the same dataset into every host's "
+                               "store)", d->name, (unsigned long long)mine[1],
+                               (unsigned long long)mine[2], me, (unsigned long long)q[1],
+                               (unsigned long long)q[2], p);
+    }
+    ptc_free(all);
+    return rc;
+}
+
 int train_data_open(train_data *d, const ptc_train_opts *o, ptc_store *store, MPI_Comm world,
                     int dp_rank)
 {
@@ -175,7 +216,10 @@ int train_data_open(train_data *d, const ptc_train_opts *o, ptc_store *store, MP
         return PTC_E_NOMEM;
     if (d->kind == DATA_DATASET) {
         snprintf(d->name, sizeof d->name, "%s", o->data + 8);
-        PTC_TRY(open_store_dataset(d, store));
+        int rc = open_store_dataset(d, store);
+        if (o->replicas >= 0)
+            rc = same_on_hosts(d, store, world, rc);
+        PTC_TRY(rc);
     } else {
         PTC_TRY(open_mount(d, o->data + 6));
     }

@@ -133,11 +133,17 @@ static int check_opts(const ptc_train_opts *o)
     if (kind == DATA_DATASET && !o->store)
         return ptc_error_set(PTC_E_INVAL, "--data %s needs --store (the store that holds the "
                                           "dataset)", o->data);
-    if ((o->save_every >= 0 || o->resume) && !o->store)
+    if ((o->save_every >= 0 || o->resume || o->resume_from) && !o->store)
         return ptc_error_set(PTC_E_INVAL, "--save-every and --resume need --store");
+    if (o->resume_version && o->resume_any)
+        return ptc_error_set(PTC_E_INVAL, "--resume-any takes the newest version: not with "
+                                          "--version");
+    if (o->resume_from && o->resume_any)
+        return ptc_error_set(PTC_E_INVAL, "--resume-from reads a store that must hold a "
+                                          "version: not with --resume-any");
     if (o->save_async && o->save_every < 0)
         return ptc_error_set(PTC_E_INVAL, "--save-async needs --save-every");
-    if ((o->save_every >= 0 || o->resume) && o->fake)
+    if ((o->save_every >= 0 || o->resume || o->resume_from) && o->fake)
         return ptc_error_set(PTC_E_INVAL, "--save-every and --resume need a model (not "
                                           "--fake-compute)");
     if ((o->persist || o->keep_local) && o->replicas < 0)
@@ -147,12 +153,13 @@ static int check_opts(const ptc_train_opts *o)
         return ptc_error_set(PTC_E_INVAL, "--persist-every: expected a number >= 1");
     if (o->replicas >= 0 && !o->store)
         return ptc_error_set(PTC_E_INVAL, "--replicas needs --store (the store on each host)");
-    if (o->replicas >= 0 && (o->nresize > 0 || o->control))
+    if (o->replicas >= 0 && o->nresize > 0)
         return ptc_error_set(PTC_E_UNSUPPORTED, "--replicas (a store on each host) does not "
-                                                "take --resize or --control yet");
-    if (o->replicas >= 0 && kind == DATA_DATASET)
-        return ptc_error_set(PTC_E_UNSUPPORTED, "--replicas (a store on each host) reads no "
-                                                "dataset from it yet: use --data synthetic");
+                                                "take --resize yet (a control file's `stop` "
+                                                "it takes)");
+    /* --data dataset:NAME with --replicas: each host's store holds the same
+     * dataset (train_data.c checks that they agree); its reader processes
+     * count the records they serve in their host's store */
     if ((o->nresize > 0 || o->control) && o->fake)
         return ptc_error_set(PTC_E_UNSUPPORTED, "--resize and --control need a model (not "
                                                 "--fake-compute)");

@@ -881,6 +881,17 @@ PTC_API int ptc_ckpt_hosts_recover_over(const ptc_transport *t, int host, ptc_st
  */
 PTC_API int ptc_ckpt_hosts_local_version(ptc_store *s, uint64_t version, uint64_t *local);
 
+/**
+ * The newest version across hosts older than @p below whose committed part
+ * store @p s holds (*@p version 0: none), read from the journal and the
+ * versions' metadata (non-collective). A resume that cannot read the newest
+ * version (every copy of a saved rank lost) looks for an older one that
+ * the hosts present cover (`ptc train --replicas`, docs/elastic.md).
+ * @return PTC_OK or the store's errors.
+ * @note Thread safety: as ptc_ckpt_hosts_local_version().
+ */
+PTC_API int ptc_ckpt_hosts_held(ptc_store *s, uint64_t below, uint64_t *version);
+
 #ifdef __cplusplus
 }
 #endif

@@ -110,6 +110,10 @@ typedef enum ptc_elastic_event_kind {
     PTC_ELASTIC_START,       /**< before the first launch */
     PTC_ELASTIC_RECONFIGURE, /**< a restart or an in-memory resize took effect */
     PTC_ELASTIC_DONE,        /**< the newest version reached the total steps */
+    PTC_ELASTIC_FALLBACK,    /**< node-local stores: every copy of some shards
+                                  is lost; the next launch resumes from the
+                                  persistent tier (@ref ptc_elastic_event.detail
+                                  names the shards, .persist the tier) */
 } ptc_elastic_event_kind;
 
 /** One event (small value type; valid during the callback). Seconds are
@@ -134,6 +138,13 @@ typedef struct ptc_elastic_event {
     double downtime, detect, save, plan, move, load, restart;
     /* done */
     int reconfigurations, failures;
+    /* node-local stores (@ref ptc_elastic_opts.replicas >= 0) */
+    bool node_local;        /**< start: the version is the hosts' to decide (the
+                                 controller cannot read their stores): version
+                                 and step are 0 */
+    bool from_persist;      /**< reconfigure: resumed from the persistent tier */
+    char detail[512];       /**< fallback: the job's error naming the lost shards */
+    const char *persist;    /**< fallback, reconfigure from it: the tier */
 } ptc_elastic_event;
 
 /** Called for each event; may be NULL. */
@@ -176,6 +187,21 @@ typedef struct ptc_elastic_opts {
     int ntrain_args;
     int64_t total_steps;     /**< the job's total steps (>= 1) */
     bool train_timeout;      /**< ARGS give --timeout (else the watchdog is) */
+    /** -1 (the default): @ref store is one store every host opens (a shared
+     * filesystem); the controller reads its newest version. >= 0: ARGS give
+     * `--replicas K` (a store on each host at the path @ref store): the
+     * controller reads no store; each launch runs `--until-step TOTAL
+     * --resume --resume-any` and the hosts' recovery decides the version; it
+     * learns the version and step from the job's lines (docs/elastic.md,
+     * *Stores on each host*). */
+    int replicas;
+    /** With @ref replicas: ARGS' `--persist DIR` (NULL: none). A relaunch
+     * that fails before its first step because every copy of some shards is
+     * lost (the job's error names them) is relaunched once from this tier
+     * (`--resume-from DIR`): a PTC_ELASTIC_FALLBACK event, then the
+     * reconfiguration with from_persist. Without it that failure ends the
+     * run (PTC_E_IO, the job's message). */
+    const char *persist;
     volatile int *stop;      /**< non-zero (a signal handler may set it):
                                   stop the job (it saves) and return */
     ptc_elastic_event_fn on_event;
@@ -183,7 +209,7 @@ typedef struct ptc_elastic_opts {
     void *user;              /**< for the callbacks */
 } ptc_elastic_opts;
 
-/** Defaults: slots -1, min_slots 1, max_restarts 10, watchdog 120 s,
+/** Defaults: slots -1, min_slots 1, max_restarts 10, watchdog 120 s, replicas -1,
  * mpirun "mpirun", the 1f1b schedule, ptc_search_cluster_init's cluster. */
 PTC_API void ptc_elastic_opts_init(ptc_elastic_opts *o);
 

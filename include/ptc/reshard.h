@@ -158,7 +158,10 @@ typedef struct ptc_reshard_hosts_result {
  * rank, then one on the target rank's host, then the least loaded — and the
  * minimal-movement plan (ptc_plan_create with the hosts so chosen) moves
  * every byte a process lacks from the process that read it, over @p t's
- * point-to-point exchange. Nothing is read from another host's disk.
+ * point-to-point exchange. Nothing is read from another host's disk. A
+ * host whose store holds no part of the version (a fresh or replaced host
+ * joining) takes part: the version's layout comes from the lowest process
+ * whose host holds a part, and the plan sends it every byte it runs.
  *
  * @param version  the version across hosts; 0: recover first
  *                 (ptc_ckpt_hosts_recover_over) and load the newest
@@ -170,8 +173,8 @@ typedef struct ptc_reshard_hosts_result {
  *                 processes run every rank of @p dst exactly once)
  * @param bufs     nranks x ntensors row-major local tensors, filled
  * @param res      may be NULL
- * @return PTC_OK; PTC_E_NOTFOUND (no committed version; a host without its
- *   part of the version: "store DIR holds no part of version G"; saved ranks
+ * @return PTC_OK; PTC_E_NOTFOUND (no committed version; no host present
+ *   holds a part of the version; saved ranks
  *   whose shards no present host holds, naming them: "lost with every
  *   copy"); PTC_E_INVAL (@p dst does not match the version; a target rank
  *   no process runs); the errors of the recovery, the reads and the
@@ -183,6 +186,33 @@ PTC_API int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *
                                    uint64_t version, const ptc_layout *dst, const int *ranks,
                                    size_t nranks, void *const *bufs,
                                    ptc_reshard_hosts_result *res);
+
+/**
+ * How many saved ranks of version @p version of a store spread over hosts
+ * no host present holds (*@p missing, the same on every process): each
+ * process lists what its host's part holds (its ranks and the replicas; a
+ * rank with no bytes counts as held) and the lists are joined over @p t.
+ * Every rank is missing (*@p missing >= 1) when no host holds a part.
+ * @return PTC_OK or the errors of the reads and the transport (agreed).
+ * @note Thread safety: collective over @p t, one call at a time per transport.
+ */
+PTC_API int ptc_reshard_hosts_covered(const ptc_transport *t, ptc_store *s, uint64_t version,
+                                      int *missing);
+
+/**
+ * The version a load across hosts can take whole: @p newest (a committed
+ * version, after ptc_ckpt_hosts_recover_over) when the hosts present hold
+ * every saved rank of it (ptc_reshard_hosts_covered), else the newest older
+ * version some host holds (ptc_ckpt_hosts_held: each host's committed parts
+ * that --keep-local left) that they hold whole, else @p newest (whose load
+ * then names the ranks lost). Used by `ptc train --resume` across hosts.
+ * @param version  receives the version, the same on every process
+ * @param missing  receives the saved ranks of @p newest no host holds
+ * @return PTC_OK or the errors of ptc_reshard_hosts_covered (agreed).
+ * @note Thread safety: collective over @p t, one call at a time per transport.
+ */
+PTC_API int ptc_reshard_hosts_whole(const ptc_transport *t, ptc_store *s, uint64_t newest,
+                                    uint64_t *version, int *missing);
 
 
 /** Options of ptc_reshard_hosts_store_mpi(). Zero-initialise. */

@@ -142,6 +142,19 @@ typedef struct ptc_train_opts {
     bool overlap_reduce;     /**< start reductions as chunks finish */
     ptc_train_resize_fn on_resize; /**< process 0, after each resize or stop
                                         (user: ptc_train_run's); may be NULL */
+    /** With @ref resume: stores that hold no committed version yet are no
+     * error, the job starts at step 0 (`ptc elastic` with stores on each
+     * host, which it cannot look into, resumes every launch this way). */
+    bool resume_any;
+    /** NULL, or an ordinary store every process opens (the persistent tier
+     * of @ref persist) to resume from instead of @ref store: its newest
+     * version (or @ref resume_version) is loaded, and the job goes on saving
+     * into @ref store. Implies @ref resume. */
+    const char *resume_from;
+    /** > 0: run until the step count reaches until_step (@ref steps is then
+     * only its bound): a job resuming at step S runs until_step - S steps,
+     * none when S is there already. */
+    int64_t until_step;
 } ptc_train_opts;
 
 /** Defaults: 4-layer model (hidden 16, vocab 32, tokens 8, lr 1e-3),

@@ -948,3 +948,20 @@ int ptc_ckpt_hosts_local_version(ptc_store *s, uint64_t version, uint64_t *local
                              ptc_store_dir(s), (unsigned long long)version);
     return PTC_OK;
 }
+
+int ptc_ckpt_hosts_held(ptc_store *s, uint64_t below, uint64_t *version)
+{
+    *version = 0;
+    ptc_ckpt_host_state st;
+    PTC_TRY(ptc_ckpt_host_state_read(s, &st));
+    ptc_version_info *vs = NULL;
+    size_t n = 0;
+    PTC_TRY(ptc_store_versions(s, &vs, &n));
+    for (size_t i = 0; i < n; i++) {
+        uint64_t g = vs[i].version <= st.committed_local ? meta_version(vs[i].metadata_json) : 0;
+        if (g && g < below && g <= st.committed && g > *version)
+            *version = g;
+    }
+    ptc_store_versions_free(vs, n);
+    return PTC_OK;
+}

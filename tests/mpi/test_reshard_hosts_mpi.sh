@@ -7,7 +7,8 @@
 # 1. 6 processes on h0,h0,h1,h1,h2,h2 load dp=1,tp=3,pp=2 byte-exact, the
 #    bytes moved between hosts equal the plan's lower bound;
 # 2. h2's store deleted: 3 processes on h0,h1,h1 load it again byte-exact
-#    from the survivors and h2's replica on h0;
+#    from the survivors and h2's replica on h0; then h2 back with an empty
+#    store (a fresh host) loads dp=1,tp=3,pp=1 with h0 and h1;
 # 3. an allocation failing on one process fails every process with one
 #    error line, no hang;
 # 4. h1's store deleted too: h1's ranks had their only copy on h2: every
@@ -62,6 +63,18 @@ run 3 load --store "$S" --config dp=1,tp=3,pp=2 --seed 5 --step 10 \
 [ "$(grep -c '^loaded version 1: ' "$TMP/out")" = 3 ] || fail "load: $(cat "$TMP/out")"
 moved_is_bound "$TMP/out"
 echo "ok: h2 lost, $(grep across "$TMP/out")"
+
+# 2b. h2 back with an empty store (a fresh host): it holds no part, takes
+# the version's layout from process 0 and receives every byte it runs
+mkdir -p "$S/h2"
+run 3 load --store "$S" --config dp=1,tp=3,pp=1 --seed 5 --step 10 \
+    --hosts h0,h1,h2 >"$TMP/out" || fail "load with a fresh host"
+[ "$(grep -c '^loaded version 1: ' "$TMP/out")" = 3 ] || fail "load: $(cat "$TMP/out")"
+grep -q '^loaded version 1: .* on process 2 (a host with no part)$' "$TMP/out" ||
+    fail "process 2 is not the fresh host: $(cat "$TMP/out")"
+moved_is_bound "$TMP/out"
+rm -rf "${S:?}/h2"
+echo "ok: a fresh host joins, $(grep across "$TMP/out")"
 
 # 3.
 CKPT_FAIL_PROCESS=1 expect_all_fail 3 "process 1|out of memory" -- \

@@ -702,6 +702,14 @@ static void test_keep(void **state)
         ptc_store_versions_free(vs, n);
         uint64_t local;
         assert_int_equal(ptc_ckpt_hosts_local_version(j.s[h], 2, &local), PTC_E_NOTFOUND);
+        /* the versions held, newest first below a bound: 4, 3, then none */
+        uint64_t held = 99;
+        assert_int_equal(ptc_ckpt_hosts_held(j.s[h], 5, &held), PTC_OK);
+        assert_int_equal(held, 4);
+        assert_int_equal(ptc_ckpt_hosts_held(j.s[h], 4, &held), PTC_OK);
+        assert_int_equal(held, 3);
+        assert_int_equal(ptc_ckpt_hosts_held(j.s[h], 3, &held), PTC_OK);
+        assert_int_equal(held, 0);
         check_rank_on(&j, h, h, 3, 3, true);
         check_rank_on(&j, h, (h + 2) % 3, 4, 4, true);
     }

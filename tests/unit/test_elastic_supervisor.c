@@ -464,6 +464,109 @@ static void test_slots_hostfile_capacity(void **state)
     unlink(hostfile);
 }
 
+/* A fake mpirun for a job with a store on each host: launch 1 makes step 3
+ * and loses a process; launch 2 fails before a step, every copy of ranks 4
+ * and 5 lost; launch 3 (from the persistent tier) resumes version 2 at step
+ * 2 and runs to step 5. */
+static int write_local_fake(const char *path, const char *count)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "#!/bin/sh\n"
+               "echo \"ARGS $*\" >> \"%s\"\n"
+               "n=$(($(cat '%s' 2>/dev/null || echo 0) + 1)); echo $n > '%s'\n"
+               "case $n in\n"
+               "1) echo 'resumed from version 3 at step 3, load 2.0 ms'\n"
+               "   echo 'step 3 loss 1.5 time 1.0 ms'\n"
+               "   echo 'mpirun noticed that process rank 1 with PID 99 on node localhost "
+               "exited on signal 9 (Killed).' >&2; exit 1 ;;\n"
+               "2) echo 'ptc: error: training failed on process 0: the shards of 2 saved "
+               "ranks (4, 5) are on no host present: lost with every copy (save with more "
+               "--replicas)' >&2; exit 1 ;;\n"
+               "*) echo 'resumed from version 2 at step 2, load 1.0 ms'\n"
+               "   for k in 2 3 4; do echo \"step $k loss 1.5 time 1.0 ms\"; done\n"
+               "   echo 'saved version 9 (step 5)'; exit 0 ;;\n"
+               "esac\n",
+            log_path, count, count);
+    fclose(f);
+    return chmod(path, 0755);
+}
+
+/* Stores on each host (replicas >= 0): the controller reads no store; every
+ * launch runs --until-step TOTAL --resume --resume-any; the lost shards'
+ * failure falls back to the persistent tier (--resume-from), said in an
+ * event; the versions and steps reported are the job's. Without a
+ * persistent tier that failure ends the run naming the shards. */
+static void test_node_local(void **state)
+{
+    (void)state;
+    char fake2[300], count[300];
+    snprintf(fake2, sizeof fake2, "%s/mpirun-local", dir);
+    snprintf(count, sizeof count, "%s/launches", dir);
+    assert_int_equal(write_local_fake(fake2, count), 0);
+    unlink(log_path);
+    seen s = {0};
+    ptc_elastic_opts o;
+    opts_for(&o, &s);
+    o.mpirun = fake2;
+    o.total_steps = 5;
+    o.replicas = 1;
+    o.persist = "/persist/tier";
+    char sdir[300]; /* each host's store: never opened here (no such directory) */
+    snprintf(sdir, sizeof sdir, "%s/st", dir);
+    o.store = sdir;
+    ptc_elastic *e = NULL;
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_OK);
+    ptc_elastic_result res;
+    assert_int_equal(ptc_elastic_run(e, &res), PTC_OK);
+    ptc_elastic_destroy(e);
+    assert_int_equal(res.step, 5);
+    assert_int_equal(res.version, 9);
+    assert_int_equal(res.failures, 2);
+    assert_int_equal(res.reconfigurations, 1);
+    assert_int_equal(s.nev, 4);
+    assert_int_equal(s.ev[0].kind, PTC_ELASTIC_START);
+    assert_true(s.ev[0].node_local);
+    assert_int_equal(s.ev[1].kind, PTC_ELASTIC_FALLBACK);
+    assert_non_null(strstr(s.ev[1].detail, "the shards of 2 saved ranks (4, 5)"));
+    assert_string_equal(s.ev[1].persist, "/persist/tier");
+    const ptc_elastic_event *v = &s.ev[2];
+    assert_int_equal(v->kind, PTC_ELASTIC_RECONFIGURE);
+    assert_string_equal(v->reason, "failure");
+    assert_true(v->from_persist);
+    assert_string_equal(v->persist, "/persist/tier");
+    assert_string_equal(v->from, "dp=1,tp=4,pp=1");
+    assert_string_equal(v->config, "dp=3,tp=1,pp=1");
+    assert_int_equal(v->step, 4);         /* launch 1 had made step 3 */
+    assert_int_equal(v->version, 2);      /* the tier's version */
+    assert_int_equal(v->resumed_step, 2);
+    assert_int_equal(v->steps_lost, 2);
+    assert_int_equal(s.ev[3].kind, PTC_ELASTIC_DONE);
+    assert_int_equal(s.ev[3].step, 5);
+    char *log = read_log();
+    const char *l1 = strstr(log, "ARGS "), *l2 = l1 ? strstr(l1 + 1, "ARGS ") : NULL,
+               *l3 = l2 ? strstr(l2 + 1, "ARGS ") : NULL;
+    assert_non_null(l3);
+    assert_non_null(strstr(l1, " --until-step 5 --control "));
+    assert_true(strstr(l1, " --resume --resume-any") < l2);
+    assert_true(strstr(l2, " --resume --resume-any") < l3);
+    assert_non_null(strstr(l3, " --resume-from /persist/tier"));
+    assert_null(strstr(log, " --steps "));
+
+    /* without a persistent tier: the run ends at launch 2, naming the shards */
+    unlink(count);
+    unlink(log_path);
+    memset(&s, 0, sizeof s);
+    o.persist = NULL;
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_OK);
+    assert_int_equal(ptc_elastic_run(e, &res), PTC_E_IO);
+    assert_non_null(strstr(ptc_last_error(), "the shards of 2 saved ranks (4, 5) are on no host "
+                                             "present: lost with every copy"));
+    assert_non_null(strstr(ptc_last_error(), "no persistent tier to fall back to"));
+    ptc_elastic_destroy(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -473,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_slots_hostfile_capacity),
         cmocka_unit_test(test_stop_before_launch),
         cmocka_unit_test(test_create_errors),
+        cmocka_unit_test(test_node_local),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
