@@ -6,6 +6,10 @@
  *   ckpt_mpi load --store DIR --config CFG [--seed S] [--version V] [--step N]
  *   ckpt_mpi hold --store DIR --config CFG      (one process: hold the writer lock
  *                                               until DIR/release exists)
+ *   ckpt_mpi whole --store DIR --config CFG --hosts NAMES
+ *       after a recovery, the version the hosts present hold whole
+ *       (ptc_reshard_hosts_whole): process 0 prints "whole: newest N,
+ *       version V, missing M"
  *   ckpt_mpi async|async-caller --store DIR --config CFG [--seed S] [--step N]
  *       save as `save` does, with ptc_ckpt_save_async: the collective steps on
  *       the library's thread over a duplicate of the world communicator
@@ -242,8 +246,9 @@ int main(int argc, char **argv)
     }
     bool async = !strcmp(mode, "async") || !strcmp(mode, "async-caller");
     if (!store || !cfg_text ||
-        (strcmp(mode, "save") && strcmp(mode, "load") && strcmp(mode, "hold") && !async)) {
-        fprintf(stderr, "usage: ckpt_mpi save|load|hold|async|async-caller --store DIR "
+        (strcmp(mode, "save") && strcmp(mode, "load") && strcmp(mode, "hold") &&
+         (strcmp(mode, "whole") || !hosts) && !async)) {
+        fprintf(stderr, "usage: ckpt_mpi save|load|hold|whole|async|async-caller --store DIR "
                         "--config CFG ...\n");
         return 2;
     }
@@ -315,6 +320,20 @@ int main(int argc, char **argv)
         for (int i = 0; i < 6000 && stat(p, &st) != 0; i++)
             usleep(10000);
         ptc_ckpt_abort(txn);
+        rc = 0;
+        goto out;
+    }
+    if (strcmp(mode, "whole") == 0) {
+        uint64_t newest = 0, v = 0;
+        int missing = 0;
+        if (ptc_ckpt_hosts_recover_over(&tr, host, s, &newest) ||
+            ptc_reshard_hosts_whole(&tr, s, newest, &v, &missing)) {
+            rc = fail("whole");
+            goto out;
+        }
+        if (me == 0)
+            printf("whole: newest %llu, version %llu, missing %d\n", (unsigned long long)newest,
+                   (unsigned long long)v, missing);
         rc = 0;
         goto out;
     }

@@ -12,7 +12,11 @@
 # 3. an allocation failing on one process fails every process with one
 #    error line, no hang;
 # 4. h1's store deleted too: h1's ranks had their only copy on h2: every
-#    process fails naming the ranks ("lost with every copy").
+#    process fails naming the ranks ("lost with every copy");
+# 5. the version the hosts hold whole (ptc_reshard_hosts_whole): tp=2 saved
+#    on h0,h1 with one replica (v1), then without (v2); h1's store replaced
+#    by an empty one: v2 lacks rank 1, v1 is whole on h0 (the replica), and
+#    v1 loads byte-exact into h0 and the fresh h1.
 . "$(dirname "$0")/lib_mpi.sh"
 : "${PTC_BUILD:?PTC_BUILD must name the build folder}"
 D="$PTC_BUILD/ckpt_mpi"
@@ -86,3 +90,22 @@ rm -rf "${S:?}/h1"
 expect_all_fail 2 "lost with every copy" -- \
     load --store "$S" --config dp=1,tp=3,pp=2 --seed 5 --step 10 --hosts h0,h0
 echo "ok: every copy lost is an error naming the ranks"
+
+# 5.
+S2="$TMP/s2"
+run 2 save --store "$S2" --config tp=2 --seed 5 --step 10 --hosts h0,h1 --replicas 1 \
+    >/dev/null || fail "save v1 with a replica"
+run 2 save --store "$S2" --config tp=2 --seed 5 --step 11 --hosts h0,h1 --replicas 0 \
+    >/dev/null || fail "save v2 without"
+run 2 whole --store "$S2" --config tp=2 --hosts h0,h1 >"$TMP/out" || fail "whole"
+grep -qx 'whole: newest 2, version 2, missing 0' "$TMP/out" || fail "both hosts: $(cat "$TMP/out")"
+rm -rf "${S2:?}/h1"
+run 2 whole --store "$S2" --config tp=2 --hosts h0,h1 >"$TMP/out" || fail "whole without h1"
+grep -qx 'whole: newest 2, version 1, missing 1' "$TMP/out" || fail "h1 fresh: $(cat "$TMP/out")"
+run 2 load --store "$S2" --config tp=2 --seed 5 --step 10 --version 1 --hosts h0,h1 \
+    >"$TMP/out" || fail "load of the version held whole"
+grep -q '^loaded version 1: .* on process 1 (a host with no part)$' "$TMP/out" ||
+    fail "load of v1: $(cat "$TMP/out")"
+expect_all_fail 2 "saved rank (1)|lost with every copy" -- \
+    load --store "$S2" --config tp=2 --seed 5 --step 11 --hosts h0,h1
+echo "ok: v2 lacks rank 1 on h0 and a fresh h1; v1, held whole, loads"
