@@ -78,9 +78,11 @@ install: build
 bench: build
 	@sh scripts/bench.sh $(BUILD)
 
-# torch.distributed.checkpoint against ptc.save/ptc.load (bench/python/).
+# torch.distributed.checkpoint against ptc.save/ptc.load (bench/python/): a
+# 565 MiB state, loads into 2 and 8 processes; BENCH_ARGS="--state l" for
+# the 1.24 GiB one (bench/python/bench_ckpt.py --help).
 bench-python: deps build
-	@sh bench/python/run.sh $(BUILD)
+	@sh bench/python/run.sh $(BUILD) $(BENCH_ARGS)
 
 # The GPU check (one GPU, <= 6 minutes; never part of CI): the gpu tests and
 # the GPU benchmark of CUDA tensors in ptc.save/load/async_save, figures in
