@@ -14,6 +14,9 @@ typedef struct ptc_cli_reshard {
     ptc_config cfg;              /* --to */
     ptc_reshard_options opts;
     bool json;
+    bool across_hosts;           /* --across-hosts: the store is spread over hosts */
+    const char *out;             /* --out DIR (with --across-hosts) */
+    int replicas;                /* --replicas K (-1: the source's) */
 } ptc_cli_reshard;
 
 /* Before parsing: the light `ptc` hands a command line with --mpi over to
@@ -29,6 +32,11 @@ int ptc_cli_reshard_mpi(ptc_cli_reshard *a, int argc, char **argv);
 /* Print what the reshard did (text, or one JSON object); @p peak: the
  * largest peak resident memory of a process. Returns PTC_CLI_OK. */
 int ptc_cli_reshard_print(const ptc_reshard_result *res, unsigned long long peak, bool json);
+
+/* Print what a reshard across hosts did: the new version @p written
+ * (across hosts, or of @p out), the load's figures. Returns PTC_CLI_OK. */
+int ptc_cli_reshard_hosts_print(const ptc_reshard_hosts_result *res, uint64_t written,
+                                const char *out, unsigned long long peak, bool json);
 
 /* This process's peak resident memory in bytes (0: unknown). */
 unsigned long long ptc_cli_peak_rss(void);

@@ -15,6 +15,8 @@ const char ptc_cmd_reshard_help[] =
     "usage: ptc reshard --store DIR [--version V] --to CFG [--threads N] [--step N]\n"
     "                   [--dtype F32|BF16|F16] [--compress zstd[:L]] [--hosts H] [--json]\n"
     "       mpirun -np N ptc reshard --mpi [--mpi-budget BYTES] --store DIR --to CFG ...\n"
+    "       mpirun -np N ptc reshard --mpi --across-hosts --store DIR [--version G] --to CFG\n"
+    "                   [--out DIR2 | --replicas K] [--json]\n"
     "\n"
     "  --to CFG       target configuration (dp=D,tp=T,pp=P[,zero=1][,layers=...])\n"
     "  --threads N    worker threads, each writing its own target ranks' pack files\n"
@@ -30,10 +32,26 @@ const char ptc_cmd_reshard_help[] =
     "                 plus receives per round (default 268435456 = 256 MiB); the\n"
     "                 tensors are exchanged and written in rounds of consecutive\n"
     "                 tensors within it (a larger tensor is a round of its own)\n"
+    "  --across-hosts with --mpi: DIR is a store spread over hosts (ptc train\n"
+    "                 --replicas; the same path on every host, each host its own\n"
+    "                 disk): version G across hosts (default: the newest committed,\n"
+    "                 after a recovery) is read by the processes of the hosts that\n"
+    "                 hold each rank and every missing byte moves over MPI by the\n"
+    "                 minimal plan; the target ranks' state is held in memory\n"
+    "                 (--threads, --step, --dtype, --compress, --hosts and\n"
+    "                 --mpi-budget do not apply)\n"
+    "  --out DIR2     with --across-hosts: write CFG as a version of the ordinary\n"
+    "                 store DIR2 on process 0's host (made if needed; mount or\n"
+    "                 export it there); default: a new version across hosts of DIR\n"
+    "  --replicas K   with --across-hosts and no --out: copies of each host's\n"
+    "                 shards on the next K hosts (default: the source's)\n"
     "  --json         print one JSON object: version, parent, written/reused/aliased\n"
     "                 shards, bytes_written, seconds, the plan figures and (--mpi)\n"
     "                 rounds and max_round_bytes; peak_rss_bytes: the largest peak\n"
     "                 resident memory of a process\n"
+    "                 (--across-hosts: version, out, hosts, source_version,\n"
+    "                 bytes_network = bytes moved between hosts, its lower bound,\n"
+    "                 max_host_bytes = the busiest host's, bytes_read, load_seconds)\n"
     "Unchanged shards are referenced, replicas aliased; the new version becomes\n"
     "visible only when every byte is on disk and checksummed. Prints the version.\n";
 
@@ -57,7 +75,7 @@ int ptc_cmd_reshard(int argc, char **argv)
     int ret = ptc_cli_reshard_handoff(argc, argv);
     if (ret != PTC_CLI_CONTINUE)
         return ret;
-    ptc_cli_reshard a = {0};
+    ptc_cli_reshard a = {.replicas = -1};
     const char *to = NULL;
     bool mpi = false;
     ptc_cli_compress z = {0};
@@ -72,6 +90,9 @@ int ptc_cmd_reshard(int argc, char **argv)
         PTC_CLI_OPT_INT("hosts", &o->hosts, 1, PTC_CONFIG_MAX_WORLD,
                         "--hosts: '%s' is not a positive number"),
         PTC_CLI_OPT_FLAG("mpi", &mpi), PTC_CLI_OPT_JSON(&a.json),
+        PTC_CLI_OPT_FLAG("across-hosts", &a.across_hosts), PTC_CLI_OPT_STR("out", &a.out),
+        PTC_CLI_OPT_INT("replicas", &a.replicas, 0, PTC_CONFIG_MAX_WORLD,
+                        "--replicas: '%s' is not a count of hosts"),
         PTC_CLI_OPT_U64("mpi-budget", &o->mpi_budget, 1, 0,
                         "--mpi-budget: '%s' is not a positive byte count"),
         PTC_CLI_OPT_END};
@@ -86,6 +107,20 @@ int ptc_cmd_reshard(int argc, char **argv)
         return ptc_cli_usage_error("--to CFG is required");
     if (ptc_config_parse(&a.cfg, to) != PTC_OK)
         return ptc_cli_usage_error("--to: %s", ptc_last_error());
+    if (a.across_hosts && !mpi)
+        return ptc_cli_usage_error("--across-hosts needs --mpi (one process per host or more "
+                                   "under mpirun)");
+    if (a.across_hosts) { /* the load across hosts and the checkpoint save take none of these */
+        const char *no = o->step ? "step" : o->dtype != PTC_RESHARD_DTYPE_KEEP ? "dtype"
+                       : z.codec ? "compress" : o->threads ? "threads" : o->hosts ? "hosts"
+                       : o->mpi_budget ? "mpi-budget" : NULL;
+        if (no)
+            return ptc_cli_usage_error("--%s does not apply to --across-hosts", no);
+    }
+    if (!a.across_hosts && (a.out || a.replicas >= 0))
+        return ptc_cli_usage_error("--%s applies to --across-hosts", a.out ? "out" : "replicas");
+    if (a.out && a.replicas >= 0)
+        return ptc_cli_usage_error("--replicas applies to a version across hosts, not to --out");
     if (mpi)
         return ptc_cli_reshard_mpi(&a, argc, argv);
     ret = ptc_cli_store_open(&a.cs, PTC_CLI_STORE_OPEN, 0);

@@ -55,6 +55,53 @@ int ptc_cli_reshard_print(const ptc_reshard_result *res, unsigned long long peak
     return PTC_CLI_OK;
 }
 
+int ptc_cli_reshard_hosts_print(const ptc_reshard_hosts_result *res, uint64_t written,
+                                const char *out, unsigned long long peak, bool json)
+{
+    const ptc_plan_stats *st = &res->plan;
+    const struct {
+        const char *k;
+        uint64_t v;
+    } kv[] = {
+        {"source_version", res->version},
+        {"bytes_total", st->bytes_total},
+        {"bytes_reused", st->bytes_reused},
+        {"bytes_read", res->bytes_read},
+        {"bytes_network", st->bytes_network},
+        {"bytes_network_lower_bound", st->bytes_network_lower_bound},
+        {"max_host_bytes", res->max_host_bytes},
+    };
+    size_t n = sizeof kv / sizeof kv[0];
+    if (!json) {
+        if (out)
+            printf("version %llu of %s\n", (unsigned long long)written, out);
+        else
+            printf("version %llu across %d host%s\n", (unsigned long long)written, res->hosts,
+                   res->hosts == 1 ? "" : "s");
+        printf("moved %llu bytes between hosts (lower bound %llu)\n",
+               (unsigned long long)st->bytes_network,
+               (unsigned long long)st->bytes_network_lower_bound);
+        for (size_t i = 0; i < n; i++)
+            printf("  %-26s %llu\n", kv[i].k, (unsigned long long)kv[i].v);
+        printf("  %-26s %.3f\n", "load_seconds", res->seconds);
+        return PTC_CLI_OK;
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "version", json_integer((json_int_t)written));
+    json_object_set_new(o, "out", out ? json_string(out) : json_null());
+    json_object_set_new(o, "hosts", json_integer(res->hosts));
+    for (size_t i = 0; i < n; i++)
+        json_object_set_new(o, kv[i].k, json_integer((json_int_t)kv[i].v));
+    json_object_set_new(o, "peak_rss_bytes", json_integer((json_int_t)peak));
+    json_object_set_new(o, "load_seconds", json_real(res->seconds));
+    char *txt = json_dumps(o, JSON_COMPACT);
+    if (txt)
+        printf("%s\n", txt);
+    free(txt);
+    json_decref(o);
+    return PTC_CLI_OK;
+}
+
 unsigned long long ptc_cli_peak_rss(void)
 {
     struct rusage ru;

@@ -57,6 +57,15 @@ int ptc_reshard_unpack_one(const ptc_plan *p, const ptc_transfer *x, const void 
 }
 
 /* A box of extents @p ext at element strides @p st is one run of memory. */
+static bool contiguous(const int64_t *ext, const int64_t *st, int ndim);
+
+bool ptc_reshard_box_contiguous(const ptc_box *b, const int64_t *stride)
+{
+    int64_t ext[PTC_MAX_DIMS] = {0};
+    box_ext(b, ext);
+    return contiguous(ext, stride, b->ndim);
+}
+
 static bool contiguous(const int64_t *ext, const int64_t *st, int ndim)
 {
     int64_t run = 1;

@@ -43,7 +43,9 @@ ORDER = {
     "sched": {"base"},
     "fuse": {"dataset", "store", "formats", "layout", "kernels", "base"},
     "dataset": {"store", "formats", "layout", "kernels", "base"},
-    "reshard": {"store", "formats", "layout", "kernels", "base"},
+    # reshard -> ckpt (DESIGN.md: reshard -> ptc): loading a version spread
+    # over hosts reads each host's part through the checkpoint protocol
+    "reshard": {"ckpt", "store", "formats", "layout", "kernels", "base"},
     # ptc/, inside: ckpt -> store -> formats, layout
     "ckpt": {"store", "formats", "layout", "kernels", "base"},
     "store": {"formats", "layout", "kernels", "base"},

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ptc/reshard.h"
 #include "exec/model/train_internal.h"
 
 int train_ckpt_layout(const ptc_train_opts *o, const ptc_sched *s, ptc_layout **layout,
@@ -187,34 +188,20 @@ static int share_record(MPI_Comm world, int root, bool has, ptc_ckpt_record *rec
 
 /* The version a resume from the hosts' stores takes: the newest committed
  * one, @p newest, when the hosts present hold a copy of each of its saved
- * ranks; else the newest older version they cover (each host's committed
- * parts that --keep-local left: written under other hosts, a lost host's
- * ranks may have copies that the newest lacks), said on process 0; else
- * @p newest, whose load names the ranks lost. Collective. */
-static int newest_covered(MPI_Comm world, ptc_store *store, uint64_t newest, uint64_t *v)
+ * ranks; else the newest older version they hold whole (each host's
+ * committed parts that --keep-local left: written under other hosts, a lost
+ * host's ranks may have copies that the newest lacks), said on process 0;
+ * else @p newest, whose load names the ranks lost ("lost with every copy").
+ * Collective. */
+static int newest_covered(const ptc_transport *t, ptc_store *store, uint64_t newest, uint64_t *v)
 {
-    *v = newest;
-    int first_missing = 0;
-    for (uint64_t cand = newest; cand;) {
-        int missing = 0, me;
-        PTC_TRY(train_hosts_covered(world, store, cand, &missing));
-        if (!first_missing)
-            first_missing = missing;
-        if (!missing) {
-            PTC_MPI_TRY(MPI_Comm_rank(world, &me));
-            if (cand != newest && me == 0)
-                ptc_log(PTC_LOG_WARN, "version %llu has no copy of %d saved rank%s on the hosts "
-                        "present; resuming version %llu, the newest one they hold whole",
-                        (unsigned long long)newest, first_missing, first_missing == 1 ? "" : "s",
-                        (unsigned long long)cand);
-            *v = cand;
-            return PTC_OK;
-        }
-        uint64_t mine = 0, older = 0;
-        PTC_TRY(train_agree(world, ptc_ckpt_hosts_held(store, cand, &mine)));
-        PTC_MPI_TRY(MPI_Allreduce(&mine, &older, 1, MPI_UINT64_T, MPI_MAX, world));
-        cand = older;
-    }
+    int missing = 0;
+    PTC_TRY(ptc_reshard_hosts_whole(t, store, newest, v, &missing));
+    if (*v != newest && t->rank == 0)
+        ptc_log(PTC_LOG_WARN, "version %llu has no copy of %d saved rank%s on the hosts "
+                "present; resuming version %llu, the newest one they hold whole",
+                (unsigned long long)newest, missing, missing == 1 ? "" : "s",
+                (unsigned long long)*v);
     return PTC_OK;
 }
 
@@ -230,7 +217,7 @@ static int resume_on_hosts(ptc_store *store, const ptc_train_opts *o, MPI_Comm w
     PTC_TRY(ptc_ckpt_hosts_recover_over(&t, host, store, &newest));
     uint64_t v = o->resume_version ? o->resume_version : newest;
     if (!o->resume_version && newest)
-        PTC_TRY(newest_covered(world, store, newest, &v));
+        PTC_TRY(newest_covered(&t, store, newest, &v));
     if (v == 0 || v > newest)
         rc = ptc_error_set(PTC_E_NOTFOUND, "the stores %s hold no committed version %llu "
                            "(newest: %llu)", o->store, (unsigned long long)v,

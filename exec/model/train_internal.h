@@ -203,10 +203,6 @@ void train_watch_stop(train_watch *w);
 /* This process's host among the processes of @p comm (by MPI processor
  * name; hosts numbered in the order of their lowest process). Collective. */
 int train_hosts_index(MPI_Comm comm, int *host, int *nhosts);
-/* How many saved ranks of version @p version (across hosts) no host present
- * holds (*@p missing, the same on every process; every rank when no host
- * holds any part of it). Collective over @p comm. */
-int train_hosts_covered(MPI_Comm comm, ptc_store *s, uint64_t version, int *missing);
 /* Load version @p version (across hosts) into the ranks' buffers (table
  * nranks x ntensors of @p dst): each source rank read from one host whose
  * store holds it (its own part or a replica), the bytes moved by the

@@ -558,6 +558,29 @@ PTC_API int ptc_ckpt_load_locals_over(const ptc_transport *t, int rc, ptc_store 
                                       const ptc_config *cfg, const ptc_ckpt_options *opts,
                                       ptc_ckpt_record *rec, uint64_t *loaded);
 
+/**
+ * The layout and buffer table of described local tensors, agreed, without
+ * reading or writing any tensor: the first half of
+ * ptc_ckpt_save_locals_over() (@p save; @p s and @p version unused) or of
+ * ptc_ckpt_load_locals_over() (the layout of stored version @p version under
+ * @p cfg and @p rules — NULL: the version's rules — or, @p cfg NULL, the
+ * explicit layout the processes describe), with the same checks and
+ * messages, for a caller that moves the bytes itself (loads and saves of a
+ * store spread over hosts, ptc/reshard.h). Streamed locals are refused
+ * (PTC_E_UNSUPPORTED naming the tensor).
+ * @param layout  receives the layout (ptc_layout_destroy)
+ * @param bufs    receives nranks x ntensors pointers into the locals' data
+ *                (NULL where a rank holds none of a tensor); release the
+ *                table with ptc_store_free
+ * @return PTC_OK, @p rc's agreed failure, the errors of the two calls'
+ *   first steps; agreed on every process.
+ */
+PTC_API int ptc_ckpt_bind_locals_over(const ptc_transport *t, int rc, ptc_store *s,
+                                      uint64_t version, bool save, const int *ranks,
+                                      size_t nranks, const ptc_ckpt_local *locals, size_t n,
+                                      const ptc_config *cfg, const ptc_rules *rules,
+                                      ptc_layout **layout, void ***bufs);
+
 /* ---- asynchronous saves ------------------------------------------------------------ */
 
 /**

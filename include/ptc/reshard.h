@@ -19,6 +19,7 @@
 
 #include "ptc/plan.h"
 #include "ptc/store.h"
+#include "ptc/transport.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -100,6 +101,201 @@ PTC_API int ptc_reshard_store(ptc_store *s, uint64_t version, const ptc_config *
 PTC_API int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to,
                                   MPI_Comm comm, const ptc_reshard_options *opts,
                                   ptc_reshard_result *res);
+
+
+/* ---- a store spread over hosts (docs/checkpoint.md "Across hosts") ------- */
+
+/* ptc/ckpt.h's types, declared here so that this header does not include it
+ * (a module may use reshard without ptc/ckpt). */
+struct ptc_ckpt_local;
+struct ptc_ckpt_record;
+struct ptc_ckpt_options;
+struct ptc_ckpt_hosts_options;
+
+/** Longest host name ptc_reshard_hosts_index() takes, NUL included. */
+#define PTC_RESHARD_HOST_NAME_MAX 256
+
+/**
+ * Number the hosts of the processes of @p t: processes passing the same
+ * @p name share a host; hosts are numbered 0..H-1 in the order of their
+ * lowest process. Collective. @p name NULL: this machine's host name
+ * (gethostname). Tests give processes of one machine different names, as
+ * they would have on different hosts.
+ * @return PTC_OK; PTC_E_INVAL (a name of PTC_RESHARD_HOST_NAME_MAX bytes or
+ *   more, or empty; agreed); PTC_E_IO (no host name); the transport's error.
+ */
+PTC_API int ptc_reshard_hosts_index(const ptc_transport *t, const char *name, int *host,
+                                    int *nhosts);
+
+/** What a load of a version spread over hosts did (the same on every process). */
+typedef struct ptc_reshard_hosts_result {
+    uint64_t version;        /**< the version across hosts that was loaded */
+    int hosts;               /**< hosts taking part */
+    /** The plan's figures, hosts as the plan's hosts: plan.bytes_network are
+     * the bytes moved between hosts, plan.bytes_network_lower_bound the
+     * sum over hosts of the bytes a host's target ranks need and none of
+     * the source ranks read on it holds. */
+    ptc_plan_stats plan;
+    uint64_t max_host_bytes; /**< the busiest host's network bytes: the most
+                                  one host receives or sends (max over hosts
+                                  of max(in, out)) */
+    uint64_t bytes_read;     /**< bytes read from the hosts' own stores */
+    double seconds;          /**< wall time of the call */
+    double read_seconds;     /**< of which this process's reads of its host's part */
+    double move_seconds;     /**< of which the plan's exchange (this process) */
+} ptc_reshard_hosts_result;
+
+/**
+ * Load version @p version of a store spread over hosts (written by
+ * ptc_ckpt_hosts_save_over, one part per host, with replicas) into layout
+ * @p dst, collectively over @p t. Every process passes its host's index
+ * (ptc_reshard_hosts_index) and its host's store @p s (the same path on
+ * every host, each host its own local disk; processes of one host may share
+ * the handle only as ptc_ckpt_hosts_save_over allows). Each host lists the
+ * source ranks its part holds (its own ranks' shards and the replicas of
+ * other hosts'); each source rank is read from the disk of one process
+ * whose host holds it — preferring the process running the same target
+ * rank, then one on the target rank's host, then the least loaded — and the
+ * minimal-movement plan (ptc_plan_create with the hosts so chosen) moves
+ * every byte a process lacks from the process that read it, over @p t's
+ * point-to-point exchange. Nothing is read from another host's disk. A
+ * host whose store holds no part of the version (a fresh or replaced host
+ * joining) takes part: the version's layout comes from the lowest process
+ * whose host holds a part, and the plan sends it every byte it runs.
+ *
+ * @param version  the version across hosts; 0: recover first
+ *                 (ptc_ckpt_hosts_recover_over) and load the newest
+ *                 committed one. A nonzero @p version must be committed
+ *                 (the caller ran the recovery).
+ * @param dst      the target layout, the same on every process; its tensors
+ *                 must be the version's, in its order, with its dtypes
+ * @param ranks,nranks  the target ranks this process runs (together, the
+ *                 processes run every rank of @p dst exactly once)
+ * @param bufs     nranks x ntensors row-major local tensors, filled
+ * @param res      may be NULL
+ * @return PTC_OK; PTC_E_NOTFOUND (no committed version; no host present
+ *   holds a part of the version; saved ranks
+ *   whose shards no present host holds, naming them: "lost with every
+ *   copy"); PTC_E_INVAL (@p dst does not match the version; a target rank
+ *   no process runs); the errors of the recovery, the reads and the
+ *   transport. Every failure is agreed: every process returns the same code
+ *   and message.
+ * @note Thread safety: collective over @p t, one call at a time per transport.
+ */
+PTC_API int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s,
+                                   uint64_t version, const ptc_layout *dst, const int *ranks,
+                                   size_t nranks, void *const *bufs,
+                                   ptc_reshard_hosts_result *res);
+
+/**
+ * How many saved ranks of version @p version of a store spread over hosts
+ * no host present holds (*@p missing, the same on every process): each
+ * process lists what its host's part holds (its ranks and the replicas; a
+ * rank with no bytes counts as held) and the lists are joined over @p t.
+ * Every rank is missing (*@p missing >= 1) when no host holds a part.
+ * @return PTC_OK or the errors of the reads and the transport (agreed).
+ * @note Thread safety: collective over @p t, one call at a time per transport.
+ */
+PTC_API int ptc_reshard_hosts_covered(const ptc_transport *t, ptc_store *s, uint64_t version,
+                                      int *missing);
+
+/**
+ * The version a load across hosts can take whole: @p newest (a committed
+ * version, after ptc_ckpt_hosts_recover_over) when the hosts present hold
+ * every saved rank of it (ptc_reshard_hosts_covered), else the newest older
+ * version some host holds (ptc_ckpt_hosts_held: each host's committed parts
+ * that --keep-local left) that they hold whole, else @p newest (whose load
+ * then names the ranks lost). Used by `ptc train --resume` across hosts.
+ * @param version  receives the version, the same on every process
+ * @param missing  receives the saved ranks of @p newest no host holds
+ * @return PTC_OK or the errors of ptc_reshard_hosts_covered (agreed).
+ * @note Thread safety: collective over @p t, one call at a time per transport.
+ */
+PTC_API int ptc_reshard_hosts_whole(const ptc_transport *t, ptc_store *s, uint64_t newest,
+                                    uint64_t *version, int *missing);
+
+
+/** Options of ptc_reshard_hosts_store_mpi(). Zero-initialise. */
+typedef struct ptc_reshard_hosts_options {
+    /** NULL: write the new configuration as a new version across hosts into
+     * the same stores (each host its part, with @ref replicas). Else a
+     * directory on the host of process 0 (created if needed): an ordinary
+     * single-directory store there receives the new version (the processes
+     * of that host write it); nothing is written on the other hosts. */
+    const char *out;
+    /** Version across hosts: copies of each host's shards on other hosts
+     * (ptc_ckpt_hosts_options.replicas; must be < hosts); negative: those
+     * of the hosts' journals (the newest version's). */
+    int replicas;
+} ptc_reshard_hosts_options;
+
+/**
+ * Reshard version @p version (0: the newest committed, after a recovery) of
+ * a store spread over hosts to configuration @p to, over MPI: every process
+ * of @p comm calls it with its host's index (ptc_reshard_hosts_index) and
+ * store. The target ranks are spread over the writing processes (every
+ * process, or with opts->out those on process 0's host) in order,
+ * ptc_reshard_hosts_load() fills them (each byte from a host that holds it,
+ * by the minimal plan, over MPI), and the writers save them: a version
+ * across hosts (ptc_ckpt_hosts_save_over) or a version of the store
+ * opts->out (ptc_ckpt_save over the writers). The record is the source's,
+ * its configuration @p to. Every target rank's state is in the writers'
+ * memory at once (the state's bytes, spread over the writers).
+ * @param written  receives the new version (across hosts, or of opts->out)
+ * @param res      the load's figures (may be NULL)
+ * @return PTC_OK; the errors of ptc_reshard_hosts_load(), of the layout of
+ *   @p to (PTC_E_CONFIG, PTC_E_RULE), the save and MPI; agreed.
+ * @note Thread safety: collective over @p comm.
+ */
+PTC_API int ptc_reshard_hosts_store_mpi(ptc_store *s, int host, uint64_t version,
+                                        const ptc_config *to, MPI_Comm comm,
+                                        const ptc_reshard_hosts_options *opts, uint64_t *written,
+                                        ptc_reshard_hosts_result *res);
+
+
+/**
+ * ptc_ckpt_save_locals_over() into a store spread over hosts: every process
+ * names its host (@p host_name, as ptc_reshard_hosts_index; NULL: this
+ * machine's name) and passes its host's store; the processes' described
+ * local tensors are collected into a layout and bound as
+ * ptc_ckpt_bind_locals_over() does, and ptc_ckpt_hosts_save_over() writes
+ * version G across hosts (each host its part, with @p hopts's replicas).
+ * Process 0's record is every host's (the others may pass NULL). Host
+ * memory only: streamed locals are refused.
+ * @param version  receives G
+ * @return PTC_OK, @p rc's agreed failure, the errors of the collection, the
+ *   host numbering and ptc_ckpt_hosts_save_over(); agreed.
+ */
+PTC_API int ptc_reshard_hosts_save_locals(const ptc_transport *t, int rc, const char *host_name,
+                                          ptc_store *s, const int *ranks, size_t nranks,
+                                          const struct ptc_ckpt_local *locals, size_t n,
+                                          const ptc_config *cfg, const ptc_rules *rules,
+                                          const struct ptc_ckpt_record *rec,
+                                          const struct ptc_ckpt_options *opts,
+                                          const struct ptc_ckpt_hosts_options *hopts,
+                                          uint64_t *version);
+
+/**
+ * ptc_ckpt_load_locals_over() from a store spread over hosts: the hosts
+ * recover and agree on the newest committed version (or take @p version,
+ * which must be committed), the layout is that of this host's part under
+ * @p cfg and @p rules (or, @p cfg NULL, the one the locals describe; see
+ * ptc_ckpt_bind_locals_over), and ptc_reshard_hosts_load() fills the local
+ * tensors: each source rank read from one host holding it, every missing
+ * byte moved over @p t by the minimal plan. Host memory only.
+ * @param rec  receives the version's record (ptc_ckpt_record_free; may be NULL)
+ * @param res  the load's figures, res->version the version loaded (may be NULL)
+ * @return PTC_OK, @p rc's agreed failure, PTC_E_NOTFOUND (no committed
+ *   version, or not @p version), the errors of ptc_reshard_hosts_load();
+ *   agreed.
+ */
+PTC_API int ptc_reshard_hosts_load_locals(const ptc_transport *t, int rc, const char *host_name,
+                                          ptc_store *s, uint64_t version, const int *ranks,
+                                          size_t nranks, const struct ptc_ckpt_local *locals,
+                                          size_t n,
+                                          const ptc_config *cfg, const ptc_rules *rules,
+                                          struct ptc_ckpt_record *rec,
+                                          ptc_reshard_hosts_result *res);
 
 /* ---- in-memory executors ------------------------------------------------ */
 

@@ -255,6 +255,44 @@ static int collect_target(const ptc_transport *t, ptc_store *s, uint64_t version
     return rc;
 }
 
+int ptc_ckpt_bind_locals_over(const ptc_transport *t, int rc, ptc_store *s, uint64_t version,
+                              bool save, const int *ranks, size_t nranks,
+                              const ptc_ckpt_local *locals, size_t n, const ptc_config *cfg,
+                              const ptc_rules *rules, ptc_layout **layout, void ***bufs)
+{
+    const char *what = save ? "checkpoint save" : "checkpoint load";
+    *layout = NULL;
+    *bufs = NULL;
+    for (size_t i = 0; rc == PTC_OK && i < n; i++)
+        if (locals[i].streamed)
+            rc = ptc_error_set(PTC_E_UNSUPPORTED, "tensor '%.200s' is not in host memory "
+                               "(streamed): this call binds host buffers only", locals[i].name);
+    ptc_layout *l = NULL;
+    if (save) {
+        PTC_TRY(ptc_ckpt_collect(t, what, rc, ranks, nranks, locals, n, cfg, rules, &l));
+        rc = ptc_ckpt_bind_save(l, ranks, nranks, locals, n, bufs);
+    } else if (!cfg) {
+        PTC_TRY(ptc_transport_agree(t, rc, what));
+        PTC_TRY(collect_target(t, s, version, ranks, nranks, locals, n, &l));
+        rc = ptc_ckpt_bind(l, ranks, nranks, locals, n, "the version", true, bufs);
+    } else {
+        ptc_store_reader *rd = NULL;
+        if (rc == PTC_OK && (rc = ptc_store_reader_open(&rd, s, version)) == PTC_OK)
+            rc = ptc_layout_of_version_rules(&l, rd, cfg, rules);
+        ptc_store_reader_close(rd);
+        if (rc == PTC_OK)
+            rc = ptc_ckpt_bind(l, ranks, nranks, locals, n, "the version", true, bufs);
+    }
+    if ((rc = ptc_transport_agree(t, rc, what)) < 0) {
+        ptc_free(*bufs);
+        *bufs = NULL;
+        ptc_layout_destroy(l);
+        return rc;
+    }
+    *layout = l;
+    return PTC_OK;
+}
+
 int ptc_ckpt_load_locals_over(const ptc_transport *t, int rc, ptc_store *s, uint64_t version,
                               const int *ranks, size_t nranks, const ptc_ckpt_local *locals,
                               size_t n, const ptc_config *cfg, const ptc_ckpt_options *opts,

@@ -246,6 +246,16 @@ class Transport(Structure):
                 ("user", c_void_p), ("exchange", EXCHANGE_FN)]  # exchange: NULL (all-gather)
 
 
+class CkptHostsOptions(Structure):
+    _fields_ = [("replicas", c_int), ("keep", c_int)]
+
+
+class ReshardHostsResult(Structure):
+    _fields_ = [("version", c_uint64), ("hosts", c_int), ("plan", PlanStats),
+                ("max_host_bytes", c_uint64), ("bytes_read", c_uint64), ("seconds", c_double),
+                ("read_seconds", c_double), ("move_seconds", c_double)]
+
+
 class CkptLocal(Structure):
     _fields_ = [("name", c_char_p), ("rank", c_int), ("dtype", c_int), ("ndim", c_int),
                 ("shape", c_int64 * MAX_DIMS), ("has_global", c_bool), ("global_ndim", c_int),
@@ -270,6 +280,8 @@ STRUCTS = {
     "ViewStat": "ptc_view_stat", "ViewStoreOptions": "ptc_view_store_options",
     "CkptKv": "ptc_ckpt_kv", "CkptRecord": "ptc_ckpt_record",
     "CkptOptions": "ptc_ckpt_options", "Transport": "ptc_transport",
+    "CkptHostsOptions": "ptc_ckpt_hosts_options",
+    "ReshardHostsResult": "ptc_reshard_hosts_result",
     "CkptLocal": "ptc_ckpt_local", "CkptStream": "ptc_ckpt_stream",
 }
 
@@ -423,6 +435,18 @@ FUNCTIONS = {
                                           POINTER(c_int), c_size_t, POINTER(CkptLocal),
                                           c_size_t, POINTER(Config), POINTER(CkptOptions),
                                           POINTER(CkptRecord), u64p]),
+    # a store spread over hosts (ptc.save / ptc.load with across_hosts=True):
+    # libptc numbers the hosts, saves each host's part and loads by the plan
+    "ptc_ckpt_hosts_options_init": (None, [POINTER(CkptHostsOptions)]),
+    "ptc_reshard_hosts_save_locals": (c_int, [POINTER(Transport), c_int, c_char_p, P,
+                                              POINTER(c_int), c_size_t, POINTER(CkptLocal),
+                                              c_size_t, POINTER(Config), P, POINTER(CkptRecord),
+                                              POINTER(CkptOptions), POINTER(CkptHostsOptions),
+                                              u64p]),
+    "ptc_reshard_hosts_load_locals": (c_int, [POINTER(Transport), c_int, c_char_p, P, c_uint64,
+                                              POINTER(c_int), c_size_t, POINTER(CkptLocal),
+                                              c_size_t, POINTER(Config), P, POINTER(CkptRecord),
+                                              POINTER(ReshardHostsResult)]),
     # ptc.async_save: the snapshot is the package's (ptc._async), the
     # protocol runs on libptc's thread over a process group of its own
     "ptc_ckpt_save_locals_async": (c_int, [PP, POINTER(Transport), c_int, P, POINTER(c_int),
@@ -438,9 +462,10 @@ FUNCTIONS = {
 # the rest: a library built before it still loads, and ptc.save / ptc.load
 # then raise UnsupportedError.
 CKPT_FUNCTIONS = tuple(n for n in FUNCTIONS if n.startswith(("ptc_ckpt_", "ptc_transport_")))
+HOSTS_FUNCTIONS = tuple(n for n in FUNCTIONS if n.startswith("ptc_reshard_hosts_"))
 # The fault-injection setters exist only in the test build's library
 # (build/test-hooks/libptc.so), which the package's tests load.
-_OPTIONAL = set(CKPT_FUNCTIONS) | {"ptc_fault_alloc_at", "ptc_fault_write_at"}
+_OPTIONAL = set(CKPT_FUNCTIONS) | set(HOSTS_FUNCTIONS) | {"ptc_fault_alloc_at", "ptc_fault_write_at"}
 
 # ---- sched.h: pipeline schedules (ptc.pipelining) --------------------------------------
 # Its structs and functions in one block; optional like ckpt.h (an older

@@ -88,6 +88,9 @@ class Transport:
                      L.BARRIER_FN(self._guard("barrier", self._barrier)))
         self.t.rank, self.t.size = self.rank, self.size
         self.t.allgather, self.t.gather, self.t.broadcast, self.t.barrier = self._fns
+        if self.cpu:  # point-to-point messages (gloo); nccl: libptc's all-gathers
+            self._xfn = L.EXCHANGE_FN(self._guard("exchange", self._exchange))
+            self.t.exchange = self._xfn
 
     # -- the callbacks --------------------------------------------------------------
     def _guard(self, what: str, fn: Callable[..., None]) -> Callable[..., int]:
@@ -138,6 +141,26 @@ class Transport:
         d = b.to(self.device)
         self.dist.broadcast(d, src=self._global(root), group=self.group)
         b.copy_(d.cpu())
+
+    def _exchange(self, nsend: int, to: int, sbuf: int, slen: int, nrecv: int, frm: int,
+                  rbuf: int, rlen: int) -> None:
+        """ptc_transport.exchange: isend / irecv of each message (one process
+        pair's messages match in order: torch.distributed keeps it)."""
+        P = ctypes.POINTER
+        ints, ptrs, sizes = P(ctypes.c_int), P(ctypes.c_void_p), P(ctypes.c_size_t)
+        to_, sb, sl = (ctypes.cast(to, ints), ctypes.cast(sbuf, ptrs), ctypes.cast(slen, sizes))
+        fr, rb, rl = (ctypes.cast(frm, ints), ctypes.cast(rbuf, ptrs), ctypes.cast(rlen, sizes))
+        work = []
+        for j in range(nrecv):
+            if rl[j]:
+                work.append(self.dist.irecv(self._view(rb[j], rl[j]), src=self._global(fr[j]),
+                                            group=self.group))
+        for i in range(nsend):
+            if sl[i]:
+                work.append(self.dist.isend(self._view(sb[i], sl[i]), dst=self._global(to_[i]),
+                                            group=self.group))
+        for w in work:
+            w.wait()
 
     def _barrier(self) -> None:
         self.dist.barrier(group=self.group)

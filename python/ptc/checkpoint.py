@@ -323,6 +323,24 @@ def _convert(tr: Transport, fn: Any) -> Tuple[Any, int, Optional[BaseException]]
         return None, set_error(e), e
 
 
+def _require_hosts(what: str) -> None:
+    lib = L.lib()
+    missing = [n for n in L.HOSTS_FUNCTIONS if not lib.has(n)]
+    if missing:
+        raise _errors.UnsupportedError(
+            "%s needs libptc's store spread over hosts (include/ptc/reshard.h); the loaded "
+            "library (%s) lacks %s" % (what, L.library_path(), missing[0]))
+
+
+def _host_name(host: Optional[str]) -> Optional[bytes]:
+    """The host identity libptc groups processes by (None: the machine's name)."""
+    if host is None:
+        return None
+    if not isinstance(host, str) or not host or len(host.encode()) >= 256:
+        raise _errors.InvalidError("host: %r is not a host name of 1..255 bytes" % (host,))
+    return host.encode()
+
+
 # ---- save -----------------------------------------------------------------------------------
 
 def _rules_of(rules: Any, rules_file: Any) -> Optional[Any]:
@@ -338,7 +356,8 @@ def save(store: StoreLike, state: State, *, config: Any = None, rules: Any = Non
          meta: Optional[Mapping[str, str]] = None, record: Optional[Mapping[str, Any]] = None,
          global_shapes: Optional[Mapping[str, Sequence[int]]] = None, compress: Any = None,
          threads: Optional[int] = None, reuse: bool = True, rules_file: Any = None,
-         ring_bytes: Optional[int] = None) -> int:
+         ring_bytes: Optional[int] = None, across_hosts: bool = False,
+         host: Optional[str] = None, replicas: int = 1, keep_local: int = 0) -> int:
     """Save this process's local tensors as part of a new version; collective
     over @p group (default: torch.distributed's default group when one is
     initialised, else this process alone). Returns the committed version. A
@@ -382,10 +401,22 @@ def save(store: StoreLike, state: State, *, config: Any = None, rules: Any = Non
     256 MiB per process; ptc._ring) while libptc writes: never a copy of the
     whole state. A save waits for this process's pending ``async_save``.
 
+    With @p across_hosts the store is spread over hosts (docs/checkpoint.md,
+    "Across hosts"): @p store is the same path on every host, each host's own
+    disk; processes are grouped into hosts by @p host (default: the machine's
+    host name; tests give processes of one machine names of their own) and
+    the returned version G is committed across hosts only when every host
+    has written its part: its ranks' shards and, with @p replicas K (< the
+    hosts), copies of hosts h-1..h-K's. @p keep_local M keeps the parts of
+    the newest M versions on each host (0: all). Host memory only (no CUDA
+    tensors).
+
     Raises the ptc.Error of the first failing process on every process; then
     no version becomes visible and its pack files are removed.
     """
     _require_ckpt("ptc.save")
+    if across_hosts:
+        _require_hosts("ptc.save(across_hosts=True)")
     from ._async import wait_pending
     wait_pending()
     tr = Transport(group)
@@ -400,6 +431,10 @@ def save(store: StoreLike, state: State, *, config: Any = None, rules: Any = Non
                                        "rules text) or rules_file=")
         rec = _Record(step, meta, record) if tr.rank == 0 else None
         o = _options(threads, compress, reuse)
+        if across_hosts:  # checked here: a failure is agreed
+            _host_name(host)
+            _u(replicas, "replicas", 31)
+            _u(keep_local, "keep_local", 31)
         # last: a stream holds the ring until closed
         loc = _Locals(tr.rank if rank is None else rank, state, writable=False,
                       global_shapes=global_shapes, ring_bytes=ring_bytes)
@@ -407,17 +442,32 @@ def save(store: StoreLike, state: State, *, config: Any = None, rules: Any = Non
 
     got, rc, cause = _convert(tr, convert)
     v = c_uint64()
-    if rc < 0:
+    if rc < 0 and across_hosts:  # every process takes the same collective path
+        rc = L.lib().ptc_reshard_hosts_save_locals(byref(tr.t), rc, None, None, None, 0, None, 0,
+                                                   None, None, None, None, None, byref(v))
+    elif rc < 0:
         rc = L.lib().ptc_ckpt_save_locals_over(byref(tr.t), rc, None, None, 0, None, 0, None,
                                                None, None, None, byref(v))
     else:
         st, cfg, rl, loc, rec, opts = got
         L.lib().ptc_error_clear()
         try:
-            rc = L.lib().ptc_ckpt_save_locals_over(
-                byref(tr.t), 0, st._ptr(), loc.ranks, loc.nranks, loc.arr, loc.n,
-                byref(cfg) if cfg is not None else None, rl.ptr if rl is not None else None,
-                byref(rec.rec) if rec is not None else None, byref(opts), byref(v))
+            if across_hosts:
+                ho = L.CkptHostsOptions()
+                L.lib().ptc_ckpt_hosts_options_init(byref(ho))
+                ho.replicas, ho.keep = _u(replicas, "replicas", 31), _u(keep_local, "keep_local",
+                                                                         31)
+                rc = L.lib().ptc_reshard_hosts_save_locals(
+                    byref(tr.t), 0, _host_name(host), st._ptr(), loc.ranks, loc.nranks,
+                    loc.arr, loc.n, byref(cfg) if cfg is not None else None,
+                    rl.ptr if rl is not None else None,
+                    byref(rec.rec) if rec is not None else None, byref(opts), byref(ho),
+                    byref(v))
+            else:
+                rc = L.lib().ptc_ckpt_save_locals_over(
+                    byref(tr.t), 0, st._ptr(), loc.ranks, loc.nranks, loc.arr, loc.n,
+                    byref(cfg) if cfg is not None else None, rl.ptr if rl is not None else None,
+                    byref(rec.rec) if rec is not None else None, byref(opts), byref(v))
         finally:
             cause = _close(loc, rc, cause)
     tr.check(rc, cause)
@@ -445,7 +495,8 @@ def _close(loc: _Locals, rc: int, cause: Optional[BaseException]) -> Optional[Ba
 def load(store: StoreLike, state: State, *, config: Any = None, rank: Optional[Ranks] = None,
          version: Optional[int] = None, group: Any = None, threads: Optional[int] = None,
          rules: Any = None, rules_file: Any = None,
-         ring_bytes: Optional[int] = None) -> Dict[str, Any]:
+         ring_bytes: Optional[int] = None, across_hosts: bool = False,
+         host: Optional[str] = None) -> Dict[str, Any]:
     """Fill this process's local tensors of @p state in place from a stored
     version (default: the newest, as process 0 sees it), whatever layout saved
     it; collective over @p group like save. Returns the version's
@@ -471,8 +522,21 @@ def load(store: StoreLike, state: State, *, config: Any = None, rank: Optional[R
     verified into a pinned buffer and copied to the device while the next
     ones are read; the current CUDA stream is ordered after the copies when
     load returns.
+
+    With @p across_hosts the store is spread over hosts (written by ptc train
+    --replicas or ptc.save(across_hosts=True); @p host as for save): the
+    hosts first agree on the newest committed version (recovering an
+    interrupted save), @p version must be committed, and each rank's bytes
+    come from one host that holds them (its own part or a replica on
+    another host) over @p group's point-to-point messages, by the
+    minimal-movement plan; no host reads another's disk. The returned dict
+    then also holds "hosts": the hosts, "moved_bytes" (between hosts),
+    "lower_bound" (the plan's per-host lower bound), "max_host_bytes" (the
+    busiest host's) and "bytes_read". Host memory only (no CUDA tensors).
     """
     _require_ckpt("ptc.load")
+    if across_hosts:
+        _require_hosts("ptc.load(across_hosts=True)")
     tr = Transport(group)
 
     def convert() -> Tuple[Any, ...]:
@@ -486,6 +550,8 @@ def load(store: StoreLike, state: State, *, config: Any = None, rank: Optional[R
         opts, v = _options(threads), _u(version or 0, "version", 64)
         if rl is not None:
             opts.rules = rl.ptr
+        if across_hosts:
+            _host_name(host)
         # last: see save
         loc = _Locals(tr.rank if rank is None else rank, state, writable=True,
                       ring_bytes=ring_bytes)
@@ -493,22 +559,38 @@ def load(store: StoreLike, state: State, *, config: Any = None, rank: Optional[R
 
     got, rc, cause = _convert(tr, convert)
     rec, loaded = L.CkptRecord(), c_uint64()
-    if rc < 0:
+    res = L.ReshardHostsResult()
+    if rc < 0 and across_hosts:
+        rc = L.lib().ptc_reshard_hosts_load_locals(byref(tr.t), rc, None, None, 0, None, 0, None,
+                                                   0, None, None, byref(rec), byref(res))
+    elif rc < 0:
         rc = L.lib().ptc_ckpt_load_locals_over(byref(tr.t), rc, None, 0, None, 0, None, 0,
                                                None, None, byref(rec), byref(loaded))
     else:
-        st, cfg, loc, opts, v, _ = got
+        st, cfg, loc, opts, v, rl = got
         L.lib().ptc_error_clear()
         try:
-            rc = L.lib().ptc_ckpt_load_locals_over(
-                byref(tr.t), 0, st._ptr(), v, loc.ranks, loc.nranks, loc.arr, loc.n,
-                byref(cfg) if cfg is not None else None, byref(opts), byref(rec),
-                byref(loaded))
+            if across_hosts:
+                rc = L.lib().ptc_reshard_hosts_load_locals(
+                    byref(tr.t), 0, _host_name(host), st._ptr(), v, loc.ranks, loc.nranks,
+                    loc.arr, loc.n, byref(cfg) if cfg is not None else None,
+                    rl.ptr if rl is not None else None, byref(rec), byref(res))
+                loaded.value = res.version
+            else:
+                rc = L.lib().ptc_ckpt_load_locals_over(
+                    byref(tr.t), 0, st._ptr(), v, loc.ranks, loc.nranks, loc.arr, loc.n,
+                    byref(cfg) if cfg is not None else None, byref(opts), byref(rec),
+                    byref(loaded))
         finally:
             cause = _close(loc, rc, cause)
     tr.check(rc, cause)
     try:
-        return record_dict(rec, loaded.value)
+        out = record_dict(rec, loaded.value)
+        if across_hosts:
+            out.update(hosts=res.hosts, moved_bytes=res.plan.bytes_network,
+                       lower_bound=res.plan.bytes_network_lower_bound,
+                       max_host_bytes=res.max_host_bytes, bytes_read=res.bytes_read)
+        return out
     finally:
         L.lib().ptc_ckpt_record_free(byref(rec))
 

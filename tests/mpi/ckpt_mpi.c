@@ -6,6 +6,10 @@
  *   ckpt_mpi load --store DIR --config CFG [--seed S] [--version V] [--step N]
  *   ckpt_mpi hold --store DIR --config CFG      (one process: hold the writer lock
  *                                               until DIR/release exists)
+ *   ckpt_mpi whole --store DIR --config CFG --hosts NAMES
+ *       after a recovery, the version the hosts present hold whole
+ *       (ptc_reshard_hosts_whole): process 0 prints "whole: newest N,
+ *       version V, missing M"
  *   ckpt_mpi async|async-caller --store DIR --config CFG [--seed S] [--step N]
  *       save as `save` does, with ptc_ckpt_save_async: the collective steps on
  *       the library's thread over a duplicate of the world communicator
@@ -13,6 +17,13 @@
  *       on the world's, or on this thread (async-caller); every buffer is
  *       overwritten as soon as the call returns, so a load of the version
  *       shows that the snapshot, not the later bytes, was saved
+ *
+ * With --hosts NAMES (comma-separated, process p's name the p-th) the store
+ * is spread over hosts: process p's host is named so
+ * (ptc_reshard_hosts_index), its store is DIR/NAME; save writes a version
+ * across hosts (ptc_ckpt_hosts_save_over, --replicas K) and load reads the
+ * newest committed one by the plan (ptc_reshard_hosts_load; process 0
+ * prints the bytes moved between hosts and the lower bound).
  *
  * Ranks go to processes in contiguous blocks (rank r to process r*np/world).
  * load compares every local buffer byte for byte with the slices of the
@@ -31,6 +42,7 @@
 #include "base/fault_testing.h"
 #include "kernels/pack.h"
 #include "ptc/ckpt.h"
+#include "ptc/reshard.h"
 
 static const char RULES[] = "layer model.layers.{L}.\n"
                             "optim .exp_avg .exp_avg_sq\n"
@@ -211,8 +223,9 @@ static int save_in_background(ptc_store *s, const ptc_layout *l, const ptc_rules
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "", *store = NULL, *cfg_text = NULL;
+    const char *hosts = NULL;
     uint64_t seed = 1, step = 1, version = 0;
-    int threads = 0;
+    int threads = 0, replicas = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--store") == 0)
             store = argv[i + 1];
@@ -226,11 +239,16 @@ int main(int argc, char **argv)
             version = strtoull(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--threads") == 0)
             threads = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--hosts") == 0)
+            hosts = argv[i + 1];
+        else if (strcmp(argv[i], "--replicas") == 0)
+            replicas = atoi(argv[i + 1]);
     }
     bool async = !strcmp(mode, "async") || !strcmp(mode, "async-caller");
     if (!store || !cfg_text ||
-        (strcmp(mode, "save") && strcmp(mode, "load") && strcmp(mode, "hold") && !async)) {
-        fprintf(stderr, "usage: ckpt_mpi save|load|hold|async|async-caller --store DIR "
+        (strcmp(mode, "save") && strcmp(mode, "load") && strcmp(mode, "hold") &&
+         (strcmp(mode, "whole") || !hosts) && !async)) {
+        fprintf(stderr, "usage: ckpt_mpi save|load|hold|whole|async|async-caller --store DIR "
                         "--config CFG ...\n");
         return 2;
     }
@@ -263,6 +281,24 @@ int main(int argc, char **argv)
     for (int r = 0; r < world; r++)
         if ((int)((int64_t)r * np / world) == me)
             ranks[nranks++] = r;
+    char host_name[256] = "", host_dir[2048];
+    ptc_transport tr;
+    int host = 0, nhosts = 0;
+    if (hosts) { /* this process's host: the me-th name; its store DIR/NAME */
+        const char *at = hosts;
+        for (int p = 0; p < me && at; p++)
+            at = (at = strchr(at, ',')) ? at + 1 : NULL;
+        size_t n = at ? strcspn(at, ",") : 0;
+        snprintf(host_name, sizeof host_name, "%.*s", (int)n, at ? at : "");
+        snprintf(host_dir, sizeof host_dir, "%s/%s", store, host_name);
+        mkdir(store, 0755);
+        store = host_dir;
+        if (ptc_transport_mpi(&tr, MPI_COMM_WORLD) ||
+            ptc_reshard_hosts_index(&tr, host_name, &host, &nhosts)) {
+            rc = fail("hosts");
+            goto out;
+        }
+    }
     if (ptc_store_open(&s, store, PTC_STORE_CREATE)) {
         rc = fail("open");
         goto out;
@@ -287,6 +323,20 @@ int main(int argc, char **argv)
         rc = 0;
         goto out;
     }
+    if (strcmp(mode, "whole") == 0) {
+        uint64_t newest = 0, v = 0;
+        int missing = 0;
+        if (ptc_ckpt_hosts_recover_over(&tr, host, s, &newest) ||
+            ptc_reshard_hosts_whole(&tr, s, newest, &v, &missing)) {
+            rc = fail("whole");
+            goto out;
+        }
+        if (me == 0)
+            printf("whole: newest %llu, version %llu, missing %d\n", (unsigned long long)newest,
+                   (unsigned long long)v, missing);
+        rc = 0;
+        goto out;
+    }
     if (strcmp(mode, "save") == 0 || async) {
         if (make_bufs(l, ranks, nranks, seed, true, &bufs)) {
             rc = fail("buffers");
@@ -304,10 +354,15 @@ int main(int argc, char **argv)
         if (f && atoi(f) == me)
             ptc_fault_write_at(1, ENOSPC);
         uint64_t v = 0;
-        int e = async ? save_in_background(s, l, rules, ranks, nranks, bufs, &rec,
-                                           !strcmp(mode, "async-caller"), me, &v)
-                      : ptc_ckpt_save(s, l, rules, ranks, nranks, (const void *const *)bufs,
-                                      &rec, &o, MPI_COMM_WORLD, &v);
+        ptc_ckpt_hosts_options ho;
+        ptc_ckpt_hosts_options_init(&ho);
+        ho.replicas = replicas;
+        int e = hosts   ? ptc_ckpt_hosts_save_over(&tr, host, s, l, rules, ranks, nranks,
+                                                   (const void *const *)bufs, &rec, &o, &ho, &v)
+                : async ? save_in_background(s, l, rules, ranks, nranks, bufs, &rec,
+                                             !strcmp(mode, "async-caller"), me, &v)
+                        : ptc_ckpt_save(s, l, rules, ranks, nranks, (const void *const *)bufs,
+                                        &rec, &o, MPI_COMM_WORLD, &v);
         ptc_fault_write_at(0, 0);
         if (e) {
             rc = fail("save");
@@ -327,9 +382,31 @@ int main(int argc, char **argv)
         const char *f = getenv("CKPT_FAIL_PROCESS");
         if (f && atoi(f) == me)
             ptc_fault_alloc_at(1);
-        int e = ptc_ckpt_load(s, version, l, ranks, nranks, (void *const *)bufs, &o,
-                              MPI_COMM_WORLD, &rec, &v);
+        ptc_reshard_hosts_result hr;
+        int e = hosts ? ptc_reshard_hosts_load(&tr, host, s, version, l, ranks, nranks,
+                                               (void *const *)bufs, &hr)
+                      : ptc_ckpt_load(s, version, l, ranks, nranks, (void *const *)bufs, &o,
+                                      MPI_COMM_WORLD, &rec, &v);
         ptc_fault_alloc_at(0);
+        uint64_t lv = 0;
+        bool fresh = false; /* a host whose store holds no part of the version */
+        if (!e && hosts) { /* the record of this host's part */
+            v = hr.version;
+            memset(&rec, 0, sizeof rec);
+            e = ptc_ckpt_hosts_local_version(s, v, &lv);
+            if (e == PTC_E_NOTFOUND) {
+                ptc_error_clear();
+                fresh = true;
+                e = PTC_OK;
+            }
+            if (!e && !fresh)
+                e = ptc_ckpt_read_record(s, lv, &rec);
+            if (!e && me == 0)
+                printf("across %d hosts: moved %llu bytes (lower bound %llu), read %llu\n",
+                       hr.hosts, (unsigned long long)hr.plan.bytes_network,
+                       (unsigned long long)hr.plan.bytes_network_lower_bound,
+                       (unsigned long long)hr.bytes_read);
+        }
         if (e) {
             rc = fail("load");
             goto out;
@@ -345,7 +422,7 @@ int main(int argc, char **argv)
                     rc = 1;
                 }
             }
-        if (rc == 0 && (rec.step != step || rec.seed != seed || rec.rng_len != 8 ||
+        if (rc == 0 && !fresh && (rec.step != step || rec.seed != seed || rec.rng_len != 8 ||
                         rec.nextra != 1 || strcmp(rec.dataset, "synthetic") != 0)) {
             fprintf(stderr, "error: record differs (step %llu)\n", (unsigned long long)rec.step);
             rc = 1;
@@ -353,8 +430,8 @@ int main(int argc, char **argv)
         ptc_ckpt_record_free(&rec);
         /* every process reports; the script counts the lines */
         if (rc == 0)
-            printf("loaded version %llu: %zu ranks equal on process %d\n",
-                   (unsigned long long)v, nranks, me);
+            printf("loaded version %llu: %zu ranks equal on process %d%s\n",
+                   (unsigned long long)v, nranks, me, fresh ? " (a host with no part)" : "");
     }
 out:
     if (bufs || want) {

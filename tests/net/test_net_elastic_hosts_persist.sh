@@ -52,7 +52,7 @@ assert back["reason"] == "failure" and "from_persist" not in back, back
 assert back["resumed_step"] == out["resumed_step"] and back["version"] == out["version"], (out, back)
 PY
     close_to_ref "$T/b.out" && ok || bad "losses differ from the uninterrupted run's"
-    finish
+    finish; exit $?
 fi
 grep -q 'ptc: error: .*the shards of 2 saved ranks (4, 5) are on no host present: lost with every copy' "$T/b.out" &&
     ok || { grep 'ptc: error' "$T/b.out" >&2; bad "no error naming the lost ranks 4 and 5"; }

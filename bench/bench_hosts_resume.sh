@@ -1,0 +1,32 @@
+#!/bin/bash
+# Cross-host resume against the link (issue #30's "time / (busiest host's
+# bytes / measured link bandwidth) <= 1.5"), on 3 hosts made of network
+# namespaces with private disks (tests/net/lib_net.sh; needs root). Each run:
+# ptc train saves the demo MLP under tp=3 with --replicas 1 (one process per
+# host), then bench_hosts_resume (bench/bench_hosts_resume.c) loads the
+# newest version across hosts under pp=3 on the same hosts (recovery, reads
+# from each host's own disk — in its page cache, just written — the plan's
+# exchange over MPI/TCP on the veth links) and, in the same job, times a
+# plain MPI_Send of the busiest host's bytes between two hosts: ratio =
+# load seconds / send seconds. Three runs; one line each.
+# Usage: bench/bench_hosts_resume.sh [BUILD_DIR] (BENCH_MODEL overrides the model).
+set -eu
+B=${1:-build}
+export PTC PTC_SRC
+PTC=$(cd "$B" && pwd)/ptc
+BENCH=$(cd "$B" && pwd)/bench_hosts_resume
+PTC_SRC=$(cd "$(dirname "$0")/.." && pwd)
+. "$PTC_SRC/tests/net/lib_net.sh"
+NET_PRIVATE=$T/store
+net_setup 3
+M=${BENCH_MODEL:-mlp:layers=6,hidden=512,vocab=1024,tokens=4}
+C=(--schedule 1f1b --microbatches 2 --model "$M" --seed 1 --timeout 120)
+for run in $(seq ${BENCH_RUNS:-3}); do
+    rm -rf "$T/disks"/h*/*
+    net_mpirun -np 3 "$PTC" train --config tp=3 "${C[@]}" --steps 1 --store "$T/store" \
+        --save-every 1 --replicas 1 >"$T/save.out"
+    printf 'run %s ' "$run"
+    net_mpirun -np 3 ${BENCH_WRAP:-} "$BENCH" --store "$T/store" --to pp=3
+done
+trap - EXIT
+net_cleanup

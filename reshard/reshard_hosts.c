@@ -1,0 +1,352 @@
+/* Loading a version of a store spread over hosts (ptc_reshard_hosts_load):
+ * each host's store holds its part of every version (ptc/ckpt's protocol,
+ * docs/format.md §10) — its ranks' shards and replicas of other hosts' —
+ * and every byte a process lacks comes from a process whose host holds it,
+ * over the transport, by the minimal-movement plan: every source rank is
+ * read from one host holding it, and the plan moves the bytes into the
+ * target layout. Nothing is read through a shared filesystem. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ptc/ckpt.h"
+#include "base/util_internal.h"
+#include "reshard/reshard_internal.h"
+
+int ptc_reshard_hosts_index(const ptc_transport *t, const char *name, int *host, int *nhosts)
+{
+    enum { N = PTC_RESHARD_HOST_NAME_MAX };
+    char mine[N];
+    memset(mine, 0, sizeof mine);
+    int rc = PTC_OK;
+    if (!name && gethostname(mine, N - 1) != 0)
+        rc = ptc_error_set(PTC_E_IO, "gethostname failed");
+    else if (name && (!*name || strlen(name) >= N))
+        rc = ptc_error_set(PTC_E_INVAL, "host name '%.64s' is empty or of %d bytes or more",
+                           name, N);
+    else if (name)
+        memcpy(mine, name, strlen(name));
+    char *all = ptc_calloc((size_t)t->size, N);
+    if (rc == PTC_OK && !all)
+        rc = ptc_error_set(PTC_E_NOMEM, "no memory for the host names");
+    if ((rc = ptc_transport_agree(t, rc, "host numbering")) < 0) {
+        ptc_free(all);
+        return rc;
+    }
+    rc = ptc_reshard_gather_all(t, mine, N, all);
+    /* hosts numbered in the order of their lowest process */
+    int n = 0;
+    *host = -1;
+    for (int p = 0; rc == PTC_OK && p < t->size; p++) {
+        int first = p;
+        for (int q = 0; q < p && first == p; q++)
+            if (!memcmp(all + (size_t)q * N, all + (size_t)p * N, N))
+                first = q;
+        if (first != p)
+            continue;
+        if (!memcmp(all + (size_t)p * N, mine, N))
+            *host = n;
+        n++;
+    }
+    *nhosts = n;
+    ptc_free(all);
+    return rc;
+}
+
+/* The process that provides each source rank: one holding it, preferring
+ * the process that runs the same target rank (its bytes stay put), then a
+ * process on that target rank's host, then the least loaded; PTC_E_NOTFOUND
+ * naming the ranks no process holds. */
+static int choose_sources(const ptc_layout *src, const uint8_t *have, int np, const int *host_of,
+                          const int *dst_owner, int dst_world, int *src_owner)
+{
+    int world = ptc_layout_world(src);
+    uint64_t *load = ptc_calloc((size_t)np, sizeof *load);
+    if (!load)
+        return ptc_error_set(PTC_E_NOMEM, "no memory to choose sources");
+    char missing[256] = "";
+    size_t nmiss = 0;
+    for (int r = 0; r < world; r++) {
+        int best = -1, score = -1;
+        int want = r < dst_world ? dst_owner[r] : -1;
+        for (int p = 0; p < np; p++) {
+            if (!have[(size_t)p * (size_t)world + (size_t)r])
+                continue;
+            int s = p == want ? 3 : (want >= 0 && host_of[p] == host_of[want]) ? 2 : 1;
+            if (s > score || (s == score && load[p] < load[best]))
+                best = p, score = s;
+        }
+        src_owner[r] = best;
+        if (best >= 0) {
+            load[best] += ptc_reshard_rank_bytes(src, r);
+        } else if (ptc_reshard_rank_bytes(src, r) > 0) {
+            size_t at = strlen(missing);
+            if (at + 16 < sizeof missing)
+                snprintf(missing + at, sizeof missing - at, "%s%d", nmiss ? ", " : "", r);
+            nmiss++;
+        } else {
+            src_owner[r] = 0; /* holds nothing */
+        }
+    }
+    ptc_free(load);
+    if (nmiss)
+        return ptc_error_set(PTC_E_NOTFOUND,
+                             "the shards of %zu saved rank%s (%s) are on no host present: "
+                             "lost with every copy (save with more --replicas)",
+                             nmiss, nmiss == 1 ? "" : "s", missing);
+    return PTC_OK;
+}
+
+/* Version @p lv's layout, checked to have @p dst's tensors in its order. */
+static int source_layout(ptc_store *s, uint64_t lv, const ptc_layout *dst, ptc_layout **src)
+{
+    ptc_store_reader *rd = NULL;
+    *src = NULL;
+    PTC_TRY(ptc_store_reader_open(&rd, s, lv));
+    int rc = ptc_layout_of_version(src, rd, NULL);
+    size_t nt = rc == PTC_OK ? ptc_layout_count(*src) : 0;
+    if (rc == PTC_OK && nt != ptc_layout_count(dst))
+        rc = ptc_error_set(PTC_E_INVAL, "the version holds %zu tensors, the job %zu", nt,
+                           ptc_layout_count(dst));
+    for (size_t t = 0; rc == PTC_OK && t < nt; t++) {
+        const ptc_tensor_info *a = ptc_layout_tensor(*src, t), *b = ptc_layout_tensor(dst, t);
+        if (strcmp(a->name, b->name) || a->dtype != b->dtype)
+            rc = ptc_error_set(PTC_E_INVAL, "tensor %zu is '%.200s' in the version, '%.200s' "
+                               "in the job", t, a->name, b->name);
+    }
+    ptc_store_reader_close(rd);
+    if (rc < 0) {
+        ptc_layout_destroy(*src);
+        *src = NULL;
+    }
+    return rc;
+}
+
+typedef struct hload {
+    const ptc_transport *t;
+    ptc_layout *src;
+    int world, dst_world;
+    int *host_of, *src_owner, *dst_owner, *src_host, *dst_host;
+    uint8_t *have;
+    int *mine; /* the source ranks this process provides */
+    size_t nmine;
+    void **sbufs; /* nmine x ntensors */
+    const void *const **src_ptrs;
+    void *const **dst_ptrs;
+    uint64_t bytes_read;
+} hload;
+
+static void hload_free(hload *h)
+{
+    size_t nt = h->src ? ptc_layout_count(h->src) : 0;
+    for (size_t i = 0; h->sbufs && i < h->nmine * nt; i++)
+        ptc_free(h->sbufs[i]);
+    ptc_free(h->sbufs);
+    ptc_free(h->host_of);
+    ptc_free(h->src_owner);
+    ptc_free(h->dst_owner);
+    ptc_free(h->src_host);
+    ptc_free(h->dst_host);
+    ptc_free(h->have);
+    ptc_free(h->mine);
+    ptc_free(h->src_ptrs);
+    ptc_free(h->dst_ptrs);
+    ptc_layout_destroy(h->src);
+}
+
+/* Who holds and who runs what, the same on every process. */
+static int hload_maps(hload *h, int host, ptc_store *s, uint64_t lv, const int *ranks,
+                      size_t nranks)
+{
+    const ptc_transport *t = h->t;
+    int np = t->size, world = h->world, dw = h->dst_world;
+    uint8_t *mine = ptc_calloc((size_t)world + 1, 1);
+    int *runs = ptc_malloc(sizeof(int) * (size_t)dw + 1);
+    int *all_runs = ptc_malloc(sizeof(int) * (size_t)dw * (size_t)np + 1);
+    int rc = PTC_OK;
+    if (!(h->host_of = ptc_calloc((size_t)np, sizeof *h->host_of)) ||
+        !(h->have = ptc_calloc((size_t)np * (size_t)world + 1, 1)) ||
+        !(h->src_owner = ptc_calloc((size_t)world + 1, sizeof(int))) ||
+        !(h->src_host = ptc_calloc((size_t)world + 1, sizeof(int))) ||
+        !(h->dst_owner = ptc_calloc((size_t)dw + 1, sizeof(int))) ||
+        !(h->dst_host = ptc_calloc((size_t)dw + 1, sizeof(int))) || !mine || !runs || !all_runs)
+        rc = ptc_error_set(PTC_E_NOMEM, "no memory to plan the load");
+    ptc_store_reader *rd = NULL;
+    if (rc == PTC_OK && lv && (rc = ptc_store_reader_open(&rd, s, lv)) == PTC_OK)
+        rc = ptc_reshard_hosts_inventory(rd, h->src, mine); /* lv 0: nothing held here */
+    ptc_store_reader_close(rd);
+    for (int r = 0; rc == PTC_OK && r < dw; r++)
+        runs[r] = -1;
+    for (size_t i = 0; rc == PTC_OK && i < nranks; i++) {
+        if (ranks[i] < 0 || ranks[i] >= dw)
+            rc = ptc_error_set(PTC_E_INVAL, "target rank %d outside the world of %d", ranks[i],
+                               dw);
+        else
+            runs[ranks[i]] = t->rank;
+    }
+    rc = ptc_transport_agree(t, rc, "load across hosts");
+    if (rc == PTC_OK)
+        rc = ptc_reshard_gather_all(t, mine, (size_t)world, h->have);
+    if (rc == PTC_OK)
+        rc = ptc_reshard_gather_all(t, &host, sizeof host, h->host_of);
+    if (rc == PTC_OK)
+        rc = ptc_reshard_gather_all(t, runs, sizeof(int) * (size_t)dw, all_runs);
+    for (int r = 0; rc == PTC_OK && r < dw; r++) {
+        h->dst_owner[r] = -1;
+        for (int p = 0; p < np; p++)
+            if (all_runs[(size_t)p * (size_t)dw + (size_t)r] >= 0)
+                h->dst_owner[r] = p;
+        if (h->dst_owner[r] < 0)
+            rc = ptc_error_set(PTC_E_INVAL, "no process runs target rank %d", r);
+        else
+            h->dst_host[r] = h->host_of[h->dst_owner[r]];
+    }
+    ptc_free(mine);
+    ptc_free(runs);
+    ptc_free(all_runs);
+    if (rc == PTC_OK)
+        rc = choose_sources(h->src, h->have, np, h->host_of, h->dst_owner, dw, h->src_owner);
+    for (int r = 0; rc == PTC_OK && r < world; r++)
+        h->src_host[r] = h->host_of[h->src_owner[r]];
+    return rc;
+}
+
+/* Read the source ranks this process provides from its host's part. */
+static int hload_read(hload *h, ptc_store *s, uint64_t lv)
+{
+    size_t nt = ptc_layout_count(h->src);
+    if (!(h->mine = ptc_calloc((size_t)h->world + 1, sizeof(int))) ||
+        !(h->src_ptrs = ptc_calloc((size_t)h->world + 1, sizeof *h->src_ptrs)))
+        return ptc_error_set(PTC_E_NOMEM, "no memory for the source ranks");
+    for (int r = 0; r < h->world; r++)
+        if (h->src_owner[r] == h->t->rank && ptc_reshard_rank_bytes(h->src, r) > 0)
+            h->mine[h->nmine++] = r;
+    if (!(h->sbufs = ptc_calloc(h->nmine * nt + 1, sizeof *h->sbufs)))
+        return ptc_error_set(PTC_E_NOMEM, "no memory for the source ranks");
+    for (size_t i = 0; i < h->nmine; i++) {
+        for (size_t t = 0; t < nt; t++) {
+            size_t b;
+            PTC_TRY(ptc_ckpt_local_bytes(h->src, t, h->mine[i], &b));
+            if (b && !(h->sbufs[i * nt + t] = ptc_malloc(b)))
+                return ptc_error_set(PTC_E_NOMEM, "no memory for rank %d's shards (%zu bytes)",
+                                     h->mine[i], b);
+            h->bytes_read += b;
+        }
+        h->src_ptrs[h->mine[i]] = (const void *const *)&h->sbufs[i * nt];
+    }
+    if (h->nmine == 0)
+        return PTC_OK; /* e.g. a host without its part of the version */
+    ptc_ckpt_options co;
+    ptc_ckpt_options_init(&co);
+    return ptc_ckpt_load_local(s, lv, h->src, h->mine, h->nmine, h->sbufs, &co, NULL, NULL);
+}
+
+/* The version to load: @p version, or the newest committed after a recovery. */
+static int resolve(const ptc_transport *t, int host, ptc_store *s, uint64_t *version)
+{
+    if (*version)
+        return PTC_OK;
+    PTC_TRY(ptc_ckpt_hosts_recover_over(t, host, s, version));
+    int rc = *version ? PTC_OK
+                      : ptc_error_set(PTC_E_NOTFOUND, "the stores %s hold no committed version "
+                                      "across hosts", ptc_store_dir(s));
+    return ptc_transport_agree(t, rc, "load across hosts");
+}
+
+/* The plan's figures into @p res, the busiest host's bytes with them. */
+static void figures(const ptc_plan *plan, int nhosts, uint64_t version, uint64_t read,
+                    ptc_reshard_hosts_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->version = version;
+    res->hosts = nhosts;
+    res->bytes_read = read;
+    ptc_plan_stats_get(plan, &res->plan);
+    for (int h = 0; h < nhosts; h++) {
+        ptc_plan_host_stats hs;
+        if (ptc_plan_host_stats_get(plan, h, &hs) != PTC_OK) {
+            ptc_error_clear();
+            continue;
+        }
+        uint64_t b = hs.bytes_in > hs.bytes_out ? hs.bytes_in : hs.bytes_out;
+        if (b > res->max_host_bytes)
+            res->max_host_bytes = b;
+    }
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint64_t version,
+                           const ptc_layout *dst, const int *ranks, size_t nranks,
+                           void *const *bufs, ptc_reshard_hosts_result *res)
+{
+    double t0 = now_s();
+    hload h;
+    memset(&h, 0, sizeof h);
+    h.t = t;
+    int host_max = host;
+    PTC_TRY(resolve(t, host, s, &version));
+    uint64_t lv = 0;
+    int rc = ptc_ckpt_hosts_local_version(s, version, &lv);
+    if (rc == PTC_E_NOTFOUND) { /* a host without its part: it receives all it runs */
+        ptc_error_clear();
+        rc = PTC_OK;
+    }
+    if (rc == PTC_OK && lv)
+        rc = source_layout(s, lv, dst, &h.src);
+    if ((rc = ptc_transport_agree(t, rc, "load across hosts")) < 0 ||
+        (rc = ptc_reshard_hosts_share_layout(t, s, version, lv, dst, &h.src)) < 0)
+        goto out_free;
+    h.world = ptc_layout_world(h.src);
+    h.dst_world = ptc_layout_world(dst);
+    rc = hload_maps(&h, host, s, lv, ranks, nranks);
+    double t_read = now_s();
+    if (rc == PTC_OK)
+        rc = hload_read(&h, s, lv);
+    t_read = now_s() - t_read;
+    if ((rc = ptc_transport_agree(t, rc, "load across hosts")) < 0)
+        goto out_free;
+    for (int p = 0; p < t->size; p++)
+        host_max = h.host_of[p] > host_max ? h.host_of[p] : host_max;
+    ptc_plan_options po = {.src_host = h.src_host, .dst_host = h.dst_host};
+    ptc_plan *plan = NULL;
+    rc = ptc_plan_create(&plan, h.src, dst, &po);
+    size_t nt = ptc_layout_count(dst);
+    if (rc == PTC_OK && !(h.dst_ptrs = ptc_calloc((size_t)h.dst_world + 1, sizeof *h.dst_ptrs)))
+        rc = ptc_error_set(PTC_E_NOMEM, "no memory for the target ranks");
+    for (size_t i = 0; rc == PTC_OK && i < nranks; i++)
+        h.dst_ptrs[ranks[i]] = (void *const *)&bufs[i * nt];
+    double t_move = now_s();
+    if ((rc = ptc_transport_agree(t, rc, "load across hosts")) == PTC_OK)
+        rc = ptc_reshard_owned_over(plan, t, h.src_owner, h.src_ptrs, h.dst_owner, h.dst_ptrs);
+    t_move = now_s() - t_move;
+    uint64_t read = h.bytes_read, all_read = 0;
+    if (rc == PTC_OK && res) {
+        uint64_t *each = ptc_calloc((size_t)t->size, sizeof *each);
+        rc = each ? PTC_OK : PTC_E_NOMEM;
+        rc = ptc_transport_agree(t, rc, "load across hosts");
+        if (rc == PTC_OK)
+            rc = ptc_reshard_gather_all(t, &read, sizeof read, each);
+        for (int p = 0; rc == PTC_OK && p < t->size; p++)
+            all_read += each[p];
+        ptc_free(each);
+        if (rc == PTC_OK) {
+            figures(plan, host_max + 1, version, all_read, res);
+            res->seconds = now_s() - t0;
+            res->read_seconds = t_read;
+            res->move_seconds = t_move;
+        }
+    }
+    ptc_plan_destroy(plan);
+out_free:
+    hload_free(&h);
+    return rc;
+}

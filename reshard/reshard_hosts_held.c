@@ -1,0 +1,247 @@
+/* What the hosts present hold of a store spread over hosts: whether they
+ * hold every saved rank of a version (ptc_reshard_hosts_covered), the
+ * newest version they hold whole (ptc_reshard_hosts_whole), and for a host
+ * whose store holds no part of a version (a fresh or replaced host joining)
+ * the version's layout from a host that holds one; the inventories under
+ * them, which reshard_hosts.c's load uses as well. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptc/ckpt.h"
+#include "base/util_internal.h"
+#include "reshard/reshard_internal.h"
+
+int ptc_reshard_gather_all(const ptc_transport *t, const void *in, size_t n, void *out)
+{
+    if (t->size <= 1) {
+        memcpy(out, in, n);
+        return PTC_OK;
+    }
+    return n ? t->allgather(t->user, in, n, out) : PTC_OK;
+}
+
+uint64_t ptc_reshard_rank_bytes(const ptc_layout *l, int r)
+{
+    uint64_t b = 0;
+    for (size_t t = 0; t < ptc_layout_count(l); t++) {
+        size_t n = 0;
+        if (ptc_ckpt_local_bytes(l, t, r, &n) == PTC_OK)
+            b += n;
+    }
+    return b;
+}
+
+int ptc_reshard_hosts_inventory(const ptc_store_reader *rd, const ptc_layout *src, uint8_t *have)
+{
+    int world = ptc_layout_world(src);
+    for (int r = 0; r < world; r++) {
+        have[r] = 1;
+        for (size_t t = 0; t < ptc_layout_count(src) && have[r]; t++) {
+            ptc_shard sh;
+            PTC_TRY(ptc_layout_shard(src, t, r, &sh));
+            ptc_shard_info si;
+            if (sh.present && ptc_store_reader_shard(rd, t, (uint32_t)r, &si) != PTC_OK) {
+                ptc_error_clear();
+                have[r] = 0;
+            }
+        }
+    }
+    return PTC_OK;
+}
+
+/* The lowest process with @p has set (-1: none), and whether every process
+ * has it. Collective. */
+static int lowest_holder(const ptc_transport *t, bool has, int *root, bool *all)
+{
+    int mine = has ? t->rank : INT_MAX;
+    int *each = ptc_malloc(sizeof(int) * (size_t)t->size);
+    int rc = each ? PTC_OK : ptc_error_set(PTC_E_NOMEM, "no memory for the holders");
+    rc = ptc_transport_agree(t, rc, "load across hosts");
+    if (rc == PTC_OK)
+        rc = ptc_reshard_gather_all(t, &mine, sizeof mine, each);
+    *root = -1;
+    *all = true;
+    for (int p = 0; rc == PTC_OK && p < t->size; p++) {
+        if (each[p] != INT_MAX && *root < 0)
+            *root = each[p];
+        *all = *all && each[p] != INT_MAX;
+    }
+    ptc_free(each);
+    return rc;
+}
+
+/* The version's configuration and rules as "config\0rules\0" on the root. */
+static int version_text(ptc_store *s, uint64_t lv, char **txt, uint64_t len[2])
+{
+    ptc_store_reader *rd = NULL;
+    PTC_TRY(ptc_store_reader_open(&rd, s, lv));
+    const ptc_version_info *vi = ptc_store_reader_version(rd);
+    const char *c = vi->config ? vi->config : "", *r = vi->rules ? vi->rules : "";
+    len[0] = strlen(c) + 1;
+    len[1] = strlen(r) + 1;
+    int rc = PTC_OK;
+    if (!(*txt = ptc_malloc(len[0] + len[1])))
+        rc = ptc_error_set(PTC_E_NOMEM, "no memory for the version's layout");
+    else {
+        memcpy(*txt, c, len[0]);
+        memcpy(*txt + len[0], r, len[1]);
+    }
+    ptc_store_reader_close(rd);
+    return rc;
+}
+
+/* The layout of configuration @p txt and rules @p txt + @p len0 with
+ * @p dst's tensors. */
+static int layout_from_text(const char *txt, uint64_t len0, uint64_t len1, const ptc_layout *dst,
+                            ptc_layout **src)
+{
+    ptc_config cfg;
+    ptc_rules *rules = NULL;
+    size_t nt = ptc_layout_count(dst);
+    ptc_tensor_info *ti = ptc_calloc(nt + 1, sizeof *ti);
+    int rc = ti ? PTC_OK : ptc_error_set(PTC_E_NOMEM, "no memory for the version's layout");
+    if (rc == PTC_OK && (rc = ptc_config_parse(&cfg, txt)) == PTC_OK)
+        rc = ptc_rules_parse(&rules, txt + len0, (size_t)len1 - 1, "stored rules");
+    for (size_t i = 0; rc == PTC_OK && i < nt; i++)
+        ti[i] = *ptc_layout_tensor(dst, i);
+    if (rc == PTC_OK)
+        rc = ptc_layout_create(src, ti, nt, rules, &cfg);
+    ptc_rules_destroy(rules);
+    ptc_free(ti);
+    return rc;
+}
+
+int ptc_reshard_hosts_share_layout(const ptc_transport *t, ptc_store *s, uint64_t version,
+                                   uint64_t lv, const ptc_layout *dst, ptc_layout **src)
+{
+    static const char what[] = "load across hosts";
+    int root = -1;
+    bool all = true;
+    PTC_TRY(lowest_holder(t, lv != 0, &root, &all));
+    if (root < 0)
+        return ptc_transport_agree(t, ptc_error_set(PTC_E_NOTFOUND, "no host present holds a "
+                                                    "part of version %llu",
+                                                    (unsigned long long)version), what);
+    if (all)
+        return PTC_OK;
+    char *txt = NULL;
+    uint64_t len[2] = {0, 0};
+    int rc = t->rank == root ? version_text(s, lv, &txt, len) : PTC_OK;
+    if ((rc = ptc_transport_agree(t, rc, what)) == PTC_OK)
+        rc = t->broadcast(t->user, len, sizeof len, root);
+    if ((rc = ptc_transport_agree(t, rc, what)) < 0)
+        goto out;
+    if (t->rank != root && !(txt = ptc_malloc(len[0] + len[1])))
+        rc = ptc_error_set(PTC_E_NOMEM, "no memory for the version's layout");
+    if ((rc = ptc_transport_agree(t, rc, what)) == PTC_OK)
+        rc = t->broadcast(t->user, txt, len[0] + len[1], root);
+    if ((rc = ptc_transport_agree(t, rc, what)) == PTC_OK && !*src)
+        rc = layout_from_text(txt, len[0], len[1], dst, src);
+    rc = ptc_transport_agree(t, rc, what);
+out:
+    ptc_free(txt);
+    return rc;
+}
+
+/* This host's part of @p version: which saved ranks it holds (a rank with
+ * no bytes counts as held), into a fresh @p mine of *@p world bytes; world
+ * 0 when it holds no part. */
+static int held_here(ptc_store *s, uint64_t version, int *world, uint8_t **mine)
+{
+    uint64_t lv = 0;
+    *world = 0;
+    *mine = NULL;
+    int rc = ptc_ckpt_hosts_local_version(s, version, &lv);
+    if (rc == PTC_E_NOTFOUND) { /* no part of it here */
+        ptc_error_clear();
+        return PTC_OK;
+    }
+    ptc_store_reader *rd = NULL;
+    ptc_layout *src = NULL;
+    if (rc == PTC_OK && (rc = ptc_store_reader_open(&rd, s, lv)) == PTC_OK)
+        rc = ptc_layout_of_version(&src, rd, NULL);
+    if (rc == PTC_OK) {
+        *world = ptc_layout_world(src);
+        if (!(*mine = ptc_calloc((size_t)*world + 1, 1)))
+            rc = ptc_error_set(PTC_E_NOMEM, "no memory for the host's inventory");
+    }
+    if (rc == PTC_OK)
+        rc = ptc_reshard_hosts_inventory(rd, src, *mine);
+    for (int r = 0; rc == PTC_OK && r < *world; r++)
+        (*mine)[r] |= ptc_reshard_rank_bytes(src, r) == 0; /* nothing to hold */
+    ptc_layout_destroy(src);
+    ptc_store_reader_close(rd);
+    return rc;
+}
+
+int ptc_reshard_hosts_covered(const ptc_transport *t, ptc_store *s, uint64_t version,
+                              int *missing)
+{
+    static const char what[] = "hosts' inventories";
+    *missing = 0;
+    int world = 0, wmax = 0;
+    uint8_t *mine = NULL, *all = NULL;
+    int *worlds = ptc_malloc(sizeof(int) * (size_t)t->size);
+    int rc = worlds ? held_here(s, version, &world, &mine)
+                    : ptc_error_set(PTC_E_NOMEM, "no memory for the hosts' inventories");
+    if ((rc = ptc_transport_agree(t, rc, what)) == PTC_OK)
+        rc = ptc_reshard_gather_all(t, &world, sizeof world, worlds);
+    for (int p = 0; rc == PTC_OK && p < t->size; p++)
+        wmax = worlds[p] > wmax ? worlds[p] : wmax;
+    if (rc == PTC_OK && world != wmax) { /* parts of other layouts: not counted */
+        ptc_free(mine);
+        mine = NULL;
+    }
+    uint8_t *row = rc == PTC_OK ? ptc_calloc((size_t)wmax + 1, 1) : NULL;
+    all = rc == PTC_OK ? ptc_calloc((size_t)wmax * (size_t)t->size + 1, 1) : NULL;
+    if (rc == PTC_OK && (!row || !all))
+        rc = ptc_error_set(PTC_E_NOMEM, "no memory for the hosts' inventories");
+    if (rc == PTC_OK && mine)
+        memcpy(row, mine, (size_t)wmax);
+    if ((rc = ptc_transport_agree(t, rc, what)) == PTC_OK)
+        rc = ptc_reshard_gather_all(t, row, (size_t)wmax, all);
+    for (int r = 0; rc == PTC_OK && r < wmax; r++) {
+        uint8_t any = 0;
+        for (int p = 0; p < t->size; p++)
+            any |= all[(size_t)p * (size_t)wmax + (size_t)r];
+        *missing += !any;
+    }
+    if (rc == PTC_OK && wmax == 0)
+        *missing = 1; /* no host present holds any part of it */
+    ptc_free(row);
+    ptc_free(all);
+    ptc_free(mine);
+    ptc_free(worlds);
+    return rc;
+}
+
+int ptc_reshard_hosts_whole(const ptc_transport *t, ptc_store *s, uint64_t newest,
+                            uint64_t *version, int *missing)
+{
+    *version = newest;
+    *missing = 0;
+    uint64_t *each = ptc_malloc(sizeof(uint64_t) * (size_t)t->size);
+    int rc = each ? PTC_OK : ptc_error_set(PTC_E_NOMEM, "no memory for the hosts' versions");
+    rc = ptc_transport_agree(t, rc, "hosts' versions");
+    for (uint64_t cand = newest; rc == PTC_OK && cand;) {
+        int m = 0;
+        if ((rc = ptc_reshard_hosts_covered(t, s, cand, &m)) < 0)
+            break;
+        if (cand == newest)
+            *missing = m;
+        if (!m) {
+            *version = cand;
+            break;
+        }
+        uint64_t mine = 0, older = 0;
+        rc = ptc_transport_agree(t, ptc_ckpt_hosts_held(s, cand, &mine), "hosts' versions");
+        if (rc == PTC_OK)
+            rc = ptc_reshard_gather_all(t, &mine, sizeof mine, each);
+        for (int p = 0; rc == PTC_OK && p < t->size; p++)
+            older = each[p] > older ? each[p] : older;
+        cand = older;
+    }
+    ptc_free(each);
+    return rc;
+}

@@ -1,0 +1,320 @@
+/* The in-memory executor over a transport (ptc_reshard_owned_over): the
+ * processes of any ptc_transport (MPI, torch.distributed) hold the ranks an
+ * owner map names; per phase the transport's exchange carries one message
+ * per item (a transfer, or a reused shard whose ranks sit on two processes)
+ * in plan order, sent straight from the source buffer and received straight
+ * into the target buffer where the box is one run of memory there, else
+ * packed into / unpacked from a staging buffer. Phase 0: reused shards (whole, where
+ * source and target rank sit on different processes) and the transfers from
+ * source buffers; phase 1: the fan-outs from target buffers filled in
+ * phase 0. Copies within a process need no message. */
+#include <string.h>
+
+#include "kernels/pack.h"
+#include "base/util_internal.h"
+#include "reshard/reshard_internal.h"
+
+typedef struct ov {
+    const ptc_plan *p;
+    const ptc_transport *t;
+    const int *so, *dso; /* process of each source / target rank */
+    const void *const *const *sb;
+    void *const *const *db;
+    int ws, wt;
+} ov;
+
+static size_t es_of(const ov *o, size_t t)
+{
+    return ptc_dtype_size(ptc_layout_tensor(ptc_plan_target(o->p), t)->dtype);
+}
+
+static size_t xbytes(const ov *o, const ptc_transfer *x)
+{
+    return (size_t)ptc_box_volume(&x->box) * es_of(o, x->tensor);
+}
+
+/* Bytes of target rank r's local tensor t. */
+static size_t shard_bytes(const ov *o, size_t t, int r)
+{
+    ptc_shard sh;
+    if (ptc_layout_shard(ptc_plan_target(o->p), t, r, &sh) < 0)
+        return 0;
+    int64_t v = 1;
+    for (int d = 0; d < sh.ndim; d++)
+        v *= sh.shape[d];
+    return (size_t)v * es_of(o, t);
+}
+
+/* One item of a phase: a reused shard (x NULL; tensor t, rank r) or a
+ * transfer. Its provider and receiver processes, bytes and source pointer. */
+typedef struct item {
+    const ptc_transfer *x;
+    size_t t;
+    int r;
+} item;
+
+static void item_ends(const ov *o, const item *it, bool fanout, int *from, int *to)
+{
+    if (!it->x) {
+        *from = o->so[it->r];
+        *to = o->dso[it->r];
+    } else {
+        *from = fanout ? o->dso[it->x->src_rank] : o->so[it->x->src_rank];
+        *to = o->dso[it->x->dst_rank];
+    }
+}
+
+static size_t item_bytes(const ov *o, const item *it)
+{
+    return it->x ? xbytes(o, it->x) : shard_bytes(o, it->t, it->r);
+}
+
+/* Item @p it's box is one run of memory at its provider (@p src) or its
+ * receiver (decided from the plan alone, alike on every process). */
+static bool is_run(const item *it, bool src)
+{
+    return !it->x || ptc_reshard_box_contiguous(&it->x->box, src ? it->x->src_stride
+                                                                 : it->x->dst_stride);
+}
+
+/* Item @p it's bytes at its provider (@p src) or receiver — this process —
+ * as one run of memory there, or NULL where the box is strided. */
+static uint8_t *run_of(const ov *o, const item *it, bool fanout, bool src)
+{
+    if (!is_run(it, src))
+        return NULL;
+    if (!it->x)
+        return src ? (uint8_t *)o->sb[it->r][it->t] : (uint8_t *)o->db[it->r][it->t];
+    const ptc_transfer *x = it->x;
+    size_t es = es_of(o, x->tensor);
+    if (!src)
+        return (uint8_t *)o->db[x->dst_rank][x->tensor] + (size_t)x->dst_offset * es;
+    const void *base = fanout ? o->db[x->src_rank][x->tensor] : o->sb[x->src_rank][x->tensor];
+    return (uint8_t *)base + (size_t)x->src_offset * es;
+}
+
+/* Item @p it within this process: straight from its source to its target. */
+static int copy_here(const ov *o, const item *it, bool fanout)
+{
+    if (!it->x) {
+        size_t n = shard_bytes(o, it->t, it->r);
+        const void *from = o->sb[it->r][it->t];
+        if (n && from != o->db[it->r][it->t])
+            memcpy(o->db[it->r][it->t], from, n);
+        return PTC_OK;
+    }
+    const ptc_transfer *x = it->x;
+    size_t es = es_of(o, x->tensor);
+    const uint8_t *from = fanout ? o->db[x->src_rank][x->tensor] : o->sb[x->src_rank][x->tensor];
+    int64_t ext[PTC_MAX_DIMS] = {0};
+    for (int d = 0; d < x->box.ndim; d++)
+        ext[d] = x->box.hi[d] - x->box.lo[d];
+    return ptc_pack_copy((uint8_t *)o->db[x->dst_rank][x->tensor] + (size_t)x->dst_offset * es,
+                         x->dst_stride, from + (size_t)x->src_offset * es, x->src_stride, ext,
+                         x->box.ndim, es);
+}
+
+/* The items of phase @p fanout in plan order, into *out (ptc_free). */
+static int items_of(const ov *o, bool fanout, item **out, size_t *n)
+{
+    size_t nx, cap = 0;
+    const ptc_transfer *xf = ptc_plan_transfers(o->p, &nx);
+    *out = NULL;
+    *n = 0;
+    size_t nt = ptc_layout_count(ptc_plan_target(o->p));
+    int wb = o->ws < o->wt ? o->ws : o->wt;
+    for (size_t t = 0; !fanout && t < nt; t++)
+        for (int r = 0; r < wb; r++)
+            if (ptc_plan_reused(o->p, t, r)) {
+                PTC_TRY(ptc_grow((void **)out, &cap, *n + 1, sizeof **out));
+                (*out)[(*n)++] = (item){NULL, t, r};
+            }
+    for (size_t i = 0; i < nx; i++)
+        if ((xf[i].kind == PTC_TRANSFER_FANOUT) == fanout) {
+            PTC_TRY(ptc_grow((void **)out, &cap, *n + 1, sizeof **out));
+            (*out)[(*n)++] = (item){&xf[i], xf[i].tensor, 0};
+        }
+    return PTC_OK;
+}
+
+/* An item that travels as a message of its own, from its source buffer
+ * into its target buffer: one run of memory at both ends, and large enough
+ * that a message per item costs nothing next to its bytes. The others
+ * between two processes go packed in one message. Both ends decide alike. */
+#define OV_DIRECT_MIN ((size_t)256 << 10)
+
+static bool direct(const ov *o, const item *it, bool fanout)
+{
+    (void)fanout;
+    return item_bytes(o, it) >= OV_DIRECT_MIN && is_run(it, true) && is_run(it, false);
+}
+
+/* A phase's messages, in the order both ends give them: the direct items in
+ * plan order, then one packed message per peer. */
+typedef struct msgs {
+    size_t ns, nr;
+    int *to, *from;
+    const void **sp;
+    void **rp;
+    size_t *sl, *rl;
+    size_t *at;              /* per peer: packed bytes out, in; then cursors */
+    uint8_t *spack, *rstage; /* the packed messages, peer after peer */
+} msgs;
+
+static void msgs_free(msgs *m)
+{
+    ptc_free(m->to);
+    ptc_free(m->from);
+    ptc_free(m->sp);
+    ptc_free(m->rp);
+    ptc_free(m->sl);
+    ptc_free(m->rl);
+    ptc_free(m->at);
+    ptc_free(m->spack);
+    ptc_free(m->rstage);
+}
+
+/* Size and allocate the messages; fill the send side (packing) and the
+ * receive side's places. Copies within the process happen here too. */
+static int msgs_build(const ov *o, const item *it, size_t nit, bool fanout, msgs *m)
+{
+    int me = o->t->rank, np = o->t->size;
+    size_t ns = (size_t)np, nr = (size_t)np, npack = 0, nstage = 0;
+    if (!(m->at = ptc_calloc((size_t)np * 4, sizeof *m->at)))
+        return PTC_E_NOMEM;
+    size_t *out = m->at, *in = m->at + np, *cur_out = m->at + 2 * np, *cur_in = m->at + 3 * np;
+    for (size_t i = 0; i < nit; i++) {
+        int from, to;
+        item_ends(o, &it[i], fanout, &from, &to);
+        size_t b = item_bytes(o, &it[i]);
+        if (from == to || !b || (from != me && to != me))
+            continue;
+        bool d = direct(o, &it[i], fanout);
+        if (from == me)
+            d ? ns++ : (out[to] += b, npack += b);
+        if (to == me)
+            d ? nr++ : (in[from] += b, nstage += b);
+    }
+    if (!(m->to = ptc_malloc(sizeof(int) * ns)) || !(m->from = ptc_malloc(sizeof(int) * nr)) ||
+        !(m->sp = ptc_malloc(sizeof *m->sp * ns)) || !(m->rp = ptc_malloc(sizeof *m->rp * nr)) ||
+        !(m->sl = ptc_malloc(sizeof *m->sl * ns)) || !(m->rl = ptc_malloc(sizeof *m->rl * nr)) ||
+        !(m->spack = ptc_malloc(npack + 1)) || !(m->rstage = ptc_malloc(nstage + 1)))
+        return ptc_error_set(PTC_E_NOMEM, "no memory for the exchange (%zu + %zu bytes packed)",
+                             npack, nstage);
+    size_t so = 0, si = 0;
+    for (int q = 0; q < np; q++) { /* each peer's place in the packed buffers */
+        cur_out[q] = so;
+        cur_in[q] = si;
+        so += out[q];
+        si += in[q];
+    }
+    for (size_t i = 0; i < nit; i++) {
+        int from, to;
+        item_ends(o, &it[i], fanout, &from, &to);
+        size_t b = item_bytes(o, &it[i]);
+        if (from == me && to == me) {
+            PTC_TRY(copy_here(o, &it[i], fanout));
+            continue;
+        }
+        if (!b || (from != me && to != me))
+            continue;
+        bool d = direct(o, &it[i], fanout);
+        if (from == me && d) {
+            m->to[m->ns] = to, m->sp[m->ns] = run_of(o, &it[i], fanout, true),
+            m->sl[m->ns++] = b;
+        } else if (from == me) { /* packed (a reused shard, always whole, is a run) */
+            uint8_t *dst = m->spack + cur_out[to];
+            cur_out[to] += b;
+            const uint8_t *run = run_of(o, &it[i], fanout, true);
+            if (run)
+                memcpy(dst, run, b);
+            else
+                PTC_TRY(ptc_reshard_pack_one(o->p, it[i].x,
+                                             fanout ? o->db[it[i].x->src_rank][it[i].t]
+                                                    : o->sb[it[i].x->src_rank][it[i].t],
+                                             dst));
+        }
+        if (to == me && d) {
+            m->from[m->nr] = from, m->rp[m->nr] = run_of(o, &it[i], fanout, false),
+            m->rl[m->nr++] = b;
+        }
+    }
+    for (int q = 0; q < np; q++) { /* the packed messages, after the direct ones */
+        if (out[q]) {
+            m->to[m->ns] = q, m->sp[m->ns] = m->spack + cur_out[q] - out[q];
+            m->sl[m->ns++] = out[q];
+        }
+        if (in[q]) {
+            m->from[m->nr] = q, m->rp[m->nr] = m->rstage + cur_in[q];
+            m->rl[m->nr++] = in[q];
+        }
+    }
+    return PTC_OK;
+}
+
+/* Unpack what came packed from the peers (cursors at each peer's start). */
+static int msgs_unpack(const ov *o, const item *it, size_t nit, bool fanout, msgs *m)
+{
+    int me = o->t->rank;
+    size_t *cur_in = m->at + 3 * o->t->size;
+    for (size_t i = 0; i < nit; i++) {
+        int from, to;
+        item_ends(o, &it[i], fanout, &from, &to);
+        size_t b = item_bytes(o, &it[i]);
+        if (to != me || from == me || !b || direct(o, &it[i], fanout))
+            continue;
+        const uint8_t *src = m->rstage + cur_in[from];
+        cur_in[from] += b;
+        uint8_t *run = run_of(o, &it[i], fanout, false);
+        if (run)
+            memcpy(run, src, b);
+        else
+            PTC_TRY(ptc_reshard_unpack_one(o->p, it[i].x, src,
+                                           o->db[it[i].x->dst_rank][it[i].t]));
+    }
+    return PTC_OK;
+}
+
+/* One phase: pack, exchange, unpack. Collective; failures agreed. */
+static int phase(const ov *o, bool fanout)
+{
+    const ptc_transport *t = o->t;
+    item *it = NULL;
+    size_t nit = 0;
+    msgs m;
+    memset(&m, 0, sizeof m);
+    int rc = items_of(o, fanout, &it, &nit);
+    if (rc == PTC_OK)
+        rc = msgs_build(o, it, nit, fanout, &m);
+    if ((rc = ptc_transport_agree(t, rc, "reshard exchange")) < 0)
+        goto out_free;
+    rc = ptc_transport_exchange(t, m.ns, m.to, m.sp, m.sl, m.nr, m.from, m.rp, m.rl);
+    if (rc == PTC_OK)
+        rc = msgs_unpack(o, it, nit, fanout, &m);
+    rc = ptc_transport_agree(t, rc, "reshard exchange");
+out_free:
+    msgs_free(&m);
+    ptc_free(it);
+    return rc;
+}
+
+int ptc_reshard_owned_over(const ptc_plan *p, const ptc_transport *t, const int *src_owner,
+                           const void *const *const *src, const int *dst_owner,
+                           void *const *const *dst)
+{
+    ov o = {p, t, src_owner, dst_owner, src, dst,
+            ptc_config_world(ptc_layout_config(ptc_plan_source(p))),
+            ptc_config_world(ptc_layout_config(ptc_plan_target(p)))};
+    int rc = PTC_OK;
+    for (int r = 0; r < o.ws && rc == PTC_OK; r++)
+        if (src_owner[r] < 0 || src_owner[r] >= t->size)
+            rc = ptc_error_set(PTC_E_INVAL, "source rank %d: process %d of %d", r,
+                               src_owner[r], t->size);
+    for (int r = 0; r < o.wt && rc == PTC_OK; r++)
+        if (dst_owner[r] < 0 || dst_owner[r] >= t->size)
+            rc = ptc_error_set(PTC_E_INVAL, "target rank %d: process %d of %d", r,
+                               dst_owner[r], t->size);
+    PTC_TRY(ptc_transport_agree(t, rc, "reshard exchange"));
+    PTC_TRY(phase(&o, false));
+    return phase(&o, true);
+}
