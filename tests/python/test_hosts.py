@@ -1,3 +1,4 @@
+# procs: 1 (rank processes or a mount: one multi-process slot, cmake/tests.cmake)
 """ptc.save / ptc.load across hosts (docs/checkpoint.md, "Across hosts"):
 gloo processes given host identities of their own (host=), each host's store
 a private directory that no other host's process opens (hosts_worker.py).
