@@ -29,6 +29,8 @@ MAX_FILE = 1000
 # file tests one module; its length is its cases.
 ONE_JOB = {
     "tests/unit/test_ckpt.c": "the unit tests of ptc/ckpt without MPI",
+    "tests/unit/test_ckpt_hosts.c": "the unit tests of the cross-host commit (ptc/ckpt/ckpt_hosts.c: "
+                                    "journal, replicas, crash cases, tiers) on a thread transport",
     "tests/unit/test_layout.c": "the unit tests of the layout function (ptc/layout/layout.c)",
     "tests/unit/test_store.c": "the unit tests of the store (ptc/store)",
     "tests/unit/test_view.c": "the unit tests of the view library (fuse/view*.c)",

@@ -247,7 +247,7 @@ class Transport(Structure):
 
 
 class CkptHostsOptions(Structure):
-    _fields_ = [("replicas", c_int), ("keep", c_int)]
+    _fields_ = [("replicas", c_int), ("keep", c_int), ("pin", c_uint64)]
 
 
 class ReshardHostsResult(Structure):

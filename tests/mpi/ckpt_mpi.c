@@ -220,34 +220,78 @@ static int save_in_background(ptc_store *s, const ptc_layout *l, const ptc_rules
     return rc;
 }
 
-int main(int argc, char **argv)
+typedef struct args {
+    const char *store, *cfg_text, *hosts;
+    uint64_t seed, step, version;
+    int threads, replicas;
+} args;
+
+static void parse_args(int argc, char **argv, args *a)
 {
-    const char *mode = argc > 1 ? argv[1] : "", *store = NULL, *cfg_text = NULL;
-    const char *hosts = NULL;
-    uint64_t seed = 1, step = 1, version = 0;
-    int threads = 0, replicas = 0;
+    *a = (args){.seed = 1, .step = 1};
     for (int i = 2; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--store") == 0)
-            store = argv[i + 1];
+            a->store = argv[i + 1];
         else if (strcmp(argv[i], "--config") == 0)
-            cfg_text = argv[i + 1];
+            a->cfg_text = argv[i + 1];
         else if (strcmp(argv[i], "--seed") == 0)
-            seed = strtoull(argv[i + 1], NULL, 10);
+            a->seed = strtoull(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--step") == 0)
-            step = strtoull(argv[i + 1], NULL, 10);
+            a->step = strtoull(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--version") == 0)
-            version = strtoull(argv[i + 1], NULL, 10);
+            a->version = strtoull(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--threads") == 0)
-            threads = atoi(argv[i + 1]);
+            a->threads = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--hosts") == 0)
-            hosts = argv[i + 1];
+            a->hosts = argv[i + 1];
         else if (strcmp(argv[i], "--replicas") == 0)
-            replicas = atoi(argv[i + 1]);
+            a->replicas = atoi(argv[i + 1]);
     }
+}
+
+/* hold: a save begun and held open until STORE/release exists (STORE/ready
+ * says it is open), then aborted */
+static int hold(ptc_store *s, const char *store, const ptc_layout *l, const ptc_rules *rules,
+                const ptc_ckpt_options *o)
+{
+    ptc_ckpt_txn *txn;
+    if (ptc_ckpt_begin(&txn, s, l, rules, o))
+        return fail("hold");
+    char p[4096];
+    snprintf(p, sizeof p, "%s/ready", store);
+    fclose(fopen(p, "w"));
+    snprintf(p, sizeof p, "%s/release", store);
+    struct stat st;
+    for (int i = 0; i < 6000 && stat(p, &st) != 0; i++)
+        usleep(10000);
+    ptc_ckpt_abort(txn);
+    return 0;
+}
+
+/* whole: the newest version the hosts present hold whole */
+static int whole(ptc_transport *tr, int host, ptc_store *s, int me)
+{
+    uint64_t newest = 0, v = 0;
+    int missing = 0;
+    if (ptc_ckpt_hosts_recover_over(tr, host, s, &newest) ||
+        ptc_reshard_hosts_whole(tr, s, newest, &v, &missing))
+        return fail("whole");
+    if (me == 0)
+        printf("whole: newest %llu, version %llu, missing %d\n", (unsigned long long)newest,
+               (unsigned long long)v, missing);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    args a;
+    parse_args(argc, argv, &a);
+    const char *store = a.store; /* a host's own folder with --hosts */
     bool async = !strcmp(mode, "async") || !strcmp(mode, "async-caller");
-    if (!store || !cfg_text ||
+    if (!store || !a.cfg_text ||
         (strcmp(mode, "save") && strcmp(mode, "load") && strcmp(mode, "hold") &&
-         (strcmp(mode, "whole") || !hosts) && !async)) {
+         (strcmp(mode, "whole") || !a.hosts) && !async)) {
         fprintf(stderr, "usage: ckpt_mpi save|load|hold|whole|async|async-caller --store DIR "
                         "--config CFG ...\n");
         return 2;
@@ -273,7 +317,7 @@ int main(int argc, char **argv)
     int ranks[1024];
     size_t nranks = 0;
     if (ptc_rules_parse(&rules, RULES, strlen(RULES), "driver rules") ||
-        ptc_config_parse(&cfg, cfg_text) || ptc_layout_create(&l, m.ti, m.nt, rules, &cfg)) {
+        ptc_config_parse(&cfg, a.cfg_text) || ptc_layout_create(&l, m.ti, m.nt, rules, &cfg)) {
         rc = fail("layout");
         goto out;
     }
@@ -284,8 +328,8 @@ int main(int argc, char **argv)
     char host_name[256] = "", host_dir[2048];
     ptc_transport tr;
     int host = 0, nhosts = 0;
-    if (hosts) { /* this process's host: the me-th name; its store DIR/NAME */
-        const char *at = hosts;
+    if (a.hosts) { /* this process's host: the me-th name; its store DIR/NAME */
+        const char *at = a.hosts;
         for (int p = 0; p < me && at; p++)
             at = (at = strchr(at, ',')) ? at + 1 : NULL;
         size_t n = at ? strcspn(at, ",") : 0;
@@ -305,50 +349,27 @@ int main(int argc, char **argv)
     }
     ptc_ckpt_options o;
     ptc_ckpt_options_init(&o);
-    o.threads = threads;
+    o.threads = a.threads;
     if (strcmp(mode, "hold") == 0) {
-        ptc_ckpt_txn *txn;
-        if (ptc_ckpt_begin(&txn, s, l, rules, &o)) {
-            rc = fail("hold");
-            goto out;
-        }
-        char p[4096];
-        snprintf(p, sizeof p, "%s/ready", store);
-        fclose(fopen(p, "w"));
-        snprintf(p, sizeof p, "%s/release", store);
-        struct stat st;
-        for (int i = 0; i < 6000 && stat(p, &st) != 0; i++)
-            usleep(10000);
-        ptc_ckpt_abort(txn);
-        rc = 0;
+        rc = hold(s, store, l, rules, &o);
         goto out;
     }
     if (strcmp(mode, "whole") == 0) {
-        uint64_t newest = 0, v = 0;
-        int missing = 0;
-        if (ptc_ckpt_hosts_recover_over(&tr, host, s, &newest) ||
-            ptc_reshard_hosts_whole(&tr, s, newest, &v, &missing)) {
-            rc = fail("whole");
-            goto out;
-        }
-        if (me == 0)
-            printf("whole: newest %llu, version %llu, missing %d\n", (unsigned long long)newest,
-                   (unsigned long long)v, missing);
-        rc = 0;
+        rc = whole(&tr, host, s, me);
         goto out;
     }
     if (strcmp(mode, "save") == 0 || async) {
-        if (make_bufs(l, ranks, nranks, seed, true, &bufs)) {
+        if (make_bufs(l, ranks, nranks, a.seed, true, &bufs)) {
             rc = fail("buffers");
             goto out;
         }
         char seed_text[32];
-        snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)seed);
+        snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)a.seed);
         ptc_ckpt_kv kv = {"data-seed", seed_text};
         uint8_t rng[8] = {1, 2, 3, 4, 5, 6, 7, (uint8_t)me};
-        ptc_ckpt_record rec = {.step = step, .seed = seed, .epoch = 1, .sample = step * 32,
+        ptc_ckpt_record rec = {.step = a.step, .seed = a.seed, .epoch = 1, .sample = a.step * 32,
                                .global_batch = 32, .dataset = "synthetic", .has_loss = true,
-                               .loss = 1.0 / (double)(step + 1), .rng = rng, .rng_len = 8,
+                               .loss = 1.0 / (double)(a.step + 1), .rng = rng, .rng_len = 8,
                                .extra = &kv, .nextra = 1};
         const char *f = getenv("CKPT_FAIL_PROCESS");
         if (f && atoi(f) == me)
@@ -356,13 +377,17 @@ int main(int argc, char **argv)
         uint64_t v = 0;
         ptc_ckpt_hosts_options ho;
         ptc_ckpt_hosts_options_init(&ho);
-        ho.replicas = replicas;
-        int e = hosts   ? ptc_ckpt_hosts_save_over(&tr, host, s, l, rules, ranks, nranks,
-                                                   (const void *const *)bufs, &rec, &o, &ho, &v)
-                : async ? save_in_background(s, l, rules, ranks, nranks, bufs, &rec,
-                                             !strcmp(mode, "async-caller"), me, &v)
-                        : ptc_ckpt_save(s, l, rules, ranks, nranks, (const void *const *)bufs,
-                                        &rec, &o, MPI_COMM_WORLD, &v);
+        ho.replicas = a.replicas;
+        int e;
+        if (a.hosts)
+            e = ptc_ckpt_hosts_save_over(&tr, host, s, l, rules, ranks, nranks,
+                                         (const void *const *)bufs, &rec, &o, &ho, &v);
+        else if (async)
+            e = save_in_background(s, l, rules, ranks, nranks, bufs, &rec,
+                                   !strcmp(mode, "async-caller"), me, &v);
+        else
+            e = ptc_ckpt_save(s, l, rules, ranks, nranks, (const void *const *)bufs, &rec, &o,
+                              MPI_COMM_WORLD, &v);
         ptc_fault_write_at(0, 0);
         if (e) {
             rc = fail("save");
@@ -372,8 +397,8 @@ int main(int argc, char **argv)
             printf("saved version %llu\n", (unsigned long long)v);
         rc = 0;
     } else {
-        if (make_bufs(l, ranks, nranks, seed, true, &want) ||
-            make_bufs(l, ranks, nranks, seed, false, &bufs)) {
+        if (make_bufs(l, ranks, nranks, a.seed, true, &want) ||
+            make_bufs(l, ranks, nranks, a.seed, false, &bufs)) {
             rc = fail("buffers");
             goto out;
         }
@@ -383,14 +408,14 @@ int main(int argc, char **argv)
         if (f && atoi(f) == me)
             ptc_fault_alloc_at(1);
         ptc_reshard_hosts_result hr;
-        int e = hosts ? ptc_reshard_hosts_load(&tr, host, s, version, l, ranks, nranks,
+        int e = a.hosts ? ptc_reshard_hosts_load(&tr, host, s, a.version, l, ranks, nranks,
                                                (void *const *)bufs, &hr)
-                      : ptc_ckpt_load(s, version, l, ranks, nranks, (void *const *)bufs, &o,
+                      : ptc_ckpt_load(s, a.version, l, ranks, nranks, (void *const *)bufs, &o,
                                       MPI_COMM_WORLD, &rec, &v);
         ptc_fault_alloc_at(0);
         uint64_t lv = 0;
         bool fresh = false; /* a host whose store holds no part of the version */
-        if (!e && hosts) { /* the record of this host's part */
+        if (!e && a.hosts) { /* the record of this host's part */
             v = hr.version;
             memset(&rec, 0, sizeof rec);
             e = ptc_ckpt_hosts_local_version(s, v, &lv);
@@ -422,7 +447,7 @@ int main(int argc, char **argv)
                     rc = 1;
                 }
             }
-        if (rc == 0 && !fresh && (rec.step != step || rec.seed != seed || rec.rng_len != 8 ||
+        if (rc == 0 && !fresh && (rec.step != a.step || rec.seed != a.seed || rec.rng_len != 8 ||
                         rec.nextra != 1 || strcmp(rec.dataset, "synthetic") != 0)) {
             fprintf(stderr, "error: record differs (step %llu)\n", (unsigned long long)rec.step);
             rc = 1;
