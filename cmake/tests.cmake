@@ -56,9 +56,12 @@ function(ptc_test_procs test file)
     set(_n ${PTC_TEST_PROCS})
   endif()
   set_tests_properties(${test} PROPERTIES RESOURCE_GROUPS "procs:${_n}")
-  # under ASan: Open MPI's own allocations are never freed (no leak check)
+  # under ASan: Open MPI's own allocations are never freed (no leak check);
+  # the configuration matrices show each value once (tests/pairwise.py,
+  # PTC_TEST_EACH): this pass looks for memory errors, the plain pass covers
+  # the pairs
   if(PTC_SANITIZE)
-    set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+    set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;PTC_TEST_EACH=1")
   endif()
 endfunction()
 

@@ -9,8 +9,13 @@ pairwise subset: every value of every factor meets every value of every
 other factor on at least one line, which for a few factors of a few values
 is a small fraction of the product (7x2x2x2 = 56: 14 lines). With
 PTC_TEST_FULL=1 in the environment (the `slow` label, `make test-slow`) the
-lines are the whole product, in order. Deterministic: the same arguments
-give the same lines, so a failure names a configuration that reruns.
+lines are the whole product, in order. With PTC_TEST_EACH=1 (the
+sanitizer pass, `make test-asan`, which looks for memory errors rather than
+for the configurations' interplay) the lines are the pairwise subset's
+lines, in order, that show some factor's value no earlier line showed: every
+value of every factor at least once (as many lines as the largest factor has
+values, or a few more). Deterministic: the same arguments give the same
+lines, so a failure names a configuration that reruns.
 
 The subset is built greedily: each new line starts from the first pair not
 yet covered and gives every other factor the value that covers the most new
@@ -54,6 +59,17 @@ def pairwise(values):
     return rows
 
 
+def each_value(rows):
+    """The rows, in order, that show a (factor, value) no earlier row showed."""
+    seen, keep = set(), []
+    for r in rows:
+        new = {(i, v) for i, v in enumerate(r)} - seen
+        if new:
+            keep.append(r)
+            seen |= new
+    return keep
+
+
 def main(argv):
     names, values = [], []
     for arg in argv:
@@ -68,6 +84,8 @@ def main(argv):
         rows = [list(r) for r in itertools.product(*values)]
     else:
         rows = pairwise(values)
+        if os.environ.get("PTC_TEST_EACH") == "1":
+            rows = each_value(rows)
     for r in rows:
         print(" ".join(r))
 
