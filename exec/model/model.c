@@ -754,9 +754,17 @@ static int zero_gather(ptc_exec_model *x, int c)
     return rc;
 }
 
+void exec_model_before_update(ptc_exec_model *x, void (*fn)(void *user), void *user)
+{
+    x->before_update = fn;
+    x->before_update_user = user;
+}
+
 static int model_optimizer(void *user)
 {
     ptc_exec_model *x = user;
+    if (x->before_update)
+        x->before_update(x->before_update_user);
     ptc_adamw_params hp = {.lr = x->cfg.lr > 0 ? x->cfg.lr : 1e-3f,
                            .beta1 = 0.9f,
                            .beta2 = 0.999f,

@@ -48,7 +48,14 @@ struct ptc_exec_model {
     size_t nparams;
     char **names;
     float *scratch;          /* [n, max(H, 4H, V)] x 3 */
+    void (*before_update)(void *user); /* exec_model_before_update */
+    void *before_update_user;
 };
+
+/* Call @p fn(@p user) at the start of every optimizer step, before the
+ * parameters and moments change (NULL: none): where a training job waits
+ * for a deferred snapshot of its state (ptc_ckpt_stage_defer). */
+void exec_model_before_update(ptc_exec_model *x, void (*fn)(void *user), void *user);
 
 /* Saved activations of one layer inside a micro-batch's block `a`. */
 typedef struct lay_act {

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ptc/reshard.h"
+#include "exec/model/model_internal.h"
 #include "exec/model/train_internal.h"
 
 int train_ckpt_layout(const ptc_train_opts *o, const ptc_sched *s, ptc_layout **layout,
@@ -349,8 +350,16 @@ bool train_mpi_threads(void)
     return MPI_Query_thread(&level) == MPI_SUCCESS && level >= MPI_THREAD_MULTIPLE;
 }
 
-/* The cross-host save in the background: the snapshot here, then the whole
- * protocol (exchange, writes, two-phase commit) on the library's thread
+/* exec_model_before_update's: the snapshot of the save in flight is taken. */
+static void wait_snapshot(void *user)
+{
+    const train_async *as = user;
+    ptc_ckpt_async_snapshot_wait(as->a);
+}
+
+/* The cross-host save in the background: the snapshot (here, or with the
+ * CPU model on the library's thread before the next optimizer step), then
+ * the whole protocol (exchange, writes, two-phase commit) on that thread
  * over a communicator of its own (MPI_THREAD_MULTIPLE: the job's thread
  * goes on calling MPI). Collective over the active processes. */
 static int save_async_hosts(const ptc_train_opts *o, ptc_store *store, uint64_t pin,
@@ -373,6 +382,12 @@ static int save_async_hosts(const ptc_train_opts *o, ptc_store *store, uint64_t 
         rc = ptc_transport_mpi(&as->t, as->bg);
     if ((rc = train_agree(g->comm, rc)) < 0)
         return rc;
+    /* the CPU model's optimizer is the first to change the state: the copy
+     * runs on the save's thread during the next step's forward and
+     * backward, and the optimizer waits for it */
+    ptc_ckpt_stage_defer(as->stage, g->model != NULL);
+    if (g->model)
+        exec_model_before_update(g->model, wait_snapshot, as);
     return ptc_ckpt_hosts_save_async(&as->a, &as->t, host, store, g->layout, g->rules, g->ranks,
                                      g->nranks, (const void *const *)g->bufs, rec, &co, &ho,
                                      as->stage);

@@ -251,7 +251,9 @@ typedef struct train_async {
 bool train_mpi_threads(void);
 
 /* Begin saving segment @p g's state after @p steps steps in the background
- * (into @p as, which holds none); returns once the state is copied;
+ * (into @p as, which holds none); returns once the state is copied (with
+ * --replicas and the CPU model: at once, the model's next optimizer step
+ * waiting for the copy);
  * @p pin as train_state_save's. Collective over the active processes. */
 int train_state_save_async(const ptc_train_opts *o, ptc_store *store, uint64_t pin,
                            const train_seg *g, int64_t steps, bool has_loss, double loss,

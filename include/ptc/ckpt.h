@@ -597,8 +597,22 @@ typedef struct ptc_ckpt_async ptc_ckpt_async;
 /** A new, empty snapshot area. @return PTC_OK or PTC_E_NOMEM. */
 PTC_API int ptc_ckpt_stage_create(ptc_ckpt_stage **out);
 
-/** Bytes the area holds now (its memory). */
+/** Bytes the area holds now (its memory): the snapshot, and the replica
+ * copies a save across hosts received through it. */
 PTC_API size_t ptc_ckpt_stage_bytes(const ptc_ckpt_stage *st);
+
+/**
+ * Deferred snapshots (default off): a save across hosts through @p st
+ * (ptc_ckpt_hosts_save_async()) returns before copying the buffers; its
+ * thread copies them first, then runs the save. The caller keeps the
+ * buffers unchanged until ptc_ckpt_async_snapshot_wait() returns (or the
+ * wait), and may compute meanwhile: a training job waits just before its
+ * optimizer writes the state, so the copy overlaps the next step's forward
+ * and backward instead of stalling the step boundary. Other saves through
+ * @p st copy before they return, as without it. NULL: no-op.
+ * @note Thread safety: not while a save uses @p st.
+ */
+PTC_API void ptc_ckpt_stage_defer(ptc_ckpt_stage *st, bool on);
 
 /** Free the area (NULL: no-op). Not while a save uses it. */
 PTC_API void ptc_ckpt_stage_destroy(ptc_ckpt_stage *st);
@@ -663,6 +677,16 @@ PTC_API int ptc_ckpt_save_locals_async(ptc_ckpt_async **out, const ptc_transport
                                        const ptc_config *cfg, const ptc_rules *rules,
                                        const ptc_ckpt_record *rec,
                                        const ptc_ckpt_options *opts, ptc_ckpt_stage *stage);
+
+/**
+ * Wait until the save's snapshot is taken (at once for a save that copied
+ * before returning; a deferred one, ptc_ckpt_stage_defer(), once its thread
+ * has copied the buffers or failed to): then the caller may change them.
+ * A failure of the copy is the save's outcome at ptc_ckpt_async_wait().
+ * NULL: returns at once.
+ * @note Thread safety: any thread, while @p a is not freed.
+ */
+PTC_API void ptc_ckpt_async_snapshot_wait(ptc_ckpt_async *a);
 
 /**
  * Whether the background part has finished (committed or failed; with
@@ -812,7 +836,12 @@ PTC_API int ptc_ckpt_hosts_save_over(const ptc_transport *t, int host, ptc_store
  *           a communicator of its own, and MPI_THREAD_MULTIPLE where the
  *           caller keeps using MPI meanwhile)
  * @param stage  the snapshot area (required); its previous save's
- *           background part ends first
+ *           background part ends first. The replicas this process receives
+ *           go into a second area of it, kept for the next save. With
+ *           ptc_ckpt_stage_defer(), the copy runs on the save's thread:
+ *           @p bufs' bytes stay unchanged until
+ *           ptc_ckpt_async_snapshot_wait() returns (the array itself is
+ *           read during the call only)
  * @param rec  used on every host's lowest process (copied)
  * @return PTC_OK with *out to wait for; PTC_E_INVAL (no transport, layout
  *   or stage), PTC_E_NOMEM. The save's own errors come from the wait.

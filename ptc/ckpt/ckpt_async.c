@@ -12,7 +12,11 @@
  *     this process's pack files, and ptc_ckpt_async_wait runs the commit:
  *     no collective ever leaves the caller's thread.
  * A save across hosts (ptc_ckpt_hosts_save_async) runs the background way:
- * its thread runs the whole protocol of ckpt_hosts.c on the snapshot.
+ * its thread runs the whole protocol of ckpt_hosts.c on the snapshot, and
+ * receives the replicas into a second area of the stage, kept from save to
+ * save. Through a deferred stage (ptc_ckpt_stage_defer) the snapshot too is
+ * the thread's: it copies first, then the caller, waiting in
+ * ptc_ckpt_async_snapshot_wait, may change its buffers.
  * Either way a failure of the snapshot on one process is not returned
  * there alone: it is this process's outcome in the protocol's first
  * agreement, so every process fails alike and none waits for it. */
@@ -36,6 +40,9 @@
 struct ptc_ckpt_stage {
     uint8_t *mem;
     size_t cap;
+    uint8_t *copies; /* replicas received by a save across hosts */
+    size_t copies_cap;
+    bool deferred; /* ptc_ckpt_stage_defer: hosts saves snapshot on their thread */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool busy; /* the background part of a save uses it */
@@ -80,7 +87,28 @@ static void stage_give(ptc_ckpt_stage *st)
 
 size_t ptc_ckpt_stage_bytes(const ptc_ckpt_stage *st)
 {
-    return st ? st->cap : 0;
+    return st ? st->cap + st->copies_cap : 0;
+}
+
+void ptc_ckpt_stage_defer(ptc_ckpt_stage *st, bool on)
+{
+    if (st)
+        st->deferred = on;
+}
+
+int ptc_ckpt_stage_copies(ptc_ckpt_stage *st, size_t bytes, uint8_t **out)
+{
+    *out = NULL;
+    if (bytes > st->copies_cap || !st->copies) {
+        ptc_free(st->copies); /* the old bytes are not needed */
+        st->copies_cap = 0;
+        if (!(st->copies = ptc_malloc(bytes + 1)))
+            return ptc_error_set(PTC_E_NOMEM, "checkpoint: no memory for %zu bytes of replica "
+                                              "copies", bytes);
+        st->copies_cap = bytes;
+    }
+    *out = st->copies;
+    return PTC_OK;
 }
 
 void ptc_ckpt_stage_destroy(ptc_ckpt_stage *st)
@@ -88,6 +116,7 @@ void ptc_ckpt_stage_destroy(ptc_ckpt_stage *st)
     if (!st)
         return;
     ptc_free(st->mem);
+    ptc_free(st->copies);
     pthread_cond_destroy(&st->cv);
     pthread_mutex_destroy(&st->mu);
     ptc_free(st);
@@ -201,6 +230,10 @@ struct ptc_ckpt_async {
     char *arena;
     ptc_ckpt_options opts; /* no stream: the snapshot is host memory */
     ptc_ckpt_stage *stage;  /* held until the background part ends */
+    const void **src;      /* deferred: the caller's buffers, until snapped */
+    pthread_mutex_t mu;    /* deferred: guards snapped */
+    pthread_cond_t cv;
+    bool snapped;          /* the snapshot is taken (or failed) */
     ptc_ckpt_saving sv;    /* caller mode: between begin and commit */
     int rc_in;             /* this process's outcome before the background */
     char msg[1024];        /* ... and the message of rc_in, then of rc */
@@ -250,6 +283,9 @@ static void async_free(ptc_ckpt_async *a)
     if (!a)
         return;
     ptc_ckpt_saving_free(&a->sv);
+    ptc_free(a->src);
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->mu);
     if (a->stage)
         stage_give(a->stage);
     ptc_layout_destroy(a->own_l);
@@ -278,15 +314,32 @@ static int restore_error(const ptc_ckpt_async *a)
     return a->rc_in < 0 ? ptc_error_set(a->rc_in, "%s", a->msg) : PTC_OK;
 }
 
+/* The snapshot is taken: the caller may change its buffers. */
+static void set_snapped(ptc_ckpt_async *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->snapped = true;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static int snap_layout(ptc_ckpt_async *a, const ptc_layout *l, const void *const *bufs);
+
 static void *run(void *arg)
 {
     ptc_ckpt_async *a = arg;
     const ptc_ckpt_record *rec = a->has_rec ? &a->rec : NULL;
+    if (a->src) { /* the deferred snapshot first: the caller waits for it */
+        keep_error(a, snap_layout(a, a->l, a->src));
+        ptc_free(a->src);
+        a->src = NULL;
+        set_snapped(a);
+    }
     int rc = restore_error(a);
     if (a->hosts) {
         rc = ptc_ckpt_hosts_save_rc(&a->t, rc, a->host, a->s, a->l, a->rules, a->ranks,
                                     a->nranks, (const void *const *)a->bufs, rec, &a->opts,
-                                    &a->hopts, &a->version);
+                                    &a->hopts, a->stage, &a->version);
     } else if (a->caller) {
         /* only the writes: the commit is the wait's */
         if (rc == PTC_OK)
@@ -327,6 +380,16 @@ static int async_new(ptc_ckpt_async **out, const ptc_transport *t, ptc_store *s,
     ptc_ckpt_async *a = ptc_calloc(1, sizeof *a);
     if (!a)
         return PTC_E_NOMEM;
+    if (pthread_mutex_init(&a->mu, NULL) != 0) {
+        ptc_free(a);
+        return ptc_error_set(PTC_E_NOMEM, "cannot create a mutex");
+    }
+    if (pthread_cond_init(&a->cv, NULL) != 0) {
+        pthread_mutex_destroy(&a->mu);
+        ptc_free(a);
+        return ptc_error_set(PTC_E_NOMEM, "cannot create a condition variable");
+    }
+    a->snapped = true; /* unless deferred */
     a->t = *t;
     a->s = s;
     a->rules = rules;
@@ -401,6 +464,20 @@ static int snap_layout(ptc_ckpt_async *a, const ptc_layout *l, const void *const
     return rc;
 }
 
+/* The layout save's buffers, to be copied on the save's thread: their
+ * addresses kept until then (the caller keeps the bytes unchanged until
+ * ptc_ckpt_async_snapshot_wait). */
+static int defer_layout(ptc_ckpt_async *a, const ptc_layout *l, const void *const *bufs)
+{
+    size_t m = a->nranks * ptc_layout_count(l);
+    if (!(a->src = ptc_calloc(m + 1, sizeof *a->src)))
+        return PTC_E_NOMEM;
+    if (m)
+        memcpy(a->src, bufs, sizeof *bufs * m);
+    a->snapped = false;
+    return PTC_OK;
+}
+
 int ptc_ckpt_save_async(ptc_ckpt_async **out, const ptc_transport *t, ptc_store *s,
                         const ptc_layout *l, const ptc_rules *rules, const int *ranks,
                         size_t nranks, const void *const *bufs, const ptc_ckpt_record *rec,
@@ -448,10 +525,12 @@ int ptc_ckpt_hosts_save_async(ptc_ckpt_async **out, const ptc_transport *t, int 
         a->hopts = *hopts;
     else
         ptc_ckpt_hosts_options_init(&a->hopts);
-    if (a->rc_in == PTC_OK)
-        keep_error(a, nranks && !bufs ? ptc_error_set(PTC_E_INVAL, "checkpoint save: buffers "
-                                                                   "are required")
-                                      : snap_layout(a, l, bufs));
+    if (a->rc_in == PTC_OK && nranks && !bufs)
+        keep_error(a, ptc_error_set(PTC_E_INVAL, "checkpoint save: buffers are required"));
+    else if (a->rc_in == PTC_OK && stage->deferred)
+        keep_error(a, defer_layout(a, l, bufs));
+    else if (a->rc_in == PTC_OK)
+        keep_error(a, snap_layout(a, l, bufs));
     async_start(a);
     *out = a;
     return PTC_OK;
@@ -590,6 +669,16 @@ int ptc_ckpt_save_locals_async(ptc_ckpt_async **out, const ptc_transport *t, int
     async_start(a);
     *out = a;
     return PTC_OK;
+}
+
+void ptc_ckpt_async_snapshot_wait(ptc_ckpt_async *a)
+{
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->mu);
+    while (!a->snapped)
+        pthread_cond_wait(&a->cv, &a->mu);
+    pthread_mutex_unlock(&a->mu);
 }
 
 bool ptc_ckpt_async_done(const ptc_ckpt_async *a)

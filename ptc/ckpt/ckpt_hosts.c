@@ -486,7 +486,9 @@ typedef struct hsave {
     int *wranks;
     size_t nw;
     const void **wbufs;
-    uint8_t *copies; /* the received bytes */
+    uint8_t *copies; /* the received bytes: own_copies, or the stage's */
+    uint8_t *own_copies;
+    ptc_ckpt_stage *stage; /* may be NULL */
 } hsave;
 
 /* The message list of the replica exchange. */
@@ -600,8 +602,13 @@ static int plan_copies(hsave *c, msgs *out, msgs *in)
         if (pass == 1)
             break;
         if (!(c->wranks = ptc_calloc(c->nw + 1, sizeof *c->wranks)) ||
-            !(c->wbufs = ptc_calloc(c->nw * nt + 1, sizeof *c->wbufs)) ||
-            !(c->copies = ptc_malloc(bytes_in + 1)))
+            !(c->wbufs = ptc_calloc(c->nw * nt + 1, sizeof *c->wbufs)))
+            return PTC_E_NOMEM;
+        /* the stage's area is reused from save to save: no fresh pages to
+         * fault in and zero for every save's copies */
+        if (c->stage)
+            PTC_TRY(ptc_ckpt_stage_copies(c->stage, bytes_in, &c->copies));
+        else if (!(c->copies = c->own_copies = ptc_malloc(bytes_in + 1)))
             return PTC_E_NOMEM;
         for (size_t a = 0; a < c->nranks; a++) {
             c->wranks[a] = c->ranks[a];
@@ -855,18 +862,19 @@ int ptc_ckpt_hosts_save_over(const ptc_transport *t, int host, ptc_store *s,
                              uint64_t *version)
 {
     return ptc_ckpt_hosts_save_rc(t, PTC_OK, host, s, l, rules, ranks, nranks, bufs, rec, opts,
-                                  hopts, version);
+                                  hopts, NULL, version);
 }
 
 int ptc_ckpt_hosts_save_rc(const ptc_transport *t, int rc_in, int host, ptc_store *s,
                            const ptc_layout *l, const ptc_rules *rules, const int *ranks,
                            size_t nranks, const void *const *bufs, const ptc_ckpt_record *rec,
                            const ptc_ckpt_options *opts, const ptc_ckpt_hosts_options *hopts,
-                           uint64_t *version)
+                           ptc_ckpt_stage *stage, uint64_t *version)
 {
     static const char what[] = "checkpoint save";
     hsave c = {.t = t, .s = s, .l = l, .ranks = ranks, .nranks = nranks, .bufs = bufs,
-               .rec = rec, .opts = opts, .replicas = hopts ? hopts->replicas : 0};
+               .rec = rec, .opts = opts, .replicas = hopts ? hopts->replicas : 0,
+               .stage = stage};
     crashed = false;
     int world = l ? ptc_layout_world(l) : 0;
     PTC_TRY(view_gather(t, rc_in, host, s, ranks, nranks, world, what, &c.v));
@@ -907,7 +915,7 @@ out_free:
     hview_free(&c.v);
     ptc_free(c.wranks);
     ptc_free(c.wbufs);
-    ptc_free(c.copies);
+    ptc_free(c.own_copies);
     return rc;
 }
 

@@ -225,11 +225,18 @@ int ptc_ckpt_collect_load(const ptc_transport *t, const char *what, const int *r
 /* ---- across hosts (ckpt_hosts.c) ------------------------------------------------------- */
 
 /* ptc_ckpt_hosts_save_over with this process's outcome so far, @p rc_in,
- * agreed in its first step (the asynchronous save's snapshot). */
+ * agreed in its first step (the asynchronous save's snapshot); the replica
+ * copies this process receives go into @p stage's copy area (NULL: memory
+ * of this save's own). */
 int ptc_ckpt_hosts_save_rc(const ptc_transport *t, int rc_in, int host, ptc_store *s,
                            const ptc_layout *l, const ptc_rules *rules, const int *ranks,
                            size_t nranks, const void *const *bufs, const ptc_ckpt_record *rec,
                            const ptc_ckpt_options *opts, const ptc_ckpt_hosts_options *hopts,
-                           uint64_t *version);
+                           ptc_ckpt_stage *stage, uint64_t *version);
+
+/* The copy area of @p st, at least @p bytes (grown when smaller, kept for
+ * the next save, never shrunk): where a save across hosts receives the
+ * replicas it writes. Only the save holding @p st uses it (ckpt_async.c). */
+int ptc_ckpt_stage_copies(ptc_ckpt_stage *st, size_t bytes, uint8_t **out);
 
 #endif

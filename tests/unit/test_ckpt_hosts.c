@@ -997,6 +997,79 @@ static void test_async(void **state)
     job_close(&j);
 }
 
+/* Two saves through one deferred stage: each returns before its copy, the
+ * buffers are overwritten as soon as ptc_ckpt_async_snapshot_wait returns,
+ * and the area (snapshot and received replica) is sized once and reused. */
+static int deferred_body(proc *p)
+{
+    job *j = ((async_arg *)p->arg)->j;
+    int r = j->rank_of[p->rank], h = j->host_of[p->rank], from = -1;
+    for (int q = 0; q < j->nprocs; q++) /* the process whose copy this one receives */
+        if (j->host_of[q] == (h + j->nhosts - 1) % j->nhosts)
+            from = j->rank_of[q];
+    size_t want = 0;
+    for (size_t t = 0; t < 2; t++) {
+        size_t own, copy;
+        assert_int_equal(ptc_ckpt_local_bytes(j->l, t, r, &own), PTC_OK);
+        assert_int_equal(ptc_ckpt_local_bytes(j->l, t, from, &copy), PTC_OK);
+        want += (own + 63) / 64 * 64 + copy;
+    }
+    ptc_ckpt_options o;
+    ptc_ckpt_options_init(&o);
+    o.threads = 1;
+    ptc_ckpt_hosts_options ho;
+    ptc_ckpt_hosts_options_init(&ho);
+    ho.replicas = j->replicas;
+    ptc_ckpt_stage *st = NULL;
+    assert_int_equal(ptc_ckpt_stage_create(&st), PTC_OK);
+    ptc_ckpt_stage_defer(st, true);
+    int rc = PTC_OK;
+    for (uint32_t k = 0; k < 2 && rc == PTC_OK; k++) {
+        uint8_t *bufs[2];
+        fill(j->l, r, j->seed + k, bufs);
+        ptc_ckpt_record rec = {.step = 100 + j->seed + k};
+        ptc_ckpt_async *as = NULL;
+        rc = ptc_ckpt_hosts_save_async(&as, &p->t, h, j->s[h], j->l, j->rules, &r, 1,
+                                       (const void *const *)bufs, &rec, &o, &ho, st);
+        if (rc == PTC_OK) {
+            ptc_ckpt_async_snapshot_wait(as);
+            for (size_t t = 0; t < 2; t++) { /* the save holds its copy now */
+                size_t bytes;
+                assert_int_equal(ptc_ckpt_local_bytes(j->l, t, r, &bytes), PTC_OK);
+                if (bytes)
+                    memset(bufs[t], 0xA5, bytes);
+            }
+            rc = ptc_ckpt_async_wait(as, &p->version);
+        }
+        if (rc == PTC_OK)
+            assert_int_equal(ptc_ckpt_stage_bytes(st), want);
+        free(bufs[0]);
+        free(bufs[1]);
+    }
+    ptc_ckpt_async_snapshot_wait(NULL);
+    ptc_ckpt_stage_destroy(st);
+    return rc;
+}
+
+static void test_async_deferred(void **state)
+{
+    (void)state;
+    job j;
+    proc ps[MAXP];
+    job_open(&j, 3, 3, "tp=3");
+    j.replicas = 1;
+    j.seed = 21;
+    async_arg a = {.j = &j, .bad = -1};
+    run(ps, 3, deferred_body, &a, NULL);
+    all_ok(ps, 3, 2);
+    check_version(&j, 2, 22);
+    for (int h = 0; h < 3; h++) {
+        check_rank_on(&j, h, (h + 2) % 3, 2, 22, true);
+        check_rank_on(&j, h, (h + 2) % 3, 1, 21, true);
+    }
+    job_close(&j);
+}
+
 typedef struct persist_arg {
     job *j;
     ptc_store *ps;
@@ -1099,7 +1172,7 @@ int main(void)
         cmocka_unit_test(test_keep),           cmocka_unit_test(test_preexisting_versions),
         cmocka_unit_test(test_fresh_then_crash), cmocka_unit_test(test_stale_host),
         cmocka_unit_test(test_busy),           cmocka_unit_test(test_small_checks),
-        cmocka_unit_test(test_async),          cmocka_unit_test(test_persist),
+        cmocka_unit_test(test_async),          cmocka_unit_test(test_async_deferred),          cmocka_unit_test(test_persist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
