@@ -357,19 +357,16 @@ static void wait_snapshot(void *user)
     ptc_ckpt_async_snapshot_wait(as->a);
 }
 
-/* The cross-host save in the background: the snapshot (here, or with the
- * CPU model on the library's thread before the next optimizer step), then
- * the whole protocol (exchange, writes, two-phase commit) on that thread
- * over a communicator of its own (MPI_THREAD_MULTIPLE: the job's thread
- * goes on calling MPI). Collective over the active processes. */
-static int save_async_hosts(const ptc_train_opts *o, ptc_store *store, uint64_t pin,
-                            const train_seg *g, ptc_ckpt_record *rec, train_async *as)
+/* What every background save across hosts uses, made at the first one
+ * (and again after an online resize, whose train_state_drop clears them):
+ * the host index, the communicator of the library's thread, the snapshot
+ * area and the transport over it. Collective over the active processes;
+ * later saves begin without any collective at the step boundary. */
+static int async_hosts_ready(const train_seg *g, train_async *as)
 {
-    ptc_ckpt_options co;
-    ptc_ckpt_options_init(&co);
-    int host, rc = PTC_OK;
-    ptc_ckpt_hosts_options ho;
-    PTC_TRY(hosts_setup(o, g, pin, &host, &ho));
+    int nhosts, rc = train_agree(g->comm, train_hosts_index(g->comm, &as->host, &nhosts));
+    if (rc < 0)
+        return rc;
     if (as->bg == MPI_COMM_NULL && MPI_Comm_dup(g->comm, &as->bg) != MPI_SUCCESS) {
         as->bg = MPI_COMM_NULL;
         rc = ptc_error_set(PTC_E_MPI, "MPI_Comm_dup for the background save failed");
@@ -382,15 +379,37 @@ static int save_async_hosts(const ptc_train_opts *o, ptc_store *store, uint64_t 
         rc = ptc_transport_mpi(&as->t, as->bg);
     if ((rc = train_agree(g->comm, rc)) < 0)
         return rc;
+    as->ready = true;
+    return PTC_OK;
+}
+
+/* The cross-host save in the background: the snapshot (here, or with the
+ * CPU model on the library's thread before the next optimizer step), then
+ * the whole protocol (exchange, writes, two-phase commit) on that thread
+ * over a communicator of its own (MPI_THREAD_MULTIPLE: the job's thread
+ * goes on calling MPI). Collective over the active processes the first
+ * time (async_hosts_ready); then local until the thread's protocol. */
+static int save_async_hosts(const ptc_train_opts *o, ptc_store *store, uint64_t pin,
+                            const train_seg *g, ptc_ckpt_record *rec, train_async *as)
+{
+    ptc_ckpt_options co;
+    ptc_ckpt_options_init(&co);
+    ptc_ckpt_hosts_options ho;
+    ptc_ckpt_hosts_options_init(&ho);
+    ho.replicas = o->replicas;
+    ho.keep = o->keep_local;
+    ho.pin = pin;
+    if (!as->ready)
+        PTC_TRY(async_hosts_ready(g, as));
     /* the CPU model's optimizer is the first to change the state: the copy
      * runs on the save's thread during the next step's forward and
      * backward, and the optimizer waits for it */
     ptc_ckpt_stage_defer(as->stage, g->model != NULL);
     if (g->model)
         exec_model_before_update(g->model, wait_snapshot, as);
-    return ptc_ckpt_hosts_save_async(&as->a, &as->t, host, store, g->layout, g->rules, g->ranks,
-                                     g->nranks, (const void *const *)g->bufs, rec, &co, &ho,
-                                     as->stage);
+    return ptc_ckpt_hosts_save_async(&as->a, &as->t, as->host, store, g->layout, g->rules,
+                                     g->ranks, g->nranks, (const void *const *)g->bufs, rec, &co,
+                                     &ho, as->stage);
 }
 
 int train_state_save_async(const ptc_train_opts *o, ptc_store *store, uint64_t pin,

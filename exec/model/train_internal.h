@@ -244,6 +244,8 @@ typedef struct train_async {
     ptc_ckpt_stage *stage;  /* the snapshot memory, kept for the next */
     ptc_transport t;        /* over the segment's communicator, or bg */
     MPI_Comm bg;            /* --replicas: the background save's own */
+    int host;               /* --replicas: this process's host index */
+    bool ready;             /* --replicas: host, bg, stage and t are set */
 } train_async;
 
 /* Whether MPI runs with MPI_THREAD_MULTIPLE (a thread of the library may
