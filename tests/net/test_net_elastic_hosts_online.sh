@@ -1,4 +1,5 @@
 #!/bin/bash
+# labels: slow
 # ptc elastic --online over 3 hosts that share no filesystem (stores on each
 # host, --replicas 1; tests/net/lib_elastic_hosts.sh), 2 slots each: the job
 # runs dp=1,tp=2,pp=3 (a stage per host); host 2 leaves the hostfile after
@@ -6,7 +7,9 @@
 # on hosts 0 and 1 (no relaunch, no step lost; host 2's processes idle) and
 # the job saves on across hosts 0 and 1 to the end: every loss within 1e-5 of
 # an uninterrupted run, the versions after the resize committed on hosts 0
-# and 1 and not on host 2.
+# and 1 and not on host 2. (Slow: ~70 s; its fast twin for the job's side
+# is test_net_hosts_resize.sh, the controller's online path without
+# --replicas is tests/mpi/test_elastic.sh.)
 . "$(dirname "$0")/lib_elastic_hosts.sh"
 hostfile "$T/hosts" 2 2 2
 reference 8 && ok || { cat "$T/ref.err" >&2; bad "the reference run failed"; finish; }
