@@ -63,25 +63,34 @@ int ptc_reshard_hosts_save_locals(const ptc_transport *t, int rc, const char *ho
     return rc;
 }
 
-/* The locals' buffer table against version @p hv: under @p cfg the
- * layout every process has (a host without a part rebuilt it), without
- * one the layout the processes' tensors describe (each host reads its
- * part's tensors: every host must hold one). Agreed. */
-static int bind_load(const ptc_transport *t, ptc_store *s, const ptc_reshard_hosts_version *hv,
-                     uint64_t version, const int *ranks, size_t nranks,
-                     const ptc_ckpt_local *locals, size_t n, const ptc_config *cfg,
-                     const ptc_rules *rules, ptc_layout **l, void ***bufs)
+/* The locals of a load without a configuration in the order of the
+ * version's tensors (@p vl; names it lacks last, in their order), so that
+ * the layout they describe — its tensors in the order each name first
+ * appears, process 0's locals first — has the version's order, which the
+ * load across hosts takes (ptc_reshard_hosts_load). Into a fresh @p out. */
+static int version_order(const ptc_layout *vl, const ptc_ckpt_local *locals, size_t n,
+                         ptc_ckpt_local **out)
 {
-    *l = NULL;
-    if (cfg)
-        return ptc_ckpt_bind_locals_to(t, PTC_OK, hv->layout, ranks, nranks, locals, n, bufs);
-    int rc = hv->all ? PTC_OK
-                     : ptc_error_set(PTC_E_UNSUPPORTED, "a host holds no part of version %llu: "
-                                     "a load into it without a configuration needs a part on "
-                                     "every host (give the configuration)",
-                                     (unsigned long long)version);
-    return ptc_ckpt_bind_locals_over(t, rc, s, hv->lv, false, ranks, nranks, locals, n, NULL,
-                                     rules, l, bufs);
+    size_t nt = ptc_layout_count(vl), k = 0;
+    if (!(*out = ptc_malloc(sizeof **out * (n + 1))))
+        return ptc_error_set(PTC_E_NOMEM, "no memory for %zu local tensors", n);
+    bool *taken = ptc_calloc(n + 1, sizeof *taken);
+    if (!taken) {
+        ptc_free(*out);
+        *out = NULL;
+        return ptc_error_set(PTC_E_NOMEM, "no memory for %zu local tensors", n);
+    }
+    for (size_t t = 0; t < nt; t++)
+        for (size_t i = 0; i < n; i++)
+            if (!taken[i] && !strcmp(locals[i].name, ptc_layout_tensor(vl, t)->name)) {
+                (*out)[k++] = locals[i];
+                taken[i] = true;
+            }
+    for (size_t i = 0; i < n; i++)
+        if (!taken[i])
+            (*out)[k++] = locals[i];
+    ptc_free(taken);
+    return PTC_OK;
 }
 
 int ptc_reshard_hosts_load_locals(const ptc_transport *t, int rc, const char *host_name,
@@ -100,7 +109,14 @@ int ptc_reshard_hosts_load_locals(const ptc_transport *t, int rc, const char *ho
     PTC_TRY(ptc_reshard_hosts_version_open(t, s, version, cfg, rules, rec != NULL, &hv));
     ptc_layout *l = NULL;
     void **bufs = NULL;
-    rc = bind_load(t, s, &hv, version, ranks, nranks, locals, n, cfg, rules, &l, &bufs);
+    /* under @p cfg the version's layout, which every process has (a host
+     * without a part rebuilt it); without one the layout the processes'
+     * tensors describe (the version's dtypes for raw-bit buffers) */
+    ptc_ckpt_local *ordered = NULL;
+    rc = cfg ? PTC_OK : version_order(hv.layout, locals, n, &ordered);
+    rc = ptc_ckpt_bind_locals_to(t, rc, hv.layout, !cfg, ranks, nranks,
+                                 ordered ? ordered : locals, n, &l, &bufs);
+    ptc_free(ordered);
     if (rc == PTC_OK)
         rc = ptc_reshard_hosts_load(t, host, s, version, l ? l : hv.layout, ranks, nranks, bufs,
                                     res);

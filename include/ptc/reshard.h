@@ -306,8 +306,9 @@ PTC_API int ptc_reshard_hosts_save_locals(const ptc_transport *t, int rc, const 
  * ptc_reshard_hosts_load() fills the local tensors: each source rank read
  * from one host holding it, every missing byte moved over @p t by the
  * minimal plan. A host whose store holds no part of the version (a fresh
- * host) takes part: the layout and record come from a host that holds one
- * (with @p cfg only: without one, PTC_E_UNSUPPORTED). Host memory only.
+ * host) takes part: the version's layout and record come from a host that
+ * holds one (not for a version with an explicit layout: PTC_E_UNSUPPORTED).
+ * Host memory only.
  * @param rec  receives the version's record (ptc_ckpt_record_free; may be NULL)
  * @param res  the load's figures, res->version the version loaded (may be NULL)
  * @return PTC_OK, @p rc's agreed failure, PTC_E_NOTFOUND (no committed

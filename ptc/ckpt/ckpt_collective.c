@@ -248,7 +248,7 @@ static int collect_target(const ptc_transport *t, ptc_store *s, uint64_t version
     int rc = ptc_store_reader_open(&rd, s, version);
     /* a process that cannot open the version says so in the collection */
     rc = rc == PTC_OK ? ptc_ckpt_collect_load(t, "checkpoint load", ranks, nranks, locals, n,
-                                              rd, out)
+                                              rd, NULL, out)
                       : ptc_ckpt_collect(t, "checkpoint load", rc, ranks, nranks, locals, n,
                                          NULL, NULL, out);
     ptc_store_reader_close(rd);
@@ -302,20 +302,30 @@ int ptc_ckpt_bind_locals_over(const ptc_transport *t, int rc, ptc_store *s, uint
     return PTC_OK;
 }
 
-int ptc_ckpt_bind_locals_to(const ptc_transport *t, int rc, const ptc_layout *l,
+int ptc_ckpt_bind_locals_to(const ptc_transport *t, int rc, const ptc_layout *l, bool collect,
                             const int *ranks, size_t nranks, const ptc_ckpt_local *locals,
-                            size_t n, void ***bufs)
+                            size_t n, ptc_layout **layout, void ***bufs)
 {
+    static const char what[] = "checkpoint load";
+    ptc_layout *own = NULL;
+    *layout = NULL;
     *bufs = NULL;
     if (rc == PTC_OK)
         rc = host_locals(locals, n);
+    if (collect) {
+        PTC_TRY(ptc_transport_agree(t, rc, what));
+        PTC_TRY(ptc_ckpt_collect_load(t, what, ranks, nranks, locals, n, NULL, l, &own));
+    }
     if (rc == PTC_OK)
-        rc = ptc_ckpt_bind(l, ranks, nranks, locals, n, "the version", true, bufs);
-    if ((rc = ptc_transport_agree(t, rc, "checkpoint load")) < 0) {
+        rc = ptc_ckpt_bind(own ? own : l, ranks, nranks, locals, n, "the version", true, bufs);
+    if ((rc = ptc_transport_agree(t, rc, what)) < 0) {
         ptc_free(*bufs);
         *bufs = NULL;
+        ptc_layout_destroy(own);
+        return rc;
     }
-    return rc;
+    *layout = own;
+    return PTC_OK;
 }
 
 int ptc_ckpt_load_locals_over(const ptc_transport *t, int rc, ptc_store *s, uint64_t version,

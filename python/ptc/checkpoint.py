@@ -532,8 +532,9 @@ def load(store: StoreLike, state: State, *, config: Any = None, rank: Optional[R
     another host) over @p group's point-to-point messages, by the
     minimal-movement plan; no host reads another's disk. A host whose
     store holds no part of the version (a replaced host, an empty store)
-    takes part with @p config: the layout and record come from a host
-    holding a part. The returned dict
+    takes part: the layout and record come from a host holding a part (not
+    for a version saved with an explicit layout, e.g. from DTensors
+    without config: UnsupportedError). The returned dict
     then also holds "hosts": the hosts, "moved_bytes" (between hosts),
     "lower_bound" (the plan's per-host lower bound), "max_host_bytes" (the
     busiest host's) and "bytes_read". Host memory only (no CUDA tensors).

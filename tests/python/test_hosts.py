@@ -104,6 +104,13 @@ def test_fresh_host_and_whole_version(tmp_path):
     assert len({json.dumps(r["record"]) for r in a}) == 1
     with ptc.Store(base / "h2") as st:   # nothing written on the fresh host by a load
         assert st.versions() == []
+    # without config=: every tensor whole in every process (the layout the
+    # local tensors describe), h2 still holding nothing
+    w = run("whole", base, "dp=2,tp=2", ["h0", "h0", "h1", "h2"], tmp_path, "w")
+    for r in w:
+        assert "error" not in r and r["mismatch"] == [] and r["tensors"] > 0, r
+        assert r["record"]["version"] == 1
+        assert r["record"]["moved_bytes"] == r["record"]["lower_bound"] > 0
 
     # version 2 asked for: its lost rank named on every process
     b = run_version(base, 2, tmp_path)
