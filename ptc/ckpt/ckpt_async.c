@@ -37,91 +37,6 @@
 /* Most threads of a snapshot by default. */
 #define STAGE_THREADS_MAX 16
 
-struct ptc_ckpt_stage {
-    uint8_t *mem;
-    size_t cap;
-    uint8_t *copies; /* replicas received by a save across hosts */
-    size_t copies_cap;
-    bool deferred; /* ptc_ckpt_stage_defer: hosts saves snapshot on their thread */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool busy; /* the background part of a save uses it */
-};
-
-int ptc_ckpt_stage_create(ptc_ckpt_stage **out)
-{
-    ptc_ckpt_stage *st = ptc_calloc(1, sizeof *st);
-    *out = NULL;
-    if (!st)
-        return PTC_E_NOMEM;
-    if (pthread_mutex_init(&st->mu, NULL) != 0) {
-        ptc_free(st);
-        return ptc_error_set(PTC_E_NOMEM, "cannot create a mutex");
-    }
-    if (pthread_cond_init(&st->cv, NULL) != 0) {
-        pthread_mutex_destroy(&st->mu);
-        ptc_free(st);
-        return ptc_error_set(PTC_E_NOMEM, "cannot create a condition variable");
-    }
-    *out = st;
-    return PTC_OK;
-}
-
-/* Wait until no save uses the area, then hold it. */
-static void stage_take(ptc_ckpt_stage *st)
-{
-    pthread_mutex_lock(&st->mu);
-    while (st->busy)
-        pthread_cond_wait(&st->cv, &st->mu);
-    st->busy = true;
-    pthread_mutex_unlock(&st->mu);
-}
-
-static void stage_give(ptc_ckpt_stage *st)
-{
-    pthread_mutex_lock(&st->mu);
-    st->busy = false;
-    pthread_cond_broadcast(&st->cv);
-    pthread_mutex_unlock(&st->mu);
-}
-
-size_t ptc_ckpt_stage_bytes(const ptc_ckpt_stage *st)
-{
-    return st ? st->cap + st->copies_cap : 0;
-}
-
-void ptc_ckpt_stage_defer(ptc_ckpt_stage *st, bool on)
-{
-    if (st)
-        st->deferred = on;
-}
-
-int ptc_ckpt_stage_copies(ptc_ckpt_stage *st, size_t bytes, uint8_t **out)
-{
-    *out = NULL;
-    if (bytes > st->copies_cap || !st->copies) {
-        ptc_free(st->copies); /* the old bytes are not needed */
-        st->copies_cap = 0;
-        if (!(st->copies = ptc_malloc(bytes + 1)))
-            return ptc_error_set(PTC_E_NOMEM, "checkpoint: no memory for %zu bytes of replica "
-                                              "copies", bytes);
-        st->copies_cap = bytes;
-    }
-    *out = st->copies;
-    return PTC_OK;
-}
-
-void ptc_ckpt_stage_destroy(ptc_ckpt_stage *st)
-{
-    if (!st)
-        return;
-    ptc_free(st->mem);
-    ptc_free(st->copies);
-    pthread_cond_destroy(&st->cv);
-    pthread_mutex_destroy(&st->mu);
-    ptc_free(st);
-}
-
 /* ---- the snapshot ------------------------------------------------------------------------ */
 
 /* The buffers to copy: host memory, or tokens of @c stream. */
@@ -287,7 +202,7 @@ static void async_free(ptc_ckpt_async *a)
     pthread_cond_destroy(&a->cv);
     pthread_mutex_destroy(&a->mu);
     if (a->stage)
-        stage_give(a->stage);
+        ptc_ckpt_stage_give(a->stage);
     ptc_layout_destroy(a->own_l);
     if (a->locals)
         for (size_t i = 0; i < a->n; i++)
@@ -365,7 +280,7 @@ static void *run(void *arg)
         snprintf(a->msg, sizeof a->msg, "%s", ptc_last_error());
     /* the next save may use the area (and, after this, the transport) */
     if (a->stage)
-        stage_give(a->stage);
+        ptc_ckpt_stage_give(a->stage);
     a->stage = NULL;
     atomic_store(&a->done, true);
     return NULL;
@@ -414,7 +329,7 @@ static int async_new(ptc_ckpt_async **out, const ptc_transport *t, ptc_store *s,
     }
     if (rc == PTC_OK && stage) {
         /* the previous save through this area first (its background part) */
-        stage_take(stage);
+        ptc_ckpt_stage_take(stage);
         a->stage = stage;
     }
     keep_error(a, rc);

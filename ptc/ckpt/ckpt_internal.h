@@ -4,6 +4,8 @@
 #ifndef PTC_CKPT_INTERNAL_H
 #define PTC_CKPT_INTERNAL_H
 
+#include <pthread.h>
+
 #include "ptc/ckpt.h"
 #include "ptc/store/store_ranks.h"
 #include "base/buf_internal.h"
@@ -239,5 +241,21 @@ int ptc_ckpt_hosts_save_rc(const ptc_transport *t, int rc_in, int host, ptc_stor
  * the next save, never shrunk): where a save across hosts receives the
  * replicas it writes. Only the save holding @p st uses it (ckpt_async.c). */
 int ptc_ckpt_stage_copies(ptc_ckpt_stage *st, size_t bytes, uint8_t **out);
+
+/* The snapshot area (ckpt_stage.c). */
+struct ptc_ckpt_stage {
+    uint8_t *mem;
+    size_t cap;
+    uint8_t *copies; /* replicas received by a save across hosts */
+    size_t copies_cap;
+    bool deferred; /* ptc_ckpt_stage_defer: hosts saves snapshot on their thread */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool busy; /* the background part of a save uses it */
+};
+
+/* Wait until no save uses the area, then hold it; give it back. */
+void ptc_ckpt_stage_take(ptc_ckpt_stage *st);
+void ptc_ckpt_stage_give(ptc_ckpt_stage *st);
 
 #endif
