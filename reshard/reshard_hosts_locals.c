@@ -63,37 +63,68 @@ int ptc_reshard_hosts_save_locals(const ptc_transport *t, int rc, const char *ho
     return rc;
 }
 
+/* The locals of a load without a configuration in the order of the
+ * version's tensors (@p vl; names it lacks last, in their order), so that
+ * the layout they describe — its tensors in the order each name first
+ * appears, process 0's locals first — has the version's order, which the
+ * load across hosts takes (ptc_reshard_hosts_load). Into a fresh @p out. */
+static int version_order(const ptc_layout *vl, const ptc_ckpt_local *locals, size_t n,
+                         ptc_ckpt_local **out)
+{
+    size_t nt = ptc_layout_count(vl), k = 0;
+    if (!(*out = ptc_malloc(sizeof **out * (n + 1))))
+        return ptc_error_set(PTC_E_NOMEM, "no memory for %zu local tensors", n);
+    bool *taken = ptc_calloc(n + 1, sizeof *taken);
+    if (!taken) {
+        ptc_free(*out);
+        *out = NULL;
+        return ptc_error_set(PTC_E_NOMEM, "no memory for %zu local tensors", n);
+    }
+    for (size_t t = 0; t < nt; t++)
+        for (size_t i = 0; i < n; i++)
+            if (!taken[i] && !strcmp(locals[i].name, ptc_layout_tensor(vl, t)->name)) {
+                (*out)[k++] = locals[i];
+                taken[i] = true;
+            }
+    for (size_t i = 0; i < n; i++)
+        if (!taken[i])
+            (*out)[k++] = locals[i];
+    ptc_free(taken);
+    return PTC_OK;
+}
+
 int ptc_reshard_hosts_load_locals(const ptc_transport *t, int rc, const char *host_name,
                                   ptc_store *s, uint64_t version, const int *ranks,
                                   size_t nranks, const ptc_ckpt_local *locals, size_t n,
                                   const ptc_config *cfg, const ptc_rules *rules,
                                   ptc_ckpt_record *rec, ptc_reshard_hosts_result *res)
 {
-    static const char what[] = "load across hosts";
     int host = 0, nhosts = 0;
     if (rec)
         memset(rec, 0, sizeof *rec);
-    PTC_TRY(ptc_transport_agree(t, rc, what));
+    PTC_TRY(ptc_transport_agree(t, rc, "load across hosts"));
     PTC_TRY(ptc_reshard_hosts_index(t, host_name, &host, &nhosts));
-    uint64_t newest = 0, lv = 0;
-    PTC_TRY(ptc_ckpt_hosts_recover_over(t, host, s, &newest));
-    if (!newest || version > newest)
-        rc = ptc_error_set(PTC_E_NOTFOUND, "the stores %s hold no committed version %llu "
-                           "across hosts (newest: %llu)", ptc_store_dir(s),
-                           (unsigned long long)version, (unsigned long long)newest);
-    version = version ? version : newest;
-    if (rc == PTC_OK)
-        rc = ptc_ckpt_hosts_local_version(s, version, &lv);
-    PTC_TRY(ptc_transport_agree(t, rc, what));
+    PTC_TRY(ptc_reshard_hosts_pick(t, host, s, version, &version));
+    ptc_reshard_hosts_version hv;
+    PTC_TRY(ptc_reshard_hosts_version_open(t, s, version, cfg, rules, rec != NULL, &hv));
     ptc_layout *l = NULL;
     void **bufs = NULL;
-    PTC_TRY(ptc_ckpt_bind_locals_over(t, PTC_OK, s, lv, false, ranks, nranks, locals, n, cfg,
-                                      rules, &l, &bufs));
-    rc = ptc_reshard_hosts_load(t, host, s, version, l, ranks, nranks, bufs, res);
-    if (rc == PTC_OK && rec)
-        rc = ptc_transport_agree(t, ptc_ckpt_read_record(s, lv, rec), what);
-    if (rc < 0 && rec)
-        ptc_ckpt_record_free(rec);
+    /* under @p cfg the version's layout, which every process has (a host
+     * without a part rebuilt it); without one the layout the processes'
+     * tensors describe (the version's dtypes for raw-bit buffers) */
+    ptc_ckpt_local *ordered = NULL;
+    rc = cfg ? PTC_OK : version_order(hv.layout, locals, n, &ordered);
+    rc = ptc_ckpt_bind_locals_to(t, rc, hv.layout, !cfg, ranks, nranks,
+                                 ordered ? ordered : locals, n, &l, &bufs);
+    ptc_free(ordered);
+    if (rc == PTC_OK)
+        rc = ptc_reshard_hosts_load(t, host, s, version, l ? l : hv.layout, ranks, nranks, bufs,
+                                    res);
+    if (rc == PTC_OK && rec && hv.has_rec) {
+        *rec = hv.rec; /* the caller frees it */
+        hv.has_rec = false;
+    }
+    ptc_reshard_hosts_version_close(&hv);
     ptc_store_free(bufs);
     ptc_layout_destroy(l);
     return rc;

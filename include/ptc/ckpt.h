@@ -581,6 +581,30 @@ PTC_API int ptc_ckpt_bind_locals_over(const ptc_transport *t, int rc, ptc_store 
                                       const ptc_config *cfg, const ptc_rules *rules,
                                       ptc_layout **layout, void ***bufs);
 
+/**
+ * The layout and buffer table of described local tensors for a load from a
+ * version the caller describes by a layout @p l (e.g. rebuilt from the
+ * version's description on a process whose store lacks the version:
+ * ptc/reshard.h's loads across hosts), checked as
+ * ptc_ckpt_bind_locals_over() checks a load's (BF16 and FP8 also into
+ * integer buffers of their size; streamed locals refused), with @p rc,
+ * agreed. Without @p collect, @p l is the layout loaded into (the version's
+ * under a configuration) and *@p layout is NULL; with @p collect, the layout
+ * loaded into is the one the processes' local tensors describe (as
+ * ptc_ckpt_bind_locals_over() without a configuration), @p l the version's
+ * own layout, whose dtypes raw-bit buffers take; *@p layout receives it.
+ * @param layout  receives the collected layout (ptc_layout_destroy) or NULL
+ * @param bufs    receives nranks x ntensors pointers into the locals' data
+ *                (NULL where a rank holds none of a tensor); release the
+ *                table with ptc_store_free
+ * @return PTC_OK, @p rc's agreed failure or the check's; agreed.
+ * @note Thread safety: collective over @p t, one call at a time per transport.
+ */
+PTC_API int ptc_ckpt_bind_locals_to(const ptc_transport *t, int rc, const ptc_layout *l,
+                                    bool collect, const int *ranks, size_t nranks,
+                                    const ptc_ckpt_local *locals, size_t n,
+                                    ptc_layout **layout, void ***bufs);
+
 /* ---- asynchronous saves ------------------------------------------------------------ */
 
 /**

@@ -643,29 +643,45 @@ static int decode_all(const ptc_transport *t, const uint8_t *all, const size_t *
     return rc;
 }
 
-/* Where a load's buffers take a tensor of version @p rd as raw bits, the
- * layout gets the version's dtype (ptc_ckpt_bind then accepts them). */
-static void version_dtypes(ptc_ckpt_desc *d, size_t n, const ptc_store_reader *rd)
+/* The dtype of tensor @p name in version @p rd (NULL: the version whose
+ * layout is @p vl); false when the version lacks it (the load names it). */
+static bool version_dtype(const ptc_store_reader *rd, const ptc_layout *vl, const char *name,
+                          ptc_dtype *dt)
+{
+    size_t st;
+    ptc_store_tensor info;
+    if (rd && ptc_store_reader_find(rd, name, strlen(name), &st) == PTC_OK &&
+        ptc_store_reader_tensor(rd, st, &info) == PTC_OK) {
+        *dt = info.dtype;
+        return true;
+    }
+    if (!rd && ptc_layout_find(vl, name, &st) == PTC_OK) {
+        *dt = ptc_layout_tensor(vl, st)->dtype;
+        return true;
+    }
+    ptc_error_clear();
+    return false;
+}
+
+/* Where a load's buffers take a tensor of the version (@p rd, or @p vl) as
+ * raw bits, the layout gets the version's dtype (ptc_ckpt_bind then accepts
+ * them). */
+static void version_dtypes(ptc_ckpt_desc *d, size_t n, const ptc_store_reader *rd,
+                           const ptc_layout *vl)
 {
     for (size_t p = 0; p < n; p++)
         for (size_t i = 0; i < d[p].ntensors; i++) {
             ptc_ckpt_desc_tensor *x = &d[p].tensors[i];
-            size_t st;
-            ptc_store_tensor info;
-            if (ptc_store_reader_find(rd, x->name, strlen(x->name), &st) != PTC_OK ||
-                ptc_store_reader_tensor(rd, st, &info) != PTC_OK) {
-                ptc_error_clear(); /* the load names what the version lacks */
-                continue;
-            }
-            if (ptc_ckpt_raw_ok(x->dtype, info.dtype))
-                x->dtype = info.dtype;
+            ptc_dtype dt;
+            if (version_dtype(rd, vl, x->name, &dt) && ptc_ckpt_raw_ok(x->dtype, dt))
+                x->dtype = dt;
         }
 }
 
 static int collect_run(const ptc_transport *t, const char *what, int rc, const int *ranks,
                        size_t nranks, const ptc_ckpt_local *locals, size_t n,
                        const ptc_config *cfg, const ptc_rules *rules,
-                       const ptc_store_reader *rd, ptc_layout **out)
+                       const ptc_store_reader *rd, const ptc_layout *vl, ptc_layout **out)
 {
     *out = NULL;
     ptc_buf b = {0};
@@ -683,8 +699,8 @@ static int collect_run(const ptc_transport *t, const char *what, int rc, const i
         goto out_free;
     }
     rc = decode_all(t, all, lens, &d);
-    if (rc == PTC_OK && rd)
-        version_dtypes(d, (size_t)t->size, rd);
+    if (rc == PTC_OK && (rd || vl))
+        version_dtypes(d, (size_t)t->size, rd, vl);
     if (rc == PTC_OK)
         rc = ptc_ckpt_desc_layout(d, (size_t)t->size, cfg, rules, out);
     /* the outcome is the same on every process unless memory ran out on one */
@@ -709,14 +725,14 @@ int ptc_ckpt_collect(const ptc_transport *t, const char *what, int rc, const int
                      size_t nranks, const ptc_ckpt_local *locals, size_t n,
                      const ptc_config *cfg, const ptc_rules *rules, ptc_layout **out)
 {
-    return collect_run(t, what, rc, ranks, nranks, locals, n, cfg, rules, NULL, out);
+    return collect_run(t, what, rc, ranks, nranks, locals, n, cfg, rules, NULL, NULL, out);
 }
 
 int ptc_ckpt_collect_load(const ptc_transport *t, const char *what, const int *ranks,
                           size_t nranks, const ptc_ckpt_local *locals, size_t n,
-                          const ptc_store_reader *rd, ptc_layout **out)
+                          const ptc_store_reader *rd, const ptc_layout *vl, ptc_layout **out)
 {
-    return collect_run(t, what, PTC_OK, ranks, nranks, locals, n, NULL, NULL, rd, out);
+    return collect_run(t, what, PTC_OK, ranks, nranks, locals, n, NULL, NULL, rd, vl, out);
 }
 
 int ptc_ckpt_collect_over(const ptc_transport *t, const int *ranks, size_t nranks,

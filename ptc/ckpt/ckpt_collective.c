@@ -248,11 +248,22 @@ static int collect_target(const ptc_transport *t, ptc_store *s, uint64_t version
     int rc = ptc_store_reader_open(&rd, s, version);
     /* a process that cannot open the version says so in the collection */
     rc = rc == PTC_OK ? ptc_ckpt_collect_load(t, "checkpoint load", ranks, nranks, locals, n,
-                                              rd, out)
+                                              rd, NULL, out)
                       : ptc_ckpt_collect(t, "checkpoint load", rc, ranks, nranks, locals, n,
                                          NULL, NULL, out);
     ptc_store_reader_close(rd);
     return rc;
+}
+
+/* Streamed locals are refused by the binds of host buffers. */
+static int host_locals(const ptc_ckpt_local *locals, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (locals[i].streamed)
+            return ptc_error_set(PTC_E_UNSUPPORTED, "tensor '%.200s' is not in host memory "
+                                 "(streamed): this call binds host buffers only",
+                                 locals[i].name);
+    return PTC_OK;
 }
 
 int ptc_ckpt_bind_locals_over(const ptc_transport *t, int rc, ptc_store *s, uint64_t version,
@@ -263,10 +274,8 @@ int ptc_ckpt_bind_locals_over(const ptc_transport *t, int rc, ptc_store *s, uint
     const char *what = save ? "checkpoint save" : "checkpoint load";
     *layout = NULL;
     *bufs = NULL;
-    for (size_t i = 0; rc == PTC_OK && i < n; i++)
-        if (locals[i].streamed)
-            rc = ptc_error_set(PTC_E_UNSUPPORTED, "tensor '%.200s' is not in host memory "
-                               "(streamed): this call binds host buffers only", locals[i].name);
+    if (rc == PTC_OK)
+        rc = host_locals(locals, n);
     ptc_layout *l = NULL;
     if (save) {
         PTC_TRY(ptc_ckpt_collect(t, what, rc, ranks, nranks, locals, n, cfg, rules, &l));
@@ -290,6 +299,32 @@ int ptc_ckpt_bind_locals_over(const ptc_transport *t, int rc, ptc_store *s, uint
         return rc;
     }
     *layout = l;
+    return PTC_OK;
+}
+
+int ptc_ckpt_bind_locals_to(const ptc_transport *t, int rc, const ptc_layout *l, bool collect,
+                            const int *ranks, size_t nranks, const ptc_ckpt_local *locals,
+                            size_t n, ptc_layout **layout, void ***bufs)
+{
+    static const char what[] = "checkpoint load";
+    ptc_layout *own = NULL;
+    *layout = NULL;
+    *bufs = NULL;
+    if (rc == PTC_OK)
+        rc = host_locals(locals, n);
+    if (collect) {
+        PTC_TRY(ptc_transport_agree(t, rc, what));
+        PTC_TRY(ptc_ckpt_collect_load(t, what, ranks, nranks, locals, n, NULL, l, &own));
+    }
+    if (rc == PTC_OK)
+        rc = ptc_ckpt_bind(own ? own : l, ranks, nranks, locals, n, "the version", true, bufs);
+    if ((rc = ptc_transport_agree(t, rc, what)) < 0) {
+        ptc_free(*bufs);
+        *bufs = NULL;
+        ptc_layout_destroy(own);
+        return rc;
+    }
+    *layout = own;
     return PTC_OK;
 }
 

@@ -215,12 +215,13 @@ int ptc_ckpt_lost(int rc, const char *what, const char *step);
 int ptc_ckpt_collect(const ptc_transport *t, const char *what, int rc, const int *ranks,
                      size_t nranks, const ptc_ckpt_local *locals, size_t n,
                      const ptc_config *cfg, const ptc_rules *rules, ptc_layout **out);
-/* ptc_ckpt_collect of an explicit layout to load version @p rd into: a
- * tensor the version has in another dtype that the buffers take as raw bits
- * gets the version's dtype. */
+/* ptc_ckpt_collect of an explicit layout to load version @p rd into (or,
+ * @p rd NULL, the version whose layout @p vl is): a tensor the version has
+ * in another dtype that the buffers take as raw bits gets the version's
+ * dtype. */
 int ptc_ckpt_collect_load(const ptc_transport *t, const char *what, const int *ranks,
                           size_t nranks, const ptc_ckpt_local *locals, size_t n,
-                          const ptc_store_reader *rd, ptc_layout **out);
+                          const ptc_store_reader *rd, const ptc_layout *vl, ptc_layout **out);
 
 /* ---- across hosts (ckpt_hosts.c) ------------------------------------------------------- */
 
