@@ -669,25 +669,28 @@ static int box_subtract(box_list *out, const ptc_box *a, const ptc_box *b)
 
 /* The region's source is the contiguous element range [src0, src0 + vol) of
  * @p rec, its rows (@p e[n-1] elements) go to destination rows of strides
- * @p ds: each raw block lying wholly in the range is read straight into the
- * destination rows and verified over them (one copy, as a plain read); the
- * range's ends, compressed blocks and a block already in the scratch go
- * through the scratch block. */
+ * @p ds: each raw block is read with one preadv, the bytes of the range
+ * straight into the destination rows and, where the range covers only part
+ * of the block, the rest of the block into the scratch, and verified over
+ * both (every destination byte copied once, as a plain read; the bytes
+ * outside the range are read only for the checksum). Compressed blocks and a
+ * block already in the scratch are copied from the scratch. */
 static int copy_scatter(blk_ctx *c, const ptc_shard_rec *rec, int64_t src0, const int64_t *e,
                         const int64_t *ds, int n, uint8_t *dst, size_t es)
 {
     const uint64_t BS = PTC_STORE_BLOCK_SIZE;
+    const int cap = SCATTER_SEG_MAX + 2; /* the rows, and the scratch at each end */
     uint64_t row = (uint64_t)e[n - 1] * es, s0 = (uint64_t)src0 * es, vol = row;
     for (int d = 0; d < n - 1; d++)
         vol *= (uint64_t)e[d];
-    struct iovec *seg = ptc_malloc(sizeof *seg * 2 * SCATTER_SEG_MAX);
+    struct iovec *seg = ptc_malloc(sizeof *seg * 2 * (size_t)cap);
     if (!seg)
         return PTC_E_NOMEM;
     rec_blob b;
     int rc = rec_blob_init(c, rec, &b);
     for (uint64_t k = s0 / BS; rc == PTC_OK && k * BS < s0 + vol; k++) {
         uint64_t a = PTC_MAX(s0, k * BS), z = PTC_MIN(s0 + vol, (k + 1) * BS);
-        int nseg = 0;
+        int nseg = 1; /* seg[0]: the scratch before a */
         for (uint64_t u = a; u < z;) {
             uint64_t r = (u - s0) / row, in = (u - s0) - r * row, len = PTC_MIN(row - in, z - u);
             int64_t off = 0;
@@ -698,16 +701,26 @@ static int copy_scatter(blk_ctx *c, const ptc_shard_rec *rec, int64_t src0, cons
             seg[nseg++] = (struct iovec){dst + off * (int64_t)es + in, (size_t)len};
             u += len;
         }
+        uint64_t raw = blk_raw_len(rec, k), head = a - k * BS, tail = k * BS + raw - z;
         bool cached = c->sc.valid && c->sc.key == rec && c->sc.blk == k;
-        if (a == k * BS && z - a == blk_raw_len(rec, k) && !cached &&
-            rec->blocks[k].codec == PTC_BLOCK_RAW) {
-            rc = ptc_blob_read_block_iov(&b.ref, k, seg, nseg, seg + SCATTER_SEG_MAX);
+        if (!cached && rec->blocks[k].codec == PTC_BLOCK_RAW) {
+            if ((head || tail) && !c->sc.raw && !(c->sc.raw = ptc_malloc(BS))) {
+                rc = PTC_E_NOMEM;
+                break;
+            }
+            if (head || tail)
+                c->sc.valid = false; /* it holds the block's ends only */
+            seg[0] = (struct iovec){c->sc.raw, (size_t)head};
+            if (tail)
+                seg[nseg++] = (struct iovec){c->sc.raw + (z - k * BS), (size_t)tail};
+            rc = ptc_blob_read_block_iov(&b.ref, k, seg + (head ? 0 : 1), nseg - (head ? 0 : 1),
+                                         seg + cap);
             continue;
         }
         const uint8_t *blk;
         if ((rc = get_block(c, rec, k, &blk)) < 0)
             break;
-        for (int i = 0; i < nseg; i++) {
+        for (int i = 1; i < nseg; i++) {
             memcpy(seg[i].iov_base, blk + (a - k * BS), seg[i].iov_len);
             a += seg[i].iov_len;
         }
@@ -738,9 +751,10 @@ static int copy_region(blk_ctx *c, const ptc_shard_rec *rec, const ptc_piece *p,
         ds[0] = ss[0] = 1;
         n = 1;
     }
-    /* rows of a contiguous source range into rows of the destination */
-    bool dense = n >= 2 && ss[n - 1] == 1 && ds[n - 1] == 1 &&
-                 (uint64_t)e[n - 1] * es >= SCATTER_ROW_MIN;
+    /* rows of a contiguous source range into rows of the destination, or
+     * one contiguous run (of any length) into a contiguous destination */
+    bool dense = ss[n - 1] == 1 && ds[n - 1] == 1 &&
+                 (n == 1 || (uint64_t)e[n - 1] * es >= SCATTER_ROW_MIN);
     for (int d = n - 2; dense && d >= 0; d--)
         dense = ss[d] == ss[d + 1] * e[d + 1];
     if (dense)
