@@ -7,7 +7,7 @@
  * packed into / unpacked from a staging buffer. Phase 0: reused shards (whole, where
  * source and target rank sit on different processes) and the transfers from
  * source buffers; phase 1: the fan-outs from target buffers filled in
- * phase 0. Copies within a process need no message. */
+ * phase 0 (skipped, collectives and all, where the plan has none). Copies within a process need no message. */
 #include <string.h>
 
 #include "kernels/pack.h"
@@ -316,5 +316,12 @@ int ptc_reshard_owned_over(const ptc_plan *p, const ptc_transport *t, const int 
                                dst_owner[r], t->size);
     PTC_TRY(ptc_transport_agree(t, rc, "reshard exchange"));
     PTC_TRY(phase(&o, false));
-    return phase(&o, true);
+    /* no fan-outs in the plan (alike on every process): the second phase's
+     * collectives would carry nothing */
+    size_t nx;
+    const ptc_transfer *xf = ptc_plan_transfers(p, &nx);
+    bool fanouts = false;
+    for (size_t i = 0; i < nx && !fanouts; i++)
+        fanouts = xf[i].kind == PTC_TRANSFER_FANOUT;
+    return fanouts ? phase(&o, true) : PTC_OK;
 }
