@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/pack.h"
+#include "base/transport_internal.h"
 #include "base/util_internal.h"
 #include "reshard/reshard_internal.h"
 
@@ -286,13 +287,13 @@ static int phase(const ov *o, bool fanout)
     int rc = items_of(o, fanout, &it, &nit);
     if (rc == PTC_OK)
         rc = msgs_build(o, it, nit, fanout, &m);
-    if ((rc = ptc_transport_agree(t, rc, "reshard exchange")) < 0)
-        goto out_free;
-    rc = ptc_transport_exchange(t, m.ns, m.to, m.sp, m.sl, m.nr, m.from, m.rp, m.rl);
+    /* the build's outcome agreed in the exchange's own round; every process
+     * goes on to the agreement below, whatever the exchange returned */
+    rc = ptc_transport_exchange_after(t, rc, "reshard exchange", m.ns, m.to, m.sp, m.sl, m.nr,
+                                      m.from, m.rp, m.rl);
     if (rc == PTC_OK)
         rc = msgs_unpack(o, it, nit, fanout, &m);
     rc = ptc_transport_agree(t, rc, "reshard exchange");
-out_free:
     msgs_free(&m);
     ptc_free(it);
     return rc;
