@@ -255,10 +255,11 @@ static int resolve(const ptc_transport *t, int host, ptc_store *s, uint64_t *ver
     if (*version)
         return PTC_OK;
     PTC_TRY(ptc_ckpt_hosts_recover_over(t, host, s, version));
-    int rc = *version ? PTC_OK
-                      : ptc_error_set(PTC_E_NOTFOUND, "the stores %s hold no committed version "
-                                      "across hosts", ptc_store_dir(s));
-    return ptc_transport_agree(t, rc, "load across hosts");
+    /* the newest version comes from the gathered journals, the same on every
+     * process: its absence needs no agreement */
+    return *version ? PTC_OK
+                    : ptc_error_set(PTC_E_NOTFOUND, "the stores %s hold no committed version "
+                                    "across hosts", ptc_store_dir(s));
 }
 
 /* The plan's figures into @p res, the busiest host's bytes with them. */
