@@ -7,13 +7,39 @@
 
 #include "cli/cli_reshard.h"
 
+/* A report's figures: printed as text lines, or as members of its JSON. */
+typedef struct figure {
+    const char *k;
+    uint64_t v;
+} figure;
+
+static void print_figures(const figure *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        printf("  %-26s %llu\n", f[i].k, (unsigned long long)f[i].v);
+}
+
+static void set_figures(json_t *o, const figure *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        json_object_set_new(o, f[i].k, json_integer((json_int_t)f[i].v));
+}
+
+/* Prints @p o on one line and frees it. */
+static int print_object(json_t *o)
+{
+    char *txt = json_dumps(o, JSON_COMPACT);
+    if (txt)
+        printf("%s\n", txt);
+    free(txt);
+    json_decref(o);
+    return PTC_CLI_OK;
+}
+
 int ptc_cli_reshard_print(const ptc_reshard_result *res, unsigned long long peak, bool json)
 {
     const ptc_plan_stats *st = &res->plan;
-    const struct {
-        const char *k;
-        uint64_t v;
-    } kv[] = {
+    const figure kv[] = {
         {"parent", res->parent},
         {"bytes_written", res->bytes_written},
         {"shards_written", res->shards_written},
@@ -31,15 +57,13 @@ int ptc_cli_reshard_print(const ptc_reshard_result *res, unsigned long long peak
     size_t n = sizeof kv / sizeof kv[0];
     if (!json) {
         printf("version %llu\n", (unsigned long long)res->version);
-        for (size_t i = 0; i < n; i++)
-            printf("  %-26s %llu\n", kv[i].k, (unsigned long long)kv[i].v);
+        print_figures(kv, n);
         printf("  %-26s %.3f\n", "seconds", res->seconds);
         return PTC_CLI_OK;
     }
     json_t *o = json_object();
     json_object_set_new(o, "version", json_integer((json_int_t)res->version));
-    for (size_t i = 0; i < n; i++)
-        json_object_set_new(o, kv[i].k, json_integer((json_int_t)kv[i].v));
+    set_figures(o, kv, n);
     json_object_set_new(o, "hosts", json_integer(st->hosts));
     if (res->rounds) {
         json_object_set_new(o, "rounds", json_integer((json_int_t)res->rounds));
@@ -47,22 +71,14 @@ int ptc_cli_reshard_print(const ptc_reshard_result *res, unsigned long long peak
     }
     json_object_set_new(o, "peak_rss_bytes", json_integer((json_int_t)peak));
     json_object_set_new(o, "seconds", json_real(res->seconds));
-    char *txt = json_dumps(o, JSON_COMPACT);
-    if (txt)
-        printf("%s\n", txt);
-    free(txt);
-    json_decref(o);
-    return PTC_CLI_OK;
+    return print_object(o);
 }
 
 int ptc_cli_reshard_hosts_print(const ptc_reshard_hosts_result *res, uint64_t written,
                                 const char *out, unsigned long long peak, bool json)
 {
     const ptc_plan_stats *st = &res->plan;
-    const struct {
-        const char *k;
-        uint64_t v;
-    } kv[] = {
+    const figure kv[] = {
         {"source_version", res->version},
         {"bytes_total", st->bytes_total},
         {"bytes_reused", st->bytes_reused},
@@ -81,8 +97,7 @@ int ptc_cli_reshard_hosts_print(const ptc_reshard_hosts_result *res, uint64_t wr
         printf("moved %llu bytes between hosts (lower bound %llu)\n",
                (unsigned long long)st->bytes_network,
                (unsigned long long)st->bytes_network_lower_bound);
-        for (size_t i = 0; i < n; i++)
-            printf("  %-26s %llu\n", kv[i].k, (unsigned long long)kv[i].v);
+        print_figures(kv, n);
         printf("  %-26s %.3f\n", "load_seconds", res->seconds);
         return PTC_CLI_OK;
     }
@@ -90,16 +105,10 @@ int ptc_cli_reshard_hosts_print(const ptc_reshard_hosts_result *res, uint64_t wr
     json_object_set_new(o, "version", json_integer((json_int_t)written));
     json_object_set_new(o, "out", out ? json_string(out) : json_null());
     json_object_set_new(o, "hosts", json_integer(res->hosts));
-    for (size_t i = 0; i < n; i++)
-        json_object_set_new(o, kv[i].k, json_integer((json_int_t)kv[i].v));
+    set_figures(o, kv, n);
     json_object_set_new(o, "peak_rss_bytes", json_integer((json_int_t)peak));
     json_object_set_new(o, "load_seconds", json_real(res->seconds));
-    char *txt = json_dumps(o, JSON_COMPACT);
-    if (txt)
-        printf("%s\n", txt);
-    free(txt);
-    json_decref(o);
-    return PTC_CLI_OK;
+    return print_object(o);
 }
 
 unsigned long long ptc_cli_peak_rss(void)
