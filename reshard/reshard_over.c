@@ -9,7 +9,10 @@
  * Phase 0: reused shards (whole, where source and target rank sit on
  * different processes) and the transfers from source buffers; phase 1: the
  * fan-outs from target buffers filled in phase 0 (skipped, collectives and
- * all, where the plan has none). Copies within a process need no message. */
+ * all, where the plan has none). Copies within a process need no message:
+ * they run on a thread of their own while the exchange moves the bytes. */
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/pack.h"
@@ -223,7 +226,8 @@ static void msgs_count(const ov *o, const item *it, size_t nit, bool fanout, msg
 }
 
 /* Size and allocate the messages; fill the send side (packing) and the
- * receive side's places. Copies within the process happen here too. */
+ * receive side's places. Copies within the process are left to
+ * copies_run, during the exchange. */
 static int msgs_build(const ov *o, const item *it, size_t nit, bool fanout, msgs *m)
 {
     int me = o->t->rank, np = o->t->size;
@@ -253,11 +257,7 @@ static int msgs_build(const ov *o, const item *it, size_t nit, bool fanout, msgs
         int from, to;
         item_ends(o, &it[i], fanout, &from, &to);
         size_t b = item_bytes(o, &it[i]);
-        if (from == me && to == me) {
-            PTC_TRY(copy_here(o, &it[i], fanout));
-            continue;
-        }
-        if (!b || (from != me && to != me))
+        if (!b || from == to || (from != me && to != me))
             continue;
         bool a = alone(o, &it[i]);
         if (from == me && a) {
@@ -322,7 +322,40 @@ static int msgs_unpack(const ov *o, const item *it, size_t nit, bool fanout, msg
     return PTC_OK;
 }
 
-/* One phase: pack, exchange, unpack. Collective; failures agreed. */
+/* The copies within this process of a phase, run beside the exchange (on a
+ * thread of their own: they touch no buffer a message reads or fills). */
+typedef struct copies {
+    const ov *o;
+    const item *it;
+    size_t nit;
+    bool fanout;
+    int rc;
+    char err[1024]; /* the thread's error message (ptc_error_set's is per thread) */
+} copies;
+
+static int copies_run(copies *c)
+{
+    int me = c->o->t->rank;
+    for (size_t i = 0; i < c->nit; i++) {
+        int from, to;
+        item_ends(c->o, &c->it[i], c->fanout, &from, &to);
+        if (from == me && to == me)
+            PTC_TRY(copy_here(c->o, &c->it[i], c->fanout));
+    }
+    return PTC_OK;
+}
+
+static void *copies_main(void *arg)
+{
+    copies *c = arg;
+    if ((c->rc = copies_run(c)) < 0)
+        snprintf(c->err, sizeof c->err, "%s", ptc_last_error());
+    return NULL;
+}
+
+/* One phase: pack, then the copies within the process on a thread beside
+ * the exchange (the caller's thread: the transport may need it), unpack.
+ * Collective; failures agreed. */
 static int phase(const ov *o, bool fanout)
 {
     const ptc_transport *t = o->t;
@@ -333,10 +366,20 @@ static int phase(const ov *o, bool fanout)
     int rc = items_of(o, fanout, &it, &nit);
     if (rc == PTC_OK)
         rc = msgs_build(o, it, nit, fanout, &m);
+    copies c = {.o = o, .it = it, .nit = nit, .fanout = fanout};
+    pthread_t th;
+    bool side = rc == PTC_OK && pthread_create(&th, NULL, copies_main, &c) == 0;
+    if (rc == PTC_OK && !side) /* no thread: before the exchange */
+        rc = copies_run(&c);
     /* the build's outcome agreed in the exchange's own round; every process
      * goes on to the agreement below, whatever the exchange returned */
     rc = ptc_transport_exchange_after(t, rc, "reshard exchange", m.ns, m.to, m.sp, m.sl, m.nr,
                                       m.from, m.rp, m.rl);
+    if (side) {
+        pthread_join(th, NULL);
+        if (c.rc < 0 && rc == PTC_OK)
+            rc = ptc_error_set(c.rc, "%s", c.err);
+    }
     if (rc == PTC_OK)
         rc = msgs_unpack(o, it, nit, fanout, &m);
     rc = ptc_transport_agree(t, rc, "reshard exchange");
