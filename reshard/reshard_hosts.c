@@ -299,6 +299,7 @@ int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint6
     memset(&h, 0, sizeof h);
     h.t = t;
     int host_max = host;
+    ptc_plan *plan = NULL;
     PTC_TRY(resolve(t, host, s, &version));
     uint64_t lv = 0;
     int rc = ptc_ckpt_hosts_local_version(s, version, &lv);
@@ -313,26 +314,27 @@ int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint6
         goto out_free;
     h.world = ptc_layout_world(h.src);
     h.dst_world = ptc_layout_world(dst);
-    rc = hload_maps(&h, host, s, lv, ranks, nranks);
-    double t_read = now_s();
-    if (rc == PTC_OK)
-        rc = hload_read(&h, s, lv);
-    t_read = now_s() - t_read;
-    if ((rc = ptc_transport_agree(t, rc, "load across hosts")) < 0)
+    /* the maps' outcome is alike everywhere (agreed, or from what every
+     * process gathered) */
+    if ((rc = hload_maps(&h, host, s, lv, ranks, nranks)) < 0)
         goto out_free;
-    for (int p = 0; p < t->size; p++)
-        host_max = h.host_of[p] > host_max ? h.host_of[p] : host_max;
+    double t_read = now_s();
+    rc = hload_read(&h, s, lv);
+    t_read = now_s() - t_read;
+    /* the plan from what every process has alike; the reads' outcomes are
+     * agreed with the exchange's own checks (ptc_reshard_owned_over) */
     ptc_plan_options po = {.src_host = h.src_host, .dst_host = h.dst_host};
-    ptc_plan *plan = NULL;
-    rc = ptc_plan_create(&plan, h.src, dst, &po);
     size_t nt = ptc_layout_count(dst);
+    if (rc == PTC_OK)
+        rc = ptc_plan_create(&plan, h.src, dst, &po);
+    for (int p = 0; rc == PTC_OK && p < t->size; p++)
+        host_max = h.host_of[p] > host_max ? h.host_of[p] : host_max;
     if (rc == PTC_OK && !(h.dst_ptrs = ptc_calloc((size_t)h.dst_world + 1, sizeof *h.dst_ptrs)))
         rc = ptc_error_set(PTC_E_NOMEM, "no memory for the target ranks");
     for (size_t i = 0; rc == PTC_OK && i < nranks; i++)
         h.dst_ptrs[ranks[i]] = (void *const *)&bufs[i * nt];
     double t_move = now_s();
-    if ((rc = ptc_transport_agree(t, rc, "load across hosts")) == PTC_OK)
-        rc = ptc_reshard_owned_over(plan, t, h.src_owner, h.src_ptrs, h.dst_owner, h.dst_ptrs);
+    rc = ptc_reshard_owned_over(rc, plan, t, h.src_owner, h.src_ptrs, h.dst_owner, h.dst_ptrs);
     t_move = now_s() - t_move;
     if (rc == PTC_OK && res) {
         /* every source rank with bytes is read once, by its provider: the
@@ -345,8 +347,8 @@ int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint6
         res->read_seconds = t_read;
         res->move_seconds = t_move;
     }
-    ptc_plan_destroy(plan);
 out_free:
+    ptc_plan_destroy(plan);
     hload_free(&h);
     return rc;
 }

@@ -355,15 +355,17 @@ static void *copies_main(void *arg)
 
 /* One phase: pack, then the copies within the process on a thread beside
  * the exchange (the caller's thread: the transport may need it), unpack.
- * Collective; failures agreed. */
-static int phase(const ov *o, bool fanout)
+ * @p rc: the outcome so far (nothing is built where it failed), agreed in
+ * the exchange's round. Collective; failures agreed. */
+static int phase(const ov *o, bool fanout, int rc)
 {
     const ptc_transport *t = o->t;
     item *it = NULL;
     size_t nit = 0;
     msgs m;
     memset(&m, 0, sizeof m);
-    int rc = items_of(o, fanout, &it, &nit);
+    if (rc == PTC_OK)
+        rc = items_of(o, fanout, &it, &nit);
     if (rc == PTC_OK)
         rc = msgs_build(o, it, nit, fanout, &m);
     copies c = {.o = o, .it = it, .nit = nit, .fanout = fanout};
@@ -388,14 +390,15 @@ static int phase(const ov *o, bool fanout)
     return rc;
 }
 
-int ptc_reshard_owned_over(const ptc_plan *p, const ptc_transport *t, const int *src_owner,
-                           const void *const *const *src, const int *dst_owner,
-                           void *const *const *dst)
+int ptc_reshard_owned_over(int rc, const ptc_plan *p, const ptc_transport *t,
+                           const int *src_owner, const void *const *const *src,
+                           const int *dst_owner, void *const *const *dst)
 {
-    ov o = {p, t, src_owner, dst_owner, src, dst,
-            ptc_config_world(ptc_layout_config(ptc_plan_source(p))),
-            ptc_config_world(ptc_layout_config(ptc_plan_target(p)))};
-    int rc = PTC_OK;
+    ov o = {p, t, src_owner, dst_owner, src, dst, 0, 0};
+    if (rc == PTC_OK) {
+        o.ws = ptc_config_world(ptc_layout_config(ptc_plan_source(p)));
+        o.wt = ptc_config_world(ptc_layout_config(ptc_plan_target(p)));
+    }
     for (int r = 0; r < o.ws && rc == PTC_OK; r++)
         if (src_owner[r] < 0 || src_owner[r] >= t->size)
             rc = ptc_error_set(PTC_E_INVAL, "source rank %d: process %d of %d", r,
@@ -404,8 +407,8 @@ int ptc_reshard_owned_over(const ptc_plan *p, const ptc_transport *t, const int 
         if (dst_owner[r] < 0 || dst_owner[r] >= t->size)
             rc = ptc_error_set(PTC_E_INVAL, "target rank %d: process %d of %d", r,
                                dst_owner[r], t->size);
-    PTC_TRY(ptc_transport_agree(t, rc, "reshard exchange"));
-    PTC_TRY(phase(&o, false));
+    /* the checks and the caller's outcome agreed in the first phase's round */
+    PTC_TRY(phase(&o, false, rc));
     /* no fan-outs in the plan (alike on every process): the second phase's
      * collectives would carry nothing */
     size_t nx;
@@ -413,5 +416,5 @@ int ptc_reshard_owned_over(const ptc_plan *p, const ptc_transport *t, const int 
     bool fanouts = false;
     for (size_t i = 0; i < nx && !fanouts; i++)
         fanouts = xf[i].kind == PTC_TRANSFER_FANOUT;
-    return fanouts ? phase(&o, true) : PTC_OK;
+    return fanouts ? phase(&o, true, PTC_OK) : PTC_OK;
 }
