@@ -137,6 +137,12 @@ __attribute__((constructor)) static void steps_from_environment(void)
     }
 }
 
+bool ptc_fault_mpi_single(void)
+{
+    const char *m = getenv("PTC_FAULT_MPI_SINGLE");
+    return m && !strcmp(m, "1");
+}
+
 void ptc_fault_step(const char *point, uint64_t version)
 {
     if (trace_fd >= 0) {

@@ -118,6 +118,11 @@ bool ptc_fault_crash_hit(const char *point);
  * the test build, PTC_FAULT_KILL may kill the process here and
  * PTC_FAULT_TRACE records it (base/fault_testing.c); elsewhere nothing. */
 void ptc_fault_step(const char *point, uint64_t version);
+/* Whether to act as if MPI did not provide MPI_THREAD_MULTIPLE
+ * (PTC_FAULT_MPI_SINGLE=1 in the test build; never in the shipped library):
+ * the paths that would call MPI from a thread of the library run on the
+ * caller's thread instead, as with an MPI that does not provide it. */
+bool ptc_fault_mpi_single(void);
 
 /* Checked arithmetic on sizes: return false on overflow. */
 static inline bool ptc_mul_overflow_i64(int64_t a, int64_t b, int64_t *out)

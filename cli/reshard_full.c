@@ -42,7 +42,10 @@ int ptc_cli_reshard_mpi(ptc_cli_reshard *a, int argc, char **argv)
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
         return ptc_cli_error("MPI_Init failed");
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    int ret = ptc_cli_store_open(&a->cs, PTC_CLI_STORE_OPEN, 0);
+    /* across hosts, a fresh host's store may be missing: made (it keeps an
+     * empty journal, as a fresh host's in ptc train --replicas) */
+    int ret = ptc_cli_store_open(&a->cs, a->across_hosts ? PTC_CLI_STORE_NEW : PTC_CLI_STORE_OPEN,
+                                 0);
     /* every process must reach the executor's collectives, or none */
     int worst = ret;
     MPI_Allreduce(&ret, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

@@ -4,16 +4,18 @@
  * are read as their column-major transposes, as in llm.c. */
 #include <cublas_v2.h>
 
+#include "kernels/cublas_internal.h"
 #include "kernels/cuda_internal.cuh"
 #include "kernels/kernels_internal.h"
 #include "kernels/matmul.h"
 
 static int ptc_cublas_check(cublasStatus_t st, const char *op, const char *what)
 {
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return ptc_error_set(PTC_E_CUDA, "%s: %s failed: %s", op, what,
-                             cublasGetStatusString(st));
-    return PTC_OK;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        return PTC_OK;
+    PTC_TRY(ptc_cublas_load()); /* cuBLAS could not be loaded: say why */
+    return ptc_error_set(PTC_E_CUDA, "%s: %s failed: %s", op, what,
+                         ptc_cublas_status_string(st));
 }
 
 /* out[i][o] = bias[o] (or 0), the starting value of a beta = 1 GEMM. */
@@ -45,7 +47,7 @@ int ptc_matmul_forward_cuda(float *out, const float *inp, const float *weight,
         return PTC_OK;
     if (!cublas)
         return ptc_error_set(PTC_E_INVAL, "%s: cublas handle is null", op);
-    PTC_TRY(ptc_cublas_check(cublasSetStream(cublas, stream), op,
+    PTC_TRY(ptc_cublas_check(ptc_cublas_set_stream(cublas, stream), op,
                              "cublasSetStream"));
     float beta = 0.0f;
     if (bias || c == 0) {
@@ -58,7 +60,7 @@ int ptc_matmul_forward_cuda(float *out, const float *inp, const float *weight,
         return PTC_OK;
     const float one = 1.0f;
     /* out^T [oc x n] = weight [oc x c] . inp^T [c x n] (column-major). */
-    return ptc_cublas_check(cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N,
+    return ptc_cublas_check(ptc_cublas_sgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N,
                                         (int)oc, (int)n, (int)c, &one, weight,
                                         (int)c, inp, (int)c, &beta, out,
                                         (int)oc),
@@ -78,20 +80,20 @@ int ptc_matmul_backward_cuda(float *dinp, float *dweight, float *dbias,
     if (gemm && (dinp || dweight)) {
         if (!cublas)
             return ptc_error_set(PTC_E_INVAL, "%s: cublas handle is null", op);
-        PTC_TRY(ptc_cublas_check(cublasSetStream(cublas, stream), op,
+        PTC_TRY(ptc_cublas_check(ptc_cublas_set_stream(cublas, stream), op,
                                  "cublasSetStream"));
     }
     if (gemm && dinp)
         /* dinp^T [c x n] += weight^T [c x oc] . dout^T [oc x n] */
         PTC_TRY(ptc_cublas_check(
-            cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)c, (int)n,
+            ptc_cublas_sgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)c, (int)n,
                         (int)oc, &one, weight, (int)c, dout, (int)oc, &one,
                         dinp, (int)c),
             op, "cublasSgemm (dinp)"));
     if (gemm && dweight)
         /* dweight^T [c x oc] += inp^T [c x n] . dout [n x oc] */
         PTC_TRY(ptc_cublas_check(
-            cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, (int)c, (int)oc,
+            ptc_cublas_sgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, (int)c, (int)oc,
                         (int)n, &one, inp, (int)c, dout, (int)oc, &one,
                         dweight, (int)c),
             op, "cublasSgemm (dweight)"));

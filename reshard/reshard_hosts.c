@@ -100,29 +100,20 @@ static int choose_sources(const ptc_layout *src, const uint8_t *have, int np, co
     return PTC_OK;
 }
 
-/* Version @p lv's layout, checked to have @p dst's tensors in its order. */
-static int source_layout(ptc_store *s, uint64_t lv, const ptc_layout *dst, ptc_layout **src)
+/* The version's layout @p src must have @p dst's tensors in its order. */
+static int check_tensors(const ptc_layout *src, const ptc_layout *dst)
 {
-    ptc_store_reader *rd = NULL;
-    *src = NULL;
-    PTC_TRY(ptc_store_reader_open(&rd, s, lv));
-    int rc = ptc_layout_of_version(src, rd, NULL);
-    size_t nt = rc == PTC_OK ? ptc_layout_count(*src) : 0;
-    if (rc == PTC_OK && nt != ptc_layout_count(dst))
-        rc = ptc_error_set(PTC_E_INVAL, "the version holds %zu tensors, the job %zu", nt,
-                           ptc_layout_count(dst));
-    for (size_t t = 0; rc == PTC_OK && t < nt; t++) {
-        const ptc_tensor_info *a = ptc_layout_tensor(*src, t), *b = ptc_layout_tensor(dst, t);
+    size_t nt = ptc_layout_count(src);
+    if (nt != ptc_layout_count(dst))
+        return ptc_error_set(PTC_E_INVAL, "the version holds %zu tensors, the job %zu", nt,
+                             ptc_layout_count(dst));
+    for (size_t t = 0; t < nt; t++) {
+        const ptc_tensor_info *a = ptc_layout_tensor(src, t), *b = ptc_layout_tensor(dst, t);
         if (strcmp(a->name, b->name) || a->dtype != b->dtype)
-            rc = ptc_error_set(PTC_E_INVAL, "tensor %zu is '%.200s' in the version, '%.200s' "
-                               "in the job", t, a->name, b->name);
+            return ptc_error_set(PTC_E_INVAL, "tensor %zu is '%.200s' in the version, "
+                                 "'%.200s' in the job", t, a->name, b->name);
     }
-    ptc_store_reader_close(rd);
-    if (rc < 0) {
-        ptc_layout_destroy(*src);
-        *src = NULL;
-    }
-    return rc;
+    return PTC_OK;
 }
 
 typedef struct hload {
@@ -249,19 +240,6 @@ static int hload_read(hload *h, ptc_store *s, uint64_t lv)
     return ptc_ckpt_load_local(s, lv, h->src, h->mine, h->nmine, h->sbufs, &co, NULL, NULL);
 }
 
-/* The version to load: @p version, or the newest committed after a recovery. */
-static int resolve(const ptc_transport *t, int host, ptc_store *s, uint64_t *version)
-{
-    if (*version)
-        return PTC_OK;
-    PTC_TRY(ptc_ckpt_hosts_recover_over(t, host, s, version));
-    /* the newest version comes from the gathered journals, the same on every
-     * process: its absence needs no agreement */
-    return *version ? PTC_OK
-                    : ptc_error_set(PTC_E_NOTFOUND, "the stores %s hold no committed version "
-                                    "across hosts", ptc_store_dir(s));
-}
-
 /* The plan's figures into @p res, the busiest host's bytes with them. */
 static void figures(const ptc_plan *plan, int nhosts, uint64_t version, uint64_t read,
                     ptc_reshard_hosts_result *res)
@@ -300,17 +278,17 @@ int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint6
     h.t = t;
     int host_max = host;
     ptc_plan *plan = NULL;
-    PTC_TRY(resolve(t, host, s, &version));
-    uint64_t lv = 0;
-    int rc = ptc_ckpt_hosts_local_version(s, version, &lv);
-    if (rc == PTC_E_NOTFOUND) { /* a host without its part: it receives all it runs */
-        ptc_error_clear();
-        rc = PTC_OK;
-    }
-    if (rc == PTC_OK && lv)
-        rc = source_layout(s, lv, dst, &h.src);
-    if ((rc = ptc_transport_agree(t, rc, "load across hosts")) < 0 ||
-        (rc = ptc_reshard_hosts_share_layout(t, s, version, lv, dst, &h.src)) < 0)
+    if (!version)
+        PTC_TRY(ptc_reshard_hosts_pick(t, host, s, 0, &version));
+    ptc_reshard_hosts_version hv;
+    int rc = ptc_reshard_hosts_version_open(t, s, version, NULL, NULL, false, &hv);
+    if (rc < 0)
+        return rc;
+    uint64_t lv = hv.lv;
+    h.src = hv.layout; /* hload_free destroys it */
+    hv.layout = NULL;
+    ptc_reshard_hosts_version_close(&hv);
+    if ((rc = ptc_transport_agree(t, check_tensors(h.src, dst), "load across hosts")) < 0)
         goto out_free;
     h.world = ptc_layout_world(h.src);
     h.dst_world = ptc_layout_world(dst);

@@ -1,10 +1,8 @@
 /* What the hosts present hold of a store spread over hosts: whether they
  * hold every saved rank of a version (ptc_reshard_hosts_covered), the
- * newest version they hold whole (ptc_reshard_hosts_whole), and for a host
- * whose store holds no part of a version (a fresh or replaced host joining)
- * the version's layout from a host that holds one; the inventories under
- * them, which reshard_hosts.c's load uses as well. */
-#include <limits.h>
+ * newest version they hold whole (ptc_reshard_hosts_whole) and the version
+ * a reader takes (ptc_reshard_hosts_pick); the inventories under them,
+ * which reshard_hosts.c's load uses as well. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,100 +46,6 @@ int ptc_reshard_hosts_inventory(const ptc_store_reader *rd, const ptc_layout *sr
         }
     }
     return PTC_OK;
-}
-
-/* The lowest process with @p has set (-1: none), and whether every process
- * has it. Collective. */
-static int lowest_holder(const ptc_transport *t, bool has, int *root, bool *all)
-{
-    int mine = has ? t->rank : INT_MAX;
-    int *each = ptc_malloc(sizeof(int) * (size_t)t->size);
-    int rc = each ? PTC_OK : ptc_error_set(PTC_E_NOMEM, "no memory for the holders");
-    rc = ptc_transport_agree(t, rc, "load across hosts");
-    if (rc == PTC_OK)
-        rc = ptc_reshard_gather_all(t, &mine, sizeof mine, each);
-    *root = -1;
-    *all = true;
-    for (int p = 0; rc == PTC_OK && p < t->size; p++) {
-        if (each[p] != INT_MAX && *root < 0)
-            *root = each[p];
-        *all = *all && each[p] != INT_MAX;
-    }
-    ptc_free(each);
-    return rc;
-}
-
-/* The version's configuration and rules as "config\0rules\0" on the root. */
-static int version_text(ptc_store *s, uint64_t lv, char **txt, uint64_t len[2])
-{
-    ptc_store_reader *rd = NULL;
-    PTC_TRY(ptc_store_reader_open(&rd, s, lv));
-    const ptc_version_info *vi = ptc_store_reader_version(rd);
-    const char *c = vi->config ? vi->config : "", *r = vi->rules ? vi->rules : "";
-    len[0] = strlen(c) + 1;
-    len[1] = strlen(r) + 1;
-    int rc = PTC_OK;
-    if (!(*txt = ptc_malloc(len[0] + len[1])))
-        rc = ptc_error_set(PTC_E_NOMEM, "no memory for the version's layout");
-    else {
-        memcpy(*txt, c, len[0]);
-        memcpy(*txt + len[0], r, len[1]);
-    }
-    ptc_store_reader_close(rd);
-    return rc;
-}
-
-/* The layout of configuration @p txt and rules @p txt + @p len0 with
- * @p dst's tensors. */
-static int layout_from_text(const char *txt, uint64_t len0, uint64_t len1, const ptc_layout *dst,
-                            ptc_layout **src)
-{
-    ptc_config cfg;
-    ptc_rules *rules = NULL;
-    size_t nt = ptc_layout_count(dst);
-    ptc_tensor_info *ti = ptc_calloc(nt + 1, sizeof *ti);
-    int rc = ti ? PTC_OK : ptc_error_set(PTC_E_NOMEM, "no memory for the version's layout");
-    if (rc == PTC_OK && (rc = ptc_config_parse(&cfg, txt)) == PTC_OK)
-        rc = ptc_rules_parse(&rules, txt + len0, (size_t)len1 - 1, "stored rules");
-    for (size_t i = 0; rc == PTC_OK && i < nt; i++)
-        ti[i] = *ptc_layout_tensor(dst, i);
-    if (rc == PTC_OK)
-        rc = ptc_layout_create(src, ti, nt, rules, &cfg);
-    ptc_rules_destroy(rules);
-    ptc_free(ti);
-    return rc;
-}
-
-int ptc_reshard_hosts_share_layout(const ptc_transport *t, ptc_store *s, uint64_t version,
-                                   uint64_t lv, const ptc_layout *dst, ptc_layout **src)
-{
-    static const char what[] = "load across hosts";
-    int root = -1;
-    bool all = true;
-    PTC_TRY(lowest_holder(t, lv != 0, &root, &all));
-    if (root < 0)
-        return ptc_transport_agree(t, ptc_error_set(PTC_E_NOTFOUND, "no host present holds a "
-                                                    "part of version %llu",
-                                                    (unsigned long long)version), what);
-    if (all)
-        return PTC_OK;
-    char *txt = NULL;
-    uint64_t len[2] = {0, 0};
-    int rc = t->rank == root ? version_text(s, lv, &txt, len) : PTC_OK;
-    if ((rc = ptc_transport_agree(t, rc, what)) == PTC_OK)
-        rc = t->broadcast(t->user, len, sizeof len, root);
-    if ((rc = ptc_transport_agree(t, rc, what)) < 0)
-        goto out;
-    if (t->rank != root && !(txt = ptc_malloc(len[0] + len[1])))
-        rc = ptc_error_set(PTC_E_NOMEM, "no memory for the version's layout");
-    if ((rc = ptc_transport_agree(t, rc, what)) == PTC_OK)
-        rc = t->broadcast(t->user, txt, len[0] + len[1], root);
-    if ((rc = ptc_transport_agree(t, rc, what)) == PTC_OK && !*src)
-        rc = layout_from_text(txt, len[0], len[1], dst, src);
-    rc = ptc_transport_agree(t, rc, what);
-out:
-    ptc_free(txt);
-    return rc;
 }
 
 /* This host's part of @p version: which saved ranks it holds (a rank with
@@ -244,4 +148,30 @@ int ptc_reshard_hosts_whole(const ptc_transport *t, ptc_store *s, uint64_t newes
     }
     ptc_free(each);
     return rc;
+}
+
+int ptc_reshard_hosts_pick(const ptc_transport *t, int host, ptc_store *s, uint64_t version,
+                           uint64_t *picked)
+{
+    uint64_t newest = 0;
+    *picked = 0;
+    PTC_TRY(ptc_ckpt_hosts_recover_over(t, host, s, &newest));
+    int rc = PTC_OK;
+    if (!newest || version > newest)
+        rc = ptc_error_set(PTC_E_NOTFOUND, "the stores %s hold no committed version %llu "
+                           "across hosts (newest: %llu)", ptc_store_dir(s),
+                           (unsigned long long)version, (unsigned long long)newest);
+    PTC_TRY(ptc_transport_agree(t, rc, "hosts' versions"));
+    if (version) {
+        *picked = version;
+        return PTC_OK;
+    }
+    int missing = 0;
+    PTC_TRY(ptc_reshard_hosts_whole(t, s, newest, picked, &missing));
+    if (*picked != newest && t->rank == 0)
+        ptc_log(PTC_LOG_WARN, "version %llu has no copy of %d saved rank%s on the hosts "
+                "present; taking version %llu, the newest one they hold whole",
+                (unsigned long long)newest, missing, missing == 1 ? "" : "s",
+                (unsigned long long)*picked);
+    return PTC_OK;
 }

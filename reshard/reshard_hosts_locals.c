@@ -63,37 +63,52 @@ int ptc_reshard_hosts_save_locals(const ptc_transport *t, int rc, const char *ho
     return rc;
 }
 
+/* The locals' buffer table against version @p hv: under @p cfg the
+ * layout every process has (a host without a part rebuilt it), without
+ * one the layout the processes' tensors describe (each host reads its
+ * part's tensors: every host must hold one). Agreed. */
+static int bind_load(const ptc_transport *t, ptc_store *s, const ptc_reshard_hosts_version *hv,
+                     uint64_t version, const int *ranks, size_t nranks,
+                     const ptc_ckpt_local *locals, size_t n, const ptc_config *cfg,
+                     const ptc_rules *rules, ptc_layout **l, void ***bufs)
+{
+    *l = NULL;
+    if (cfg)
+        return ptc_ckpt_bind_locals_to(t, PTC_OK, hv->layout, ranks, nranks, locals, n, bufs);
+    int rc = hv->all ? PTC_OK
+                     : ptc_error_set(PTC_E_UNSUPPORTED, "a host holds no part of version %llu: "
+                                     "a load into it without a configuration needs a part on "
+                                     "every host (give the configuration)",
+                                     (unsigned long long)version);
+    return ptc_ckpt_bind_locals_over(t, rc, s, hv->lv, false, ranks, nranks, locals, n, NULL,
+                                     rules, l, bufs);
+}
+
 int ptc_reshard_hosts_load_locals(const ptc_transport *t, int rc, const char *host_name,
                                   ptc_store *s, uint64_t version, const int *ranks,
                                   size_t nranks, const ptc_ckpt_local *locals, size_t n,
                                   const ptc_config *cfg, const ptc_rules *rules,
                                   ptc_ckpt_record *rec, ptc_reshard_hosts_result *res)
 {
-    static const char what[] = "load across hosts";
     int host = 0, nhosts = 0;
     if (rec)
         memset(rec, 0, sizeof *rec);
-    PTC_TRY(ptc_transport_agree(t, rc, what));
+    PTC_TRY(ptc_transport_agree(t, rc, "load across hosts"));
     PTC_TRY(ptc_reshard_hosts_index(t, host_name, &host, &nhosts));
-    uint64_t newest = 0, lv = 0;
-    PTC_TRY(ptc_ckpt_hosts_recover_over(t, host, s, &newest));
-    if (!newest || version > newest)
-        rc = ptc_error_set(PTC_E_NOTFOUND, "the stores %s hold no committed version %llu "
-                           "across hosts (newest: %llu)", ptc_store_dir(s),
-                           (unsigned long long)version, (unsigned long long)newest);
-    version = version ? version : newest;
-    if (rc == PTC_OK)
-        rc = ptc_ckpt_hosts_local_version(s, version, &lv);
-    PTC_TRY(ptc_transport_agree(t, rc, what));
+    PTC_TRY(ptc_reshard_hosts_pick(t, host, s, version, &version));
+    ptc_reshard_hosts_version hv;
+    PTC_TRY(ptc_reshard_hosts_version_open(t, s, version, cfg, rules, rec != NULL, &hv));
     ptc_layout *l = NULL;
     void **bufs = NULL;
-    PTC_TRY(ptc_ckpt_bind_locals_over(t, PTC_OK, s, lv, false, ranks, nranks, locals, n, cfg,
-                                      rules, &l, &bufs));
-    rc = ptc_reshard_hosts_load(t, host, s, version, l, ranks, nranks, bufs, res);
-    if (rc == PTC_OK && rec)
-        rc = ptc_transport_agree(t, ptc_ckpt_read_record(s, lv, rec), what);
-    if (rc < 0 && rec)
-        ptc_ckpt_record_free(rec);
+    rc = bind_load(t, s, &hv, version, ranks, nranks, locals, n, cfg, rules, &l, &bufs);
+    if (rc == PTC_OK)
+        rc = ptc_reshard_hosts_load(t, host, s, version, l ? l : hv.layout, ranks, nranks, bufs,
+                                    res);
+    if (rc == PTC_OK && rec && hv.has_rec) {
+        *rec = hv.rec; /* the caller frees it */
+        hv.has_rec = false;
+    }
+    ptc_reshard_hosts_version_close(&hv);
     ptc_store_free(bufs);
     ptc_layout_destroy(l);
     return rc;

@@ -37,24 +37,25 @@ static void hs_free(hs_state *h)
     ptc_layout_destroy(h->lt);
 }
 
-/* The layout of @p to, the rules and the record of this host's part of
- * @p version. */
-static int hs_open(hs_state *h, ptc_store *s, uint64_t version, const ptc_config *to)
+/* The layout of @p to, the rules and the record of @p version: from this
+ * host's part, or from a host holding one (a fresh host). Collective. */
+static int hs_open(hs_state *h, const ptc_transport *t, ptc_store *s, uint64_t version,
+                   const ptc_config *to)
 {
-    uint64_t lv = 0;
-    PTC_TRY(ptc_ckpt_hosts_local_version(s, version, &lv));
-    ptc_store_reader *rd = NULL;
-    PTC_TRY(ptc_store_reader_open(&rd, s, lv));
-    int rc = ptc_layout_of_version(&h->lt, rd, to);
-    if (rc == PTC_OK)
-        rc = ptc_layout_version_rules(rd, &h->rules);
-    ptc_store_reader_close(rd);
-    if (rc == PTC_OK && (rc = ptc_ckpt_read_record(s, lv, &h->rec)) == PTC_OK) {
-        h->has_rec = true;
+    ptc_reshard_hosts_version hv;
+    PTC_TRY(ptc_reshard_hosts_version_open(t, s, version, to, NULL, true, &hv));
+    h->lt = hv.layout;
+    h->rules = hv.rules;
+    h->has_rec = hv.has_rec;
+    if (hv.has_rec) {
+        h->rec = hv.rec;
         h->rec_config = h->rec.config;
     }
-    if (rc == PTC_OK)
-        rc = ptc_config_format(to, PTC_CONFIG_STYLE_KEYS, h->cfg, sizeof h->cfg);
+    hv.layout = NULL;
+    hv.rules = NULL;
+    hv.has_rec = false;
+    ptc_reshard_hosts_version_close(&hv);
+    int rc = ptc_config_format(to, PTC_CONFIG_STYLE_KEYS, h->cfg, sizeof h->cfg);
     if (rc == PTC_OK)
         h->rec.config = h->cfg;
     return rc;
@@ -134,18 +135,10 @@ int ptc_reshard_hosts_store_mpi(ptc_store *s, int host, uint64_t version, const 
     hs_state h;
     memset(&h, 0, sizeof h);
     *written = 0;
-    /* the version first (after a recovery): the target layout is read
-     * from this host's part */
-    uint64_t newest = 0;
-    PTC_TRY(ptc_ckpt_hosts_recover_over(&t, host, s, &newest));
-    int rc = PTC_OK;
-    if (!newest || version > newest)
-        rc = ptc_error_set(PTC_E_NOTFOUND, "the stores %s hold no committed version %llu "
-                           "across hosts (newest: %llu)", ptc_store_dir(s),
-                           (unsigned long long)version, (unsigned long long)newest);
-    version = version ? version : newest;
-    if (rc == PTC_OK)
-        rc = hs_open(&h, s, version, to);
+    /* the version first (after a recovery), then the target layout from
+     * the hosts' parts */
+    PTC_TRY(ptc_reshard_hosts_pick(&t, host, s, version, &version));
+    int rc = hs_open(&h, &t, s, version, to);
     if (rc == PTC_OK && !o.out && o.replicas < 0) { /* the journals' (the same on every host) */
         ptc_ckpt_host_state st;
         if ((rc = ptc_ckpt_host_state_read(s, &st)) == PTC_OK)

@@ -3,6 +3,7 @@
 #define PTC_RESHARD_INTERNAL_H
 
 #include "base/piecewalk_internal.h"
+#include "ptc/ckpt.h"
 #include "ptc/reshard.h"
 
 /* B minus I (I must lie inside B) as at most 2*ndim disjoint boxes written
@@ -46,12 +47,40 @@ uint64_t ptc_reshard_rank_bytes(const ptc_layout *l, int r);
 /* Which saved ranks of layout @p src the part open in @p rd holds (world
  * bytes into @p have: 1 when every present shard of the rank is there). */
 int ptc_reshard_hosts_inventory(const ptc_store_reader *rd, const ptc_layout *src, uint8_t *have);
-/* For a process whose host holds no part of version @p version (@p lv 0):
- * the source layout built from the version's configuration and rules, sent
- * by the lowest process whose host holds a part, with @p dst's tensors
- * (the holders checked them against theirs). Nothing is sent when every
- * process holds a part. Collective; agreed; *@p src is set where NULL;
- * PTC_E_NOTFOUND when no host present holds a part. */
-int ptc_reshard_hosts_share_layout(const ptc_transport *t, ptc_store *s, uint64_t version,
-                                   uint64_t lv, const ptc_layout *dst, ptc_layout **src);
+/* A version of a store spread over hosts as a reader sees it
+ * (reshard_hosts_version.c). */
+typedef struct ptc_reshard_hosts_version {
+    uint64_t lv;        /* this host's local version of it (0: no part here) */
+    bool all;           /* every process's host holds a part */
+    ptc_layout *layout; /* under the configuration and rules asked for */
+    ptc_rules *rules;   /* the version's rules */
+    ptc_ckpt_record rec; /* its record, when asked for and has_rec */
+    bool has_rec;
+} ptc_reshard_hosts_version;
+/* Open version @p version (committed) on every process: from this host's
+ * part, or — a host whose store holds none (a fresh or replaced host) —
+ * from the description the lowest process whose host holds a part
+ * broadcasts (nothing is sent when every host holds one). The layout is
+ * the version's under @p cfg (NULL: its own) and @p rules (NULL: its own);
+ * with @p record, its record. A version with an explicit layout cannot be
+ * rebuilt on a host without a part (PTC_E_UNSUPPORTED). Collective;
+ * agreed; PTC_E_NOTFOUND "no host present holds a part of version G". */
+int ptc_reshard_hosts_version_open(const ptc_transport *t, ptc_store *s, uint64_t version,
+                                   const ptc_config *cfg, const ptc_rules *rules, bool record,
+                                   ptc_reshard_hosts_version *v);
+void ptc_reshard_hosts_version_close(ptc_reshard_hosts_version *v);
+/* A version's description as sent to a host without a part. */
+typedef struct ptc_reshard_hosts_desc {
+    char *config, *rules, *record; /* record: JSON, "" when none */
+    ptc_tensor_info *tensors;      /* names owned */
+    size_t ntensors;
+} ptc_reshard_hosts_desc;
+/* Encode a description into @p b (reshard_hosts_version.c's format). */
+struct ptc_buf;
+int ptc_reshard_hosts_desc_encode(struct ptc_buf *b, const char *config, const char *rules,
+                                  const char *record, const ptc_tensor_info *tensors, size_t n);
+/* Decode untrusted description bytes: PTC_E_FORMAT naming the field, or
+ * PTC_E_NOMEM; free with ptc_reshard_hosts_desc_free. */
+int ptc_reshard_hosts_desc_decode(const void *data, size_t len, ptc_reshard_hosts_desc *d);
+void ptc_reshard_hosts_desc_free(ptc_reshard_hosts_desc *d);
 #endif

@@ -17,8 +17,9 @@
  * the CUDA API (PTC_CUDA_SHIM) to check it against the CPU model bit for
  * bit; that is the only reason for the #ifndef below. */
 #ifndef PTC_CUDA_SHIM
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
+
+#include "kernels/cublas_internal.h"
 #endif
 #include <string.h>
 
@@ -125,7 +126,7 @@ static void free_device(ptc_exec_model_cuda *x)
     cudaFree(x->dloss);
     x->dloss = NULL;
     if (x->blas)
-        cublasDestroy(x->blas);
+        ptc_cublas_destroy(x->blas);
     x->blas = NULL;
     if (x->st)
         cudaStreamDestroy(x->st);
@@ -189,14 +190,16 @@ int ptc_exec_model_cuda_create(ptc_exec_model_cuda **out, const ptc_exec_model_c
     if ((rc = cu(cudaStreamCreateWithFlags(&x->st, cudaStreamNonBlocking), "cudaStreamCreate")) !=
         PTC_OK)
         goto out_destroy;
-    cublasStatus_t bs = cublasCreate(&x->blas);
+    if ((rc = ptc_cublas_load()) != PTC_OK) /* loaded on first use */
+        goto out_destroy;
+    cublasStatus_t bs = ptc_cublas_create(&x->blas);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         x->blas = NULL;
         rc = ptc_error_set(PTC_E_CUDA, "cublasCreate failed (status %d)", (int)bs);
         goto out_destroy;
     }
     /* FP32 arithmetic in the GEMMs (no TF32), as the CPU path. */
-    bs = cublasSetMathMode(x->blas, CUBLAS_DEFAULT_MATH);
+    bs = ptc_cublas_set_math_mode(x->blas, CUBLAS_DEFAULT_MATH);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         rc = ptc_error_set(PTC_E_CUDA, "cublasSetMathMode failed (status %d)", (int)bs);
         goto out_destroy;

@@ -230,6 +230,17 @@ static int do_resize(run *r, const train_decision *d)
     ptc_config to;
     train_watch_enter(r->watch, "resizing online", r->k); /* the segment's save first */
     int rc = r->g->active ? finish_save(r, true) : PTC_OK;
+    /* with --replicas the background save and the persistent tier's copy
+     * run over duplicates of the segment's communicator, and the copy reads
+     * the segment: it ends here, and both are duplicated again from the new
+     * segment's communicator at their next use */
+    if (rc == PTC_OK && r->g->active)
+        rc = train_persist_wait(&r->pers);
+    rc = train_agree(r->world, rc);
+    if (rc == PTC_OK) {
+        train_persist_free(&r->pers);
+        train_state_drop(&r->as);
+    }
     if (rc == PTC_OK)
         rc = ptc_config_parse(&to, d->cfg);
     if (rc == PTC_OK)

@@ -153,10 +153,6 @@ static int check_opts(const ptc_train_opts *o)
         return ptc_error_set(PTC_E_INVAL, "--persist-every: expected a number >= 1");
     if (o->replicas >= 0 && !o->store)
         return ptc_error_set(PTC_E_INVAL, "--replicas needs --store (the store on each host)");
-    if (o->replicas >= 0 && o->nresize > 0)
-        return ptc_error_set(PTC_E_UNSUPPORTED, "--replicas (a store on each host) does not "
-                                                "take --resize yet (a control file's `stop` "
-                                                "it takes)");
     /* --data dataset:NAME with --replicas: each host's store holds the same
      * dataset (train_data.c checks that they agree); its reader processes
      * count the records they serve in their host's store */

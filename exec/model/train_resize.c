@@ -21,10 +21,6 @@ int train_check_resize(const ptc_train_opts *o, const ptc_config *to, int wsize)
 {
     char txt[256];
     ptc_config_format(to, PTC_CONFIG_STYLE_KEYS, txt, sizeof txt);
-    if (o->replicas >= 0)
-        return ptc_error_set(PTC_E_UNSUPPORTED, "resize to %s: a job with --replicas (a store "
-                                                "on each host) resizes by stop and resume only",
-                             txt);
     if (ptc_config_world(to) > wsize)
         return ptc_error_set(PTC_E_CONFIG, "resize to %s needs %d processes, the job has %d",
                              txt, ptc_config_world(to), wsize);

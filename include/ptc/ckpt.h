@@ -581,6 +581,24 @@ PTC_API int ptc_ckpt_bind_locals_over(const ptc_transport *t, int rc, ptc_store 
                                       const ptc_config *cfg, const ptc_rules *rules,
                                       ptc_layout **layout, void ***bufs);
 
+/**
+ * The buffer table of described local tensors for a load into layout @p l
+ * that the caller already has (a stored version's layout under a
+ * configuration, e.g. rebuilt from the version's description on a process
+ * whose store lacks the version: ptc/reshard.h's loads across hosts),
+ * checked as ptc_ckpt_bind_locals_over() checks a load's tensors under a
+ * configuration (BF16 and FP8 also into integer buffers of their size;
+ * streamed locals refused), with @p rc, agreed.
+ * @param bufs  receives nranks x ntensors pointers into the locals' data
+ *              (NULL where a rank holds none of a tensor); release the
+ *              table with ptc_store_free
+ * @return PTC_OK, @p rc's agreed failure or the check's; agreed.
+ * @note Thread safety: collective over @p t, one call at a time per transport.
+ */
+PTC_API int ptc_ckpt_bind_locals_to(const ptc_transport *t, int rc, const ptc_layout *l,
+                                    const int *ranks, size_t nranks,
+                                    const ptc_ckpt_local *locals, size_t n, void ***bufs);
+
 /* ---- asynchronous saves ------------------------------------------------------------ */
 
 /**

@@ -160,13 +160,15 @@ typedef struct ptc_reshard_hosts_result {
  * every byte a process lacks from the process that read it, over @p t's
  * point-to-point exchange. Nothing is read from another host's disk. A
  * host whose store holds no part of the version (a fresh or replaced host
- * joining) takes part: the version's layout comes from the lowest process
- * whose host holds a part, and the plan sends it every byte it runs.
+ * joining) takes part: the version's description (configuration, rules,
+ * tensors) comes from the lowest process whose host holds a part, and the
+ * plan sends it every byte it runs (not for a version with an explicit
+ * layout: PTC_E_UNSUPPORTED).
  *
- * @param version  the version across hosts; 0: recover first
- *                 (ptc_ckpt_hosts_recover_over) and load the newest
- *                 committed one. A nonzero @p version must be committed
- *                 (the caller ran the recovery).
+ * @param version  the version across hosts; 0: the one
+ *                 ptc_reshard_hosts_pick() takes (the newest committed one
+ *                 the hosts present hold whole). A nonzero @p version must
+ *                 be committed (the caller ran the recovery).
  * @param dst      the target layout, the same on every process; its tensors
  *                 must be the version's, in its order, with its dtypes
  * @param ranks,nranks  the target ranks this process runs (together, the
@@ -205,7 +207,7 @@ PTC_API int ptc_reshard_hosts_covered(const ptc_transport *t, ptc_store *s, uint
  * every saved rank of it (ptc_reshard_hosts_covered), else the newest older
  * version some host holds (ptc_ckpt_hosts_held: each host's committed parts
  * that --keep-local left) that they hold whole, else @p newest (whose load
- * then names the ranks lost). Used by `ptc train --resume` across hosts.
+ * then names the ranks lost). Under ptc_reshard_hosts_pick().
  * @param version  receives the version, the same on every process
  * @param missing  receives the saved ranks of @p newest no host holds
  * @return PTC_OK or the errors of ptc_reshard_hosts_covered (agreed).
@@ -213,6 +215,26 @@ PTC_API int ptc_reshard_hosts_covered(const ptc_transport *t, ptc_store *s, uint
  */
 PTC_API int ptc_reshard_hosts_whole(const ptc_transport *t, ptc_store *s, uint64_t newest,
                                     uint64_t *version, int *missing);
+
+/**
+ * The version every reader of a store spread over hosts takes (`ptc train
+ * --resume`, `ptc reshard --mpi --across-hosts`, `ptc.load(across_hosts=
+ * True)`, ptc_reshard_hosts_load() with version 0): the hosts first recover
+ * (ptc_ckpt_hosts_recover_over); then @p version when given, which must be
+ * committed, else ptc_reshard_hosts_whole() of the newest committed version:
+ * that version when the hosts present hold a copy of each of its saved
+ * ranks, else the newest older one they hold whole (a warning through the
+ * library's log on process 0 names both), else the newest committed one,
+ * whose load fails naming the saved ranks lost with every copy.
+ * @param host    this process's host (ptc_reshard_hosts_index)
+ * @param picked  receives the version, the same on every process
+ * @return PTC_OK; PTC_E_NOTFOUND "the stores DIR hold no committed version G
+ *   across hosts (newest: N)"; the errors of the recovery and of
+ *   ptc_reshard_hosts_whole(); agreed.
+ * @note Thread safety: collective over @p t, one call at a time per transport.
+ */
+PTC_API int ptc_reshard_hosts_pick(const ptc_transport *t, int host, ptc_store *s,
+                                   uint64_t version, uint64_t *picked);
 
 
 /** Options of ptc_reshard_hosts_store_mpi(). Zero-initialise. */
@@ -277,12 +299,15 @@ PTC_API int ptc_reshard_hosts_save_locals(const ptc_transport *t, int rc, const 
 
 /**
  * ptc_ckpt_load_locals_over() from a store spread over hosts: the hosts
- * recover and agree on the newest committed version (or take @p version,
- * which must be committed), the layout is that of this host's part under
- * @p cfg and @p rules (or, @p cfg NULL, the one the locals describe; see
- * ptc_ckpt_bind_locals_over), and ptc_reshard_hosts_load() fills the local
- * tensors: each source rank read from one host holding it, every missing
- * byte moved over @p t by the minimal plan. Host memory only.
+ * recover and take the version ptc_reshard_hosts_pick() takes (@p version,
+ * which must be committed; 0: the newest committed one they hold whole),
+ * the layout is the version's under @p cfg and @p rules (or, @p cfg NULL,
+ * the one the locals describe; see ptc_ckpt_bind_locals_over), and
+ * ptc_reshard_hosts_load() fills the local tensors: each source rank read
+ * from one host holding it, every missing byte moved over @p t by the
+ * minimal plan. A host whose store holds no part of the version (a fresh
+ * host) takes part: the layout and record come from a host that holds one
+ * (with @p cfg only: without one, PTC_E_UNSUPPORTED). Host memory only.
  * @param rec  receives the version's record (ptc_ckpt_record_free; may be NULL)
  * @param res  the load's figures, res->version the version loaded (may be NULL)
  * @return PTC_OK, @p rc's agreed failure, PTC_E_NOTFOUND (no committed

@@ -255,6 +255,17 @@ static int collect_target(const ptc_transport *t, ptc_store *s, uint64_t version
     return rc;
 }
 
+/* Streamed locals are refused by the binds of host buffers. */
+static int host_locals(const ptc_ckpt_local *locals, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (locals[i].streamed)
+            return ptc_error_set(PTC_E_UNSUPPORTED, "tensor '%.200s' is not in host memory "
+                                 "(streamed): this call binds host buffers only",
+                                 locals[i].name);
+    return PTC_OK;
+}
+
 int ptc_ckpt_bind_locals_over(const ptc_transport *t, int rc, ptc_store *s, uint64_t version,
                               bool save, const int *ranks, size_t nranks,
                               const ptc_ckpt_local *locals, size_t n, const ptc_config *cfg,
@@ -263,10 +274,8 @@ int ptc_ckpt_bind_locals_over(const ptc_transport *t, int rc, ptc_store *s, uint
     const char *what = save ? "checkpoint save" : "checkpoint load";
     *layout = NULL;
     *bufs = NULL;
-    for (size_t i = 0; rc == PTC_OK && i < n; i++)
-        if (locals[i].streamed)
-            rc = ptc_error_set(PTC_E_UNSUPPORTED, "tensor '%.200s' is not in host memory "
-                               "(streamed): this call binds host buffers only", locals[i].name);
+    if (rc == PTC_OK)
+        rc = host_locals(locals, n);
     ptc_layout *l = NULL;
     if (save) {
         PTC_TRY(ptc_ckpt_collect(t, what, rc, ranks, nranks, locals, n, cfg, rules, &l));
@@ -291,6 +300,22 @@ int ptc_ckpt_bind_locals_over(const ptc_transport *t, int rc, ptc_store *s, uint
     }
     *layout = l;
     return PTC_OK;
+}
+
+int ptc_ckpt_bind_locals_to(const ptc_transport *t, int rc, const ptc_layout *l,
+                            const int *ranks, size_t nranks, const ptc_ckpt_local *locals,
+                            size_t n, void ***bufs)
+{
+    *bufs = NULL;
+    if (rc == PTC_OK)
+        rc = host_locals(locals, n);
+    if (rc == PTC_OK)
+        rc = ptc_ckpt_bind(l, ranks, nranks, locals, n, "the version", true, bufs);
+    if ((rc = ptc_transport_agree(t, rc, "checkpoint load")) < 0) {
+        ptc_free(*bufs);
+        *bufs = NULL;
+    }
+    return rc;
 }
 
 int ptc_ckpt_load_locals_over(const ptc_transport *t, int rc, ptc_store *s, uint64_t version,

@@ -525,11 +525,15 @@ def load(store: StoreLike, state: State, *, config: Any = None, rank: Optional[R
 
     With @p across_hosts the store is spread over hosts (written by ptc train
     --replicas or ptc.save(across_hosts=True); @p host as for save): the
-    hosts first agree on the newest committed version (recovering an
-    interrupted save), @p version must be committed, and each rank's bytes
+    hosts first recover an interrupted save and take the version ptc train
+    --resume takes (the newest committed one the hosts present hold whole;
+    @p version: that one, which must be committed), and each rank's bytes
     come from one host that holds them (its own part or a replica on
     another host) over @p group's point-to-point messages, by the
-    minimal-movement plan; no host reads another's disk. The returned dict
+    minimal-movement plan; no host reads another's disk. A host whose
+    store holds no part of the version (a replaced host, an empty store)
+    takes part with @p config: the layout and record come from a host
+    holding a part. The returned dict
     then also holds "hosts": the hosts, "moved_bytes" (between hosts),
     "lower_bound" (the plan's per-host lower bound), "max_host_bytes" (the
     busiest host's) and "bytes_read". Host memory only (no CUDA tensors).

@@ -16,7 +16,8 @@
 # 5. the version the hosts hold whole (ptc_reshard_hosts_whole): tp=2 saved
 #    on h0,h1 with one replica (v1), then without (v2); h1's store replaced
 #    by an empty one: v2 lacks rank 1, v1 is whole on h0 (the replica), and
-#    v1 loads byte-exact into h0 and the fresh h1.
+#    v1 loads byte-exact into h0 and the fresh h1, asked for or by default
+#    (version 0: ptc_reshard_hosts_pick); v2 asked for names rank 1.
 . "$(dirname "$0")/lib_mpi.sh"
 : "${PTC_BUILD:?PTC_BUILD must name the build folder}"
 D="$PTC_BUILD/ckpt_mpi"
@@ -119,6 +120,10 @@ run 2 load --store "$S2" --config tp=2 --seed 5 --step 10 --version 1 --hosts h0
     >"$TMP/out" || fail "load of the version held whole"
 grep -q '^loaded version 1: .* on process 1 (a host with no part)$' "$TMP/out" ||
     fail "load of v1: $(cat "$TMP/out")"
+run 2 load --store "$S2" --config tp=2 --seed 5 --step 10 --hosts h0,h1 >"$TMP/out" ||
+    fail "load of the default version (ptc_reshard_hosts_pick)"
+grep -q '^loaded version 1: .* on process 1 (a host with no part)$' "$TMP/out" ||
+    fail "the default version is not v1, the one held whole: $(cat "$TMP/out")"
 expect_all_fail 2 "saved rank (1)|lost with every copy" -- \
-    load --store "$S2" --config tp=2 --seed 5 --step 11 --hosts h0,h1
-echo "ok: v2 lacks rank 1 on h0 and a fresh h1; v1, held whole, loads"
+    load --store "$S2" --config tp=2 --seed 5 --step 11 --version 2 --hosts h0,h1
+echo "ok: v2 lacks rank 1 on h0 and a fresh h1; v1, held whole, loads (also by default)"

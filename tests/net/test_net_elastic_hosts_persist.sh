@@ -40,7 +40,7 @@ if wait $epid; then ok; else cat "$T/b.log" "$T/b.out" >&2; bad "ptc elastic fai
 cat "$T/b.log"
 if [ "${GOBACK:-0}" = 1 ]; then
     grep 'ptc: warning: version' "$T/b.out"
-    grep -q 'ptc: warning: version [0-9]* has no copy of 2 saved ranks on the hosts present; resuming version [0-9]*, the newest one they hold whole' "$T/b.out" &&
+    grep -q 'ptc: warning: version [0-9]* has no copy of 2 saved ranks on the hosts present; taking version [0-9]*, the newest one they hold whole' "$T/b.out" &&
         ok || bad "no warning of the older version"
     python3 - "$T/b.log" <<'PY' && ok || bad "the events"
 import json, sys

@@ -6,9 +6,11 @@ across_hosts=True, replicas=1) or loads them with ptc.load(...,
 across_hosts=True) into zeroed tensors and compares every byte with the slice
 cut in this process.
 
-    python hosts_worker.py save|load BASE CONFIG HOSTS INIT_FILE OUT_DIR
+    python hosts_worker.py save|load BASE CONFIG HOSTS INIT_FILE OUT_DIR [REPLICAS]
 
 HOSTS: the host of each process, comma-separated (process r is rank r).
+REPLICAS: of a save (default 1). PTC_TEST_LOAD_VERSION: the version a load
+takes (default: the one the hosts choose).
 RANK and WORLD_SIZE come from the environment. Writes OUT_DIR/rank-R.json.
 """
 
@@ -25,6 +27,7 @@ from test_checkpoint import RULES, empty_states, model, raw, shapes
 
 def main():
     mode, base, config, hosts, init, out = sys.argv[1:7]
+    replicas = int(sys.argv[7]) if len(sys.argv) > 7 else 1
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     host = hosts.split(",")[rank]
     torch.set_num_threads(1)
@@ -39,14 +42,16 @@ def main():
             state = {n: sh.take(g[n]) for n, sh in lay.shards(rank).items() if sh.present}
             res["version"] = ptc.save(st, state, config=config, rules=RULES, rank=rank, step=3,
                                       meta={"by": "hosts"}, global_shapes=shapes(g),
-                                      across_hosts=True, host=host, replicas=1)
+                                      across_hosts=True, host=host, replicas=replicas)
         else:
             state = empty_states(lay)[rank]
             try:
                 rec = ptc.load(st, state, config=config, rank=rank, across_hosts=True,
-                               host=host)
+                               host=host,
+                               version=int(os.environ.get("PTC_TEST_LOAD_VERSION", "0")) or None)
                 res["record"] = {k: rec[k] for k in ("version", "step", "meta", "hosts",
-                                                     "moved_bytes", "lower_bound")}
+                                                     "moved_bytes", "lower_bound",
+                                                     "bytes_read")}
                 res["mismatch"] = [n for n, x in state.items()
                                    if raw(x) != raw(lay.shard(n, rank).take(g[n]))]
                 res["tensors"] = len(state)

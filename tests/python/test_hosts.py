@@ -8,7 +8,9 @@ on the same hosts, then — host h2's store deleted — under tp=2 on two
 processes of h0 and h1 from the survivors' parts and h2's replica on h0, the
 bytes moved between hosts equal to the plan's lower bound; with h1 gone as
 well, rank 2's shards exist nowhere and every process raises the same error
-naming the ranks."""
+naming the ranks. test_fresh_host_and_whole_version: a host whose store is
+empty (replaced) joins a load byte-exact, and a load takes the newest version
+the hosts present hold whole, as ptc train --resume does."""
 
 import json
 import os
@@ -21,14 +23,14 @@ import ptc
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run(mode, base, config, hosts, tmp, name):
+def run(mode, base, config, hosts, tmp, name, replicas=1):
     world = len(hosts)
     out = tmp / name
     out.mkdir()
     env = dict(os.environ, WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, env.get("PYTHONPATH")) if p)
     cmd = [sys.executable, os.path.join(HERE, "hosts_worker.py"), mode, str(base), config,
-           ",".join(hosts), str(tmp / (name + ".init")), str(out)]
+           ",".join(hosts), str(tmp / (name + ".init")), str(out), str(replicas)]
     procs = [subprocess.Popen(cmd, env=dict(env, RANK=str(r))) for r in range(world)]
     try:
         for p in procs:
@@ -76,3 +78,46 @@ def test_save_and_load_across_hosts(tmp_path):
     assert len(errs) == 1, errs
     kind, msg = errs.pop()
     assert kind == "NotFoundError" and "lost with every copy" in msg and "(2)" in msg, msg
+
+
+def test_fresh_host_and_whole_version(tmp_path):
+    base = tmp_path / "disks"
+    for h in ("h0", "h1", "h2"):
+        ptc.Store(base / h, create=True).close()
+    # version 1 with one replica per host, version 2 with none
+    assert [r["version"] for r in run("save", base, "tp=2,pp=2", ["h0", "h0", "h1", "h2"],
+                                      tmp_path, "s1")] == [1] * 4
+    assert [r["version"] for r in run("save", base, "tp=2,pp=2", ["h0", "h0", "h1", "h2"],
+                                      tmp_path, "s2", replicas=0)] == [2] * 4
+
+    # h2 replaced: an empty store; version 2 lacks h2's rank 3, version 1
+    # holds it on h0 (h2's replica): the load takes version 1, h2 joins it,
+    # reads nothing and receives its ranks' bytes over the network
+    shutil.rmtree(base / "h2")
+    ptc.Store(base / "h2", create=True).close()
+    a = run("load", base, "dp=2,tp=2", ["h0", "h0", "h1", "h2"], tmp_path, "a")
+    for r in a:
+        assert r["mismatch"] == [] and r["tensors"] > 0, r
+        assert r["record"]["version"] == 1 and r["record"]["step"] == 3, r
+        assert r["record"]["hosts"] == 3
+        assert r["record"]["moved_bytes"] == r["record"]["lower_bound"] > 0
+    assert len({json.dumps(r["record"]) for r in a}) == 1
+    with ptc.Store(base / "h2") as st:   # nothing written on the fresh host by a load
+        assert st.versions() == []
+
+    # version 2 asked for: its lost rank named on every process
+    b = run_version(base, 2, tmp_path)
+    errs = {tuple(r["error"]) for r in b}
+    assert len(errs) == 1, errs
+    kind, msg = errs.pop()
+    assert kind == "NotFoundError" and "the shards of 1 saved rank (3) are on no host" in msg, msg
+
+
+def run_version(base, version, tmp):
+    """A load of @p version on h0, h0, h1, h2 (hosts_worker's load with the
+    version in the environment)."""
+    os.environ["PTC_TEST_LOAD_VERSION"] = str(version)
+    try:
+        return run("load", base, "dp=2,tp=2", ["h0", "h0", "h1", "h2"], tmp, "v%d" % version)
+    finally:
+        del os.environ["PTC_TEST_LOAD_VERSION"]

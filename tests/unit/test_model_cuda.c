@@ -152,9 +152,10 @@ static cublasStatus_t shim_cublasSetMathMode(cublasHandle_t h, int mode)
 #define cudaGetErrorString shim_cudaGetErrorString
 #define cudaGetDeviceCount shim_cudaGetDeviceCount
 #define cudaSetDevice shim_cudaSetDevice
-#define cublasCreate shim_cublasCreate
-#define cublasDestroy shim_cublasDestroy
-#define cublasSetMathMode shim_cublasSetMathMode
+#define ptc_cublas_load() PTC_OK
+#define ptc_cublas_create shim_cublasCreate
+#define ptc_cublas_destroy shim_cublasDestroy
+#define ptc_cublas_set_math_mode shim_cublasSetMathMode
 
 /* The _cuda kernels become their _cpu twins (after checking the stream and
  * handle); the model's public functions get test names so that they cannot

@@ -522,12 +522,22 @@ static bool test_full(void)
     return full && !strcmp(full, "1");
 }
 
-/* 1000 random cases in the full run, the first 100 of them otherwise. */
+/* Under the sanitizers (which look for memory errors; the agreement rate is
+ * the plain build's to check) the first 20 cases: every path of both
+ * searches, at a fifth of the time (unit.test_search took 103 s of the
+ * sanitizer pass on the 2-core CI machine). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
+#define SEARCH_CASES 20
+#else
+#define SEARCH_CASES 100
+#endif
+
+/* 1000 random cases in the full run, the first SEARCH_CASES otherwise. */
 static void descent_vs_exhaustive(void **state)
 {
     (void)state;
     rng_state = 88172645463325252ull; /* fixed: the test is deterministic */
-    int cases = test_full() ? 1000 : 100;
+    int cases = test_full() ? 1000 : SEARCH_CASES;
     int valid = 0, agree = 0, none_fit = 0;
     double t_desc = 0, t_ex = 0;
     for (int i = 0; i < cases; i++) {
@@ -603,7 +613,8 @@ static void descent_vs_exhaustive(void **state)
            "search time descent %.2f s, exhaustive %.2f s\n",
            agree, valid, 100 * rate, none_fit, t_desc, t_ex);
     assert_true(valid >= cases * 4 / 5);
-    assert_true(rate >= 0.95);
+    if (cases >= 100) /* a statistic of the 100 cases (16 of 17 under the sanitizers) */
+        assert_true(rate >= 0.95);
 }
 
 /* ---- published settings --------------------------------------------------------- */
