@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ptc/transport.h"
+#include "base/transport_internal.h"
 #include "base/util_internal.h"
 
 /* The longest failure message sent between processes. */
@@ -233,7 +234,15 @@ int ptc_transport_exchange(const ptc_transport *t, size_t nsend, const int *to,
                            const void *const *sbuf, const size_t *slen, size_t nrecv,
                            const int *from, void *const *rbuf, const size_t *rlen)
 {
-    int rc = PTC_OK;
+    return ptc_transport_exchange_after(t, PTC_OK, "exchange", nsend, to, sbuf, slen, nrecv,
+                                        from, rbuf, rlen);
+}
+
+int ptc_transport_exchange_after(const ptc_transport *t, int rc, const char *what, size_t nsend,
+                                 const int *to, const void *const *sbuf, const size_t *slen,
+                                 size_t nrecv, const int *from, void *const *rbuf,
+                                 const size_t *rlen)
+{
     for (size_t i = 0; i < nsend && rc == PTC_OK; i++)
         if (to[i] < 0 || to[i] >= t->size)
             rc = ptc_error_set(PTC_E_INVAL, "exchange: no process %d of %d", to[i], t->size);
@@ -241,7 +250,7 @@ int ptc_transport_exchange(const ptc_transport *t, size_t nsend, const int *to,
         if (from[j] < 0 || from[j] >= t->size)
             rc = ptc_error_set(PTC_E_INVAL, "exchange: no process %d of %d", from[j], t->size);
     /* agreed before the collective: a process leaving alone would hang the others */
-    PTC_TRY(ptc_transport_agree(t, rc, "exchange"));
+    PTC_TRY(ptc_transport_agree(t, rc, what));
     if (t->exchange)
         return t->exchange(t->user, nsend, to, sbuf, slen, nrecv, from, rbuf, rlen);
     return exchange_by_allgather(t, nsend, to, sbuf, slen, nrecv, from, rbuf, rlen);

@@ -1,18 +1,21 @@
 /* The cross-host resume against the link (issue #30): under mpirun, one
  * process per target rank over hosts whose stores are their own disks
- * (bench/bench_hosts_resume.sh makes them), load the newest committed
- * version of the store spread over hosts into configuration --to
- * (ptc_reshard_hosts_load, recovery included), then send the busiest host's
+ * (bench/bench_hosts_resume.sh makes them), recover
+ * (ptc_ckpt_hosts_recover_over), then load the newest committed version of
+ * the store spread over hosts into configuration --to
+ * (ptc_reshard_hosts_load of the version the recovery names, as ptc train
+ * --resume and ptc reshard --mpi call it), then send the busiest host's
  * byte count from process 0 to a process on another host with plain
  * MPI_Send (the link's time for those bytes, the best of three). Prints one
- * JSON line: the plan's bytes moved between hosts, its lower bound, the
+ * JSON line: the recovery's seconds (timed apart), the version's bytes
+ * (state_bytes), the plan's bytes moved between hosts, its lower bound, the
  * busiest host's bytes, the load's seconds (the slowest process's; of
- * which, each the slowest process's: reads, plan, exchange), the
- * send's seconds, the link's bandwidth and ratio = load / send (the goal:
- * <= 1.5); and the same bytes sent by every host at once (MPI_Alltoall of
- * the busiest host's bytes, split over its peers) with ratio_alltoall =
- * load / that: on one machine the veth "links" share its cores, so hosts
- * sending at once are slower than one pair alone.
+ * which, each the slowest process's: reads, plan, exchange), the send's
+ * seconds, the link's bandwidth and ratio = load / send (the goal: <= 1.5);
+ * and the same bytes sent by every host at once (MPI_Alltoall of the
+ * busiest host's bytes, split over its peers) with ratio_alltoall = load /
+ * that: on one machine the veth "links" share its cores, so hosts sending
+ * at once are slower than one pair alone.
  *
  *   mpirun -np W bench_hosts_resume --store DIR --to CFG */
 #include <mpi.h>
@@ -115,7 +118,10 @@ int main(int argc, char **argv)
     ptc_store *s = NULL;
     CHECK(ptc_store_open(&s, dir, 0));
     uint64_t newest = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t_rec = bench_now();
     CHECK(ptc_ckpt_hosts_recover_over(&t, host, s, &newest));
+    t_rec = bench_now() - t_rec;
     ptc_layout *l = target_layout(s, newest, &to);
     size_t nt = ptc_layout_count(l);
     void **bufs = calloc(nt + 1, sizeof *bufs);
@@ -129,11 +135,11 @@ int main(int argc, char **argv)
     ptc_reshard_hosts_result res;
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = bench_now();
-    CHECK(ptc_reshard_hosts_load(&t, host, s, 0, l, &me, 1, bufs, &res));
-    double mine[4] = {bench_now() - t0, res.read_seconds, res.move_seconds,
-                      res.plan.plan_seconds},
-           most[4];
-    MPI_Allreduce(mine, most, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    CHECK(ptc_reshard_hosts_load(&t, host, s, newest, l, &me, 1, bufs, &res));
+    double mine[5] = {bench_now() - t0, res.read_seconds, res.move_seconds,
+                      res.plan.plan_seconds, t_rec},
+           most[5];
+    MPI_Allreduce(mine, most, 5, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     double load = most[0];
     /* a process on another host than process 0's */
     int *hosts = calloc((size_t)np, sizeof *hosts), peer = -1;
@@ -146,12 +152,14 @@ int main(int argc, char **argv)
                      ? alltoall_seconds(np, res.max_host_bytes / (uint64_t)(np - 1))
                      : 0;
     if (me == 0)
-        printf("{\"hosts\":%d,\"version\":%llu,\"bytes_network\":%llu,\"lower_bound\":%llu,"
+        printf("{\"hosts\":%d,\"version\":%llu,\"recover_s\":%.4f,\"state_bytes\":%llu,"
+               "\"bytes_network\":%llu,\"lower_bound\":%llu,"
                "\"max_host_bytes\":%llu,\"load_s\":%.4f,\"read_s\":%.4f,\"move_s\":%.4f,"
                "\"plan_s\":%.4f,"
                "\"link_s\":%.4f,\"link_MBps\":%.1f,"
                "\"ratio\":%.3f,\"alltoall_s\":%.4f,\"ratio_alltoall\":%.3f}\n",
-               res.hosts, (unsigned long long)res.version,
+               res.hosts, (unsigned long long)res.version, most[4],
+               (unsigned long long)res.bytes_read,
                (unsigned long long)res.plan.bytes_network,
                (unsigned long long)res.plan.bytes_network_lower_bound,
                (unsigned long long)res.max_host_bytes, load, most[1], most[2], most[3], link,

@@ -8,8 +8,15 @@
 # from each host's own disk — in its page cache, just written — the plan's
 # exchange over MPI/TCP on the veth links) and, in the same job, times a
 # plain MPI_Send of the busiest host's bytes between two hosts: ratio =
-# load seconds / send seconds. Three runs; one line each.
-# Usage: bench/bench_hosts_resume.sh [BUILD_DIR] (BENCH_MODEL overrides the model).
+# load seconds / send seconds (and ratio_alltoall: / an MPI all-to-all of
+# the same bytes from every host at once). Three runs; one line each.
+# The state: the demo MLP of 6 layers of hidden width BENCH_HIDDEN (default
+# 1024: 680 MB of parameters and optimizer state over the hosts, state_bytes
+# in the line, 134 MB from the busiest host; a run takes about 20 s), so
+# that the bytes, not the load's fixed collective rounds (a few ms each),
+# set its time; BENCH_HIDDEN=512 is the quick one (189 MB, 34 MB).
+# Usage: bench/bench_hosts_resume.sh [BUILD_DIR] (BENCH_MODEL overrides the
+# model, BENCH_RUNS the number of runs).
 set -eu
 B=${1:-build}
 export PTC PTC_SRC
@@ -19,7 +26,7 @@ PTC_SRC=$(cd "$(dirname "$0")/.." && pwd)
 . "$PTC_SRC/tests/net/lib_net.sh"
 NET_PRIVATE=$T/store
 net_setup 3
-M=${BENCH_MODEL:-mlp:layers=6,hidden=512,vocab=1024,tokens=4}
+M=${BENCH_MODEL:-mlp:layers=6,hidden=${BENCH_HIDDEN:-1024},vocab=1024,tokens=4}
 C=(--schedule 1f1b --microbatches 2 --model "$M" --seed 1 --timeout 120)
 for run in $(seq ${BENCH_RUNS:-3}); do
     rm -rf "$T/disks"/h*/*

@@ -127,7 +127,6 @@ typedef struct hload {
     void **sbufs; /* nmine x ntensors */
     const void *const **src_ptrs;
     void *const **dst_ptrs;
-    uint64_t bytes_read;
 } hload;
 
 static void hload_free(hload *h)
@@ -148,56 +147,63 @@ static void hload_free(hload *h)
     ptc_layout_destroy(h->src);
 }
 
-/* Who holds and who runs what, the same on every process. */
+/* Who holds and who runs what, the same on every process: one all-gather
+ * of a record per process — its host, the target ranks it runs (dw ints,
+ * -1 or itself) and the source ranks its host's part holds (world bytes). */
 static int hload_maps(hload *h, int host, ptc_store *s, uint64_t lv, const int *ranks,
                       size_t nranks)
 {
     const ptc_transport *t = h->t;
     int np = t->size, world = h->world, dw = h->dst_world;
-    uint8_t *mine = ptc_calloc((size_t)world + 1, 1);
-    int *runs = ptc_malloc(sizeof(int) * (size_t)dw + 1);
-    int *all_runs = ptc_malloc(sizeof(int) * (size_t)dw * (size_t)np + 1);
+    size_t rec = sizeof(int) * ((size_t)dw + 1) + (size_t)world;
+    uint8_t *mine = ptc_calloc(rec, 1), *all = ptc_calloc((size_t)np, rec);
     int rc = PTC_OK;
     if (!(h->host_of = ptc_calloc((size_t)np, sizeof *h->host_of)) ||
         !(h->have = ptc_calloc((size_t)np * (size_t)world + 1, 1)) ||
         !(h->src_owner = ptc_calloc((size_t)world + 1, sizeof(int))) ||
         !(h->src_host = ptc_calloc((size_t)world + 1, sizeof(int))) ||
         !(h->dst_owner = ptc_calloc((size_t)dw + 1, sizeof(int))) ||
-        !(h->dst_host = ptc_calloc((size_t)dw + 1, sizeof(int))) || !mine || !runs || !all_runs)
+        !(h->dst_host = ptc_calloc((size_t)dw + 1, sizeof(int))) || !mine || !all)
         rc = ptc_error_set(PTC_E_NOMEM, "no memory to plan the load");
+    int v = -1;
+    size_t at_have = sizeof(int) * ((size_t)dw + 1);
     ptc_store_reader *rd = NULL;
     if (rc == PTC_OK && lv && (rc = ptc_store_reader_open(&rd, s, lv)) == PTC_OK)
-        rc = ptc_reshard_hosts_inventory(rd, h->src, mine); /* lv 0: nothing held here */
+        rc = ptc_reshard_hosts_inventory(rd, h->src, mine + at_have); /* lv 0: none here */
     ptc_store_reader_close(rd);
+    if (rc == PTC_OK)
+        memcpy(mine, &host, sizeof host);
     for (int r = 0; rc == PTC_OK && r < dw; r++)
-        runs[r] = -1;
+        memcpy(mine + sizeof(int) * (size_t)(r + 1), &v, sizeof v);
     for (size_t i = 0; rc == PTC_OK && i < nranks; i++) {
         if (ranks[i] < 0 || ranks[i] >= dw)
             rc = ptc_error_set(PTC_E_INVAL, "target rank %d outside the world of %d", ranks[i],
                                dw);
         else
-            runs[ranks[i]] = t->rank;
+            memcpy(mine + sizeof(int) * (size_t)(ranks[i] + 1), &t->rank, sizeof(int));
     }
     rc = ptc_transport_agree(t, rc, "load across hosts");
     if (rc == PTC_OK)
-        rc = ptc_reshard_gather_all(t, mine, (size_t)world, h->have);
-    if (rc == PTC_OK)
-        rc = ptc_reshard_gather_all(t, &host, sizeof host, h->host_of);
-    if (rc == PTC_OK)
-        rc = ptc_reshard_gather_all(t, runs, sizeof(int) * (size_t)dw, all_runs);
+        rc = ptc_reshard_gather_all(t, mine, rec, all);
+    for (int p = 0; rc == PTC_OK && p < np; p++) {
+        memcpy(&h->host_of[p], all + (size_t)p * rec, sizeof(int));
+        memcpy(h->have + (size_t)p * (size_t)world, all + (size_t)p * rec + at_have,
+               (size_t)world);
+    }
     for (int r = 0; rc == PTC_OK && r < dw; r++) {
         h->dst_owner[r] = -1;
-        for (int p = 0; p < np; p++)
-            if (all_runs[(size_t)p * (size_t)dw + (size_t)r] >= 0)
+        for (int p = 0; p < np; p++) {
+            memcpy(&v, all + (size_t)p * rec + sizeof(int) * (size_t)(r + 1), sizeof v);
+            if (v >= 0)
                 h->dst_owner[r] = p;
+        }
         if (h->dst_owner[r] < 0)
             rc = ptc_error_set(PTC_E_INVAL, "no process runs target rank %d", r);
         else
             h->dst_host[r] = h->host_of[h->dst_owner[r]];
     }
     ptc_free(mine);
-    ptc_free(runs);
-    ptc_free(all_runs);
+    ptc_free(all);
     if (rc == PTC_OK)
         rc = choose_sources(h->src, h->have, np, h->host_of, h->dst_owner, dw, h->src_owner);
     for (int r = 0; rc == PTC_OK && r < world; r++)
@@ -224,7 +230,6 @@ static int hload_read(hload *h, ptc_store *s, uint64_t lv)
             if (b && !(h->sbufs[i * nt + t] = ptc_malloc(b)))
                 return ptc_error_set(PTC_E_NOMEM, "no memory for rank %d's shards (%zu bytes)",
                                      h->mine[i], b);
-            h->bytes_read += b;
         }
         h->src_ptrs[h->mine[i]] = (const void *const *)&h->sbufs[i * nt];
     }
@@ -272,6 +277,7 @@ int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint6
     memset(&h, 0, sizeof h);
     h.t = t;
     int host_max = host;
+    ptc_plan *plan = NULL;
     if (!version)
         PTC_TRY(ptc_reshard_hosts_pick(t, host, s, 0, &version));
     ptc_reshard_hosts_version hv;
@@ -286,46 +292,41 @@ int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint6
         goto out_free;
     h.world = ptc_layout_world(h.src);
     h.dst_world = ptc_layout_world(dst);
-    rc = hload_maps(&h, host, s, lv, ranks, nranks);
-    double t_read = now_s();
-    if (rc == PTC_OK)
-        rc = hload_read(&h, s, lv);
-    t_read = now_s() - t_read;
-    if ((rc = ptc_transport_agree(t, rc, "load across hosts")) < 0)
+    /* the maps' outcome is alike everywhere (agreed, or from what every
+     * process gathered) */
+    if ((rc = hload_maps(&h, host, s, lv, ranks, nranks)) < 0)
         goto out_free;
-    for (int p = 0; p < t->size; p++)
-        host_max = h.host_of[p] > host_max ? h.host_of[p] : host_max;
+    double t_read = now_s();
+    rc = hload_read(&h, s, lv);
+    t_read = now_s() - t_read;
+    /* the plan from what every process has alike; the reads' outcomes are
+     * agreed with the exchange's own checks (ptc_reshard_owned_over) */
     ptc_plan_options po = {.src_host = h.src_host, .dst_host = h.dst_host};
-    ptc_plan *plan = NULL;
-    rc = ptc_plan_create(&plan, h.src, dst, &po);
     size_t nt = ptc_layout_count(dst);
+    if (rc == PTC_OK)
+        rc = ptc_plan_create(&plan, h.src, dst, &po);
+    for (int p = 0; rc == PTC_OK && p < t->size; p++)
+        host_max = h.host_of[p] > host_max ? h.host_of[p] : host_max;
     if (rc == PTC_OK && !(h.dst_ptrs = ptc_calloc((size_t)h.dst_world + 1, sizeof *h.dst_ptrs)))
         rc = ptc_error_set(PTC_E_NOMEM, "no memory for the target ranks");
     for (size_t i = 0; rc == PTC_OK && i < nranks; i++)
         h.dst_ptrs[ranks[i]] = (void *const *)&bufs[i * nt];
     double t_move = now_s();
-    if ((rc = ptc_transport_agree(t, rc, "load across hosts")) == PTC_OK)
-        rc = ptc_reshard_owned_over(plan, t, h.src_owner, h.src_ptrs, h.dst_owner, h.dst_ptrs);
+    rc = ptc_reshard_owned_over(rc, plan, t, h.src_owner, h.src_ptrs, h.dst_owner, h.dst_ptrs);
     t_move = now_s() - t_move;
-    uint64_t read = h.bytes_read, all_read = 0;
     if (rc == PTC_OK && res) {
-        uint64_t *each = ptc_calloc((size_t)t->size, sizeof *each);
-        rc = each ? PTC_OK : PTC_E_NOMEM;
-        rc = ptc_transport_agree(t, rc, "load across hosts");
-        if (rc == PTC_OK)
-            rc = ptc_reshard_gather_all(t, &read, sizeof read, each);
-        for (int p = 0; rc == PTC_OK && p < t->size; p++)
-            all_read += each[p];
-        ptc_free(each);
-        if (rc == PTC_OK) {
-            figures(plan, host_max + 1, version, all_read, res);
-            res->seconds = now_s() - t0;
-            res->read_seconds = t_read;
-            res->move_seconds = t_move;
-        }
+        /* every source rank with bytes is read once, by its provider: the
+         * sum over processes needs no collective */
+        uint64_t all_read = 0;
+        for (int r = 0; r < h.world; r++)
+            all_read += ptc_reshard_rank_bytes(h.src, r);
+        figures(plan, host_max + 1, version, all_read, res);
+        res->seconds = now_s() - t0;
+        res->read_seconds = t_read;
+        res->move_seconds = t_move;
     }
-    ptc_plan_destroy(plan);
 out_free:
+    ptc_plan_destroy(plan);
     hload_free(&h);
     return rc;
 }

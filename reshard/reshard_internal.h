@@ -29,12 +29,14 @@ bool ptc_reshard_box_contiguous(const ptc_box *b, const int64_t *stride);
 /* ptc_reshard_host_owned_range() over a transport, for every tensor: the
  * whole plan @p p (the same on every process); per phase (reused shards and
  * transfers from source buffers, then the fan-outs from target buffers) one
- * ptc_transport_exchange with a message per item between two processes,
- * sent from / received into the rank buffers where the box is one run of
- * memory there, else packed / unpacked. Failures are agreed. */
-int ptc_reshard_owned_over(const ptc_plan *p, const ptc_transport *t, const int *src_owner,
-                           const void *const *const *src, const int *dst_owner,
-                           void *const *const *dst);
+ * ptc_transport_exchange, a message of its own for each large item, sent
+ * from / received into the rank buffers where the box is one run of memory
+ * there, else packed / unpacked. @p rc is the caller's outcome so far
+ * (@p p may be NULL where it failed): it is agreed in the first exchange's
+ * own round, as are every failure after it. */
+int ptc_reshard_owned_over(int rc, const ptc_plan *p, const ptc_transport *t,
+                           const int *src_owner, const void *const *const *src,
+                           const int *dst_owner, void *const *const *dst);
 /* ---- across hosts (reshard_hosts.c, reshard_hosts_held.c) ---------------- */
 
 /* Every process's @p n bytes at @p in into @p out (size x n), or a copy

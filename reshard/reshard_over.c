@@ -1,16 +1,22 @@
 /* The in-memory executor over a transport (ptc_reshard_owned_over): the
  * processes of any ptc_transport (MPI, torch.distributed) hold the ranks an
- * owner map names; per phase the transport's exchange carries one message
- * per item (a transfer, or a reused shard whose ranks sit on two processes)
- * in plan order, sent straight from the source buffer and received straight
- * into the target buffer where the box is one run of memory there, else
- * packed into / unpacked from a staging buffer. Phase 0: reused shards (whole, where
- * source and target rank sit on different processes) and the transfers from
- * source buffers; phase 1: the fan-outs from target buffers filled in
- * phase 0. Copies within a process need no message. */
+ * owner map names; per phase the transport's exchange carries the items (a
+ * transfer, or a reused shard whose ranks sit on two processes) in plan
+ * order: a large one as a message of its own, sent straight from the source
+ * buffer where its box is one run of memory there and received straight into
+ * the target buffer where it is one there (else packed for itself, or staged
+ * and unpacked); the small ones between two processes packed in one message.
+ * Phase 0: reused shards (whole, where source and target rank sit on
+ * different processes) and the transfers from source buffers; phase 1: the
+ * fan-outs from target buffers filled in phase 0 (skipped, collectives and
+ * all, where the plan has none). Copies within a process need no message:
+ * they run on a thread of their own while the exchange moves the bytes. */
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/pack.h"
+#include "base/transport_internal.h"
 #include "base/util_internal.h"
 #include "reshard/reshard_internal.h"
 
@@ -137,19 +143,20 @@ static int items_of(const ov *o, bool fanout, item **out, size_t *n)
     return PTC_OK;
 }
 
-/* An item that travels as a message of its own, from its source buffer
- * into its target buffer: one run of memory at both ends, and large enough
- * that a message per item costs nothing next to its bytes. The others
+/* An item that travels as a message of its own: large enough that a
+ * message per item costs nothing next to its bytes, and one run of memory
+ * at one end at least — sent straight from its source buffer where it is a
+ * run there (else packed for itself), received straight into its target
+ * buffer where it is a run there (else staged and unpacked). The others
  * between two processes go packed in one message. Both ends decide alike. */
-#define OV_DIRECT_MIN ((size_t)256 << 10)
+#define OV_ALONE_MIN ((size_t)256 << 10)
 
-static bool direct(const ov *o, const item *it, bool fanout)
+static bool alone(const ov *o, const item *it)
 {
-    (void)fanout;
-    return item_bytes(o, it) >= OV_DIRECT_MIN && is_run(it, true) && is_run(it, false);
+    return item_bytes(o, it) >= OV_ALONE_MIN && (is_run(it, true) || is_run(it, false));
 }
 
-/* A phase's messages, in the order both ends give them: the direct items in
+/* A phase's messages, in the order both ends give them: the items alone in
  * plan order, then one packed message per peer. */
 typedef struct msgs {
     size_t ns, nr;
@@ -158,7 +165,9 @@ typedef struct msgs {
     void **rp;
     size_t *sl, *rl;
     size_t *at;              /* per peer: packed bytes out, in; then cursors */
-    uint8_t *spack, *rstage; /* the packed messages, peer after peer */
+    size_t alone_in;         /* cursor of the staged items alone, after the peers' */
+    uint8_t *spack, *rstage; /* the packed messages, peer after peer, then the items
+                              * alone packed (sent) or staged (received) */
 } msgs;
 
 static void msgs_free(msgs *m)
@@ -174,27 +183,62 @@ static void msgs_free(msgs *m)
     ptc_free(m->rstage);
 }
 
-/* Size and allocate the messages; fill the send side (packing) and the
- * receive side's places. Copies within the process happen here too. */
-static int msgs_build(const ov *o, const item *it, size_t nit, bool fanout, msgs *m)
+/* Item @p it's bytes at this process, its provider, into @p dst. */
+static int pack_item(const ov *o, const item *it, bool fanout, uint8_t *dst)
 {
-    int me = o->t->rank, np = o->t->size;
-    size_t ns = (size_t)np, nr = (size_t)np, npack = 0, nstage = 0;
-    if (!(m->at = ptc_calloc((size_t)np * 4, sizeof *m->at)))
-        return PTC_E_NOMEM;
-    size_t *out = m->at, *in = m->at + np, *cur_out = m->at + 2 * np, *cur_in = m->at + 3 * np;
+    const uint8_t *run = run_of(o, it, fanout, true);
+    if (run) {
+        memcpy(dst, run, item_bytes(o, it));
+        return PTC_OK;
+    }
+    /* not a run: a transfer (a reused shard is always whole) */
+    const ptc_transfer *x = it->x;
+    return ptc_reshard_pack_one(o->p, x, fanout ? o->db[x->src_rank][it->t]
+                                                : o->sb[x->src_rank][it->t], dst);
+}
+
+/* Count the messages and the packed and staged bytes of this process. */
+static void msgs_count(const ov *o, const item *it, size_t nit, bool fanout, msgs *m,
+                       size_t *npack, size_t *nstage)
+{
+    int me = o->t->rank;
+    size_t *out = m->at, *in = m->at + o->t->size;
     for (size_t i = 0; i < nit; i++) {
         int from, to;
         item_ends(o, &it[i], fanout, &from, &to);
         size_t b = item_bytes(o, &it[i]);
         if (from == to || !b || (from != me && to != me))
             continue;
-        bool d = direct(o, &it[i], fanout);
-        if (from == me)
-            d ? ns++ : (out[to] += b, npack += b);
-        if (to == me)
-            d ? nr++ : (in[from] += b, nstage += b);
+        bool a = alone(o, &it[i]);
+        if (from == me && a) {
+            m->ns++;
+            *npack += is_run(&it[i], true) ? 0 : b;
+        } else if (from == me) {
+            out[to] += b, *npack += b;
+        }
+        if (to == me && a) {
+            m->nr++;
+            *nstage += is_run(&it[i], false) ? 0 : b;
+        } else if (to == me) {
+            in[from] += b, *nstage += b;
+        }
     }
+}
+
+/* Size and allocate the messages; fill the send side (packing) and the
+ * receive side's places. Copies within the process are left to
+ * copies_run, during the exchange. */
+static int msgs_build(const ov *o, const item *it, size_t nit, bool fanout, msgs *m)
+{
+    int me = o->t->rank, np = o->t->size;
+    size_t npack = 0, nstage = 0;
+    if (!(m->at = ptc_calloc((size_t)np * 4, sizeof *m->at)))
+        return PTC_E_NOMEM;
+    size_t *out = m->at, *in = m->at + np, *cur_out = m->at + 2 * np, *cur_in = m->at + 3 * np;
+    m->ns = m->nr = (size_t)np; /* room for the packed messages */
+    msgs_count(o, it, nit, fanout, m, &npack, &nstage);
+    size_t ns = m->ns, nr = m->nr;
+    m->ns = m->nr = 0;
     if (!(m->to = ptc_malloc(sizeof(int) * ns)) || !(m->from = ptc_malloc(sizeof(int) * nr)) ||
         !(m->sp = ptc_malloc(sizeof *m->sp * ns)) || !(m->rp = ptc_malloc(sizeof *m->rp * nr)) ||
         !(m->sl = ptc_malloc(sizeof *m->sl * ns)) || !(m->rl = ptc_malloc(sizeof *m->rl * nr)) ||
@@ -208,38 +252,36 @@ static int msgs_build(const ov *o, const item *it, size_t nit, bool fanout, msgs
         so += out[q];
         si += in[q];
     }
+    m->alone_in = si; /* the staged items alone follow, in plan order */
     for (size_t i = 0; i < nit; i++) {
         int from, to;
         item_ends(o, &it[i], fanout, &from, &to);
         size_t b = item_bytes(o, &it[i]);
-        if (from == me && to == me) {
-            PTC_TRY(copy_here(o, &it[i], fanout));
+        if (!b || from == to || (from != me && to != me))
             continue;
-        }
-        if (!b || (from != me && to != me))
-            continue;
-        bool d = direct(o, &it[i], fanout);
-        if (from == me && d) {
-            m->to[m->ns] = to, m->sp[m->ns] = run_of(o, &it[i], fanout, true),
-            m->sl[m->ns++] = b;
-        } else if (from == me) { /* packed (a reused shard, always whole, is a run) */
-            uint8_t *dst = m->spack + cur_out[to];
+        bool a = alone(o, &it[i]);
+        if (from == me && a) {
+            uint8_t *run = run_of(o, &it[i], fanout, true);
+            if (!run) { /* packed for itself */
+                run = m->spack + so;
+                so += b;
+                PTC_TRY(pack_item(o, &it[i], fanout, run));
+            }
+            m->to[m->ns] = to, m->sp[m->ns] = run, m->sl[m->ns++] = b;
+        } else if (from == me) {
+            PTC_TRY(pack_item(o, &it[i], fanout, m->spack + cur_out[to]));
             cur_out[to] += b;
-            const uint8_t *run = run_of(o, &it[i], fanout, true);
-            if (run)
-                memcpy(dst, run, b);
-            else
-                PTC_TRY(ptc_reshard_pack_one(o->p, it[i].x,
-                                             fanout ? o->db[it[i].x->src_rank][it[i].t]
-                                                    : o->sb[it[i].x->src_rank][it[i].t],
-                                             dst));
         }
-        if (to == me && d) {
-            m->from[m->nr] = from, m->rp[m->nr] = run_of(o, &it[i], fanout, false),
-            m->rl[m->nr++] = b;
+        if (to == me && a) {
+            uint8_t *run = run_of(o, &it[i], fanout, false);
+            if (!run) { /* staged, unpacked after the exchange */
+                run = m->rstage + si;
+                si += b;
+            }
+            m->from[m->nr] = from, m->rp[m->nr] = run, m->rl[m->nr++] = b;
         }
     }
-    for (int q = 0; q < np; q++) { /* the packed messages, after the direct ones */
+    for (int q = 0; q < np; q++) { /* the packed messages, after the items alone */
         if (out[q]) {
             m->to[m->ns] = q, m->sp[m->ns] = m->spack + cur_out[q] - out[q];
             m->sl[m->ns++] = out[q];
@@ -252,7 +294,8 @@ static int msgs_build(const ov *o, const item *it, size_t nit, bool fanout, msgs
     return PTC_OK;
 }
 
-/* Unpack what came packed from the peers (cursors at each peer's start). */
+/* Unpack what came packed from the peers (cursors at each peer's start)
+ * and the items alone that were staged. */
 static int msgs_unpack(const ov *o, const item *it, size_t nit, bool fanout, msgs *m)
 {
     int me = o->t->rank;
@@ -261,11 +304,15 @@ static int msgs_unpack(const ov *o, const item *it, size_t nit, bool fanout, msg
         int from, to;
         item_ends(o, &it[i], fanout, &from, &to);
         size_t b = item_bytes(o, &it[i]);
-        if (to != me || from == me || !b || direct(o, &it[i], fanout))
+        if (to != me || from == me || !b)
             continue;
-        const uint8_t *src = m->rstage + cur_in[from];
-        cur_in[from] += b;
         uint8_t *run = run_of(o, &it[i], fanout, false);
+        bool a = alone(o, &it[i]);
+        if (a && run)
+            continue; /* received in place */
+        size_t *cur = a ? &m->alone_in : &cur_in[from];
+        const uint8_t *src = m->rstage + *cur;
+        *cur += b;
         if (run)
             memcpy(run, src, b);
         else
@@ -275,37 +322,83 @@ static int msgs_unpack(const ov *o, const item *it, size_t nit, bool fanout, msg
     return PTC_OK;
 }
 
-/* One phase: pack, exchange, unpack. Collective; failures agreed. */
-static int phase(const ov *o, bool fanout)
+/* The copies within this process of a phase, run beside the exchange (on a
+ * thread of their own: they touch no buffer a message reads or fills). */
+typedef struct copies {
+    const ov *o;
+    const item *it;
+    size_t nit;
+    bool fanout;
+    int rc;
+    char err[1024]; /* the thread's error message (ptc_error_set's is per thread) */
+} copies;
+
+static int copies_run(copies *c)
+{
+    int me = c->o->t->rank;
+    for (size_t i = 0; i < c->nit; i++) {
+        int from, to;
+        item_ends(c->o, &c->it[i], c->fanout, &from, &to);
+        if (from == me && to == me)
+            PTC_TRY(copy_here(c->o, &c->it[i], c->fanout));
+    }
+    return PTC_OK;
+}
+
+static void *copies_main(void *arg)
+{
+    copies *c = arg;
+    if ((c->rc = copies_run(c)) < 0)
+        snprintf(c->err, sizeof c->err, "%s", ptc_last_error());
+    return NULL;
+}
+
+/* One phase: pack, then the copies within the process on a thread beside
+ * the exchange (the caller's thread: the transport may need it), unpack.
+ * @p rc: the outcome so far (nothing is built where it failed), agreed in
+ * the exchange's round. Collective; failures agreed. */
+static int phase(const ov *o, bool fanout, int rc)
 {
     const ptc_transport *t = o->t;
     item *it = NULL;
     size_t nit = 0;
     msgs m;
     memset(&m, 0, sizeof m);
-    int rc = items_of(o, fanout, &it, &nit);
+    if (rc == PTC_OK)
+        rc = items_of(o, fanout, &it, &nit);
     if (rc == PTC_OK)
         rc = msgs_build(o, it, nit, fanout, &m);
-    if ((rc = ptc_transport_agree(t, rc, "reshard exchange")) < 0)
-        goto out_free;
-    rc = ptc_transport_exchange(t, m.ns, m.to, m.sp, m.sl, m.nr, m.from, m.rp, m.rl);
+    copies c = {.o = o, .it = it, .nit = nit, .fanout = fanout};
+    pthread_t th;
+    bool side = rc == PTC_OK && pthread_create(&th, NULL, copies_main, &c) == 0;
+    if (rc == PTC_OK && !side) /* no thread: before the exchange */
+        rc = copies_run(&c);
+    /* the build's outcome agreed in the exchange's own round; every process
+     * goes on to the agreement below, whatever the exchange returned */
+    rc = ptc_transport_exchange_after(t, rc, "reshard exchange", m.ns, m.to, m.sp, m.sl, m.nr,
+                                      m.from, m.rp, m.rl);
+    if (side) {
+        pthread_join(th, NULL);
+        if (c.rc < 0 && rc == PTC_OK)
+            rc = ptc_error_set(c.rc, "%s", c.err);
+    }
     if (rc == PTC_OK)
         rc = msgs_unpack(o, it, nit, fanout, &m);
     rc = ptc_transport_agree(t, rc, "reshard exchange");
-out_free:
     msgs_free(&m);
     ptc_free(it);
     return rc;
 }
 
-int ptc_reshard_owned_over(const ptc_plan *p, const ptc_transport *t, const int *src_owner,
-                           const void *const *const *src, const int *dst_owner,
-                           void *const *const *dst)
+int ptc_reshard_owned_over(int rc, const ptc_plan *p, const ptc_transport *t,
+                           const int *src_owner, const void *const *const *src,
+                           const int *dst_owner, void *const *const *dst)
 {
-    ov o = {p, t, src_owner, dst_owner, src, dst,
-            ptc_config_world(ptc_layout_config(ptc_plan_source(p))),
-            ptc_config_world(ptc_layout_config(ptc_plan_target(p)))};
-    int rc = PTC_OK;
+    ov o = {p, t, src_owner, dst_owner, src, dst, 0, 0};
+    if (rc == PTC_OK) {
+        o.ws = ptc_config_world(ptc_layout_config(ptc_plan_source(p)));
+        o.wt = ptc_config_world(ptc_layout_config(ptc_plan_target(p)));
+    }
     for (int r = 0; r < o.ws && rc == PTC_OK; r++)
         if (src_owner[r] < 0 || src_owner[r] >= t->size)
             rc = ptc_error_set(PTC_E_INVAL, "source rank %d: process %d of %d", r,
@@ -314,7 +407,14 @@ int ptc_reshard_owned_over(const ptc_plan *p, const ptc_transport *t, const int 
         if (dst_owner[r] < 0 || dst_owner[r] >= t->size)
             rc = ptc_error_set(PTC_E_INVAL, "target rank %d: process %d of %d", r,
                                dst_owner[r], t->size);
-    PTC_TRY(ptc_transport_agree(t, rc, "reshard exchange"));
-    PTC_TRY(phase(&o, false));
-    return phase(&o, true);
+    /* the checks and the caller's outcome agreed in the first phase's round */
+    PTC_TRY(phase(&o, false, rc));
+    /* no fan-outs in the plan (alike on every process): the second phase's
+     * collectives would carry nothing */
+    size_t nx;
+    const ptc_transfer *xf = ptc_plan_transfers(p, &nx);
+    bool fanouts = false;
+    for (size_t i = 0; i < nx && !fanouts; i++)
+        fanouts = xf[i].kind == PTC_TRANSFER_FANOUT;
+    return fanouts ? phase(&o, true, PTC_OK) : PTC_OK;
 }

@@ -29,7 +29,8 @@
  * load compares every local buffer byte for byte with the slices of the
  * global data of --seed and the record with what save wrote (step, seed).
  * CKPT_FAIL_PROCESS=P makes process P's first write fail (ENOSPC) during a
- * save, its first allocation during a load. Exit 0 on success; otherwise one line "error: ..." on stderr, exit 1. */
+ * save, its first allocation during a load (its CKPT_FAIL_AT-th where that
+ * is set). Exit 0 on success; otherwise one line "error: ..." on stderr, exit 1. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -404,9 +405,9 @@ int main(int argc, char **argv)
         }
         ptc_ckpt_record rec;
         uint64_t v = 0;
-        const char *f = getenv("CKPT_FAIL_PROCESS");
+        const char *f = getenv("CKPT_FAIL_PROCESS"), *at = getenv("CKPT_FAIL_AT");
         if (f && atoi(f) == me)
-            ptc_fault_alloc_at(1);
+            ptc_fault_alloc_at(at ? atol(at) : 1);
         ptc_reshard_hosts_result hr;
         int e = a.hosts ? ptc_reshard_hosts_load(&tr, host, s, a.version, l, ranks, nranks,
                                                (void *const *)bufs, &hr)

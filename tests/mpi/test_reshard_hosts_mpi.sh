@@ -9,8 +9,8 @@
 # 2. h2's store deleted: 3 processes on h0,h1,h1 load it again byte-exact
 #    from the survivors and h2's replica on h0; then h2 back with an empty
 #    store (a fresh host) loads dp=1,tp=3,pp=1 with h0 and h1;
-# 3. an allocation failing on one process fails every process with one
-#    error line, no hang;
+# 3. an allocation failing on one process (the first, then later ones up
+#    to the exchange) fails every process with one error line, no hang;
 # 4. h1's store deleted too: h1's ranks had their only copy on h2: every
 #    process fails naming the ranks ("lost with every copy");
 # 5. the version the hosts hold whole (ptc_reshard_hosts_whole): tp=2 saved
@@ -85,6 +85,19 @@ echo "ok: a fresh host joins, $(grep across "$TMP/out")"
 CKPT_FAIL_PROCESS=1 expect_all_fail 3 "process 1|out of memory" -- \
     load --store "$S" --config dp=1,tp=3,pp=2 --seed 5 --step 10 --hosts h0,h1,h1
 echo "ok: a failure on one process fails every process"
+# ... at later steps too (process 1's K-th allocation: the inventory, the
+# reads, the plan, the exchange; about 2500 in all today): every process
+# fails with one error line, or every process loads (K past the last)
+for k in 500 1500 2000 2400; do
+    if CKPT_FAIL_PROCESS=1 CKPT_FAIL_AT=$k mpirun_each 3 timeout 300 "$D" load --store "$S" \
+        --config dp=1,tp=3,pp=2 --seed 5 --step 10 --hosts h0,h1,h1 >"$TMP/out" 2>"$TMP/err"; then
+        [ "$(grep -c '^loaded version 1: ' "$TMP/out")" = 3 ] || fail "K=$k: $(cat "$TMP/out")"
+    else
+        [ "$(grep -c '^error: ' "$TMP/err")" = 3 ] ||
+            { cat "$TMP/err" >&2; fail "K=$k: not one error line from each process"; }
+    fi
+done
+echo "ok: a failure at any step of the load on one process: the same outcome everywhere"
 
 # 4.
 rm -rf "${S:?}/h1"

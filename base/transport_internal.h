@@ -1,0 +1,17 @@
+/* Internal helpers over a ptc_transport (include/ptc/transport.h). */
+#ifndef PTC_BASE_TRANSPORT_INTERNAL_H
+#define PTC_BASE_TRANSPORT_INTERNAL_H
+
+#include "ptc/transport.h"
+
+/* ptc_transport_exchange after the caller's own step: the processes agree
+ * on @p rc (the caller's outcome so far) together with the messages'
+ * checks in one round, and exchange only if every process is PTC_OK.
+ * Saves the agreement a caller would otherwise make just before. Same
+ * thread-safety as ptc_transport_exchange. */
+int ptc_transport_exchange_after(const ptc_transport *t, int rc, const char *what, size_t nsend,
+                                 const int *to, const void *const *sbuf, const size_t *slen,
+                                 size_t nrecv, const int *from, void *const *rbuf,
+                                 const size_t *rlen);
+
+#endif
