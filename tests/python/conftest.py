@@ -1,6 +1,7 @@
 """Shared fixtures of the ptc Python tests: the ptc command, stores in
 temporary folders, synthetic models."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -44,6 +45,28 @@ PTC = _ptc_bin()
 def run_ptc(*args, check=True):
     """Run the ptc command; returns CompletedProcess (text)."""
     return subprocess.run([PTC, *map(str, args)], check=check, capture_output=True, text=True)
+
+
+def run_ranks(worker, world, args, out, timeout=180, env=None):
+    """Run `world` processes of tests/python/WORKER with ARGS (RANK and
+    WORLD_SIZE set, one thread each, this folder on PYTHONPATH; env: the
+    environment to start from, os.environ by default), wait for all (those
+    still running when one times out are killed), check that every one exited
+    0 and return what each wrote, OUT/rank-R.json (OUT is made here)."""
+    out.mkdir()
+    e = dict(os.environ if env is None else env, WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
+    e["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, e.get("PYTHONPATH")) if p)
+    cmd = [sys.executable, os.path.join(HERE, worker), *map(str, args)]
+    procs = [subprocess.Popen(cmd, env=dict(e, RANK=str(r))) for r in range(world)]
+    try:
+        for p in procs:
+            p.wait(timeout=timeout)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0] * world
+    return [json.load(open(out / ("rank-%d.json" % r))) for r in range(world)]
 
 
 @pytest.fixture

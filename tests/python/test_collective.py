@@ -9,35 +9,19 @@ another process, makes every process raise the same error and write nothing;
 loading needs no lock. The processes are started with subprocess and meet
 through init_method file:// (ckpt_worker.py)."""
 
-import json
-import os
 import subprocess
 import sys
 
 import ptc
+from conftest import run_ranks
 from test_checkpoint import model, raw
 from test_errors import HOLD, store_files
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run(world, mode, store, config, tmp, name):
     out = tmp / name
-    out.mkdir()
-    env = dict(os.environ, WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, env.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, os.path.join(HERE, "ckpt_worker.py"), mode, str(store), config,
-           str(tmp / (name + ".init")), str(out)]
-    procs = [subprocess.Popen(cmd, env=dict(env, RANK=str(r))) for r in range(world)]
-    try:
-        for p in procs:
-            p.wait(timeout=180)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert [p.returncode for p in procs] == [0] * world
-    return [json.load(open(out / ("rank-%d.json" % r))) for r in range(world)]
+    return run_ranks("ckpt_worker.py", world, [mode, store, config, tmp / (name + ".init"), out],
+                     out)
 
 
 def test_four_processes_save_two_load_under_other_configs(tmp_path, monkeypatch):

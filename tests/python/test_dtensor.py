@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 
 import ptc
-from conftest import PTC, fuse_available, run_ptc
+from conftest import PTC, fuse_available, run_ptc, run_ranks
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch.distributed.fsdp")
@@ -121,21 +121,9 @@ def test_fsdp2_strided_shard_is_one_box():
 
 def launch(world, mode, tmp, name, env=None):
     out = tmp / name
-    out.mkdir()
-    e = dict(os.environ, WORLD_SIZE=str(world), OMP_NUM_THREADS="1", **(env or {}))
-    e["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, e.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, os.path.join(HERE, "dtensor_worker.py"), mode, str(tmp / "st"),
-           str(tmp / "dcp"), str(tmp / (name + ".init")), str(out)]
-    procs = [subprocess.Popen(cmd, env=dict(e, RANK=str(r))) for r in range(world)]
-    try:
-        for p in procs:
-            p.wait(timeout=600)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert [p.returncode for p in procs] == [0] * world
-    return [json.load(open(out / ("rank-%d.json" % r))) for r in range(world)]
+    return run_ranks("dtensor_worker.py", world,
+                     [mode, tmp / "st", tmp / "dcp", tmp / (name + ".init"), out], out,
+                     timeout=600, env=dict(os.environ, **(env or {})))
 
 
 def check_resumed(res, want, mesh):

@@ -15,32 +15,16 @@ the hosts present hold whole, as ptc train --resume does."""
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import ptc
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from conftest import run_ranks
 
 
 def run(mode, base, config, hosts, tmp, name, replicas=1):
-    world = len(hosts)
     out = tmp / name
-    out.mkdir()
-    env = dict(os.environ, WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, env.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, os.path.join(HERE, "hosts_worker.py"), mode, str(base), config,
-           ",".join(hosts), str(tmp / (name + ".init")), str(out), str(replicas)]
-    procs = [subprocess.Popen(cmd, env=dict(env, RANK=str(r))) for r in range(world)]
-    try:
-        for p in procs:
-            p.wait(timeout=180)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert [p.returncode for p in procs] == [0] * world
-    return [json.load(open(out / ("rank-%d.json" % r))) for r in range(world)]
+    return run_ranks("hosts_worker.py", len(hosts),
+                     [mode, base, config, ",".join(hosts), tmp / (name + ".init"), out, replicas],
+                     out)
 
 
 def test_save_and_load_across_hosts(tmp_path):

@@ -13,20 +13,17 @@ under other configurations:
    run, from version 1: the same losses to the last digit and the same
    parameters and AdamW moments after two more steps."""
 
-import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 
 import pytest
 import torch
 
 import ptc
-from conftest import PTC
+from conftest import PTC, run_ranks
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = "mlp:layers=4,hidden=8,vocab=16,tokens=4"
 ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
            OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
@@ -45,21 +42,8 @@ def train(np, store, config, *args):
 
 def python_save(world, store, load_cfg, save_cfg, tmp):
     out = tmp / "py"
-    out.mkdir()
-    env = dict(ENV, WORLD_SIZE=str(world))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, env.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, os.path.join(HERE, "interop_worker.py"), str(store), load_cfg,
-           save_cfg, str(tmp / "py.init"), str(out)]
-    procs = [subprocess.Popen(cmd, env=dict(env, RANK=str(r))) for r in range(world)]
-    try:
-        for p in procs:
-            p.wait(timeout=120)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert [p.returncode for p in procs] == [0] * world
-    return [json.load(open(out / ("rank-%d.json" % r))) for r in range(world)]
+    return run_ranks("interop_worker.py", world,
+                     [store, load_cfg, save_cfg, tmp / "py.init", out], out, timeout=120, env=ENV)
 
 
 def whole(st, version):

@@ -20,9 +20,8 @@ import sys
 import pytest
 
 import ptc
-from conftest import PTC, SRC
+from conftest import PTC, SRC, run_ranks
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 torch = pytest.importorskip("torch")
 S = pytest.importorskip("torch.distributed.pipelining.schedules")
 
@@ -149,21 +148,8 @@ def test_zero_bubble_grid_against_torch():
 
 def _gloo(jobs, tmp_path, world=4, timeout=600):
     out = tmp_path / "out"
-    out.mkdir()
-    env = dict(os.environ, WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, env.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, os.path.join(HERE, "pipelining_worker.py"), str(tmp_path / "init"),
-           str(out), json.dumps(jobs)]
-    procs = [subprocess.Popen(cmd, env=dict(env, RANK=str(r))) for r in range(world)]
-    try:
-        for p in procs:
-            p.wait(timeout=timeout)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert [p.returncode for p in procs] == [0] * world
-    return [json.load(open(out / ("rank-%d.json" % r))) for r in range(world)]
+    return run_ranks("pipelining_worker.py", world, [tmp_path / "init", out, json.dumps(jobs)],
+                     out, timeout=timeout)
 
 
 def _check(results, jobs):
