@@ -311,6 +311,30 @@ static uint64_t recover_all(job *j)
     return j->newest;
 }
 
+/* Rank @p r of @p s's local version @p v equals data @p seed (its record's
+ * step 100 + seed); @p what names the version in a failure. */
+static void check_rank(const job *j, ptc_store *s, uint64_t v, int r, uint32_t seed,
+                       const char *what)
+{
+    uint8_t *want[2], *got[2];
+    fill(j->l, r, seed, want);
+    fill(j->l, r, seed + 1000, got);
+    ptc_ckpt_record rec;
+    int rc = ptc_ckpt_load_local(s, v, j->l, &r, 1, (void *const *)got, NULL, &rec, NULL);
+    if (rc != PTC_OK)
+        fail_msg("%s %llu rank %d: %s", what, (unsigned long long)v, r, ptc_last_error());
+    assert_int_equal(rec.step, 100 + seed);
+    ptc_ckpt_record_free(&rec);
+    for (size_t t = 0; t < 2; t++) {
+        size_t bytes;
+        assert_int_equal(ptc_ckpt_local_bytes(j->l, t, r, &bytes), PTC_OK);
+        if (bytes && memcmp(want[t], got[t], bytes))
+            fail_msg("%s %llu rank %d tensor %zu differs", what, (unsigned long long)v, r, t);
+        free(want[t]);
+        free(got[t]);
+    }
+}
+
 /* Every process's rank loads version @p version from its own host's store
  * and equals data @p seed; each host's journal is clean at @p version and
  * its store holds no newer version. */
@@ -330,28 +354,10 @@ static void check_version(job *j, uint64_t version, uint32_t seed)
         assert_int_equal(local, st.committed_local);
     }
     for (int p = 0; p < j->nprocs; p++) {
-        int r = j->rank_of[p], h = j->host_of[p];
-        uint8_t *want[2], *got[2];
-        fill(j->l, r, seed, want);
-        fill(j->l, r, seed + 1000, got);
-        uint64_t local, loaded;
+        int h = j->host_of[p];
+        uint64_t local;
         assert_int_equal(ptc_ckpt_hosts_local_version(j->s[h], version, &local), PTC_OK);
-        ptc_ckpt_record rec;
-        int rc = ptc_ckpt_load_local(j->s[h], local, j->l, &r, 1, (void *const *)got, NULL, &rec,
-                                     &loaded);
-        if (rc != PTC_OK)
-            fail_msg("process %d, host %d: %s", p, h, ptc_last_error());
-        assert_int_equal(rec.step, 100 + seed);
-        ptc_ckpt_record_free(&rec);
-        for (size_t t = 0; t < 2; t++) {
-            size_t bytes;
-            assert_int_equal(ptc_ckpt_local_bytes(j->l, t, r, &bytes), PTC_OK);
-            if (bytes && memcmp(want[t], got[t], bytes))
-                fail_msg("version %llu rank %d tensor %zu differs",
-                         (unsigned long long)version, r, t);
-            free(want[t]);
-            free(got[t]);
-        }
+        check_rank(j, j->s[h], local, j->rank_of[p], seed, "version");
     }
 }
 
@@ -1088,26 +1094,8 @@ static int persist_body(proc *p)
 /* Every rank of the persistent store's version @p pv equals data @p seed. */
 static void check_persisted(job *j, ptc_store *ps, uint64_t pv, uint32_t seed)
 {
-    for (int r = 0; r < j->nprocs; r++) {
-        uint8_t *want[2], *got[2];
-        fill(j->l, r, seed, want);
-        fill(j->l, r, seed + 1000, got);
-        ptc_ckpt_record rec;
-        assert_int_equal(ptc_ckpt_load_local(ps, pv, j->l, &r, 1, (void *const *)got, NULL, &rec,
-                                             NULL),
-                         PTC_OK);
-        assert_int_equal(rec.step, 100 + seed);
-        ptc_ckpt_record_free(&rec);
-        for (size_t t = 0; t < 2; t++) {
-            size_t bytes;
-            assert_int_equal(ptc_ckpt_local_bytes(j->l, t, r, &bytes), PTC_OK);
-            if (bytes && memcmp(want[t], got[t], bytes))
-                fail_msg("persisted version %llu rank %d tensor %zu differs",
-                         (unsigned long long)pv, r, t);
-            free(want[t]);
-            free(got[t]);
-        }
-    }
+    for (int r = 0; r < j->nprocs; r++)
+        check_rank(j, ps, pv, r, seed, "persisted version");
 }
 
 /* The persistent tier: a version pinned while later saves trim (keep 1)
