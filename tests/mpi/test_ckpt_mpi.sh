@@ -7,29 +7,8 @@
 # cause, no hang, no new version, the store verified; saves in the background
 # (ptc_ckpt_save_async, both ways) hold the bytes of the call.
 . "$(dirname "$0")/lib_mpi.sh"
-: "${PTC_BUILD:?PTC_BUILD must name the build folder}"
-D="$PTC_BUILD/ckpt_mpi"
-S="$TMP/s"
-run() { timeout 300 "${MPIRUN[@]}" -np "$1" "$D" "${@:2}"; }
+. "$(dirname "$0")/lib_ckpt_mpi.sh"
 nversions() { "$PTC" versions --store "$S" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["versions"]))'; }
-
-# expect_all_fail NP WORDS -- ARGS: every process exits 1 with one error
-# line that names WORDS (mpirun's own lines aside).
-expect_all_fail() {
-    local np=$1 words=$2
-    shift 3
-    if mpirun_each "$np" timeout 300 "$D" "$@" >"$TMP/out" 2>"$TMP/err"; then
-        fail "$* succeeded"
-    fi
-    local n
-    n=$(grep -c '^error: ' "$TMP/err" || true)
-    [ "$n" = "$np" ] || { cat "$TMP/err" >&2; fail "$n error lines from $np processes: $*"; }
-    local IFS='|'
-    for w in $words; do
-        [ "$(grep '^error: ' "$TMP/err" | grep -ci -- "$w")" = "$np" ] ||
-            { cat "$TMP/err" >&2; fail "not every error names '$w'"; }
-    done
-}
 
 # 1. save from 8 processes, one rank each
 run 8 save --store "$S" --config dp=2,tp=2,pp=2,zero=1 --seed 5 --step 10 >"$TMP/out" ||

@@ -19,25 +19,7 @@
 #    v1 loads byte-exact into h0 and the fresh h1, asked for or by default
 #    (version 0: ptc_reshard_hosts_pick); v2 asked for names rank 1.
 . "$(dirname "$0")/lib_mpi.sh"
-: "${PTC_BUILD:?PTC_BUILD must name the build folder}"
-D="$PTC_BUILD/ckpt_mpi"
-S="$TMP/s"
-run() { timeout 300 "${MPIRUN[@]}" -np "$1" "$D" "${@:2}"; }
-expect_all_fail() { # NP WORDS -- ARGS
-    local np=$1 words=$2
-    shift 3
-    if mpirun_each "$np" timeout 300 "$D" "$@" >"$TMP/out" 2>"$TMP/err"; then
-        fail "$* succeeded"
-    fi
-    local n
-    n=$(grep -c '^error: ' "$TMP/err" || true)
-    [ "$n" = "$np" ] || { cat "$TMP/err" >&2; fail "$n error lines from $np processes: $*"; }
-    local IFS='|'
-    for w in $words; do
-        [ "$(grep '^error: ' "$TMP/err" | grep -ci -- "$w")" = "$np" ] ||
-            { cat "$TMP/err" >&2; fail "not every error names '$w'"; }
-    done
-}
+. "$(dirname "$0")/lib_ckpt_mpi.sh"
 moved_is_bound() { # the figures process 0 printed: moved = lower bound > 0
     python3 - "$1" <<'PY' || fail "moved bytes are not the lower bound: $(grep across "$1")"
 import re, sys
