@@ -109,6 +109,15 @@ NET_MPIRUN=(ip netns exec "$NET-l" mpirun --allow-run-as-root --hostfile "$T/hos
     --map-by node --bind-to none "${NET_MPI_OPTS[@]}")
 net_mpirun() { "${NET_MPIRUN[@]}" "$@"; }
 
+# net_check_private PATH: with NET_PRIVATE=PATH, host 1 sees its own disk
+# ($T/disks/h1) at PATH and host 0 does not see it there
+net_check_private() {
+    touch "$T/disks/h1/mark"
+    [ "$("$T/agent" 10.177.0.2 "ls $1")" = mark ] && ok || bad "host 1's $1 is not its own disk"
+    [ "$("$T/agent" 10.177.0.1 "ls -A $1 | wc -l")" = 0 ] && ok || bad "host 0 sees host 1's disk at $1"
+    rm "$T/disks/h1/mark"
+}
+
 # net_mpirun_script FILE: an executable FILE that runs mpirun in the launcher
 # namespace with NET_MPI_OPTS and its own arguments (no hostfile or mapping:
 # for a launcher that passes its own, as ptc elastic --mpirun does).
