@@ -18,7 +18,12 @@
 # On a lent GPU machine without the build's libraries, build here and carry
 # the build (/work/shared/gpu/README.md), then run it there with --no-build.
 # Python: PY, else PTC_VENV's python, else python3 (torch needed for the
-# benchmark; pytest for test_python_cuda.sh, which skips without it).
+# benchmark; pytest for test_python_cuda.sh, which skips without it); its
+# stages run with PY_LD_LIBRARY_PATH as LD_LIBRARY_PATH where that is set
+# (torch's own CUDA libraries before the toolkit's).
+# The benchmark runs first, then the tests/gpu scripts one by one, as ctest
+# runs them (PTC, PTC_SRC, PTC_BUILD set; exit 77 is a skip): ctest and the
+# build's CTest files are not needed, so a carried build runs them too.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$src/build
@@ -35,7 +40,7 @@ while [ $# -gt 0 ]; do
     --gib) gib=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --rehearse) rehearse=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-check: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -73,6 +78,7 @@ stage() {
     return 0
 }
 failed=
+ran=
 say "gpu-check $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?') on $(hostname), $(date -u +%FT%TZ)"
 
 if [ -n "$do_build" ]; then
@@ -82,10 +88,11 @@ if [ -n "$do_build" ]; then
 fi
 [ -x "$build/ptc" ] || { say "gpu-check: error: no build at $build (ptc missing)"; exit 1; }
 
+pyld=${PY_LD_LIBRARY_PATH:-$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}
 gpu=
 if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
     say "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
-    if LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$PY" -c \
+    if LD_LIBRARY_PATH="$pyld" "$PY" -c \
         'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
         gpu=1
     else
@@ -97,10 +104,18 @@ fi
 
 export PTC_LIB=$build/libptc.so PYTHONPATH=$src/python${PYTHONPATH:+:$PYTHONPATH}
 if [ -n "$gpu" ]; then
-    stage gpu-tests 200 bash -c "cd '$build' && PY='$PY' ctest -L gpu --output-on-failure --timeout 180"
-    stage bench-gpu 240 "$PY" "$src/bench/python/bench_gpu.py" --gib "$gib" \
-        --json "$out.json"
+    stage bench-gpu 240 env LD_LIBRARY_PATH="$pyld" "$PY" "$src/bench/python/bench_gpu.py" \
+        --gib "$gib" --json "$out.json"
     [ -f "$out.json" ] && { say "== figures (JSON)"; cat "$out.json" >> "$out"; rm -f "$out.json"; }
+    for t in "$src"/tests/gpu/test_python_cuda.sh "$src"/tests/gpu/test_*.sh; do
+        n=$(basename "$t" .sh)
+        case " $ran " in *" $n "*) continue ;; esac
+        ran="$ran $n"
+        ld=${LD_LIBRARY_PATH:-}
+        [ "$n" = test_python_cuda ] && ld=$pyld
+        stage "gpu.$n" 180 env LD_LIBRARY_PATH="$ld" PY="$PY" PTC="$build/ptc" PTC_SRC="$src" \
+            PTC_BUILD="$build" bash "$t"
+    done
 else
     say "== gpu-tests: SKIPPED (no GPU)"
     say "== bench-gpu: SKIPPED (no GPU)"
