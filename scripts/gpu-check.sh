@@ -106,7 +106,7 @@ export PTC_LIB=$build/libptc.so PYTHONPATH=$src/python${PYTHONPATH:+:$PYTHONPATH
 if [ -n "$gpu" ]; then
     stage bench-gpu 240 env LD_LIBRARY_PATH="$pyld" "$PY" "$src/bench/python/bench_gpu.py" \
         --gib "$gib" --json "$out.json"
-    [ -f "$out.json" ] && { say "== figures (JSON)"; cat "$out.json" >> "$out"; rm -f "$out.json"; }
+    [ -f "$out.json" ] && { say "== figures (JSON)"; cat "$out.json" >> "$out"; echo >> "$out"; rm -f "$out.json"; }
     for t in "$src"/tests/gpu/test_python_cuda.sh "$src"/tests/gpu/test_*.sh; do
         n=$(basename "$t" .sh)
         case " $ran " in *" $n "*) continue ;; esac

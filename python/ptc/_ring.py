@@ -368,6 +368,7 @@ class Stream:
             self._begin()
             dst = self.tensors[key[0]][key[1]:key[1] + n]
             self.inflight.append((slot, self.dev.copy(dst, self.ring.slots[slot][:n])))
+            self.cv.notify_all()     # an _acquire waiting for a copy in flight may take it
 
     # -- after the call ---------------------------------------------------------------------
     def close(self) -> None:

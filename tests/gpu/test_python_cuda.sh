@@ -17,4 +17,4 @@ if ! "$PY" -c 'import torch, pytest, numpy; assert torch.cuda.is_available()' 2>
 fi
 cd "$PTC_SRC/tests/python" || exit 1
 PTC_LIB="$PTC_BUILD/libptc.so" PYTHONPATH="$PTC_SRC/python${PYTHONPATH:+:$PYTHONPATH}" \
-    exec "$PY" -m pytest -p no:cacheprovider -q -ra -k cuda test_device.py
+    exec "$PY" -m pytest -p no:cacheprovider -v -ra -o faulthandler_timeout=60 -k cuda test_device.py

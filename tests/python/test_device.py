@@ -79,6 +79,37 @@ def test_device_round_trip_under_other_configs(st, src, dst):
             assert raw(got[r][n]) == raw(x), (r, n)
 
 
+def test_a_load_waiting_for_a_buffer_is_woken_by_a_queued_copy():
+    """A load's thread that finds every buffer held (and none copying to the
+    device) waits; it must wake when a held buffer's copy is queued, the
+    buffer to be free once that copy is done. Driven through the stream's
+    callbacks in the order that hung a load into 4 ranks on an H200 (16
+    libptc threads over 4 buffers): 4 threads hold the 4 buffers, a fifth
+    waits, the 4 push their copies and take no more."""
+    import threading
+    import types
+    x = torch.zeros(8 * MIB, dtype=torch.uint8)
+    s = _ring.Stream(_ring.device_of(x))
+    tok = s.add(x, "x")
+    s.options(types.SimpleNamespace())
+    assert len(s.ring.slots) == 4
+    outs = [[None] for _ in range(5)]
+    for i in range(4):
+        s._acquire(tok, i * MIB, MIB, outs[i])
+    fifth = threading.Thread(target=s._acquire, args=(tok, 4 * MIB, MIB, outs[4]), daemon=True)
+    fifth.start()
+    fifth.join(0.2)
+    assert fifth.is_alive()                   # every buffer held: it waits
+    for i in range(4):
+        s._push(tok, i * MIB, MIB)
+    fifth.join(10)
+    assert not fifth.is_alive(), "the waiting thread was not woken by the queued copies"
+    assert outs[4][0] in s.ring.ptrs
+    s._push(tok, 4 * MIB, MIB)
+    s.close()
+    ring_clean()
+
+
 def test_device_and_host_tensors_in_one_call(st):
     g = big_model()
     lay, states = local_states(g, "tp=2")
