@@ -601,7 +601,10 @@ static int copy_row(blk_ctx *c, const ptc_shard_rec *rec, int64_t e0, int64_t ss
         } else {
             const uint8_t *b;
             PTC_TRY(get_block(c, rec, k, &b));
-            PTC_TRY(ptc_pack_copy(d, &ds, b + in, &ss, &m, 1, es));
+            if (ss == 1 && ds == 1) /* a run of a row: no strided copy to plan */
+                memcpy(d, b + in, (size_t)m * es);
+            else
+                PTC_TRY(ptc_pack_copy(d, &ds, b + in, &ss, &m, 1, es));
         }
         i += m;
     }
