@@ -759,25 +759,26 @@ static void test_not_a_store(void **state)
 
 /* ---- corruption ---------------------------------------------------------------------- */
 
-static void corrupt(unsigned codec)
+/* A store of one 1024 x 700 F32 tensor saved by 2 ranks (rank 1: rows 512
+ * on, 2800 bytes each, in 2 blocks: its second starts 1376 bytes into its
+ * row 374); returns the pack offset of rank 1's second block. */
+static int64_t victim_store(unsigned codec, char **dir, ptc_store **s, tmodel *t)
 {
-    char *dir = mktmp();
-    ptc_store *s;
-    assert_int_equal(ptc_store_open(&s, dir, PTC_STORE_CREATE), PTC_OK);
-    tmodel t;
-    tm_init(&t, "victim.weight", PTC_DTYPE_F32, 2, (int64_t[]){1024, 700}, 0, codec != 0, 21);
+    *dir = mktmp();
+    assert_int_equal(ptc_store_open(s, *dir, PTC_STORE_CREATE), PTC_OK);
+    tm_init(t, "victim.weight", PTC_DTYPE_F32, 2, (int64_t[]){1024, 700}, 0, codec != 0, 21);
     ptc_store_writer *w;
     ptc_store_write_options o = wopts(2, codec);
     uint32_t idx;
-    assert_int_equal(ptc_store_writer_begin(&w, s, &o), PTC_OK);
-    add(w, &t, &idx);
-    assert_int_equal(put_model(w, &t, idx, 2, 0, 2), PTC_OK);
+    assert_int_equal(ptc_store_writer_begin(&w, *s, &o), PTC_OK);
+    add(w, t, &idx);
+    assert_int_equal(put_model(w, t, idx, 2, 0, 2), PTC_OK);
     assert_int_equal(ptc_store_writer_commit(w, NULL), PTC_OK);
     ptc_store_writer_destroy(w);
 
     /* where is rank 1's second block? from the info dump */
     char *json;
-    assert_int_equal(ptc_store_info_json(s, 0, PTC_STORE_INFO_BLOCKS, &json), PTC_OK);
+    assert_int_equal(ptc_store_info_json(*s, 0, PTC_STORE_INFO_BLOCKS, &json), PTC_OK);
     json_t *j = json_loads(json, 0, NULL);
     ptc_store_free(json);
     assert_non_null(j);
@@ -793,11 +794,17 @@ static void corrupt(unsigned codec)
     json_t *blocks = json_object_get(sh, "blocks");
     assert_true(json_array_size(blocks) >= 2);
     int64_t off = json_integer_value(json_object_get(sh, "offset")) +
-                  json_integer_value(json_object_get(json_array_get(blocks, 0), "length")) + 5;
+                  json_integer_value(json_object_get(json_array_get(blocks, 0), "length"));
     if (codec)
         assert_string_equal(json_string_value(json_object_get(json_array_get(blocks, 1), "codec")),
                             "zstd");
     json_decref(j);
+    return off;
+}
+
+/* Flip one bit of byte @p off of rank 1's pack. */
+static void flip_byte(const char *dir, int64_t off)
+{
     char path[512];
     snprintf(path, sizeof path, "%s/packs/v1/rank-1.pack", dir);
     int fd = open(path, O_RDWR);
@@ -807,6 +814,15 @@ static void corrupt(unsigned codec)
     byte ^= 0x10;
     assert_int_equal(pwrite(fd, &byte, 1, off), 1);
     close(fd);
+}
+
+static void corrupt(unsigned codec)
+{
+    char *dir;
+    ptc_store *s;
+    tmodel t;
+    int64_t off = victim_store(codec, &dir, &s, &t) + 5;
+    flip_byte(dir, off);
 
     ptc_store_reader *r;
     assert_int_equal(ptc_store_reader_open(&r, s, 1), PTC_OK);
@@ -848,6 +864,52 @@ static void test_corruption_zstd(void **state)
 {
     (void)state;
     corrupt(PTC_STORE_CODEC_ZSTD);
+}
+
+/* A flipped byte in a raw block, outside the bytes a read wants (read only
+ * for the checksum): every way a read takes its bytes out of the block
+ * still fails, and the bytes of the other blocks still read. */
+static void test_corruption_outside(void **state)
+{
+    (void)state;
+    char *dir;
+    ptc_store *s;
+    tmodel t;
+    /* 6 bytes before rank 1's second block: element 342 of its row 374
+     * (global 886), whose elements 0-343 lie in its first block */
+    int64_t blk1 = victim_store(PTC_STORE_CODEC_NONE, &dir, &s, &t);
+    flip_byte(dir, blk1 - 6);
+    ptc_store_reader *r;
+    assert_int_equal(ptc_store_reader_open(&r, s, 1), PTC_OK);
+    float *buf = malloc(t.nbytes);
+    const ptc_box bad[] = {
+        {2, {612, 0}, {712, 700}}, /* whole rows before it: one preadv into place */
+        {2, {612, 0}, {712, 400}}, /* 1600-byte rows of a strided source */
+        {2, {612, 0}, {712, 100}}, /* 400-byte rows, under SCATTER_ROW_MIN */
+        {2, {886, 0}, {887, 342}}, /* its row, up to it */
+        {2, {886, 343}, {887, 700}}, /* and from the element after it */
+    };
+    char want[64];
+    snprintf(want, sizeof want, "block 0 at byte offset %lld",
+             (long long)(blk1 - (int64_t)PTC_STORE_BLOCK_SIZE));
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(ptc_store_reader_read_box(r, 0, &bad[i], buf, NULL), PTC_E_CHECKSUM);
+        assert_non_null(strstr(ptc_last_error(), want));
+    }
+    /* rank 0, and rank 1's second block, whole or in part */
+    const ptc_box ok[] = {
+        {2, {0, 0}, {512, 700}},     {2, {887, 0}, {1024, 700}},
+        {2, {887, 100}, {1024, 500}}, {2, {887, 300}, {1024, 400}},
+        {2, {886, 344}, {887, 700}},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+        check_box(r, 0, &t, &ok[i], i == 3);
+    ptc_store_reader_close(r);
+    free(buf);
+    ptc_store_close(s);
+    tm_free(&t);
+    rmrf(dir);
+    free(dir);
 }
 
 /* ---- pack-only writers ------------------------------------------------------------------ */
@@ -1321,6 +1383,7 @@ int main(void)
         cmocka_unit_test(test_flat_pieces),     cmocka_unit_test(test_reuse_alias_gc),
         cmocka_unit_test(test_writer_errors),   cmocka_unit_test(test_not_a_store),
         cmocka_unit_test(test_corruption_raw),  cmocka_unit_test(test_corruption_zstd),
+        cmocka_unit_test(test_corruption_outside),
         cmocka_unit_test(test_pack_only),       cmocka_unit_test(test_writer_lock),
         cmocka_unit_test(test_fault_alloc),     cmocka_unit_test(test_fault_write),
         cmocka_unit_test(test_crash),           cmocka_unit_test(test_info_json),
