@@ -199,6 +199,21 @@ static void test_round_trip(void **state)
     assert_int_equal(ptc_store_dataset_record_map(d, 1, 0, 8, &m), PTC_E_CHECKSUM);
     assert_null(m);
     ptc_store_dataset_close(d);
+    /* record 2 (bytes 7919 to 23757) lies after the flipped byte in the same
+     * mapped raw block: on fresh handles its read, and its read in place,
+     * fail as well */
+    uint64_t len2;
+    assert_int_equal(ptc_store_dataset_open(&d, s, "raw"), PTC_OK);
+    assert_int_equal(ptc_store_dataset_record_size(d, 2, &len2), PTC_OK);
+    assert_int_equal(len2, rec_len(2));
+    assert_int_equal(ptc_store_dataset_record_read(d, 2, len2 - 8, buf, 8), PTC_E_CHECKSUM);
+    assert_non_null(strstr(ptc_last_error(), "block 0"));
+    ptc_store_dataset_close(d);
+    assert_int_equal(ptc_store_dataset_open(&d, s, "raw"), PTC_OK);
+    m = &m;
+    assert_int_equal(ptc_store_dataset_record_map(d, 2, 0, (size_t)len2, &m), PTC_E_CHECKSUM);
+    assert_null(m);
+    ptc_store_dataset_close(d);
     ptc_store_close(s);
 }
 
