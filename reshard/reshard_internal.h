@@ -62,23 +62,36 @@ typedef struct ptc_reshard_hosts_version {
  * from the description the lowest process whose host holds a part
  * broadcasts (nothing is sent when every host holds one). The layout is
  * the version's under @p cfg (NULL: its own) and @p rules (NULL: its own);
- * with @p record, its record. A version with an explicit layout cannot be
- * rebuilt on a host without a part (PTC_E_UNSUPPORTED). Collective;
- * agreed; PTC_E_NOTFOUND "no host present holds a part of version G". */
+ * with @p record, its record. A version saved with an explicit layout
+ * opened under its own (@p cfg NULL) is rebuilt from the shard records of
+ * every host present (a part holds its ranks' and replicas' only): each
+ * saved rank's records sent once, by the lowest process whose part holds
+ * them; PTC_E_NOTFOUND naming the saved ranks of no host present when the
+ * records left do not cover every tensor. Collective; agreed;
+ * PTC_E_NOTFOUND "no host present holds a part of version G". */
 int ptc_reshard_hosts_version_open(const ptc_transport *t, ptc_store *s, uint64_t version,
                                    const ptc_config *cfg, const ptc_rules *rules, bool record,
                                    ptc_reshard_hosts_version *v);
 void ptc_reshard_hosts_version_close(ptc_reshard_hosts_version *v);
-/* A version's description as sent to a host without a part. */
+/* A version's description as sent between the processes of a reader: its
+ * configuration, rules, record and tensors (the header: empty, with no
+ * tensors, in a description that carries shard records alone) and shard
+ * records of an explicit layout (tensor indices into the version's
+ * tensors). */
 typedef struct ptc_reshard_hosts_desc {
     char *config, *rules, *record; /* record: JSON, "" when none */
     ptc_tensor_info *tensors;      /* names owned */
     size_t ntensors;
+    ptc_layout_explicit_shard *shards; /* pieces owned */
+    size_t nshards;
 } ptc_reshard_hosts_desc;
-/* Encode a description into @p b (reshard_hosts_version.c's format). */
+/* Encode a description into @p b (reshard_hosts_version.c's format):
+ * PTC_E_RANGE for a shard's tensor index or piece count beyond 32 bits or a
+ * negative rank. */
 struct ptc_buf;
 int ptc_reshard_hosts_desc_encode(struct ptc_buf *b, const char *config, const char *rules,
-                                  const char *record, const ptc_tensor_info *tensors, size_t n);
+                                  const char *record, const ptc_tensor_info *tensors, size_t n,
+                                  const ptc_layout_explicit_shard *shards, size_t nshards);
 /* Decode untrusted description bytes: PTC_E_FORMAT naming the field, or
  * PTC_E_NOMEM; free with ptc_reshard_hosts_desc_free. */
 int ptc_reshard_hosts_desc_decode(const void *data, size_t len, ptc_reshard_hosts_desc *d);
