@@ -387,9 +387,11 @@ out:
 
 /* The explicit layout of @p world ranks from the processes' descriptions
  * (@p n of them, @p root's with the header), its tensors covered; ranks
- * whose @p from is -1 are held by no host present. */
+ * whose @p from is -1 are held by no host present. With @p lost, tensors
+ * not covered for want of such ranks are no failure: *@p lost counts the
+ * ranks (0: covered) and *@p out is NULL. */
 static int build_explicit(const ptc_reshard_hosts_desc *d, int n, int root, int world,
-                          const int *from, uint64_t version, ptc_layout **out)
+                          const int *from, uint64_t version, int *lost, ptc_layout **out)
 {
     size_t m = 0, k = 0;
     for (int p = 0; p < n; p++)
@@ -408,19 +410,25 @@ static int build_explicit(const ptc_reshard_hosts_desc *d, int n, int root, int 
                              (unsigned long long)version, world, ptc_last_error());
     for (size_t t = 0; rc == PTC_OK && t < h->ntensors; t++)
         if ((rc = ptc_layout_check_cover(*out, t)) == PTC_E_INVAL) {
-            char lost[256] = "";
+            char names[256] = "";
             int nlost = 0;
             for (int r = 0; r < world; r++) {
-                size_t at = strlen(lost);
-                if (from[r] < 0 && at + 16 < sizeof lost)
-                    snprintf(lost + at, sizeof lost - at, "%s%d", nlost ? ", " : "", r);
+                size_t at = strlen(names);
+                if (from[r] < 0 && at + 16 < sizeof names)
+                    snprintf(names + at, sizeof names - at, "%s%d", nlost ? ", " : "", r);
                 nlost += from[r] < 0;
+            }
+            if (nlost && lost) {
+                *lost = nlost;
+                rc = PTC_E_NOTFOUND;
+                ptc_error_clear();
+                break;
             }
             rc = nlost ? ptc_error_set(PTC_E_NOTFOUND, "version %llu: the shards of %d saved "
                                        "rank%s (%s) are on no host present: lost with every "
                                        "copy (save with more --replicas)",
                                        (unsigned long long)version, nlost,
-                                       nlost == 1 ? "" : "s", lost)
+                                       nlost == 1 ? "" : "s", names)
                        : ptc_error_set(PTC_E_STORE, "version %llu: %s",
                                        (unsigned long long)version, ptc_last_error());
         }
@@ -428,7 +436,7 @@ static int build_explicit(const ptc_reshard_hosts_desc *d, int n, int root, int 
         ptc_layout_destroy(*out);
         *out = NULL;
     }
-    return rc;
+    return lost && *lost ? PTC_OK : rc;
 }
 
 /* Which process sends each saved rank's records: the lowest whose part
@@ -458,7 +466,7 @@ static int record_senders(const ptc_transport *t, const ptc_store_reader *rd, ui
  * each saved rank's records sent by one holder (record_senders), @p root
  * adding the header (tensors, rules, record). Collective. */
 static int open_explicit(const ptc_transport *t, ptc_store *s, const ptc_store_reader *rd,
-                         uint64_t version, int root, int world, bool record,
+                         uint64_t version, int root, int world, bool record, int *lost,
                          ptc_reshard_hosts_version *v)
 {
     int *from = ptc_malloc(sizeof(int) * ((size_t)world + 1));
@@ -487,7 +495,7 @@ static int open_explicit(const ptc_transport *t, ptc_store *s, const ptc_store_r
     if (rc == PTC_OK)
         rc = open_sent_header(&d[root], world, record, v);
     if (rc == PTC_OK)
-        rc = build_explicit(d, t->size, root, world, from, version, &v->layout);
+        rc = build_explicit(d, t->size, root, world, from, version, lost, &v->layout);
     for (int p = 0; d && p < t->size; p++)
         ptc_reshard_hosts_desc_free(&d[p]);
     ptc_transport_free(all);
@@ -520,9 +528,12 @@ static int part_world(const ptc_store_reader *rd, int *world)
     return PTC_OK;
 }
 
-int ptc_reshard_hosts_version_open(const ptc_transport *t, ptc_store *s, uint64_t version,
-                                   const ptc_config *cfg, const ptc_rules *rules, bool record,
-                                   ptc_reshard_hosts_version *v)
+/* ptc_reshard_hosts_version_open; with @p lost (an explicit layout, @p cfg
+ * NULL), the saved ranks whose loss leaves tensors uncovered are counted
+ * in *@p lost (the layout then NULL) instead of failing. */
+static int version_open(const ptc_transport *t, ptc_store *s, uint64_t version,
+                        const ptc_config *cfg, const ptc_rules *rules, bool record, int *lost,
+                        ptc_reshard_hosts_version *v)
 {
     memset(v, 0, sizeof *v);
     ptc_store_reader *rd = NULL;
@@ -544,12 +555,29 @@ int ptc_reshard_hosts_version_open(const ptc_transport *t, ptc_store *s, uint64_
         rc = ptc_error_set(PTC_E_NOTFOUND, "no host present holds a part of version %llu",
                            (unsigned long long)version);
     else if (rc == PTC_OK && world && !cfg)
-        rc = open_explicit(t, s, rd, version, root, world, record, v);
+        rc = open_explicit(t, s, rd, version, root, world, record, lost, v);
     else if (rc == PTC_OK && !v->all)
         rc = send_desc(t, s, rd, root, world, cfg, rules, record, v);
     ptc_store_reader_close(rd);
     rc = ptc_transport_agree(t, rc, what);
     if (rc < 0)
         ptc_reshard_hosts_version_close(v);
+    return rc;
+}
+
+int ptc_reshard_hosts_version_open(const ptc_transport *t, ptc_store *s, uint64_t version,
+                                   const ptc_config *cfg, const ptc_rules *rules, bool record,
+                                   ptc_reshard_hosts_version *v)
+{
+    return version_open(t, s, version, cfg, rules, record, NULL, v);
+}
+
+int ptc_reshard_hosts_explicit_lost(const ptc_transport *t, ptc_store *s, uint64_t version,
+                                    int *lost)
+{
+    ptc_reshard_hosts_version v;
+    *lost = 0;
+    int rc = version_open(t, s, version, NULL, NULL, false, lost, &v);
+    ptc_reshard_hosts_version_close(&v);
     return rc;
 }

@@ -73,6 +73,12 @@ int ptc_reshard_hosts_version_open(const ptc_transport *t, ptc_store *s, uint64_
                                    const ptc_config *cfg, const ptc_rules *rules, bool record,
                                    ptc_reshard_hosts_version *v);
 void ptc_reshard_hosts_version_close(ptc_reshard_hosts_version *v);
+/* For a version saved with an explicit layout: how many saved ranks, held
+ * by no host present, leave some tensor not covered by the records of the
+ * hosts present (*@p lost; 0: whole). Collective; agreed; the errors of
+ * ptc_reshard_hosts_version_open but for that one. */
+int ptc_reshard_hosts_explicit_lost(const ptc_transport *t, ptc_store *s, uint64_t version,
+                                    int *lost);
 /* A version's description as sent between the processes of a reader: its
  * configuration, rules, record and tensors (the header: empty, with no
  * tensors, in a description that carries shard records alone) and shard

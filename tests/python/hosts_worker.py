@@ -14,8 +14,10 @@ REPLICAS: of a save (default 1). PTC_TEST_LOAD_VERSION: the version a load
 takes (default: the one the hosts choose).
 whole: a load without config= of every tensor whole into each process.
 xsave / xload: DTensors on a 1-D CPU mesh of every process (Shard(0), a 0-d
-tensor replicated) saved without config= (an explicit layout) / loaded into
-zeroed DTensors of the same placements (CONFIG unused).
+tensor replicated) saved without config= (an explicit layout; REPLICAS may
+list several saves, "1,0") / loaded into zeroed DTensors of the same
+placements (PTC_TEST_LOAD_VERSION may list several loads, "0,2"; CONFIG
+unused).
 A load records the ptc.PtcWarnings it raised (class, message, file) in
 "warnings".
 RANK and WORLD_SIZE come from the environment. Writes OUT_DIR/rank-R.json.
@@ -35,7 +37,7 @@ from test_checkpoint import RULES, empty_states, model, raw, shapes
 
 def main():
     mode, base, config, hosts, init, out = sys.argv[1:7]
-    replicas = int(sys.argv[7]) if len(sys.argv) > 7 else 1
+    replicas = sys.argv[7] if len(sys.argv) > 7 else "1"
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     host = hosts.split(",")[rank]
     torch.set_num_threads(1)
@@ -54,7 +56,7 @@ def main():
             state = {n: sh.take(g[n]) for n, sh in lay.shards(rank).items() if sh.present}
             res["version"] = ptc.save(st, state, config=config, rules=RULES, rank=rank, step=3,
                                       meta={"by": "hosts"}, global_shapes=shapes(g),
-                                      across_hosts=True, host=host, replicas=replicas)
+                                      across_hosts=True, host=host, replicas=int(replicas))
         else:
             # load: this rank's shards of CONFIG; whole: every tensor whole
             # (no config=: the layout the local tensors describe)
@@ -103,22 +105,34 @@ def dtensors(g, rank, world, zero):
 
 
 def explicit(mode, st, g, rank, world, host, replicas, res):
-    """xsave / xload (see the module's text)."""
+    """xsave: one save per entry of REPLICAS (comma-separated: "1,0" saves
+    twice), the versions in "versions"; xload: one load per entry of
+    PTC_TEST_LOAD_VERSION (comma-separated, 0: the hosts' choice; default
+    one load), each one's outcome in "loads"."""
     want = dtensors(g, rank, world, False)
     if mode == "xsave":
-        res["version"] = ptc.save(st, want, step=5, across_hosts=True, host=host,
-                                  replicas=replicas)
+        res["versions"] = [ptc.save(st, want, step=5, across_hosts=True, host=host,
+                                    replicas=int(k)) for k in str(replicas).split(",")]
         return
-    state = dtensors(g, rank, world, True)
-    try:
-        rec = ptc.load(st, state, across_hosts=True, host=host)
-        res["record"] = {k: rec[k] for k in ("version", "step", "config", "hosts",
-                                             "moved_bytes", "lower_bound")}
-        res["mismatch"] = [n for n, x in state.items()
-                           if raw(x.to_local()) != raw(want[n].to_local())]
-        res["tensors"] = len(state)
-    except ptc.Error as e:
-        res["error"] = [type(e).__name__, e.message]
+    res["loads"] = []
+    for v in os.environ.get("PTC_TEST_LOAD_VERSION", "0").split(","):
+        one = {}
+        res["loads"].append(one)
+        state = dtensors(g, rank, world, True)
+        try:
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                rec = ptc.load(st, state, across_hosts=True, host=host, version=int(v) or None)
+            one["warnings"] = [[w.category.__name__, str(w.message),
+                                os.path.basename(w.filename)]
+                               for w in said if issubclass(w.category, ptc.PtcWarning)]
+            one["record"] = {k: rec[k] for k in ("version", "step", "config", "hosts",
+                                                 "moved_bytes", "lower_bound")}
+            one["mismatch"] = [n for n, x in state.items()
+                               if raw(x.to_local()) != raw(want[n].to_local())]
+            one["tensors"] = len(state)
+        except ptc.Error as e:
+            one["error"] = [type(e).__name__, e.message]
 
 
 def finish(res, out, rank, world):
