@@ -10,15 +10,6 @@
 #include "base/util_internal.h"
 #include "reshard/reshard_internal.h"
 
-int ptc_reshard_gather_all(const ptc_transport *t, const void *in, size_t n, void *out)
-{
-    if (t->size <= 1) {
-        memcpy(out, in, n);
-        return PTC_OK;
-    }
-    return n ? t->allgather(t->user, in, n, out) : PTC_OK;
-}
-
 uint64_t ptc_reshard_rank_bytes(const ptc_layout *l, int r)
 {
     uint64_t b = 0;

@@ -40,7 +40,8 @@ int ptc_reshard_owned_over(int rc, const ptc_plan *p, const ptc_transport *t,
 /* ---- across hosts (reshard_hosts.c, reshard_hosts_held.c) ---------------- */
 
 /* Every process's @p n bytes at @p in into @p out (size x n), or a copy
- * alone on a transport of one process. Collective. */
+ * alone on a transport of one process (reshard_hosts_version.c, which the
+ * other files of the load across hosts call). Collective. */
 int ptc_reshard_gather_all(const ptc_transport *t, const void *in, size_t n, void *out);
 /* Bytes of rank @p r's local tensors of @p l. */
 uint64_t ptc_reshard_rank_bytes(const ptc_layout *l, int r);
