@@ -10,7 +10,10 @@
  * different processes) and the transfers from source buffers; phase 1: the
  * fan-outs from target buffers filled in phase 0 (skipped, collectives and
  * all, where the plan has none). Copies within a process need no message:
- * they run on a thread of their own while the exchange moves the bytes. */
+ * they run on a thread of their own while the exchange moves the bytes.
+ * A round (ptc_reshard_owned_round) runs both phases for a range of the
+ * plan's tensors; each phase's outcome is agreed in the next exchange's
+ * own round, the last one by the caller. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +30,7 @@ typedef struct ov {
     const void *const *const *sb;
     void *const *const *db;
     int ws, wt;
+    size_t t0, t1; /* the tensors of this round */
 } ov;
 
 static size_t es_of(const ov *o, size_t t)
@@ -129,14 +133,15 @@ static int items_of(const ov *o, bool fanout, item **out, size_t *n)
     *n = 0;
     size_t nt = ptc_layout_count(ptc_plan_target(o->p));
     int wb = o->ws < o->wt ? o->ws : o->wt;
-    for (size_t t = 0; !fanout && t < nt; t++)
+    for (size_t t = o->t0; !fanout && t < o->t1 && t < nt; t++)
         for (int r = 0; r < wb; r++)
             if (ptc_plan_reused(o->p, t, r)) {
                 PTC_TRY(ptc_grow((void **)out, &cap, *n + 1, sizeof **out));
                 (*out)[(*n)++] = (item){NULL, t, r};
             }
     for (size_t i = 0; i < nx; i++)
-        if ((xf[i].kind == PTC_TRANSFER_FANOUT) == fanout) {
+        if ((xf[i].kind == PTC_TRANSFER_FANOUT) == fanout && xf[i].tensor >= o->t0 &&
+            xf[i].tensor < o->t1) {
             PTC_TRY(ptc_grow((void **)out, &cap, *n + 1, sizeof **out));
             (*out)[(*n)++] = (item){&xf[i], xf[i].tensor, 0};
         }
@@ -356,8 +361,10 @@ static void *copies_main(void *arg)
 /* One phase: pack, then the copies within the process on a thread beside
  * the exchange (the caller's thread: the transport may need it), unpack.
  * @p rc: the outcome so far (nothing is built where it failed), agreed in
- * the exchange's round. Collective; failures agreed. */
-static int phase(const ov *o, bool fanout, int rc)
+ * the exchange's round (*@p gone: it failed there, alike on every process).
+ * Collective; returns this process's outcome after the unpack, not agreed
+ * (the next exchange's round or the caller agrees it). */
+static int phase(const ov *o, bool fanout, int rc, bool *gone)
 {
     const ptc_transport *t = o->t;
     item *it = NULL;
@@ -377,6 +384,7 @@ static int phase(const ov *o, bool fanout, int rc)
      * goes on to the agreement below, whatever the exchange returned */
     rc = ptc_transport_exchange_after(t, rc, "reshard exchange", m.ns, m.to, m.sp, m.sl, m.nr,
                                       m.from, m.rp, m.rl);
+    *gone = rc < 0;
     if (side) {
         pthread_join(th, NULL);
         if (c.rc < 0 && rc == PTC_OK)
@@ -384,17 +392,17 @@ static int phase(const ov *o, bool fanout, int rc)
     }
     if (rc == PTC_OK)
         rc = msgs_unpack(o, it, nit, fanout, &m);
-    rc = ptc_transport_agree(t, rc, "reshard exchange");
     msgs_free(&m);
     ptc_free(it);
     return rc;
 }
 
-int ptc_reshard_owned_over(int rc, const ptc_plan *p, const ptc_transport *t,
-                           const int *src_owner, const void *const *const *src,
-                           const int *dst_owner, void *const *const *dst)
+int ptc_reshard_owned_round(int rc, const ptc_plan *p, const ptc_transport *t,
+                            const int *src_owner, const void *const *const *src,
+                            const int *dst_owner, void *const *const *dst, size_t t0, size_t t1,
+                            bool *gone)
 {
-    ov o = {p, t, src_owner, dst_owner, src, dst, 0, 0};
+    ov o = {p, t, src_owner, dst_owner, src, dst, 0, 0, t0, t1};
     if (rc == PTC_OK) {
         o.ws = ptc_config_world(ptc_layout_config(ptc_plan_source(p)));
         o.wt = ptc_config_world(ptc_layout_config(ptc_plan_target(p)));
@@ -407,14 +415,29 @@ int ptc_reshard_owned_over(int rc, const ptc_plan *p, const ptc_transport *t,
         if (dst_owner[r] < 0 || dst_owner[r] >= t->size)
             rc = ptc_error_set(PTC_E_INVAL, "target rank %d: process %d of %d", r,
                                dst_owner[r], t->size);
-    /* the checks and the caller's outcome agreed in the first phase's round */
-    PTC_TRY(phase(&o, false, rc));
-    /* no fan-outs in the plan (alike on every process): the second phase's
-     * collectives would carry nothing */
+    /* the checks and the caller's outcome agreed in the first phase's round;
+     * a failure there is every process's: return it as is */
+    *gone = false;
+    rc = phase(&o, false, rc, gone);
+    if (*gone)
+        return rc;
+    /* no fan-outs among the round's tensors (alike on every process): the
+     * second phase's collectives would carry nothing */
     size_t nx;
     const ptc_transfer *xf = ptc_plan_transfers(p, &nx);
     bool fanouts = false;
     for (size_t i = 0; i < nx && !fanouts; i++)
-        fanouts = xf[i].kind == PTC_TRANSFER_FANOUT;
-    return fanouts ? phase(&o, true, PTC_OK) : PTC_OK;
+        fanouts = xf[i].kind == PTC_TRANSFER_FANOUT && xf[i].tensor >= t0 && xf[i].tensor < t1;
+    /* phase 0's outcome agreed in phase 1's round */
+    return fanouts ? phase(&o, true, rc, gone) : rc;
+}
+
+int ptc_reshard_owned_over(int rc, const ptc_plan *p, const ptc_transport *t,
+                           const int *src_owner, const void *const *const *src,
+                           const int *dst_owner, void *const *const *dst)
+{
+    size_t nt = rc == PTC_OK ? ptc_layout_count(ptc_plan_target(p)) : 0;
+    bool gone;
+    rc = ptc_reshard_owned_round(rc, p, t, src_owner, src, dst_owner, dst, 0, nt, &gone);
+    return gone ? rc : ptc_transport_agree(t, rc, "reshard exchange");
 }

@@ -408,11 +408,14 @@ int main(int argc, char **argv)
         const char *f = getenv("CKPT_FAIL_PROCESS"), *at = getenv("CKPT_FAIL_AT");
         if (f && atoi(f) == me)
             ptc_fault_alloc_at(at ? atol(at) : 1);
+        else
+            ptc_fault_alloc_at(0); /* counts from here */
         ptc_reshard_hosts_result hr;
         int e = a.hosts ? ptc_reshard_hosts_load(&tr, host, s, a.version, l, ranks, nranks,
                                                (void *const *)bufs, &hr)
                       : ptc_ckpt_load(s, a.version, l, ranks, nranks, (void *const *)bufs, &o,
                                       MPI_COMM_WORLD, &rec, &v);
+        long allocs = ptc_fault_alloc_count();
         ptc_fault_alloc_at(0);
         uint64_t lv = 0;
         bool fresh = false; /* a host whose store holds no part of the version */
@@ -432,6 +435,12 @@ int main(int argc, char **argv)
                        hr.hosts, (unsigned long long)hr.plan.bytes_network,
                        (unsigned long long)hr.plan.bytes_network_lower_bound,
                        (unsigned long long)hr.bytes_read);
+            /* every process: its rounds, source bytes held at once, and the
+             * allocations the load made (for the fault points of the test) */
+            if (!e)
+                printf("rounds %llu peak %llu allocations %ld on process %d\n",
+                       (unsigned long long)hr.rounds, (unsigned long long)hr.source_peak_bytes,
+                       allocs, me);
         }
         if (e) {
             rc = fail("load");
