@@ -101,6 +101,20 @@ static void model_init(model *m)
     }
 }
 
+/* A load across hosts' figures: process 0 the plan's; every process its
+ * rounds, the source bytes it held at once and the allocations the load
+ * made (the test's fault points are drawn from them). */
+static void print_hosts(const ptc_reshard_hosts_result *hr, long allocs, int me)
+{
+    if (me == 0)
+        printf("across %d hosts: moved %llu bytes (lower bound %llu), read %llu\n", hr->hosts,
+               (unsigned long long)hr->plan.bytes_network,
+               (unsigned long long)hr->plan.bytes_network_lower_bound,
+               (unsigned long long)hr->bytes_read);
+    printf("rounds %llu peak %llu allocations %ld on process %d\n",
+           (unsigned long long)hr->rounds, (unsigned long long)hr->source_peak_bytes, allocs, me);
+}
+
 static uint64_t mix(uint64_t x)
 {
     x ^= x >> 33;
@@ -430,17 +444,8 @@ int main(int argc, char **argv)
             }
             if (!e && !fresh)
                 e = ptc_ckpt_read_record(s, lv, &rec);
-            if (!e && me == 0)
-                printf("across %d hosts: moved %llu bytes (lower bound %llu), read %llu\n",
-                       hr.hosts, (unsigned long long)hr.plan.bytes_network,
-                       (unsigned long long)hr.plan.bytes_network_lower_bound,
-                       (unsigned long long)hr.bytes_read);
-            /* every process: its rounds, source bytes held at once, and the
-             * allocations the load made (for the fault points of the test) */
             if (!e)
-                printf("rounds %llu peak %llu allocations %ld on process %d\n",
-                       (unsigned long long)hr.rounds, (unsigned long long)hr.source_peak_bytes,
-                       allocs, me);
+                print_hosts(&hr, allocs, me);
         }
         if (e) {
             rc = fail("load");
