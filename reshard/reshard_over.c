@@ -169,6 +169,7 @@ typedef struct msgs {
     const void **sp;
     void **rp;
     size_t *sl, *rl;
+    size_t *ritem;           /* per receive: its item alone, or SIZE_MAX (a peer's packed) */
     size_t *at;              /* per peer: packed bytes out, in; then cursors */
     size_t alone_in;         /* cursor of the staged items alone, after the peers' */
     uint8_t *spack, *rstage; /* the packed messages, peer after peer, then the items
@@ -183,6 +184,7 @@ static void msgs_free(msgs *m)
     ptc_free(m->rp);
     ptc_free(m->sl);
     ptc_free(m->rl);
+    ptc_free(m->ritem);
     ptc_free(m->at);
     ptc_free(m->spack);
     ptc_free(m->rstage);
@@ -247,6 +249,7 @@ static int msgs_build(const ov *o, const item *it, size_t nit, bool fanout, msgs
     if (!(m->to = ptc_malloc(sizeof(int) * ns)) || !(m->from = ptc_malloc(sizeof(int) * nr)) ||
         !(m->sp = ptc_malloc(sizeof *m->sp * ns)) || !(m->rp = ptc_malloc(sizeof *m->rp * nr)) ||
         !(m->sl = ptc_malloc(sizeof *m->sl * ns)) || !(m->rl = ptc_malloc(sizeof *m->rl * nr)) ||
+        !(m->ritem = ptc_malloc(sizeof *m->ritem * nr)) ||
         !(m->spack = ptc_malloc(npack + 1)) || !(m->rstage = ptc_malloc(nstage + 1)))
         return ptc_error_set(PTC_E_NOMEM, "no memory for the exchange (%zu + %zu bytes packed)",
                              npack, nstage);
@@ -283,6 +286,7 @@ static int msgs_build(const ov *o, const item *it, size_t nit, bool fanout, msgs
                 run = m->rstage + si;
                 si += b;
             }
+            m->ritem[m->nr] = i;
             m->from[m->nr] = from, m->rp[m->nr] = run, m->rl[m->nr++] = b;
         }
     }
@@ -292,6 +296,7 @@ static int msgs_build(const ov *o, const item *it, size_t nit, bool fanout, msgs
             m->sl[m->ns++] = out[q];
         }
         if (in[q]) {
+            m->ritem[m->nr] = SIZE_MAX;
             m->from[m->nr] = q, m->rp[m->nr] = m->rstage + cur_in[q];
             m->rl[m->nr++] = in[q];
         }
@@ -299,32 +304,49 @@ static int msgs_build(const ov *o, const item *it, size_t nit, bool fanout, msgs
     return PTC_OK;
 }
 
-/* Unpack what came packed from the peers (cursors at each peer's start)
- * and the items alone that were staged. */
-static int msgs_unpack(const ov *o, const item *it, size_t nit, bool fanout, msgs *m)
+/* A phase's received messages, unpacked as each arrives. */
+typedef struct arrivals {
+    const ov *o;
+    const item *it;
+    size_t nit;
+    bool fanout;
+    const msgs *m;
+    int rc; /* the first unpacking failure */
+} arrivals;
+
+/* Receive @p j has arrived: an item alone (nothing to do where it came
+ * into its target in place; else unpacked from its stage), or a peer's
+ * packed message, its items in plan order. */
+static int unpack_msg(const arrivals *a, size_t j)
 {
+    const ov *o = a->o;
+    const msgs *m = a->m;
     int me = o->t->rank;
-    size_t *cur_in = m->at + 3 * o->t->size;
-    for (size_t i = 0; i < nit; i++) {
+    const uint8_t *src = m->rp[j];
+    for (size_t i = m->ritem[j] == SIZE_MAX ? 0 : m->ritem[j]; i < a->nit; i++) {
+        const item *it = &a->it[i];
         int from, to;
-        item_ends(o, &it[i], fanout, &from, &to);
-        size_t b = item_bytes(o, &it[i]);
-        if (to != me || from == me || !b)
+        item_ends(o, it, a->fanout, &from, &to);
+        size_t b = item_bytes(o, it);
+        bool alone_one = m->ritem[j] != SIZE_MAX;
+        if (!alone_one && (to != me || from != m->from[j] || !b || alone(o, it)))
             continue;
-        uint8_t *run = run_of(o, &it[i], fanout, false);
-        bool a = alone(o, &it[i]);
-        if (a && run)
-            continue; /* received in place */
-        size_t *cur = a ? &m->alone_in : &cur_in[from];
-        const uint8_t *src = m->rstage + *cur;
-        *cur += b;
-        if (run)
+        uint8_t *run = run_of(o, it, a->fanout, false);
+        if (run && run != src)
             memcpy(run, src, b);
-        else
-            PTC_TRY(ptc_reshard_unpack_one(o->p, it[i].x, src,
-                                           o->db[it[i].x->dst_rank][it[i].t]));
+        else if (!run)
+            PTC_TRY(ptc_reshard_unpack_one(o->p, it->x, src, o->db[it->x->dst_rank][it->t]));
+        src += b;
+        if (alone_one)
+            break;
     }
     return PTC_OK;
+}
+
+static int arrived(void *user, size_t j)
+{
+    arrivals *a = user;
+    return a->rc = unpack_msg(a, j);
 }
 
 /* The copies within this process of a phase, run beside the exchange (on a
@@ -380,18 +402,18 @@ static int phase(const ov *o, bool fanout, int rc, bool *gone)
     bool side = rc == PTC_OK && pthread_create(&th, NULL, copies_main, &c) == 0;
     if (rc == PTC_OK && !side) /* no thread: before the exchange */
         rc = copies_run(&c);
-    /* the build's outcome agreed in the exchange's own round; every process
-     * goes on to the agreement below, whatever the exchange returned */
-    rc = ptc_transport_exchange_after(t, rc, "reshard exchange", m.ns, m.to, m.sp, m.sl, m.nr,
-                                      m.from, m.rp, m.rl);
-    *gone = rc < 0;
+    /* the build's outcome agreed in the exchange's own round; each message
+     * unpacked as it arrives (the copies' thread writes other boxes of the
+     * targets meanwhile) */
+    arrivals ar = {o, it, nit, fanout, &m, PTC_OK};
+    rc = ptc_transport_exchange_each(t, rc, "reshard exchange", m.ns, m.to, m.sp, m.sl, m.nr,
+                                     m.from, m.rp, m.rl, arrived, &ar);
+    *gone = rc < 0 && ar.rc == PTC_OK; /* not this process's unpacking: alike everywhere */
     if (side) {
         pthread_join(th, NULL);
         if (c.rc < 0 && rc == PTC_OK)
             rc = ptc_error_set(c.rc, "%s", c.err);
     }
-    if (rc == PTC_OK)
-        rc = msgs_unpack(o, it, nit, fanout, &m);
     msgs_free(&m);
     ptc_free(it);
     return rc;
