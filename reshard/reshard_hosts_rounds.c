@@ -88,7 +88,8 @@ static int cut_groups(ptc_reshard_hosts_src *s, const int *src_owner, int np, in
     uint64_t half = s->budget / 2 ? s->budget / 2 : 1;
     int *by_proc = ptc_malloc(sizeof(int) * ((size_t)world + 1));
     size_t *first = ptc_calloc((size_t)np + 2, sizeof *first);
-    uint64_t *per = ptc_calloc((size_t)np, sizeof *per), *acc = ptc_calloc((size_t)np, 8);
+    uint64_t *per = ptc_calloc((size_t)np, sizeof *per);
+    uint64_t *acc = ptc_calloc((size_t)np, sizeof *acc);
     s->gend = ptc_calloc(nt + 1, sizeof *s->gend);
     s->gbytes = ptc_calloc(nt + 1, sizeof *s->gbytes);
     int rc = by_proc && first && per && acc && s->gend && s->gbytes

@@ -6,6 +6,8 @@
  * buffer where its box is one run of memory there and received straight into
  * the target buffer where it is one there (else packed for itself, or staged
  * and unpacked); the small ones between two processes packed in one message.
+ * Each message is unpacked as it arrives where the transport tells
+ * (ptc_transport_exchange_each: MPI), else after the exchange.
  * Phase 0: reused shards (whole, where source and target rank sit on
  * different processes) and the transfers from source buffers; phase 1: the
  * fan-outs from target buffers filled in phase 0 (skipped, collectives and
