@@ -1,7 +1,6 @@
 /* The rounds of a load across hosts (ptc_reshard_hosts_load): the version's
  * tensors are cut, in their order, into groups whose source bytes on every
- * process stay within half the budget (the first within an eighth of that,
- * so that the first exchange starts early; a tensor over it alone); the groups
+ * process stay within half the budget (a tensor over it alone); the groups
  * follow from the layout and the providers of the source ranks only, so
  * every process cuts them alike. Round g reads group g's source shards
  * this process provides (a shard that several of its ranks hold, the same
@@ -81,14 +80,12 @@ static int tensor_bytes(const ptc_reshard_hosts_src *s, size_t t, int np, const 
     return PTC_OK;
 }
 
-/* Cut the tensors into groups: within half the budget on every process,
- * the first within an eighth of that, so that little is read before the
- * first exchange starts (the later reads run beside the exchanges). */
+/* Cut the tensors into groups: within half the budget on every process. */
 static int cut_groups(ptc_reshard_hosts_src *s, const int *src_owner, int np, int me)
 {
     size_t nt = ptc_layout_count(s->src);
     int world = ptc_layout_world(s->src);
-    uint64_t half = s->budget / 2 ? s->budget / 2 : 1, first_cap = half / 8 ? half / 8 : 1;
+    uint64_t half = s->budget / 2 ? s->budget / 2 : 1;
     int *by_proc = ptc_malloc(sizeof(int) * ((size_t)world + 1));
     size_t *first = ptc_calloc((size_t)np + 2, sizeof *first);
     uint64_t *per = ptc_calloc((size_t)np, sizeof *per);
@@ -111,7 +108,7 @@ static int cut_groups(ptc_reshard_hosts_src *s, const int *src_owner, int np, in
             break;
         bool over = false;
         for (int p = 0; p < np; p++)
-            over = over || acc[p] + per[p] > (s->ngroups ? half : first_cap);
+            over = over || acc[p] + per[p] > half;
         if (over && t > (s->ngroups ? s->gend[s->ngroups - 1] : 0)) { /* close the group */
             s->gbytes[s->ngroups] = acc[me];
             s->gend[s->ngroups++] = t;
