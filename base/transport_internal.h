@@ -14,6 +14,11 @@ int ptc_transport_exchange_after(const ptc_transport *t, int rc, const char *wha
                                  size_t nrecv, const int *from, void *const *rbuf,
                                  const size_t *rlen);
 
+/* PTC_OK when every destination @p to and source @p from names a process
+ * of @p t, else PTC_E_INVAL naming it; @p rc returned where it fails. */
+int ptc_transport_check_peers(const ptc_transport *t, int rc, size_t nsend, const int *to,
+                              size_t nrecv, const int *from);
+
 /* ptc_transport_exchange_after that hands over each received message as
  * it arrives: @p arrived(@p user, j) runs on the calling thread once
  * rbuf[j] holds its bytes — as each message completes where the transport
