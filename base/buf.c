@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ptc/box.h"
 #include "base/buf_internal.h"
 #include "base/util_internal.h"
 
@@ -151,4 +152,42 @@ int ptc_rd_end(const ptc_rd *r)
     if (r->pos != r->len)
         return ptc_error_set(PTC_E_FORMAT, "%s: %zu trailing bytes", r->what, r->len - r->pos);
     return PTC_OK;
+}
+
+int ptc_buf_piece(ptc_buf *b, const ptc_piece *p)
+{
+    ptc_buf_u32(b, (uint32_t)p->box.ndim);
+    ptc_buf_u32(b, 0);
+    for (int d = 0; d < p->box.ndim; d++)
+        ptc_buf_u64(b, (uint64_t)p->box.lo[d]);
+    for (int d = 0; d < p->box.ndim; d++)
+        ptc_buf_u64(b, (uint64_t)p->box.hi[d]);
+    ptc_buf_u64(b, (uint64_t)p->local_offset);
+    for (int d = 0; d < p->box.ndim; d++)
+        ptc_buf_u64(b, (uint64_t)p->local_stride[d]);
+    return b->err;
+}
+
+int ptc_rd_piece(ptc_rd *r, ptc_piece *p, const char *field)
+{
+    size_t at = r->pos;
+    uint32_t nd = 0, reserved = 0;
+    memset(p, 0, sizeof *p);
+    int rc = ptc_rd_u32(r, &nd, field);
+    if (rc == PTC_OK && nd > PTC_MAX_DIMS)
+        rc = ptc_rd_fail(r, field);
+    if (rc == PTC_OK && (rc = ptc_rd_u32(r, &reserved, field)) == PTC_OK && reserved)
+        rc = ptc_rd_fail(r, field);
+    p->box.ndim = (int)nd;
+    for (uint32_t d = 0; rc == PTC_OK && d < nd; d++)
+        rc = ptc_rd_i64(r, &p->box.lo[d], field);
+    for (uint32_t d = 0; rc == PTC_OK && d < nd; d++)
+        rc = ptc_rd_i64(r, &p->box.hi[d], field);
+    if (rc == PTC_OK)
+        rc = ptc_rd_i64(r, &p->local_offset, field);
+    for (uint32_t d = 0; rc == PTC_OK && d < nd; d++)
+        rc = ptc_rd_i64(r, &p->local_stride[d], field);
+    if (rc < 0)
+        r->pos = at;
+    return rc;
 }

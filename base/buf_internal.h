@@ -51,4 +51,14 @@ int ptc_rd_str(ptc_rd *r, char **out, uint32_t *out_len, const char *field);
 /* PTC_E_FORMAT "WHAT: N trailing bytes" unless every byte was read. */
 int ptc_rd_end(const ptc_rd *r);
 
+/* A piece (include/ptc/box.h) as docs/format.md §2.4 writes it: u32 ndim,
+ * u32 reserved 0, ndim i64 lo, ndim i64 hi, i64 local_offset, ndim i64
+ * local strides (16 bytes or more). */
+struct ptc_piece;
+int ptc_buf_piece(ptc_buf *b, const struct ptc_piece *p);
+/* Its counterpart: ndim at most PTC_MAX_DIMS and reserved 0, else
+ * PTC_E_FORMAT naming @p field (the values are checked by whoever takes
+ * the piece: ptc_piece_check). */
+int ptc_rd_piece(ptc_rd *r, struct ptc_piece *p, const char *field);
+
 #endif

@@ -94,7 +94,7 @@ const char ptc_cmd_train_help[] =
     "               committed on every host or none; --resume takes what a host\n"
     "               lacks from the others over MPI (docs/checkpoint.md); after an\n"
     "               online resize the saves span the hosts of the running ranks\n"
-    "               (more than K of them)\n"
+    "               (more than K of them: a resize to K or fewer hosts is refused)\n"
     "  --persist DIR  with --replicas: also save every N-th version (--persist-every,\n"
     "               default 1) into DIR, one store every host reaches (a shared or\n"
     "               persistent filesystem), as an ordinary store, copied from the\n"

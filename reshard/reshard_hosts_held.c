@@ -10,15 +10,6 @@
 #include "base/util_internal.h"
 #include "reshard/reshard_internal.h"
 
-int ptc_reshard_gather_all(const ptc_transport *t, const void *in, size_t n, void *out)
-{
-    if (t->size <= 1) {
-        memcpy(out, in, n);
-        return PTC_OK;
-    }
-    return n ? t->allgather(t->user, in, n, out) : PTC_OK;
-}
-
 uint64_t ptc_reshard_rank_bytes(const ptc_layout *l, int r)
 {
     uint64_t b = 0;
@@ -50,12 +41,14 @@ int ptc_reshard_hosts_inventory(const ptc_store_reader *rd, const ptc_layout *sr
 
 /* This host's part of @p version: which saved ranks it holds (a rank with
  * no bytes counts as held), into a fresh @p mine of *@p world bytes; world
- * 0 when it holds no part. */
-static int held_here(ptc_store *s, uint64_t version, int *world, uint8_t **mine)
+ * 0 when it holds no part; *@p expl: the version has an explicit layout,
+ * of which a part knows its own ranks' and replicas' records only. */
+static int held_here(ptc_store *s, uint64_t version, int *world, uint8_t **mine, int *expl)
 {
     uint64_t lv = 0;
     *world = 0;
     *mine = NULL;
+    *expl = 0;
     int rc = ptc_ckpt_hosts_local_version(s, version, &lv);
     if (rc == PTC_E_NOTFOUND) { /* no part of it here */
         ptc_error_clear();
@@ -67,6 +60,7 @@ static int held_here(ptc_store *s, uint64_t version, int *world, uint8_t **mine)
         rc = ptc_layout_of_version(&src, rd, NULL);
     if (rc == PTC_OK) {
         *world = ptc_layout_world(src);
+        *expl = ptc_layout_is_explicit(src);
         if (!(*mine = ptc_calloc((size_t)*world + 1, 1)))
             rc = ptc_error_set(PTC_E_NOMEM, "no memory for the host's inventory");
     }
@@ -84,15 +78,23 @@ int ptc_reshard_hosts_covered(const ptc_transport *t, ptc_store *s, uint64_t ver
 {
     static const char what[] = "hosts' inventories";
     *missing = 0;
-    int world = 0, wmax = 0;
+    int mw[2] = {0, 0}, wmax = 0, expl = 0, world; /* mw: world, explicit */
     uint8_t *mine = NULL, *all = NULL;
-    int *worlds = ptc_malloc(sizeof(int) * (size_t)t->size);
-    int rc = worlds ? held_here(s, version, &world, &mine)
+    int *worlds = ptc_malloc(sizeof mw * (size_t)t->size);
+    int rc = worlds ? held_here(s, version, &mw[0], &mine, &mw[1])
                     : ptc_error_set(PTC_E_NOMEM, "no memory for the hosts' inventories");
     if ((rc = ptc_transport_agree(t, rc, what)) == PTC_OK)
-        rc = ptc_reshard_gather_all(t, &world, sizeof world, worlds);
-    for (int p = 0; rc == PTC_OK && p < t->size; p++)
-        wmax = worlds[p] > wmax ? worlds[p] : wmax;
+        rc = ptc_reshard_gather_all(t, mw, sizeof mw, worlds);
+    for (int p = 0; rc == PTC_OK && p < t->size; p++) {
+        wmax = worlds[2 * p] > wmax ? worlds[2 * p] : wmax;
+        expl |= worlds[2 * p + 1];
+    }
+    world = mw[0];
+    if (rc == PTC_OK && expl) { /* the records of every part decide */
+        ptc_free(mine);
+        ptc_free(worlds);
+        return ptc_reshard_hosts_explicit_lost(t, s, version, missing);
+    }
     if (rc == PTC_OK && world != wmax) { /* parts of other layouts: not counted */
         ptc_free(mine);
         mine = NULL;

@@ -52,7 +52,8 @@ int ptc_reshard_owned_round(int rc, const ptc_plan *p, const ptc_transport *t,
 /* ---- across hosts (reshard_hosts.c, reshard_hosts_held.c) ---------------- */
 
 /* Every process's @p n bytes at @p in into @p out (size x n), or a copy
- * alone on a transport of one process. Collective. */
+ * alone on a transport of one process (reshard_hosts_version.c, which the
+ * other files of the load across hosts call). Collective. */
 int ptc_reshard_gather_all(const ptc_transport *t, const void *in, size_t n, void *out);
 /* Bytes of rank @p r's local tensors of @p l. */
 uint64_t ptc_reshard_rank_bytes(const ptc_layout *l, int r);
@@ -112,9 +113,13 @@ typedef struct ptc_reshard_hosts_version {
  * from the description the lowest process whose host holds a part
  * broadcasts (nothing is sent when every host holds one). The layout is
  * the version's under @p cfg (NULL: its own) and @p rules (NULL: its own);
- * with @p record, its record. A version with an explicit layout cannot be
- * rebuilt on a host without a part (PTC_E_UNSUPPORTED). Collective;
- * agreed; PTC_E_NOTFOUND "no host present holds a part of version G". */
+ * with @p record, its record. A version saved with an explicit layout
+ * opened under its own (@p cfg NULL) is rebuilt from the shard records of
+ * every host present (a part holds its ranks' and replicas' only): each
+ * saved rank's records sent once, by the lowest process whose part holds
+ * them; PTC_E_NOTFOUND naming the saved ranks of no host present when the
+ * records left do not cover every tensor. Collective; agreed;
+ * PTC_E_NOTFOUND "no host present holds a part of version G". */
 int ptc_reshard_hosts_version_open(const ptc_transport *t, ptc_store *s, uint64_t version,
                                    const ptc_config *cfg, const ptc_rules *rules, bool record,
                                    ptc_reshard_hosts_version *v);
@@ -128,16 +133,31 @@ int ptc_reshard_hosts_load_open(const ptc_transport *t, int host, ptc_store *s, 
                                 const ptc_reshard_hosts_version *hv, const ptc_layout *dst,
                                 const int *ranks, size_t nranks, void *const *bufs,
                                 ptc_reshard_hosts_result *res);
-/* A version's description as sent to a host without a part. */
+/* For a version saved with an explicit layout: how many saved ranks, held
+ * by no host present, leave some tensor not covered by the records of the
+ * hosts present (*@p lost; 0: whole). Collective; agreed; the errors of
+ * ptc_reshard_hosts_version_open but for that one. */
+int ptc_reshard_hosts_explicit_lost(const ptc_transport *t, ptc_store *s, uint64_t version,
+                                    int *lost);
+/* A version's description as sent between the processes of a reader: its
+ * configuration, rules, record and tensors (the header: empty, with no
+ * tensors, in a description that carries shard records alone) and shard
+ * records of an explicit layout (tensor indices into the version's
+ * tensors). */
 typedef struct ptc_reshard_hosts_desc {
     char *config, *rules, *record; /* record: JSON, "" when none */
     ptc_tensor_info *tensors;      /* names owned */
     size_t ntensors;
+    ptc_layout_explicit_shard *shards; /* pieces owned */
+    size_t nshards;
 } ptc_reshard_hosts_desc;
-/* Encode a description into @p b (reshard_hosts_version.c's format). */
+/* Encode a description into @p b (reshard_hosts_version.c's format):
+ * PTC_E_RANGE for a shard's tensor index or piece count beyond 32 bits or a
+ * negative rank. */
 struct ptc_buf;
 int ptc_reshard_hosts_desc_encode(struct ptc_buf *b, const char *config, const char *rules,
-                                  const char *record, const ptc_tensor_info *tensors, size_t n);
+                                  const char *record, const ptc_tensor_info *tensors, size_t n,
+                                  const ptc_layout_explicit_shard *shards, size_t nshards);
 /* Decode untrusted description bytes: PTC_E_FORMAT naming the field, or
  * PTC_E_NOMEM; free with ptc_reshard_hosts_desc_free. */
 int ptc_reshard_hosts_desc_decode(const void *data, size_t len, ptc_reshard_hosts_desc *d);

@@ -34,6 +34,7 @@ typedef struct run {
     train_async as;          /* --save-async: the save in flight */
     train_persist pers;      /* --persist: the copy in flight */
     bool noted_blocking;     /* the notice that --save-async blocks was given */
+    char *hosts;             /* --replicas and resizes: the host names (train_hosts_names) */
 } run;
 
 /* The step's figures, reduced to process 0 and reported there (on_step's
@@ -203,7 +204,7 @@ static int active_boundary(run *r, train_decision *d)
         d->rc = rc;
         d->step = r->k;
         if (rc == PTC_OK && r->k < end)
-            train_decide(o, r->wsize, r->k, r->next_resize, &r->control, d);
+            train_decide(o, r->wsize, r->hosts, r->k, r->next_resize, &r->control, d);
     }
     int mrc = MPI_Bcast(d, (int)sizeof *d, MPI_BYTE, 0, g->comm);
     if (mrc != MPI_SUCCESS) {
@@ -244,7 +245,7 @@ static int do_resize(run *r, const train_decision *d)
     if (rc == PTC_OK)
         rc = ptc_config_parse(&to, d->cfg);
     if (rc == PTC_OK)
-        rc = train_check_resize(r->o, &to, r->wsize);
+        rc = train_check_resize(r->o, &to, r->wsize, r->hosts);
     rc = train_agree(r->world, rc);
     ptc_train_resize rep = {.step = r->k, .reason = d->reason};
     if (rc == PTC_OK)
@@ -329,9 +330,12 @@ static int run_begin(run *r)
     if (elastic ? need > r->wsize : need != r->wsize)
         return ptc_error_set(PTC_E_CONFIG, "--config needs %d processes, started with %d "
                                            "(mpirun -np)", need, r->wsize);
+    /* with a store on each host, a resize must leave more hosts than copies */
+    if (elastic && o->replicas >= 0)
+        PTC_TRY(train_hosts_names(r->world, &r->hosts));
     /* a planned resize the job could not carry out fails it now, not at its step */
     for (int i = 0; i < o->nresize; i++)
-        if (train_check_resize(o, &o->resize_cfg[i], r->wsize) != PTC_OK)
+        if (train_check_resize(o, &o->resize_cfg[i], r->wsize, r->hosts) != PTC_OK)
             return ptc_error_set(PTC_E_CONFIG, "--resize at step %lld: %s",
                                  (long long)o->resize_step[i], ptc_last_error());
     bool saving = o->save_every >= 0, state = saving || o->resume || o->resume_from || elastic;
@@ -472,5 +476,6 @@ out:
     ptc_store_close(r.store);
     ptc_store_close(r.persist);
     ptc_store_close(r.from);
+    ptc_free(r.hosts);
     return rc;
 }

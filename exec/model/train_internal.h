@@ -152,10 +152,11 @@ typedef struct train_control {
 /* Process 0, after step @p k - 1 ran (k < the last): a planned resize at
  * @p k (resize_step[@p next_resize]), a stop (o->stop), or the control
  * file's request; TRAIN_GO when none. A control file that holds no request
- * the job can carry out on its @p wsize processes is said (ptc_log) and
- * ignored: the decision never fails. */
-void train_decide(const ptc_train_opts *o, int wsize, int64_t k, int next_resize,
-                  train_control *c, train_decision *d);
+ * the job can carry out on its @p wsize processes (on @p hosts:
+ * train_check_resize) is said (ptc_log) and ignored: the decision never
+ * fails. */
+void train_decide(const ptc_train_opts *o, int wsize, const char *hosts, int64_t k,
+                  int next_resize, train_control *c, train_decision *d);
 /* Parse a control file's complete text (NUL-terminated): one line, blanks
  * around it and a final CR allowed, `stop` (*@p action TRAIN_STOP) or
  * `resize CFG` (TRAIN_RESIZE, *@p cfg parsed by ptc_config_parse). PTC_OK;
@@ -164,9 +165,14 @@ void train_decide(const ptc_train_opts *o, int wsize, int64_t k, int next_resize
 int train_request_parse(const char *text, int *action, ptc_config *cfg);
 /* Can the job of @p o move to configuration @p to on @p wsize processes?
  * Checked alone (no communication): the processes, the cuda model's limits,
- * the schedule, the model's stages and the layout of the state. PTC_OK, or
- * the reason (PTC_E_CONFIG, PTC_E_UNSUPPORTED, the schedule's codes). */
-int train_check_resize(const ptc_train_opts *o, const ptc_config *to, int wsize);
+ * the schedule, the model's stages and the layout of the state; with
+ * --replicas K and @p hosts (each world process's host name,
+ * TRAIN_HOST_NAME bytes apart; NULL: not checked), that the processes
+ * running @p to (world ranks 0..W-1) are on more than K hosts, which every
+ * later save needs. PTC_OK, or the reason (PTC_E_CONFIG, PTC_E_UNSUPPORTED,
+ * the schedule's codes). */
+int train_check_resize(const ptc_train_opts *o, const ptc_config *to, int wsize,
+                       const char *hosts);
 /* Process 0: send @p d to the waiting processes (world ranks nactive..). */
 int train_tell_waiting(MPI_Comm world, int nactive, const train_decision *d);
 /* A waiting process: sleep until process 0 says what comes next. */
@@ -203,6 +209,16 @@ void train_watch_stop(train_watch *w);
 /* This process's host among the processes of @p comm (by MPI processor
  * name; hosts numbered in the order of their lowest process). Collective. */
 int train_hosts_index(MPI_Comm comm, int *host, int *nhosts);
+/* Bytes per host name in train_hosts_names' table (a NUL-terminated MPI
+ * processor name). */
+#define TRAIN_HOST_NAME (MPI_MAX_PROCESSOR_NAME + 1)
+/* The MPI processor name of every process of @p comm into a fresh *@p names
+ * (size x TRAIN_HOST_NAME bytes, ptc_free). Collective; agreed. */
+int train_hosts_names(MPI_Comm comm, char **names);
+/* How many distinct hosts the first @p n names of @p names (as above) are,
+ * and the first of them as text ("a, b, c" or "a, b, ... (5 hosts)") into
+ * @p buf. */
+int train_hosts_count(const char *names, int n, char *buf, size_t cap);
 /* Load version @p version (across hosts) into the ranks' buffers (table
  * nranks x ntensors of @p dst): each source rank read from one host whose
  * store holds it (its own part or a replica), the bytes moved by the

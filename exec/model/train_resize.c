@@ -17,13 +17,24 @@
 
 /* ---- the decision at a step boundary -------------------------------------------------- */
 
-int train_check_resize(const ptc_train_opts *o, const ptc_config *to, int wsize)
+int train_check_resize(const ptc_train_opts *o, const ptc_config *to, int wsize,
+                       const char *hosts)
 {
     char txt[256];
     ptc_config_format(to, PTC_CONFIG_STYLE_KEYS, txt, sizeof txt);
-    if (ptc_config_world(to) > wsize)
+    int w = ptc_config_world(to);
+    if (w > wsize)
         return ptc_error_set(PTC_E_CONFIG, "resize to %s needs %d processes, the job has %d",
-                             txt, ptc_config_world(to), wsize);
+                             txt, w, wsize);
+    if (hosts && o->replicas >= 0) { /* each host's part needs K other hosts for its copies */
+        char names[512];
+        int n = train_hosts_count(hosts, w, names, sizeof names);
+        if (o->replicas >= n)
+            return ptc_error_set(PTC_E_CONFIG, "resize to %s: its %d process%s run%s on %d "
+                                 "host%s (%s), and --replicas %d needs %d or more",
+                                 txt, w, w == 1 ? "" : "es", w == 1 ? "s" : "", n,
+                                 n == 1 ? "" : "s", names, o->replicas, o->replicas + 1);
+    }
     if (o->cuda && (to->tp > 1 || to->zero))
         return ptc_error_set(PTC_E_UNSUPPORTED, "resize to %s: the cuda model runs tp=1 and "
                                                 "zero=0", txt);
@@ -87,14 +98,14 @@ int train_request_parse(const char *text, int *action, ptc_config *cfg)
 
 /* Process 0: the request of a complete control file, if it is one the job
  * can carry out; anything else is said and ignored. */
-static void take_request(const ptc_train_opts *o, int wsize, const char *txt,
+static void take_request(const ptc_train_opts *o, int wsize, const char *hosts, const char *txt,
                          train_decision *d)
 {
     int action;
     ptc_config c;
     int rc = train_request_parse(txt, &action, &c);
     if (rc == PTC_OK && action == TRAIN_RESIZE)
-        rc = train_check_resize(o, &c, wsize);
+        rc = train_check_resize(o, &c, wsize, hosts);
     if (rc != PTC_OK) {
         ptc_log(PTC_LOG_WARN, "control file %s: %s; ignored, the job goes on", o->control,
                 ptc_last_error());
@@ -112,8 +123,8 @@ static void take_request(const ptc_train_opts *o, int wsize, const char *txt,
  * next boundary; one that cannot be a request (not a regular file, too
  * large, unreadable) is said once and left alone; a complete one is removed
  * once read, whether the job can carry it out or not. */
-static void read_control(const ptc_train_opts *o, int wsize, train_control *c,
-                         train_decision *d)
+static void read_control(const ptc_train_opts *o, int wsize, const char *hosts,
+                         train_control *c, train_decision *d)
 {
     char *txt = NULL;
     int rc = ptc_file_read_text(o->control, CONTROL_FILE_MAX, &txt);
@@ -142,14 +153,14 @@ static void read_control(const ptc_train_opts *o, int wsize, train_control *c,
     }
     ptc_log_changed(c->said, sizeof c->said, PTC_LOG_WARN, NULL);
     if (rc == PTC_OK)
-        take_request(o, wsize, txt, d);
+        take_request(o, wsize, hosts, txt, d);
     else
         ptc_log(PTC_LOG_WARN, "control file %s; ignored, the job goes on", ptc_last_error());
     ptc_free(txt);
 }
 
-void train_decide(const ptc_train_opts *o, int wsize, int64_t k, int next_resize,
-                  train_control *c, train_decision *d)
+void train_decide(const ptc_train_opts *o, int wsize, const char *hosts, int64_t k,
+                  int next_resize, train_control *c, train_decision *d)
 {
     if (next_resize < o->nresize && o->resize_step[next_resize] == k) {
         d->action = TRAIN_RESIZE;
@@ -160,7 +171,7 @@ void train_decide(const ptc_train_opts *o, int wsize, int64_t k, int next_resize
         d->action = TRAIN_STOP;
         snprintf(d->reason, sizeof d->reason, "stop");
     } else if (o->control) {
-        read_control(o, wsize, c, d);
+        read_control(o, wsize, hosts, c, d);
     }
 }
 

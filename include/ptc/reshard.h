@@ -215,8 +215,12 @@ PTC_API int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *
  * How many saved ranks of version @p version of a store spread over hosts
  * no host present holds (*@p missing, the same on every process): each
  * process lists what its host's part holds (its ranks and the replicas; a
- * rank with no bytes counts as held) and the lists are joined over @p t.
- * Every rank is missing (*@p missing >= 1) when no host holds a part.
+ * rank with no bytes counts as held) and the lists are joined over @p t;
+ * for a version saved with an explicit layout, whose parts know only their
+ * own ranks' and replicas' shard records, the records of every host
+ * present are joined and the saved ranks on no host count when some
+ * tensor is then not covered. Every rank is missing (*@p missing >= 1)
+ * when no host holds a part.
  * @return PTC_OK or the errors of the reads and the transport (agreed).
  * @note Thread safety: collective over @p t, one call at a time per transport.
  */

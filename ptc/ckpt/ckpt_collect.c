@@ -111,20 +111,6 @@ static void put_shape(ptc_buf *b, int ndim, const int64_t *shape)
         ptc_buf_u64(b, (uint64_t)shape[d]);
 }
 
-/* A piece as docs/format.md §2.4 writes it. */
-static void put_piece(ptc_buf *b, const ptc_piece *p)
-{
-    ptc_buf_u32(b, (uint32_t)p->box.ndim);
-    ptc_buf_u32(b, 0);
-    for (int d = 0; d < p->box.ndim; d++)
-        ptc_buf_u64(b, (uint64_t)p->box.lo[d]);
-    for (int d = 0; d < p->box.ndim; d++)
-        ptc_buf_u64(b, (uint64_t)p->box.hi[d]);
-    ptc_buf_u64(b, (uint64_t)p->local_offset);
-    for (int d = 0; d < p->box.ndim; d++)
-        ptc_buf_u64(b, (uint64_t)p->local_stride[d]);
-}
-
 /* The one piece of a local tensor given by its box (the buffer row-major,
  * so the box's extents are the local shape) or, with neither box nor
  * pieces, by being the whole tensor of global shape @p gshape. */
@@ -178,14 +164,14 @@ static int put_explicit(ptc_buf *b, const ptc_ckpt_local *x)
                 return ptc_error_set(PTC_E_INVAL, "tensor '%s' on rank %d: piece %zu has %d "
                                                   "dimensions, the tensor %d", x->name,
                                      x->rank, i, x->pieces[i].box.ndim, gndim);
-            put_piece(b, &x->pieces[i]);
+            ptc_buf_piece(b, &x->pieces[i]);
         }
         return PTC_OK;
     }
     ptc_piece p;
     PTC_TRY(one_piece(x, gndim, gshape, &p));
     ptc_buf_u32(b, 1);
-    put_piece(b, &p);
+    ptc_buf_piece(b, &p);
     return PTC_OK;
 }
 
@@ -271,27 +257,6 @@ static int rd_shape(ptc_rd *r, int *ndim, int64_t *shape, bool maybe_none, const
     return PTC_OK;
 }
 
-static int rd_piece(ptc_rd *r, ptc_piece *p)
-{
-    uint32_t nd, reserved;
-    memset(p, 0, sizeof *p);
-    PTC_TRY(ptc_rd_u32(r, &nd, "piece"));
-    if (nd > PTC_MAX_DIMS)
-        return ptc_rd_fail(r, "piece");
-    PTC_TRY(ptc_rd_u32(r, &reserved, "piece"));
-    if (reserved)
-        return ptc_rd_fail(r, "piece");
-    p->box.ndim = (int)nd;
-    for (uint32_t d = 0; d < nd; d++)
-        PTC_TRY(ptc_rd_i64(r, &p->box.lo[d], "piece"));
-    for (uint32_t d = 0; d < nd; d++)
-        PTC_TRY(ptc_rd_i64(r, &p->box.hi[d], "piece"));
-    PTC_TRY(ptc_rd_i64(r, &p->local_offset, "piece"));
-    for (uint32_t d = 0; d < nd; d++)
-        PTC_TRY(ptc_rd_i64(r, &p->local_stride[d], "piece"));
-    return PTC_OK;
-}
-
 /* A local tensor; an explicit description's carry their pieces (values
  * are checked by the layout that takes them). */
 static int rd_tensor(ptc_rd *r, ptc_ckpt_desc_tensor *x, bool explicit)
@@ -316,7 +281,7 @@ static int rd_tensor(ptc_rd *r, ptc_ckpt_desc_tensor *x, bool explicit)
     if (!(x->pieces = ptc_calloc(x->npieces + 1, sizeof *x->pieces)))
         return PTC_E_NOMEM;
     for (size_t i = 0; i < x->npieces; i++)
-        PTC_TRY(rd_piece(r, &x->pieces[i]));
+        PTC_TRY(ptc_rd_piece(r, &x->pieces[i], "piece"));
     return PTC_OK;
 }
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from ._errors import (BusyError, ChecksumError, ConfigError, CudaError, DeadlockError, Error,
                       ExistsError, FormatError, InvalidError, MpiError, NcclError, NoMemoryError,
-                      NotFoundError, PtcIOError, PtcTimeoutError, RangeError, RuleError,
-                      StoreError, UnsupportedError)
+                      NotFoundError, PtcIOError, PtcTimeoutError, PtcWarning, RangeError,
+                      RuleError, StoreError, UnsupportedError)
 from ._errors import deprecated as _deprecated
 from ._arrays import dtype_name
 from ._lib import Rules, hf_params, library_path
@@ -54,4 +54,4 @@ __all__ = ["Store", "Layout", "Shard", "Piece", "Rules", "hf_params", "layout", 
            "NoMemoryError", "PtcIOError", "FormatError", "NotFoundError", "ExistsError",
            "ChecksumError", "UnsupportedError", "RangeError", "BusyError", "RuleError",
            "ConfigError", "CudaError", "MpiError", "NcclError", "DeadlockError", "StoreError",
-           "PtcTimeoutError"]
+           "PtcTimeoutError", "PtcWarning"]

@@ -1,4 +1,5 @@
-"""The exceptions of the package: one class per PTC_E_* code of libptc.
+"""The exceptions of the package: one class per PTC_E_* code of libptc, and
+the warning class of libptc's warnings (PtcWarning).
 
 Every failure of a libptc call raises the subclass of :class:`Error` that
 matches the C code, carrying the code (``e.code``, negative), its symbolic
@@ -178,13 +179,21 @@ class PtcTimeoutError(Error, builtins.TimeoutError):
     name = "PTC_E_TIMEOUT"
 
 
+class PtcWarning(builtins.UserWarning):
+    """A warning of libptc: a call that succeeded but did something the caller
+    should know of, e.g. a load across hosts that took an older version than
+    the newest (its message is libptc's one-line log text)."""
+
+    __module__ = "ptc"
+
+
 _CLASSES = {c.code: c for c in (
     InvalidError, NoMemoryError, PtcIOError, FormatError, NotFoundError, ExistsError,
     ChecksumError, UnsupportedError, RangeError, BusyError, RuleError, ConfigError,
     CudaError, MpiError, NcclError, DeadlockError, StoreError, PtcTimeoutError)}
 _NAMES: Dict[int, str] = {code: c.name for code, c in _CLASSES.items()}
 
-__all__ = ["Error"] + [c.__name__ for c in _CLASSES.values()]
+__all__ = ["Error", "PtcWarning"] + [c.__name__ for c in _CLASSES.values()]
 
 # The names of 0.1.0 that shadowed built-ins: still answered, with a
 # DeprecationWarning, by ptc.__getattr__ (and this module's).

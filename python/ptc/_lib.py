@@ -301,6 +301,7 @@ FUNCTIONS = {
     # variadic in C; bound with the format alone (callers escape '%')
     "ptc_error_set": (c_int, [c_int, c_char_p]),
     "ptc_version": (c_char_p, []),
+    "ptc_log_set": (None, [c_void_p, c_void_p, c_int]),   # fn: a LOG_FN (see _install_log)
     "ptc_fault_alloc_at": (None, [c_long]),
     "ptc_fault_write_at": (None, [c_long, c_int]),
     # dtype.h
@@ -594,6 +595,7 @@ def lib():
             cdll = ctypes.CDLL(path)
             _path = path
             _lib = Lib(cdll, path)
+            _install_log(_lib)
             return _lib
         raise ImportError("libptc.so not found (tried %s); set PTC_LIB to its path"
                           % ", ".join(tried))
@@ -603,6 +605,62 @@ def library_path() -> str:
     """Path of the loaded libptc."""
     lib()
     return _path
+
+
+# ---- libptc's warnings ----------------------------------------------------------------
+
+# libptc says what a caller should know through its log (ptc_log_set): the
+# package installs one handler when it loads the library and keeps the lines
+# logged on a thread inside LogCapture (libptc's own threads, and any thread
+# outside one, are not heard: as before, nothing is printed); the caller
+# raises them as PtcWarning once its call returned (LogCapture.warn).
+LOG_FN = ctypes.CFUNCTYPE(None, c_int, c_char_p, c_void_p)
+LOG_WARN = 1                                    # PTC_LOG_WARN
+_log_tls = threading.local()
+
+
+def _on_log(level, msg, user):
+    lines = getattr(_log_tls, "lines", None)
+    if lines is not None and level == LOG_WARN:
+        lines.append(msg.decode("utf-8", "replace") if msg else "")
+
+
+_log_fn = LOG_FN(_on_log)   # referenced for the library's lifetime
+
+
+def _install_log(L):
+    """Route libptc's warnings to _on_log; removed at exit, so that no line
+    logged by a thread of the library calls into a finished interpreter."""
+    import atexit
+    L.ptc_log_set(ctypes.cast(_log_fn, c_void_p), None, LOG_WARN)
+    atexit.register(L.ptc_log_set, None, None, 0)
+
+
+class LogCapture:
+    """The warnings libptc logs on this thread while the block runs:
+
+        with LogCapture() as log:
+            rc = lib().ptc_...(...)
+        log.warn()          # each line as a ptc.PtcWarning, at the caller's call
+
+    Nests (an inner capture keeps its own lines)."""
+
+    def __enter__(self) -> "LogCapture":
+        self.lines: list = []
+        self._outer = getattr(_log_tls, "lines", None)
+        _log_tls.lines = self.lines
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _log_tls.lines = self._outer
+
+    def warn(self, stacklevel: int = 3) -> None:
+        """Each captured line once as a PtcWarning; @p stacklevel 3 names the
+        line that called the package function that called warn()."""
+        import warnings
+        for line in self.lines:
+            warnings.warn(_errors.PtcWarning(line), stacklevel=stacklevel)
+        self.lines.clear()
 
 
 # ---- errors -------------------------------------------------------------------------

@@ -532,9 +532,11 @@ def load(store: StoreLike, state: State, *, config: Any = None, rank: Optional[R
     another host) over @p group's point-to-point messages, by the
     minimal-movement plan; no host reads another's disk. A host whose
     store holds no part of the version (a replaced host, an empty store)
-    takes part: the layout and record come from a host holding a part (not
-    for a version saved with an explicit layout, e.g. from DTensors
-    without config: UnsupportedError). The returned dict
+    takes part: the layout and record come from a host holding a part (a
+    version saved with an explicit layout, e.g. from DTensors without
+    config, from the shard records of every host present). An older version
+    than the newest taken is said on process 0 as a ptc.PtcWarning. The
+    returned dict
     then also holds "hosts": the hosts, "moved_bytes" (between hosts),
     "lower_bound" (the plan's per-host lower bound), "max_host_bytes" (the
     busiest host's) and "bytes_read". Host memory only (no CUDA tensors).
@@ -565,29 +567,34 @@ def load(store: StoreLike, state: State, *, config: Any = None, rank: Optional[R
     got, rc, cause = _convert(tr, convert)
     rec, loaded = L.CkptRecord(), c_uint64()
     res = L.ReshardHostsResult()
-    if rc < 0 and across_hosts:
-        rc = L.lib().ptc_reshard_hosts_load_locals(byref(tr.t), rc, None, None, 0, None, 0, None,
-                                                   0, None, None, byref(rec), byref(res))
-    elif rc < 0:
-        rc = L.lib().ptc_ckpt_load_locals_over(byref(tr.t), rc, None, 0, None, 0, None, 0,
-                                               None, None, byref(rec), byref(loaded))
-    else:
-        st, cfg, loc, opts, v, rl = got
-        L.lib().ptc_error_clear()
-        try:
-            if across_hosts:
-                rc = L.lib().ptc_reshard_hosts_load_locals(
-                    byref(tr.t), 0, _host_name(host), st._ptr(), v, loc.ranks, loc.nranks,
-                    loc.arr, loc.n, byref(cfg) if cfg is not None else None,
-                    rl.ptr if rl is not None else None, byref(rec), byref(res))
-                loaded.value = res.version
-            else:
-                rc = L.lib().ptc_ckpt_load_locals_over(
-                    byref(tr.t), 0, st._ptr(), v, loc.ranks, loc.nranks, loc.arr, loc.n,
-                    byref(cfg) if cfg is not None else None, byref(opts), byref(rec),
-                    byref(loaded))
-        finally:
-            cause = _close(loc, rc, cause)
+    # libptc's warnings on this thread (a load across hosts that takes an
+    # older version than the newest: process 0 says so) as ptc.PtcWarning
+    with L.LogCapture() as log:
+        if rc < 0 and across_hosts:
+            rc = L.lib().ptc_reshard_hosts_load_locals(byref(tr.t), rc, None, None, 0, None, 0,
+                                                       None, 0, None, None, byref(rec),
+                                                       byref(res))
+        elif rc < 0:
+            rc = L.lib().ptc_ckpt_load_locals_over(byref(tr.t), rc, None, 0, None, 0, None,
+                                                   0, None, None, byref(rec), byref(loaded))
+        else:
+            st, cfg, loc, opts, v, rl = got
+            L.lib().ptc_error_clear()
+            try:
+                if across_hosts:
+                    rc = L.lib().ptc_reshard_hosts_load_locals(
+                        byref(tr.t), 0, _host_name(host), st._ptr(), v, loc.ranks, loc.nranks,
+                        loc.arr, loc.n, byref(cfg) if cfg is not None else None,
+                        rl.ptr if rl is not None else None, byref(rec), byref(res))
+                    loaded.value = res.version
+                else:
+                    rc = L.lib().ptc_ckpt_load_locals_over(
+                        byref(tr.t), 0, st._ptr(), v, loc.ranks, loc.nranks, loc.arr, loc.n,
+                        byref(cfg) if cfg is not None else None, byref(opts), byref(rec),
+                        byref(loaded))
+            finally:
+                cause = _close(loc, rc, cause)
+    log.warn()
     tr.check(rc, cause)
     try:
         out = record_dict(rec, loaded.value)

@@ -11,7 +11,11 @@
 #    with the losses of the uninterrupted 6-step job;
 # 3. host 1's disk lost: the resume on hosts 0 and 2 reads host 1's ranks
 #    from the replica saved after the resize on host 0, host 2 (whose store
-#    lacks the version) receives its ranks over the network, same losses.
+#    lacks the version) receives its ranks over the network, same losses;
+# 4. with --replicas 2 a resize to tp=2 (hosts 0 and 1) leaves too few hosts
+#    for the copies: a planned one (--resize) fails the job at its start, one
+#    from the control file is said and ignored, the job going on under tp=3
+#    and saving across the 3 hosts; both messages name the hosts and K.
 . "$(dirname "$0")/lib_net.sh"
 NET_PRIVATE=$T/private
 net_setup 3
@@ -35,6 +39,10 @@ on() { # on HOSTFILE ARGS...: mpirun of one process per host of HOSTFILE
 # the reference: no store, the same resize, 6 steps
 net_mpirun -np 3 "$PTC" train --config tp=3 "${job[@]}" --steps 6 --resize 2:tp=2 \
     >"$T/ref.out" 2>"$T/ref.err" || { cat "$T/ref.err" >&2; bad "the reference run"; finish; }
+
+# and under tp=3 throughout, 3 steps (section 4)
+net_mpirun -np 3 "$PTC" train --config tp=3 "${job[@]}" --steps 3 >"$T/ref0.out" \
+    2>"$T/ref0.err" || { cat "$T/ref0.err" >&2; bad "the tp=3 reference run"; finish; }
 
 # 1. with stores on each host
 if net_mpirun -np 3 "$PTC" train --config tp=3 "${job[@]}" --steps 4 --resize 2:tp=2 \
@@ -66,4 +74,26 @@ on "$H02" "$PTC" train --config tp=2 "${job[@]}" --steps 2 --store "$S" --replic
 grep -q '^resumed from version 4 at step 4' "$T/c.out" && ok || bad "resume: $(cat "$T/c.out")"
 [ "$(losses "$T/c.out")" = "$(losses "$T/ref.out" | tail -2)" ] && ok ||
     bad "losses after the resume on hosts 0 and 2 differ: $(losses "$T/c.out" | tr '\n' ' ')"
+
+# 4. --replicas 2: every later save needs 3 hosts; tp=2 runs on 2
+few="resize to dp=1,tp=2,pp=1: its 2 processes run on 2 hosts ($NET-h0, $NET-h1), and --replicas 2 needs 3 or more"
+if net_mpirun -np 3 "$PTC" train --config tp=3 "${job[@]}" --steps 3 --resize 1:tp=2 \
+    --store "$T/private/s4" --save-every 1 --replicas 2 >"$T/d.out" 2>"$T/d.err"; then
+    bad "a planned resize to 2 hosts with --replicas 2 ran: $(cat "$T/d.out")"
+else
+    grep -qxF "ptc: error: --resize at step 1: $few" "$T/d.err" && ok ||
+        bad "planned resize refused with: $(cat "$T/d.err")"
+fi
+echo "resize tp=2" >"$T/ctl"
+net_mpirun -np 3 "$PTC" train --config tp=3 "${job[@]}" --steps 3 --control "$T/ctl" \
+    --store "$T/private/s5" --save-every 1 --replicas 2 >"$T/e.out" 2>"$T/e.err" ||
+    { cat "$T/e.err" >&2; bad "the job told to resize to 2 hosts with --replicas 2 failed"; }
+grep -qxF "ptc: warning: control file $T/ctl: $few; ignored, the job goes on" "$T/e.err" && ok ||
+    bad "control-file resize refused with: $(cat "$T/e.err")"
+! grep -q '^resize at step' "$T/e.out" && grep -q '^saved version 3 (step 3)' "$T/e.out" &&
+    [ "$(losses "$T/e.out")" = "$(losses "$T/ref0.out")" ] && ok ||
+    bad "the job did not go on under tp=3: $(cat "$T/e.out")"
+nv5() { "$PTC" versions --store "$T/disks/h$1/s5" --json |
+    python3 -c 'import json,sys; print(len(json.load(sys.stdin)["versions"]))'; }
+[ "$(nv5 0) $(nv5 1) $(nv5 2)" = "3 3 3" ] && ok || bad "versions per host: $(nv5 0) $(nv5 1) $(nv5 2)"
 finish

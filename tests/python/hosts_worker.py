@@ -6,18 +6,27 @@ across_hosts=True, replicas=1) or loads them with ptc.load(...,
 across_hosts=True) into zeroed tensors and compares every byte with the slice
 cut in this process.
 
-    python hosts_worker.py save|load|whole BASE CONFIG HOSTS INIT_FILE OUT_DIR [REPLICAS]
+    python hosts_worker.py save|load|whole|xsave|xload BASE CONFIG HOSTS INIT_FILE OUT_DIR
+                           [REPLICAS]
 
 HOSTS: the host of each process, comma-separated (process r is rank r).
 REPLICAS: of a save (default 1). PTC_TEST_LOAD_VERSION: the version a load
 takes (default: the one the hosts choose).
 whole: a load without config= of every tensor whole into each process.
+xsave / xload: DTensors on a 1-D CPU mesh of every process (Shard(0), a 0-d
+tensor replicated) saved without config= (an explicit layout; REPLICAS may
+list several saves, "1,0") / loaded into zeroed DTensors of the same
+placements (PTC_TEST_LOAD_VERSION may list several loads, "0,2"; CONFIG
+unused).
+A load records the ptc.PtcWarnings it raised (class, message, file) in
+"warnings".
 RANK and WORLD_SIZE come from the environment. Writes OUT_DIR/rank-R.json.
 """
 
 import json
 import os
 import sys
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -28,7 +37,7 @@ from test_checkpoint import RULES, empty_states, model, raw, shapes
 
 def main():
     mode, base, config, hosts, init, out = sys.argv[1:7]
-    replicas = int(sys.argv[7]) if len(sys.argv) > 7 else 1
+    replicas = sys.argv[7] if len(sys.argv) > 7 else "1"
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     host = hosts.split(",")[rank]
     torch.set_num_threads(1)
@@ -36,6 +45,10 @@ def main():
                             world_size=world)
     g = model()
     res = {"rank": rank, "host": host}
+    if mode in ("xsave", "xload"):
+        with ptc.Store(os.path.join(base, host)) as st:
+            explicit(mode, st, g, rank, world, host, replicas, res)
+        return finish(res, out, rank, world)
     lay = ptc.Layout(g, config, RULES)
     assert lay.world == world
     with ptc.Store(os.path.join(base, host)) as st:
@@ -43,7 +56,7 @@ def main():
             state = {n: sh.take(g[n]) for n, sh in lay.shards(rank).items() if sh.present}
             res["version"] = ptc.save(st, state, config=config, rules=RULES, rank=rank, step=3,
                                       meta={"by": "hosts"}, global_shapes=shapes(g),
-                                      across_hosts=True, host=host, replicas=replicas)
+                                      across_hosts=True, host=host, replicas=int(replicas))
         else:
             # load: this rank's shards of CONFIG; whole: every tensor whole
             # (no config=: the layout the local tensors describe)
@@ -51,10 +64,15 @@ def main():
             state = ({n: torch.zeros_like(t) for n, t in g.items()} if whole
                      else empty_states(lay)[rank])
             try:
-                rec = ptc.load(st, state, config=None if whole else config, rank=rank,
-                               across_hosts=True,
-                               host=host,
-                               version=int(os.environ.get("PTC_TEST_LOAD_VERSION", "0")) or None)
+                with warnings.catch_warnings(record=True) as said:
+                    warnings.simplefilter("always")
+                    rec = ptc.load(st, state, config=None if whole else config, rank=rank,
+                                   across_hosts=True, host=host,
+                                   version=int(os.environ.get("PTC_TEST_LOAD_VERSION", "0"))
+                                   or None)
+                res["warnings"] = [[w.category.__name__, str(w.message),
+                                    os.path.basename(w.filename)] for w in said
+                                   if issubclass(w.category, ptc.PtcWarning)]
                 res["record"] = {k: rec[k] for k in ("version", "step", "meta", "hosts",
                                                      "moved_bytes", "lower_bound",
                                                      "bytes_read")}
@@ -65,6 +83,59 @@ def main():
             except ptc.Error as e:
                 res["error"] = [type(e).__name__, e.message]
     lay.close()
+    return finish(res, out, rank, world)
+
+
+def dtensors(g, rank, world, zero):
+    """{name: DTensor} of the global tensors @p g on a 1-D CPU mesh of @p world
+    processes: Shard(0) (torch.chunk's parts, empty ones included), a 0-d
+    tensor replicated; zeros with @p zero."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    mesh = init_device_mesh("cpu", (world,))
+    out = {}
+    for n, full in g.items():
+        pl = Shard(0) if full.dim() else Replicate()
+        part = full if full.dim() == 0 else pl._split_tensor(full, world, with_padding=False,
+                                                             contiguous=True)[0][rank]
+        part = torch.zeros_like(part) if zero else part.contiguous()
+        out[n] = DTensor.from_local(part, mesh, [pl], run_check=False, shape=full.shape,
+                                    stride=full.stride())
+    return out
+
+
+def explicit(mode, st, g, rank, world, host, replicas, res):
+    """xsave: one save per entry of REPLICAS (comma-separated: "1,0" saves
+    twice), the versions in "versions"; xload: one load per entry of
+    PTC_TEST_LOAD_VERSION (comma-separated, 0: the hosts' choice; default
+    one load), each one's outcome in "loads"."""
+    want = dtensors(g, rank, world, False)
+    if mode == "xsave":
+        res["versions"] = [ptc.save(st, want, step=5, across_hosts=True, host=host,
+                                    replicas=int(k)) for k in str(replicas).split(",")]
+        return
+    res["loads"] = []
+    for v in os.environ.get("PTC_TEST_LOAD_VERSION", "0").split(","):
+        one = {}
+        res["loads"].append(one)
+        state = dtensors(g, rank, world, True)
+        try:
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                rec = ptc.load(st, state, across_hosts=True, host=host, version=int(v) or None)
+            one["warnings"] = [[w.category.__name__, str(w.message),
+                                os.path.basename(w.filename)]
+                               for w in said if issubclass(w.category, ptc.PtcWarning)]
+            one["record"] = {k: rec[k] for k in ("version", "step", "config", "hosts",
+                                                 "moved_bytes", "lower_bound")}
+            one["mismatch"] = [n for n, x in state.items()
+                               if raw(x.to_local()) != raw(want[n].to_local())]
+            one["tensors"] = len(state)
+        except ptc.Error as e:
+            one["error"] = [type(e).__name__, e.message]
+
+
+def finish(res, out, rank, world):
     with open(os.path.join(out, "rank-%d.json" % rank), "w") as f:
         json.dump(res, f)
     if world > 1:

@@ -10,7 +10,9 @@ bytes moved between hosts equal to the plan's lower bound; with h1 gone as
 well, rank 2's shards exist nowhere and every process raises the same error
 naming the ranks. test_fresh_host_and_whole_version: a host whose store is
 empty (replaced) joins a load byte-exact, and a load takes the newest version
-the hosts present hold whole, as ptc train --resume does."""
+the hosts present hold whole, as ptc train --resume does (process 0 says so:
+a ptc.PtcWarning). test_explicit_layout_with_a_fresh_host: the same fresh
+host for DTensors saved without config= (an explicit layout)."""
 
 import json
 import os
@@ -64,6 +66,10 @@ def test_save_and_load_across_hosts(tmp_path):
     assert kind == "NotFoundError" and "lost with every copy" in msg and "(2)" in msg, msg
 
 
+TAKING = ("version 2 has no copy of 1 saved rank on the hosts present; taking version 1, "
+          "the newest one they hold whole")
+
+
 def test_fresh_host_and_whole_version(tmp_path):
     base = tmp_path / "disks"
     for h in ("h0", "h1", "h2"):
@@ -86,6 +92,10 @@ def test_fresh_host_and_whole_version(tmp_path):
         assert r["record"]["hosts"] == 3
         assert r["record"]["moved_bytes"] == r["record"]["lower_bound"] > 0
     assert len({json.dumps(r["record"]) for r in a}) == 1
+    # the older version taken is said once, by process 0, as a ptc.PtcWarning
+    # at the caller's line of ptc.load
+    assert a[0]["warnings"] == [["PtcWarning", TAKING, "hosts_worker.py"]], a[0]
+    assert [r["warnings"] for r in a[1:]] == [[]] * 3
     with ptc.Store(base / "h2") as st:   # nothing written on the fresh host by a load
         assert st.versions() == []
     # without config=: every tensor whole in every process (the layout the
@@ -94,6 +104,8 @@ def test_fresh_host_and_whole_version(tmp_path):
     for r in w:
         assert "error" not in r and r["mismatch"] == [] and r["tensors"] > 0, r
         assert r["record"]["version"] == 1
+        assert r["warnings"] == ([["PtcWarning", TAKING, "hosts_worker.py"]]
+                                 if r["rank"] == 0 else [])
         assert r["record"]["moved_bytes"] == r["record"]["lower_bound"] > 0
 
     # version 2 asked for: its lost rank named on every process
@@ -112,3 +124,51 @@ def run_version(base, version, tmp):
         return run("load", base, "dp=2,tp=2", ["h0", "h0", "h1", "h2"], tmp, "v%d" % version)
     finally:
         del os.environ["PTC_TEST_LOAD_VERSION"]
+
+
+def test_explicit_layout_with_a_fresh_host(tmp_path):
+    """DTensors saved without config= (an explicit layout, "explicit:4") by
+    processes on hosts h0, h0, h1, h1: version 1 with one replica, version 2
+    without, so that each host's part of version 2 holds the shard records
+    of its own ranks only. A load with a third, fresh host (an empty store)
+    rebuilds version 2's layout from both parts' records, h2 receiving its
+    rank's bytes over the network, byte-exact. With h1's store replaced as
+    well, version 2 lacks ranks 2 and 3: the load takes version 1 (h0 holds
+    h1's replica) with a ptc.PtcWarning, and version 2 asked for names them."""
+    base = tmp_path / "disks"
+    for h in ("h0", "h1", "h2"):
+        ptc.Store(base / h, create=True).close()
+    saved = run("xsave", base, "-", ["h0", "h0", "h1", "h1"], tmp_path, "xs", replicas="1,0")
+    assert [r["versions"] for r in saved] == [[1, 2]] * 4
+    assert ptc.read_record(base / "h0")["config"] == "explicit:4"
+
+    def check(res, version):
+        for r in res:
+            assert "error" not in r and r["mismatch"] == [] and r["tensors"] > 0, r
+            assert r["record"]["version"] == version and r["record"]["step"] == 5, r
+            assert r["record"]["config"] == "explicit:4" and r["record"]["hosts"] == 3
+            assert r["record"]["moved_bytes"] == r["record"]["lower_bound"] > 0
+
+    a = [r["loads"][0] for r in run("xload", base, "-", ["h0", "h0", "h1", "h2"], tmp_path, "xa")]
+    check(a, 2)
+    assert [r["warnings"] for r in a] == [[]] * 4
+    with ptc.Store(base / "h2") as st:
+        assert st.versions() == []
+
+    # h1 replaced: the default load, then version 2 asked for
+    shutil.rmtree(base / "h1")
+    ptc.Store(base / "h1", create=True).close()
+    os.environ["PTC_TEST_LOAD_VERSION"] = "0,2"
+    try:
+        b = run("xload", base, "-", ["h0", "h0", "h1", "h2"], tmp_path, "xb")
+    finally:
+        del os.environ["PTC_TEST_LOAD_VERSION"]
+    check([r["loads"][0] for r in b], 1)
+    assert [r["loads"][0]["warnings"] for r in b] == [
+        [["PtcWarning", "version 2 has no copy of 2 saved ranks on the hosts present; taking "
+          "version 1, the newest one they hold whole", "hosts_worker.py"]], [], [], []]
+    errs = {tuple(r["loads"][1]["error"]) for r in b}
+    assert len(errs) == 1, errs
+    kind, msg = errs.pop()
+    assert kind == "NotFoundError", msg
+    assert "version 2: the shards of 2 saved ranks (2, 3) are on no host present" in msg, msg
