@@ -157,6 +157,18 @@ void ptc_transport_free(void *p)
 
 /* ---- point-to-point messages ------------------------------------------------------ */
 
+int ptc_transport_check_peers(const ptc_transport *t, int rc, size_t nsend, const int *to,
+                              size_t nrecv, const int *from)
+{
+    for (size_t i = 0; i < nsend && rc == PTC_OK; i++)
+        if (to[i] < 0 || to[i] >= t->size)
+            rc = ptc_error_set(PTC_E_INVAL, "exchange: no process %d of %d", to[i], t->size);
+    for (size_t j = 0; j < nrecv && rc == PTC_OK; j++)
+        if (from[j] < 0 || from[j] >= t->size)
+            rc = ptc_error_set(PTC_E_INVAL, "exchange: no process %d of %d", from[j], t->size);
+    return rc;
+}
+
 /* The all-gather's stand-in for a transport without an exchange: every
  * process's message headers (destination, length), then its messages'
  * bytes, to every process; each keeps those sent to it, in order. */
@@ -243,13 +255,8 @@ int ptc_transport_exchange_after(const ptc_transport *t, int rc, const char *wha
                                  size_t nrecv, const int *from, void *const *rbuf,
                                  const size_t *rlen)
 {
-    for (size_t i = 0; i < nsend && rc == PTC_OK; i++)
-        if (to[i] < 0 || to[i] >= t->size)
-            rc = ptc_error_set(PTC_E_INVAL, "exchange: no process %d of %d", to[i], t->size);
-    for (size_t j = 0; j < nrecv && rc == PTC_OK; j++)
-        if (from[j] < 0 || from[j] >= t->size)
-            rc = ptc_error_set(PTC_E_INVAL, "exchange: no process %d of %d", from[j], t->size);
     /* agreed before the collective: a process leaving alone would hang the others */
+    rc = ptc_transport_check_peers(t, rc, nsend, to, nrecv, from);
     PTC_TRY(ptc_transport_agree(t, rc, what));
     if (t->exchange)
         return t->exchange(t->user, nsend, to, sbuf, slen, nrecv, from, rbuf, rlen);

@@ -118,44 +118,39 @@ static int check_tensors(const ptc_layout *src, const ptc_layout *dst)
 
 typedef struct hload {
     const ptc_transport *t;
-    ptc_layout *src;
+    const ptc_layout *src; /* the version's layout (borrowed) */
     int world, dst_world;
     int *host_of, *src_owner, *dst_owner, *src_host, *dst_host;
     uint8_t *have;
-    int *mine; /* the source ranks this process provides */
-    size_t nmine;
-    void **sbufs; /* nmine x ntensors */
-    const void *const **src_ptrs;
+    uint64_t budget;              /* the smallest of the processes' */
+    ptc_reshard_hosts_src rd;     /* the source shards this process provides */
+    const void *const **src_ptrs; /* per source rank: its row of rd.ptrs here */
     void *const **dst_ptrs;
 } hload;
 
 static void hload_free(hload *h)
 {
-    size_t nt = h->src ? ptc_layout_count(h->src) : 0;
-    for (size_t i = 0; h->sbufs && i < h->nmine * nt; i++)
-        ptc_free(h->sbufs[i]);
-    ptc_free(h->sbufs);
+    ptc_reshard_hosts_src_free(&h->rd);
     ptc_free(h->host_of);
     ptc_free(h->src_owner);
     ptc_free(h->dst_owner);
     ptc_free(h->src_host);
     ptc_free(h->dst_host);
     ptc_free(h->have);
-    ptc_free(h->mine);
     ptc_free(h->src_ptrs);
     ptc_free(h->dst_ptrs);
-    ptc_layout_destroy(h->src);
 }
 
 /* Who holds and who runs what, the same on every process: one all-gather
- * of a record per process — its host, the target ranks it runs (dw ints,
- * -1 or itself) and the source ranks its host's part holds (world bytes). */
+ * of a record per process — its host, its budget (u64), the target ranks
+ * it runs (dw ints, -1 or itself) and the source ranks its host's part
+ * holds (world bytes). */
 static int hload_maps(hload *h, int host, ptc_store *s, uint64_t lv, const int *ranks,
                       size_t nranks)
 {
     const ptc_transport *t = h->t;
     int np = t->size, world = h->world, dw = h->dst_world;
-    size_t rec = sizeof(int) * ((size_t)dw + 1) + (size_t)world;
+    size_t rec = sizeof(int) * ((size_t)dw + 1) + 8 + (size_t)world;
     uint8_t *mine = ptc_calloc(rec, 1), *all = ptc_calloc((size_t)np, rec);
     int rc = PTC_OK;
     if (!(h->host_of = ptc_calloc((size_t)np, sizeof *h->host_of)) ||
@@ -166,13 +161,16 @@ static int hload_maps(hload *h, int host, ptc_store *s, uint64_t lv, const int *
         !(h->dst_host = ptc_calloc((size_t)dw + 1, sizeof(int))) || !mine || !all)
         rc = ptc_error_set(PTC_E_NOMEM, "no memory to plan the load");
     int v = -1;
-    size_t at_have = sizeof(int) * ((size_t)dw + 1);
+    size_t at_budget = sizeof(int) * ((size_t)dw + 1), at_have = at_budget + 8;
+    uint64_t budget = ptc_reshard_hosts_budget();
     ptc_store_reader *rd = NULL;
     if (rc == PTC_OK && lv && (rc = ptc_store_reader_open(&rd, s, lv)) == PTC_OK)
         rc = ptc_reshard_hosts_inventory(rd, h->src, mine + at_have); /* lv 0: none here */
     ptc_store_reader_close(rd);
-    if (rc == PTC_OK)
+    if (rc == PTC_OK) {
         memcpy(mine, &host, sizeof host);
+        memcpy(mine + at_budget, &budget, 8);
+    }
     for (int r = 0; rc == PTC_OK && r < dw; r++)
         memcpy(mine + sizeof(int) * (size_t)(r + 1), &v, sizeof v);
     for (size_t i = 0; rc == PTC_OK && i < nranks; i++) {
@@ -185,8 +183,11 @@ static int hload_maps(hload *h, int host, ptc_store *s, uint64_t lv, const int *
     rc = ptc_transport_agree(t, rc, "load across hosts");
     if (rc == PTC_OK)
         rc = ptc_reshard_gather_all(t, mine, rec, all);
+    h->budget = UINT64_MAX;
     for (int p = 0; rc == PTC_OK && p < np; p++) {
         memcpy(&h->host_of[p], all + (size_t)p * rec, sizeof(int));
+        memcpy(&budget, all + (size_t)p * rec + at_budget, 8);
+        h->budget = budget < h->budget ? budget : h->budget;
         memcpy(h->have + (size_t)p * (size_t)world, all + (size_t)p * rec + at_have,
                (size_t)world);
     }
@@ -211,33 +212,17 @@ static int hload_maps(hload *h, int host, ptc_store *s, uint64_t lv, const int *
     return rc;
 }
 
-/* Read the source ranks this process provides from its host's part. */
-static int hload_read(hload *h, ptc_store *s, uint64_t lv)
+/* The source ranks this process provides, cut into rounds. */
+static int hload_sources(hload *h, ptc_store *s, uint64_t lv)
 {
+    PTC_TRY(ptc_reshard_hosts_src_init(&h->rd, h->src, s, lv, h->src_owner, h->t->size,
+                                       h->t->rank, h->budget));
+    if (!(h->src_ptrs = ptc_calloc((size_t)h->world + 1, sizeof *h->src_ptrs)))
+        return ptc_error_set(PTC_E_NOMEM, "no memory for the source ranks");
     size_t nt = ptc_layout_count(h->src);
-    if (!(h->mine = ptc_calloc((size_t)h->world + 1, sizeof(int))) ||
-        !(h->src_ptrs = ptc_calloc((size_t)h->world + 1, sizeof *h->src_ptrs)))
-        return ptc_error_set(PTC_E_NOMEM, "no memory for the source ranks");
-    for (int r = 0; r < h->world; r++)
-        if (h->src_owner[r] == h->t->rank && ptc_reshard_rank_bytes(h->src, r) > 0)
-            h->mine[h->nmine++] = r;
-    if (!(h->sbufs = ptc_calloc(h->nmine * nt + 1, sizeof *h->sbufs)))
-        return ptc_error_set(PTC_E_NOMEM, "no memory for the source ranks");
-    for (size_t i = 0; i < h->nmine; i++) {
-        for (size_t t = 0; t < nt; t++) {
-            size_t b;
-            PTC_TRY(ptc_ckpt_local_bytes(h->src, t, h->mine[i], &b));
-            if (b && !(h->sbufs[i * nt + t] = ptc_malloc(b)))
-                return ptc_error_set(PTC_E_NOMEM, "no memory for rank %d's shards (%zu bytes)",
-                                     h->mine[i], b);
-        }
-        h->src_ptrs[h->mine[i]] = (const void *const *)&h->sbufs[i * nt];
-    }
-    if (h->nmine == 0)
-        return PTC_OK; /* e.g. a host without its part of the version */
-    ptc_ckpt_options co;
-    ptc_ckpt_options_init(&co);
-    return ptc_ckpt_load_local(s, lv, h->src, h->mine, h->nmine, h->sbufs, &co, NULL, NULL);
+    for (size_t i = 0; i < h->rd.nmine; i++)
+        h->src_ptrs[h->rd.mine[i]] = (const void *const *)&h->rd.ptrs[i * nt];
+    return PTC_OK;
 }
 
 /* The plan's figures into @p res, the busiest host's bytes with them. */
@@ -268,41 +253,32 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint64_t version,
-                           const ptc_layout *dst, const int *ranks, size_t nranks,
-                           void *const *bufs, ptc_reshard_hosts_result *res)
+int ptc_reshard_hosts_load_open(const ptc_transport *t, int host, ptc_store *s, uint64_t version,
+                                const ptc_reshard_hosts_version *hv, const ptc_layout *dst,
+                                const int *ranks, size_t nranks, void *const *bufs,
+                                ptc_reshard_hosts_result *res)
 {
     double t0 = now_s();
     hload h;
     memset(&h, 0, sizeof h);
     h.t = t;
+    h.src = hv->layout;
     int host_max = host;
     ptc_plan *plan = NULL;
-    if (!version)
-        PTC_TRY(ptc_reshard_hosts_pick(t, host, s, 0, &version));
-    ptc_reshard_hosts_version hv;
-    int rc = ptc_reshard_hosts_version_open(t, s, version, NULL, NULL, false, &hv);
-    if (rc < 0)
-        return rc;
-    uint64_t lv = hv.lv;
-    h.src = hv.layout; /* hload_free destroys it */
-    hv.layout = NULL;
-    ptc_reshard_hosts_version_close(&hv);
+    int rc;
     if ((rc = ptc_transport_agree(t, check_tensors(h.src, dst), "load across hosts")) < 0)
-        goto out_free;
+        return rc;
     h.world = ptc_layout_world(h.src);
     h.dst_world = ptc_layout_world(dst);
     /* the maps' outcome is alike everywhere (agreed, or from what every
      * process gathered) */
-    if ((rc = hload_maps(&h, host, s, lv, ranks, nranks)) < 0)
+    if ((rc = hload_maps(&h, host, s, hv->lv, ranks, nranks)) < 0)
         goto out_free;
-    double t_read = now_s();
-    rc = hload_read(&h, s, lv);
-    t_read = now_s() - t_read;
-    /* the plan from what every process has alike; the reads' outcomes are
-     * agreed with the exchange's own checks (ptc_reshard_owned_over) */
+    /* the groups, the plan and the first round's reads: their outcomes are
+     * agreed in the first round's exchange (ptc_reshard_hosts_src_move) */
+    rc = hload_sources(&h, s, hv->lv);
     ptc_plan_options po = {.src_host = h.src_host, .dst_host = h.dst_host};
-    size_t nt = ptc_layout_count(dst);
+    size_t nt = ptc_layout_count(dst), rounds = 0;
     if (rc == PTC_OK)
         rc = ptc_plan_create(&plan, h.src, dst, &po);
     for (int p = 0; rc == PTC_OK && p < t->size; p++)
@@ -312,7 +288,8 @@ int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint6
     for (size_t i = 0; rc == PTC_OK && i < nranks; i++)
         h.dst_ptrs[ranks[i]] = (void *const *)&bufs[i * nt];
     double t_move = now_s();
-    rc = ptc_reshard_owned_over(rc, plan, t, h.src_owner, h.src_ptrs, h.dst_owner, h.dst_ptrs);
+    rc = ptc_reshard_hosts_src_move(&h.rd, rc, plan, t, h.src_owner, h.src_ptrs, h.dst_owner,
+                                    h.dst_ptrs, &rounds);
     t_move = now_s() - t_move;
     if (rc == PTC_OK && res) {
         /* every source rank with bytes is read once, by its provider: the
@@ -322,11 +299,26 @@ int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint6
             all_read += ptc_reshard_rank_bytes(h.src, r);
         figures(plan, host_max + 1, version, all_read, res);
         res->seconds = now_s() - t0;
-        res->read_seconds = t_read;
+        res->read_seconds = h.rd.read_seconds;
         res->move_seconds = t_move;
+        res->rounds = rounds;
+        res->source_peak_bytes = h.rd.peak;
     }
 out_free:
     ptc_plan_destroy(plan);
     hload_free(&h);
+    return rc;
+}
+
+int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint64_t version,
+                           const ptc_layout *dst, const int *ranks, size_t nranks,
+                           void *const *bufs, ptc_reshard_hosts_result *res)
+{
+    if (!version)
+        PTC_TRY(ptc_reshard_hosts_pick(t, host, s, 0, &version));
+    ptc_reshard_hosts_version hv;
+    PTC_TRY(ptc_reshard_hosts_version_open(t, s, version, NULL, NULL, false, &hv));
+    int rc = ptc_reshard_hosts_load_open(t, host, s, version, &hv, dst, ranks, nranks, bufs, res);
+    ptc_reshard_hosts_version_close(&hv);
     return rc;
 }

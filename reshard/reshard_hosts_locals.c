@@ -2,7 +2,7 @@
  * package's torch.distributed jobs) in a store spread over hosts: the
  * layout and buffers as ptc/ckpt binds them, then the save across hosts
  * (ptc_ckpt_hosts_save_over) or the load across hosts
- * (ptc_reshard_hosts_load). */
+ * (ptc_reshard_hosts_load_open: the version opened once). */
 #include <string.h>
 
 #include "ptc/ckpt.h"
@@ -93,6 +93,24 @@ static int version_order(const ptc_layout *vl, const ptc_ckpt_local *locals, siz
     return PTC_OK;
 }
 
+/* The target layout of a load with configuration @p cfg: the version's
+ * tensors (those of its own layout @p vl) under @p rules (NULL: the
+ * version's, @p vrules) — what ptc_reshard_hosts_version_open would have
+ * built under @p cfg. */
+static int target_layout(const ptc_layout *vl, const ptc_rules *vrules, const ptc_config *cfg,
+                         const ptc_rules *rules, ptc_layout **out)
+{
+    size_t nt = ptc_layout_count(vl);
+    ptc_tensor_info *ti = ptc_malloc(sizeof *ti * (nt + 1));
+    if (!ti)
+        return ptc_error_set(PTC_E_NOMEM, "no memory for %zu tensors", nt);
+    for (size_t t = 0; t < nt; t++)
+        ti[t] = *ptc_layout_tensor(vl, t);
+    int rc = ptc_layout_create(out, ti, nt, rules ? rules : vrules, cfg);
+    ptc_free(ti);
+    return rc;
+}
+
 int ptc_reshard_hosts_load_locals(const ptc_transport *t, int rc, const char *host_name,
                                   ptc_store *s, uint64_t version, const int *ranks,
                                   size_t nranks, const ptc_ckpt_local *locals, size_t n,
@@ -105,21 +123,24 @@ int ptc_reshard_hosts_load_locals(const ptc_transport *t, int rc, const char *ho
     PTC_TRY(ptc_transport_agree(t, rc, "load across hosts"));
     PTC_TRY(ptc_reshard_hosts_index(t, host_name, &host, &nhosts));
     PTC_TRY(ptc_reshard_hosts_pick(t, host, s, version, &version));
+    /* opened once, as the load's source: the version's own layout */
     ptc_reshard_hosts_version hv;
-    PTC_TRY(ptc_reshard_hosts_version_open(t, s, version, cfg, rules, rec != NULL, &hv));
-    ptc_layout *l = NULL;
+    PTC_TRY(ptc_reshard_hosts_version_open(t, s, version, NULL, NULL, rec != NULL, &hv));
+    ptc_layout *l = NULL, *target = NULL;
     void **bufs = NULL;
-    /* under @p cfg the version's layout, which every process has (a host
-     * without a part rebuilt it); without one the layout the processes'
-     * tensors describe (the version's dtypes for raw-bit buffers) */
+    /* under @p cfg the version's tensors under it, alike on every process (a
+     * host without a part has them from the description); without one the
+     * layout the processes' tensors describe (the version's dtypes for
+     * raw-bit buffers) */
     ptc_ckpt_local *ordered = NULL;
-    rc = cfg ? PTC_OK : version_order(hv.layout, locals, n, &ordered);
-    rc = ptc_ckpt_bind_locals_to(t, rc, hv.layout, !cfg, ranks, nranks,
+    rc = cfg ? target_layout(hv.layout, hv.rules, cfg, rules, &target)
+             : version_order(hv.layout, locals, n, &ordered);
+    rc = ptc_ckpt_bind_locals_to(t, rc, cfg ? target : hv.layout, !cfg, ranks, nranks,
                                  ordered ? ordered : locals, n, &l, &bufs);
     ptc_free(ordered);
     if (rc == PTC_OK)
-        rc = ptc_reshard_hosts_load(t, host, s, version, l ? l : hv.layout, ranks, nranks, bufs,
-                                    res);
+        rc = ptc_reshard_hosts_load_open(t, host, s, version, &hv, l ? l : target, ranks, nranks,
+                                         bufs, res);
     if (rc == PTC_OK && rec && hv.has_rec) {
         *rec = hv.rec; /* the caller frees it */
         hv.has_rec = false;
@@ -127,5 +148,6 @@ int ptc_reshard_hosts_load_locals(const ptc_transport *t, int rc, const char *ho
     ptc_reshard_hosts_version_close(&hv);
     ptc_store_free(bufs);
     ptc_layout_destroy(l);
+    ptc_layout_destroy(target);
     return rc;
 }

@@ -37,6 +37,18 @@ bool ptc_reshard_box_contiguous(const ptc_box *b, const int64_t *stride);
 int ptc_reshard_owned_over(int rc, const ptc_plan *p, const ptc_transport *t,
                            const int *src_owner, const void *const *const *src,
                            const int *dst_owner, void *const *const *dst);
+/* One round of ptc_reshard_owned_over: the items of tensors [@p t0, @p t1)
+ * of @p p only (src and dst need hold those tensors only). @p rc, the
+ * caller's outcome so far, is agreed in the round's first exchange; the
+ * round returns this process's outcome after its last unpack, NOT agreed:
+ * pass it to the next round, or agree it (ptc_transport_agree) — except
+ * where *@p gone: an exchange's round failed, alike on every process (the
+ * failure is agreed already). Every process makes the same collective
+ * calls whatever the outcomes. */
+int ptc_reshard_owned_round(int rc, const ptc_plan *p, const ptc_transport *t,
+                            const int *src_owner, const void *const *const *src,
+                            const int *dst_owner, void *const *const *dst, size_t t0, size_t t1,
+                            bool *gone);
 /* ---- across hosts (reshard_hosts.c, reshard_hosts_held.c) ---------------- */
 
 /* Every process's @p n bytes at @p in into @p out (size x n), or a copy
@@ -48,6 +60,44 @@ uint64_t ptc_reshard_rank_bytes(const ptc_layout *l, int r);
 /* Which saved ranks of layout @p src the part open in @p rd holds (world
  * bytes into @p have: 1 when every present shard of the rank is there). */
 int ptc_reshard_hosts_inventory(const ptc_store_reader *rd, const ptc_layout *src, uint8_t *have);
+/* The source shards one process provides to a load across hosts, read in
+ * rounds over groups of tensors (reshard_hosts_rounds.c). */
+typedef struct ptc_reshard_hosts_src {
+    const ptc_layout *src;    /* the version's layout (borrowed) */
+    ptc_store_reader *rd;     /* this host's part (NULL: nothing to read here) */
+    uint32_t *map;            /* the part's index of each tensor */
+    int *mine;                /* the source ranks this process provides */
+    size_t nmine;
+    void **bufs;              /* nmine x ntensors: the shards read (NULL: none, shared) */
+    const void **ptrs;        /* nmine x ntensors: where each shard is, shared or not */
+    size_t *gend, ngroups;    /* group g: tensors [gend[g - 1], gend[g]) */
+    uint64_t *gbytes;         /* this process's source bytes of each group */
+    uint64_t budget;          /* source bytes held at once (within max with a tensor) */
+    uint64_t held, peak;      /* source bytes held now, at most */
+    double read_seconds;      /* spent reading */
+} ptc_reshard_hosts_src;
+/* The budget: PTC_HOSTS_LOAD_BUDGET (bytes, or with K, M or G), else
+ * PTC_RESHARD_HOSTS_LOAD_BUDGET_DEFAULT (a bad value warns). */
+uint64_t ptc_reshard_hosts_budget(void);
+/* Cut the groups (alike on every process: from @p src and the process of
+ * each source rank, @p src_owner, of @p np) and open local version @p lv
+ * of @p st where process @p me provides ranks. Free with _src_free. */
+int ptc_reshard_hosts_src_init(ptc_reshard_hosts_src *s, const ptc_layout *src, ptc_store *st,
+                               uint64_t lv, const int *src_owner, int np, int me,
+                               uint64_t budget);
+/* Read group @p g's shards into fresh buffers; drop them. */
+int ptc_reshard_hosts_src_read(ptc_reshard_hosts_src *s, size_t g);
+void ptc_reshard_hosts_src_drop(ptc_reshard_hosts_src *s, size_t g);
+void ptc_reshard_hosts_src_free(ptc_reshard_hosts_src *s);
+/* ptc_reshard_owned_over round by round: read group g (group g + 1 on a
+ * thread meanwhile, where both fit the budget), ptc_reshard_owned_round
+ * over its tensors, drop it. @p src: per source rank, this process's rows
+ * of s->ptrs. @p rc agreed in the first round; *@p rounds: the rounds
+ * run. Collective; every failure agreed. */
+int ptc_reshard_hosts_src_move(ptc_reshard_hosts_src *s, int rc, const ptc_plan *p,
+                               const ptc_transport *t, const int *src_owner,
+                               const void *const *const *src, const int *dst_owner,
+                               void *const *const *dst, size_t *rounds);
 /* A version of a store spread over hosts as a reader sees it
  * (reshard_hosts_version.c). */
 typedef struct ptc_reshard_hosts_version {
@@ -74,6 +124,15 @@ int ptc_reshard_hosts_version_open(const ptc_transport *t, ptc_store *s, uint64_
                                    const ptc_config *cfg, const ptc_rules *rules, bool record,
                                    ptc_reshard_hosts_version *v);
 void ptc_reshard_hosts_version_close(ptc_reshard_hosts_version *v);
+/* ptc_reshard_hosts_load of version @p version opened in @p hv by
+ * ptc_reshard_hosts_version_open with no configuration or rules (so that
+ * hv->layout is the version's own: the load's source; borrowed). The
+ * callers that open the version for themselves (ptc_reshard_hosts_load_
+ * locals) open it once. Collective; agreed. */
+int ptc_reshard_hosts_load_open(const ptc_transport *t, int host, ptc_store *s, uint64_t version,
+                                const ptc_reshard_hosts_version *hv, const ptc_layout *dst,
+                                const int *ranks, size_t nranks, void *const *bufs,
+                                ptc_reshard_hosts_result *res);
 /* For a version saved with an explicit layout: how many saved ranks, held
  * by no host present, leave some tensor not covered by the records of the
  * hosts present (*@p lost; 0: whole). Collective; agreed; the errors of

@@ -6,11 +6,16 @@
  * buffer where its box is one run of memory there and received straight into
  * the target buffer where it is one there (else packed for itself, or staged
  * and unpacked); the small ones between two processes packed in one message.
+ * Each message is unpacked as it arrives where the transport tells
+ * (ptc_transport_exchange_each: MPI), else after the exchange.
  * Phase 0: reused shards (whole, where source and target rank sit on
  * different processes) and the transfers from source buffers; phase 1: the
  * fan-outs from target buffers filled in phase 0 (skipped, collectives and
  * all, where the plan has none). Copies within a process need no message:
- * they run on a thread of their own while the exchange moves the bytes. */
+ * they run on a thread of their own while the exchange moves the bytes.
+ * A round (ptc_reshard_owned_round) runs both phases for a range of the
+ * plan's tensors; each phase's outcome is agreed in the next exchange's
+ * own round, the last one by the caller. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +32,7 @@ typedef struct ov {
     const void *const *const *sb;
     void *const *const *db;
     int ws, wt;
+    size_t t0, t1; /* the tensors of this round */
 } ov;
 
 static size_t es_of(const ov *o, size_t t)
@@ -129,14 +135,15 @@ static int items_of(const ov *o, bool fanout, item **out, size_t *n)
     *n = 0;
     size_t nt = ptc_layout_count(ptc_plan_target(o->p));
     int wb = o->ws < o->wt ? o->ws : o->wt;
-    for (size_t t = 0; !fanout && t < nt; t++)
+    for (size_t t = o->t0; !fanout && t < o->t1 && t < nt; t++)
         for (int r = 0; r < wb; r++)
             if (ptc_plan_reused(o->p, t, r)) {
                 PTC_TRY(ptc_grow((void **)out, &cap, *n + 1, sizeof **out));
                 (*out)[(*n)++] = (item){NULL, t, r};
             }
     for (size_t i = 0; i < nx; i++)
-        if ((xf[i].kind == PTC_TRANSFER_FANOUT) == fanout) {
+        if ((xf[i].kind == PTC_TRANSFER_FANOUT) == fanout && xf[i].tensor >= o->t0 &&
+            xf[i].tensor < o->t1) {
             PTC_TRY(ptc_grow((void **)out, &cap, *n + 1, sizeof **out));
             (*out)[(*n)++] = (item){&xf[i], xf[i].tensor, 0};
         }
@@ -164,6 +171,7 @@ typedef struct msgs {
     const void **sp;
     void **rp;
     size_t *sl, *rl;
+    size_t *ritem;           /* per receive: its item alone, or SIZE_MAX (a peer's packed) */
     size_t *at;              /* per peer: packed bytes out, in; then cursors */
     size_t alone_in;         /* cursor of the staged items alone, after the peers' */
     uint8_t *spack, *rstage; /* the packed messages, peer after peer, then the items
@@ -178,6 +186,7 @@ static void msgs_free(msgs *m)
     ptc_free(m->rp);
     ptc_free(m->sl);
     ptc_free(m->rl);
+    ptc_free(m->ritem);
     ptc_free(m->at);
     ptc_free(m->spack);
     ptc_free(m->rstage);
@@ -242,6 +251,7 @@ static int msgs_build(const ov *o, const item *it, size_t nit, bool fanout, msgs
     if (!(m->to = ptc_malloc(sizeof(int) * ns)) || !(m->from = ptc_malloc(sizeof(int) * nr)) ||
         !(m->sp = ptc_malloc(sizeof *m->sp * ns)) || !(m->rp = ptc_malloc(sizeof *m->rp * nr)) ||
         !(m->sl = ptc_malloc(sizeof *m->sl * ns)) || !(m->rl = ptc_malloc(sizeof *m->rl * nr)) ||
+        !(m->ritem = ptc_malloc(sizeof *m->ritem * nr)) ||
         !(m->spack = ptc_malloc(npack + 1)) || !(m->rstage = ptc_malloc(nstage + 1)))
         return ptc_error_set(PTC_E_NOMEM, "no memory for the exchange (%zu + %zu bytes packed)",
                              npack, nstage);
@@ -278,6 +288,7 @@ static int msgs_build(const ov *o, const item *it, size_t nit, bool fanout, msgs
                 run = m->rstage + si;
                 si += b;
             }
+            m->ritem[m->nr] = i;
             m->from[m->nr] = from, m->rp[m->nr] = run, m->rl[m->nr++] = b;
         }
     }
@@ -287,6 +298,7 @@ static int msgs_build(const ov *o, const item *it, size_t nit, bool fanout, msgs
             m->sl[m->ns++] = out[q];
         }
         if (in[q]) {
+            m->ritem[m->nr] = SIZE_MAX;
             m->from[m->nr] = q, m->rp[m->nr] = m->rstage + cur_in[q];
             m->rl[m->nr++] = in[q];
         }
@@ -294,32 +306,49 @@ static int msgs_build(const ov *o, const item *it, size_t nit, bool fanout, msgs
     return PTC_OK;
 }
 
-/* Unpack what came packed from the peers (cursors at each peer's start)
- * and the items alone that were staged. */
-static int msgs_unpack(const ov *o, const item *it, size_t nit, bool fanout, msgs *m)
+/* A phase's received messages, unpacked as each arrives. */
+typedef struct arrivals {
+    const ov *o;
+    const item *it;
+    size_t nit;
+    bool fanout;
+    const msgs *m;
+    int rc; /* the first unpacking failure */
+} arrivals;
+
+/* Receive @p j has arrived: an item alone (nothing to do where it came
+ * into its target in place; else unpacked from its stage), or a peer's
+ * packed message, its items in plan order. */
+static int unpack_msg(const arrivals *a, size_t j)
 {
+    const ov *o = a->o;
+    const msgs *m = a->m;
     int me = o->t->rank;
-    size_t *cur_in = m->at + 3 * o->t->size;
-    for (size_t i = 0; i < nit; i++) {
+    const uint8_t *src = m->rp[j];
+    for (size_t i = m->ritem[j] == SIZE_MAX ? 0 : m->ritem[j]; i < a->nit; i++) {
+        const item *it = &a->it[i];
         int from, to;
-        item_ends(o, &it[i], fanout, &from, &to);
-        size_t b = item_bytes(o, &it[i]);
-        if (to != me || from == me || !b)
+        item_ends(o, it, a->fanout, &from, &to);
+        size_t b = item_bytes(o, it);
+        bool alone_one = m->ritem[j] != SIZE_MAX;
+        if (!alone_one && (to != me || from != m->from[j] || !b || alone(o, it)))
             continue;
-        uint8_t *run = run_of(o, &it[i], fanout, false);
-        bool a = alone(o, &it[i]);
-        if (a && run)
-            continue; /* received in place */
-        size_t *cur = a ? &m->alone_in : &cur_in[from];
-        const uint8_t *src = m->rstage + *cur;
-        *cur += b;
-        if (run)
+        uint8_t *run = run_of(o, it, a->fanout, false);
+        if (run && run != src)
             memcpy(run, src, b);
-        else
-            PTC_TRY(ptc_reshard_unpack_one(o->p, it[i].x, src,
-                                           o->db[it[i].x->dst_rank][it[i].t]));
+        else if (!run)
+            PTC_TRY(ptc_reshard_unpack_one(o->p, it->x, src, o->db[it->x->dst_rank][it->t]));
+        src += b;
+        if (alone_one)
+            break;
     }
     return PTC_OK;
+}
+
+static int arrived(void *user, size_t j)
+{
+    arrivals *a = user;
+    return a->rc = unpack_msg(a, j);
 }
 
 /* The copies within this process of a phase, run beside the exchange (on a
@@ -356,8 +385,10 @@ static void *copies_main(void *arg)
 /* One phase: pack, then the copies within the process on a thread beside
  * the exchange (the caller's thread: the transport may need it), unpack.
  * @p rc: the outcome so far (nothing is built where it failed), agreed in
- * the exchange's round. Collective; failures agreed. */
-static int phase(const ov *o, bool fanout, int rc)
+ * the exchange's round (*@p gone: it failed there, alike on every process).
+ * Collective; returns this process's outcome after the unpack, not agreed
+ * (the next exchange's round or the caller agrees it). */
+static int phase(const ov *o, bool fanout, int rc, bool *gone)
 {
     const ptc_transport *t = o->t;
     item *it = NULL;
@@ -373,28 +404,29 @@ static int phase(const ov *o, bool fanout, int rc)
     bool side = rc == PTC_OK && pthread_create(&th, NULL, copies_main, &c) == 0;
     if (rc == PTC_OK && !side) /* no thread: before the exchange */
         rc = copies_run(&c);
-    /* the build's outcome agreed in the exchange's own round; every process
-     * goes on to the agreement below, whatever the exchange returned */
-    rc = ptc_transport_exchange_after(t, rc, "reshard exchange", m.ns, m.to, m.sp, m.sl, m.nr,
-                                      m.from, m.rp, m.rl);
+    /* the build's outcome agreed in the exchange's own round; each message
+     * unpacked as it arrives (the copies' thread writes other boxes of the
+     * targets meanwhile) */
+    arrivals ar = {o, it, nit, fanout, &m, PTC_OK};
+    rc = ptc_transport_exchange_each(t, rc, "reshard exchange", m.ns, m.to, m.sp, m.sl, m.nr,
+                                     m.from, m.rp, m.rl, arrived, &ar);
+    *gone = rc < 0 && ar.rc == PTC_OK; /* not this process's unpacking: alike everywhere */
     if (side) {
         pthread_join(th, NULL);
         if (c.rc < 0 && rc == PTC_OK)
             rc = ptc_error_set(c.rc, "%s", c.err);
     }
-    if (rc == PTC_OK)
-        rc = msgs_unpack(o, it, nit, fanout, &m);
-    rc = ptc_transport_agree(t, rc, "reshard exchange");
     msgs_free(&m);
     ptc_free(it);
     return rc;
 }
 
-int ptc_reshard_owned_over(int rc, const ptc_plan *p, const ptc_transport *t,
-                           const int *src_owner, const void *const *const *src,
-                           const int *dst_owner, void *const *const *dst)
+int ptc_reshard_owned_round(int rc, const ptc_plan *p, const ptc_transport *t,
+                            const int *src_owner, const void *const *const *src,
+                            const int *dst_owner, void *const *const *dst, size_t t0, size_t t1,
+                            bool *gone)
 {
-    ov o = {p, t, src_owner, dst_owner, src, dst, 0, 0};
+    ov o = {p, t, src_owner, dst_owner, src, dst, 0, 0, t0, t1};
     if (rc == PTC_OK) {
         o.ws = ptc_config_world(ptc_layout_config(ptc_plan_source(p)));
         o.wt = ptc_config_world(ptc_layout_config(ptc_plan_target(p)));
@@ -407,14 +439,29 @@ int ptc_reshard_owned_over(int rc, const ptc_plan *p, const ptc_transport *t,
         if (dst_owner[r] < 0 || dst_owner[r] >= t->size)
             rc = ptc_error_set(PTC_E_INVAL, "target rank %d: process %d of %d", r,
                                dst_owner[r], t->size);
-    /* the checks and the caller's outcome agreed in the first phase's round */
-    PTC_TRY(phase(&o, false, rc));
-    /* no fan-outs in the plan (alike on every process): the second phase's
-     * collectives would carry nothing */
+    /* the checks and the caller's outcome agreed in the first phase's round;
+     * a failure there is every process's: return it as is */
+    *gone = false;
+    rc = phase(&o, false, rc, gone);
+    if (*gone)
+        return rc;
+    /* no fan-outs among the round's tensors (alike on every process): the
+     * second phase's collectives would carry nothing */
     size_t nx;
     const ptc_transfer *xf = ptc_plan_transfers(p, &nx);
     bool fanouts = false;
     for (size_t i = 0; i < nx && !fanouts; i++)
-        fanouts = xf[i].kind == PTC_TRANSFER_FANOUT;
-    return fanouts ? phase(&o, true, PTC_OK) : PTC_OK;
+        fanouts = xf[i].kind == PTC_TRANSFER_FANOUT && xf[i].tensor >= t0 && xf[i].tensor < t1;
+    /* phase 0's outcome agreed in phase 1's round */
+    return fanouts ? phase(&o, true, rc, gone) : rc;
+}
+
+int ptc_reshard_owned_over(int rc, const ptc_plan *p, const ptc_transport *t,
+                           const int *src_owner, const void *const *const *src,
+                           const int *dst_owner, void *const *const *dst)
+{
+    size_t nt = rc == PTC_OK ? ptc_layout_count(ptc_plan_target(p)) : 0;
+    bool gone;
+    rc = ptc_reshard_owned_round(rc, p, t, src_owner, src, dst_owner, dst, 0, nt, &gone);
+    return gone ? rc : ptc_transport_agree(t, rc, "reshard exchange");
 }

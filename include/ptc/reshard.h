@@ -127,7 +127,16 @@ struct ptc_ckpt_hosts_options;
 PTC_API int ptc_reshard_hosts_index(const ptc_transport *t, const char *name, int *host,
                                     int *nhosts);
 
-/** What a load of a version spread over hosts did (the same on every process). */
+/** Source bytes a process of a load across hosts (ptc_reshard_hosts_load)
+ * holds at once by default: 256 MiB. The environment variable
+ * PTC_HOSTS_LOAD_BUDGET (bytes, or a number with K, M or G) sets it for
+ * every load across hosts of the process (`ptc.load(across_hosts=True)`,
+ * `ptc train --resume`, `ptc reshard --mpi --across-hosts`); the smallest
+ * value among the processes counts. */
+#define PTC_RESHARD_HOSTS_LOAD_BUDGET_DEFAULT ((uint64_t)256 << 20)
+
+/** What a load of a version spread over hosts did (the same on every
+ * process, the per-process fields aside). */
 typedef struct ptc_reshard_hosts_result {
     uint64_t version;        /**< the version across hosts that was loaded */
     int hosts;               /**< hosts taking part */
@@ -141,8 +150,21 @@ typedef struct ptc_reshard_hosts_result {
                                   of max(in, out)) */
     uint64_t bytes_read;     /**< bytes read from the hosts' own stores */
     double seconds;          /**< wall time of the call */
-    double read_seconds;     /**< of which this process's reads of its host's part */
-    double move_seconds;     /**< of which the plan's exchange (this process) */
+    double read_seconds;     /**< this process's reads of its host's part (from
+                                  the second round on on a thread, beside the
+                                  exchange: they overlap move_seconds) */
+    double move_seconds;     /**< of which the rounds: the reads after the first
+                                  round's and the plan's exchange (this process) */
+    /** Rounds the load ran: the tensors, in their order, cut into groups
+     * whose source bytes on every process fit half the budget
+     * (PTC_RESHARD_HOSTS_LOAD_BUDGET_DEFAULT), one group a round (a tensor
+     * over it alone; a tensor is never split). */
+    uint64_t rounds;
+    /** This process's source bytes held at once, at most (the shards it
+     * read for other processes and itself, while they were moved): at most
+     * max(budget, its largest tensor's source bytes), as group g + 1 is read
+     * during round g only where both fit the budget. */
+    uint64_t source_peak_bytes;
 } ptc_reshard_hosts_result;
 
 /**

@@ -253,7 +253,8 @@ class CkptHostsOptions(Structure):
 class ReshardHostsResult(Structure):
     _fields_ = [("version", c_uint64), ("hosts", c_int), ("plan", PlanStats),
                 ("max_host_bytes", c_uint64), ("bytes_read", c_uint64), ("seconds", c_double),
-                ("read_seconds", c_double), ("move_seconds", c_double)]
+                ("read_seconds", c_double), ("move_seconds", c_double), ("rounds", c_uint64),
+                ("source_peak_bytes", c_uint64)]
 
 
 class CkptLocal(Structure):

@@ -101,6 +101,20 @@ static void model_init(model *m)
     }
 }
 
+/* A load across hosts' figures: process 0 the plan's; every process its
+ * rounds, the source bytes it held at once and the allocations the load
+ * made (the test's fault points are drawn from them). */
+static void print_hosts(const ptc_reshard_hosts_result *hr, long allocs, int me)
+{
+    if (me == 0)
+        printf("across %d hosts: moved %llu bytes (lower bound %llu), read %llu\n", hr->hosts,
+               (unsigned long long)hr->plan.bytes_network,
+               (unsigned long long)hr->plan.bytes_network_lower_bound,
+               (unsigned long long)hr->bytes_read);
+    printf("rounds %llu peak %llu allocations %ld on process %d\n",
+           (unsigned long long)hr->rounds, (unsigned long long)hr->source_peak_bytes, allocs, me);
+}
+
 static uint64_t mix(uint64_t x)
 {
     x ^= x >> 33;
@@ -408,11 +422,14 @@ int main(int argc, char **argv)
         const char *f = getenv("CKPT_FAIL_PROCESS"), *at = getenv("CKPT_FAIL_AT");
         if (f && atoi(f) == me)
             ptc_fault_alloc_at(at ? atol(at) : 1);
+        else
+            ptc_fault_alloc_at(0); /* counts from here */
         ptc_reshard_hosts_result hr;
         int e = a.hosts ? ptc_reshard_hosts_load(&tr, host, s, a.version, l, ranks, nranks,
                                                (void *const *)bufs, &hr)
                       : ptc_ckpt_load(s, a.version, l, ranks, nranks, (void *const *)bufs, &o,
                                       MPI_COMM_WORLD, &rec, &v);
+        long allocs = ptc_fault_alloc_count();
         ptc_fault_alloc_at(0);
         uint64_t lv = 0;
         bool fresh = false; /* a host whose store holds no part of the version */
@@ -427,11 +444,8 @@ int main(int argc, char **argv)
             }
             if (!e && !fresh)
                 e = ptc_ckpt_read_record(s, lv, &rec);
-            if (!e && me == 0)
-                printf("across %d hosts: moved %llu bytes (lower bound %llu), read %llu\n",
-                       hr.hosts, (unsigned long long)hr.plan.bytes_network,
-                       (unsigned long long)hr.plan.bytes_network_lower_bound,
-                       (unsigned long long)hr.bytes_read);
+            if (!e)
+                print_hosts(&hr, allocs, me);
         }
         if (e) {
             rc = fail("load");

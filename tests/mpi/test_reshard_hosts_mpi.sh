@@ -6,6 +6,11 @@
 # save dp=2,tp=2,pp=2,zero=1 (2 ranks each) with one replica per host; then
 # 1. 6 processes on h0,h0,h1,h1,h2,h2 load dp=1,tp=3,pp=2 byte-exact, the
 #    bytes moved between hosts equal the plan's lower bound;
+# 1b. the same load in rounds of 64 KiB of source bytes a process
+#    (PTC_HOSTS_LOAD_BUDGET; head.weight's shards of 640 KB exceed it and
+#    go alone): byte-exact, many rounds, the source bytes each process
+#    held at once within max(budget, the largest tensor, 1.28 MB) and below
+#    the one-round load's;
 # 2. h2's store deleted: 3 processes on h0,h1,h1 load it again byte-exact
 #    from the survivors and h2's replica on h0; then h2 back with an empty
 #    store (a fresh host) loads dp=1,tp=3,pp=1 with h0 and h1;
@@ -42,6 +47,28 @@ run 6 load --store "$S" --config dp=1,tp=3,pp=2 --seed 5 --step 10 \
 [ "$(grep -c '^loaded version 1: ' "$TMP/out")" = 6 ] || fail "load: $(cat "$TMP/out")"
 moved_is_bound "$TMP/out"
 echo "ok: $(grep across "$TMP/out")"
+
+# 1b.
+cp "$TMP/out" "$TMP/one_round"
+PTC_HOSTS_LOAD_BUDGET=64K run 6 load --store "$S" --config dp=1,tp=3,pp=2 --seed 5 --step 10 \
+    --hosts h0,h0,h1,h1,h2,h2 >"$TMP/out" || fail "load across 3 hosts in rounds"
+[ "$(grep -c '^loaded version 1: ' "$TMP/out")" = 6 ] || fail "load in rounds: $(cat "$TMP/out")"
+moved_is_bound "$TMP/out"
+python3 - "$TMP/one_round" "$TMP/out" <<'PY' || fail "rounds: $(grep rounds "$TMP/out")"
+import re, sys
+def each(path):  # process -> (rounds, peak)
+    return {int(p): (int(r), int(k)) for r, k, p in re.findall(
+        r"^rounds (\d+) peak (\d+) allocations \d+ on process (\d+)$", open(path).read(), re.M)}
+one, many = each(sys.argv[1]), each(sys.argv[2])
+assert len(one) == len(many) == 6, (one, many)
+largest = 500 * 640 * 4  # head.weight, the largest tensor: no process holds more of one
+for p in range(6):
+    assert one[p][0] == 1 and many[p][0] >= 20 and many[p][0] == many[0][0], (p, one, many)
+    assert 0 < many[p][1] <= max(64 << 10, largest), (p, many[p])
+    assert many[p][1] < one[p][1], (p, one[p], many[p])
+print("ok: rounds %d, peak source bytes %s (one round: %s)" % (
+    many[0][0], [many[p][1] for p in range(6)], [one[p][1] for p in range(6)]))
+PY
 
 # 2.
 rm -rf "${S:?}/h2"
@@ -80,6 +107,28 @@ for k in 500 1500 2000 2400; do
     fi
 done
 echo "ok: a failure at any step of the load on one process: the same outcome everywhere"
+# ... and inside a later round of a load in rounds (of process 1's N
+# allocations in a whole load, the 60th and 90th per cent: past the first
+# rounds' reads, on the main thread or the one reading ahead)
+PTC_HOSTS_LOAD_BUDGET=64K run 3 load --store "$S" --config dp=1,tp=3,pp=2 --seed 5 --step 10 \
+    --hosts h0,h1,h1 >"$TMP/out" || fail "load in rounds from the survivors"
+n=$(sed -n 's/^rounds \([0-9]*\) peak [0-9]* allocations \([0-9]*\) on process 1$/\1 \2/p' "$TMP/out")
+set -- $n
+[ "${1:-0}" -ge 20 ] && [ "${2:-0}" -gt 100 ] || fail "rounds and allocations: $(cat "$TMP/out")"
+failed=0
+for k in $(($2 * 6 / 10)) $(($2 * 7 / 10)) $(($2 * 9 / 10)); do
+    if PTC_HOSTS_LOAD_BUDGET=64K CKPT_FAIL_PROCESS=1 CKPT_FAIL_AT=$k mpirun_each 3 timeout 300 \
+        "$D" load --store "$S" --config dp=1,tp=3,pp=2 --seed 5 --step 10 --hosts h0,h1,h1 \
+        >"$TMP/out" 2>"$TMP/err"; then # an allocation whose failure is borne (a pool's thread)
+        [ "$(grep -c '^loaded version 1: ' "$TMP/out")" = 3 ] || fail "K=$k: $(cat "$TMP/out")"
+    else
+        [ "$(grep -c '^error: ' "$TMP/err")" = 3 ] ||
+            { cat "$TMP/err" >&2; fail "K=$k of $2 in rounds: not one error line from each process"; }
+        failed=$((failed + 1))
+    fi
+done
+[ "$failed" -ge 1 ] || fail "no allocation inside a later round failed the load"
+echo "ok: a failure inside a later round ($1 rounds, $failed of 3 points of $2 allocations failed the load): every process fails alike"
 
 # 4.
 rm -rf "${S:?}/h1"
