@@ -8,7 +8,7 @@ on the same hosts, then — host h2's store deleted — under tp=2 on two
 processes of h0 and h1 from the survivors' parts and h2's replica on h0, the
 bytes moved between hosts equal to the plan's lower bound; with h1 gone as
 well, rank 2's shards exist nowhere and every process raises the same error
-naming the ranks. test_fresh_host_and_whole_version: a host whose store is
+naming the ranks. test_fresh_host_and_whole_version (slow): a host whose store is
 empty (replaced) joins a load byte-exact, and a load takes the newest version
 the hosts present hold whole, as ptc train --resume does (process 0 says so:
 a ptc.PtcWarning). test_explicit_layout_with_a_fresh_host: the same fresh
@@ -17,6 +17,8 @@ host for DTensors saved without config= (an explicit layout)."""
 import json
 import os
 import shutil
+
+import pytest
 
 import ptc
 from conftest import run_ranks
@@ -70,7 +72,13 @@ TAKING = ("version 2 has no copy of 1 saved rank on the hosts present; taking ve
           "the newest one they hold whole")
 
 
+@pytest.mark.slow
 def test_fresh_host_and_whole_version(tmp_path):
+    """Slow tier (python.pytest_slow): the fast tier covers its paths through
+    test_explicit_layout_with_a_fresh_host (a fresh host in a Python load, the
+    PtcWarning, a version named with its lost ranks) and
+    net.test_net_hosts_fresh (the same choices for a version saved under a
+    configuration, through the command line)."""
     base = tmp_path / "disks"
     for h in ("h0", "h1", "h2"):
         ptc.Store(base / h, create=True).close()
