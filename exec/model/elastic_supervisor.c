@@ -243,6 +243,28 @@ static int free_slots(const ptc_elastic *e, int *slots)
     return total;
 }
 
+/* With --replicas K, the ranks of @p cfg placed on @p usable must run on
+ * more than K hosts: each host's shards are copied to K others, and the job
+ * refuses to save otherwise (its first save would fail after a relaunch). */
+static int replicas_fit(const ptc_elastic *e, const ptc_config *cfg, const int *usable)
+{
+    int K = e->o.replicas, h[MAX_HOSTS], c[MAX_HOSTS];
+    if (!node_local(e) || K <= 0)
+        return PTC_OK;
+    int n = elastic_placement(usable, e->nhosts, ptc_config_world(cfg), h, c);
+    if (n > K)
+        return PTC_OK;
+    char ct[128], names[512] = "";
+    size_t at = 0;
+    cfg_text(cfg, ct, sizeof ct);
+    for (int i = 0; i < n && at < sizeof names; i++)
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
+                               e->hosts[h[i]].name);
+    return ptc_error_set(PTC_E_CONFIG, "%s runs on %d host%s (%s), and --replicas %d needs "
+                                       "%d or more",
+                         ct, n, n == 1 ? "" : "s", names, K, K + 1);
+}
+
 /* Pick the configuration for the free slots. usable: per host. */
 static int plan(const ptc_elastic *e, ptc_config *cfg, int *usable, int *nslots)
 {
@@ -253,9 +275,11 @@ static int plan(const ptc_elastic *e, ptc_config *cfg, int *usable, int *nslots)
         return ptc_error_set(PTC_E_CONFIG, "%d slots available, --min-slots is %d", total,
                              e->o.min_slots);
     if (e->o.search)
-        return ptc_elastic_search(cfg, usable, slots, (size_t)e->nhosts, &e->o.want,
-                                  &e->o.cluster, NULL);
-    return ptc_elastic_pick(cfg, usable, slots, (size_t)e->nhosts, &e->o.want);
+        PTC_TRY(ptc_elastic_search(cfg, usable, slots, (size_t)e->nhosts, &e->o.want,
+                                   &e->o.cluster, NULL));
+    else
+        PTC_TRY(ptc_elastic_pick(cfg, usable, slots, (size_t)e->nhosts, &e->o.want));
+    return replicas_fit(e, cfg, usable);
 }
 
 /* ---- the store ------------------------------------------------------------------- */

@@ -12,7 +12,8 @@
 # the re-run step's records twice (tests/net/test_net_elastic_hosts_persist.sh:
 # a fresh host joining, every copy lost and the persistent tier). First, a
 # host whose store holds another dataset under the name is refused at the
-# start, the error naming both.
+# start, the error naming both; so is --replicas 3 (every copy on another of
+# the 3 hosts is not possible), naming the hosts and K.
 . "$(dirname "$0")/lib_elastic_hosts.sh"
 printf '10.177.0.1 slots=2\n10.177.0.2 slots=2\n10.177.0.3 slots=2\n' >"$T/hosts"
 reference 8 && ok || { cat "$T/ref.err" >&2; bad "the reference run failed"; finish; }
@@ -27,6 +28,15 @@ if net_mpirun -np 3 "$PTC" train "${train[@]:2:12}" --config dp=1,tp=1,pp=3 --st
 else
     grep -q "ptc: error: .*dataset 'toks' differs between the hosts' stores: 64 records of 640 bytes on process 0's host, 48 of 480 on process 2's" "$T/d.err" &&
         ok || { cat "$T/d.err" >&2; bad "no error naming the datasets that differ"; }
+fi
+# --replicas K with the job's ranks on K hosts: refused at the start, naming
+# the hosts and K (the same check refuses a relaunch after a loss)
+k=("${train[@]}")
+for i in "${!k[@]}"; do [ "${k[$i]}" = --replicas ] && k[$((i + 1))]=3; done
+if "$PTC" elastic --store "$T/store" --hostfile "$T/hosts" --mpirun "$T/mpirun" --tp 2 \
+    -- "${k[@]}" --steps 1 >"$T/k.out" 2>"$T/k.err"; then bad "a job with --replicas 3 ran on 3 hosts"
+else
+    grep -qxF "ptc: error: elastic: dp=1,tp=2,pp=3 runs on 3 hosts (10.177.0.1, 10.177.0.2, 10.177.0.3), and --replicas 3 needs 4 or more" "$T/k.err" && ok || { cat "$T/k.err" >&2; bad "no error naming the hosts and K"; }
 fi
 replace_disk 2
 rm -rf "$T/disks"/h0/* "$T/disks"/h1/*
