@@ -38,6 +38,12 @@ bool elastic_lines_drain(int fd, elastic_lines *b, elastic_line_fn fn, void *ctx
  * rank count @p count[i]; returns the entries. */
 int elastic_placement(const int *usable, int nh, int world, int *at, int *count);
 
+/* PTC_OK when @p world ranks placed on @p usable (elastic_placement) run on
+ * more than @p replicas hosts, or @p replicas <= 0; else PTC_E_CONFIG naming
+ * configuration @p cfg, the hosts (@p names) and the copies asked for. */
+int elastic_replicas_fit(const int *usable, const char *const *names, int nh, const char *cfg,
+                         int world, int replicas);
+
 /* Start @p argv (argv[0] found on PATH) in a process group of its own, its
  * stdout and stderr on two non-blocking pipes. PTC_OK or PTC_E_IO. */
 int elastic_spawn(const char *const *argv, pid_t *pid, int *out_fd, int *err_fd);

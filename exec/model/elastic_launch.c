@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -57,6 +58,24 @@ int elastic_placement(const int *usable, int nh, int world, int *at, int *count)
         }
     }
     return n;
+}
+
+int elastic_replicas_fit(const int *usable, const char *const *names, int nh, const char *cfg,
+                         int world, int replicas)
+{
+    int h[ELASTIC_MAX_HOSTS], c[ELASTIC_MAX_HOSTS];
+    if (replicas <= 0)
+        return PTC_OK;
+    int n = elastic_placement(usable, nh, world, h, c);
+    if (n > replicas)
+        return PTC_OK;
+    char list[512] = "";
+    size_t at = 0;
+    for (int i = 0; i < n && at < sizeof list; i++)
+        at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", i ? ", " : "", names[h[i]]);
+    return ptc_error_set(PTC_E_CONFIG,
+                         "%s runs on %d host%s (%s), and --replicas %d needs %d or more", cfg, n,
+                         n == 1 ? "" : "s", list, replicas, replicas + 1);
 }
 
 int elastic_spawn(const char *const *argv, pid_t *pid, int *out_fd, int *err_fd)

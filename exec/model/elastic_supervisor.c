@@ -243,26 +243,18 @@ static int free_slots(const ptc_elastic *e, int *slots)
     return total;
 }
 
-/* With --replicas K, the ranks of @p cfg placed on @p usable must run on
- * more than K hosts: each host's shards are copied to K others, and the job
- * refuses to save otherwise (its first save would fail after a relaunch). */
+/* With --replicas K the ranks must run on more than K hosts (a host never
+ * holds a copy of its own shards): no configuration that does not. */
 static int replicas_fit(const ptc_elastic *e, const ptc_config *cfg, const int *usable)
 {
-    int K = e->o.replicas, h[MAX_HOSTS], c[MAX_HOSTS];
-    if (!node_local(e) || K <= 0)
-        return PTC_OK;
-    int n = elastic_placement(usable, e->nhosts, ptc_config_world(cfg), h, c);
-    if (n > K)
-        return PTC_OK;
-    char ct[128], names[512] = "";
-    size_t at = 0;
+    const char *names[MAX_HOSTS];
+    char ct[128];
+    for (int i = 0; i < e->nhosts; i++)
+        names[i] = e->hosts[i].name;
     cfg_text(cfg, ct, sizeof ct);
-    for (int i = 0; i < n && at < sizeof names; i++)
-        at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
-                               e->hosts[h[i]].name);
-    return ptc_error_set(PTC_E_CONFIG, "%s runs on %d host%s (%s), and --replicas %d needs "
-                                       "%d or more",
-                         ct, n, n == 1 ? "" : "s", names, K, K + 1);
+    return node_local(e) ? elastic_replicas_fit(usable, names, e->nhosts, ct,
+                                                ptc_config_world(cfg), e->o.replicas)
+                         : PTC_OK;
 }
 
 /* Pick the configuration for the free slots. usable: per host. */

@@ -511,12 +511,17 @@ static void test_node_local(void **state)
     opts_for(&o, &s);
     o.mpirun = fake2;
     o.total_steps = 5;
-    o.replicas = 1;
+    o.replicas = 1; /* one host (localhost) cannot hold another's copies */
+    ptc_elastic *e = NULL;
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_E_CONFIG);
+    if (!strstr(ptc_last_error(), "dp=1,tp=4,pp=1 runs on 1 host (localhost), and --replicas 1 "
+                                  "needs 2 or more"))
+        fail_msg("%s", ptc_last_error());
+    o.replicas = 0; /* stores on each host, no copies */
     o.persist = "/persist/tier";
     char sdir[300]; /* each host's store: never opened here (no such directory) */
     snprintf(sdir, sizeof sdir, "%s/st", dir);
     o.store = sdir;
-    ptc_elastic *e = NULL;
     assert_int_equal(ptc_elastic_create(&e, &o), PTC_OK);
     ptc_elastic_result res;
     assert_int_equal(ptc_elastic_run(e, &res), PTC_OK);
