@@ -184,8 +184,8 @@ typedef struct ptc_reshard_hosts_result {
  * host whose store holds no part of the version (a fresh or replaced host
  * joining) takes part: the version's description (configuration, rules,
  * tensors) comes from the lowest process whose host holds a part, and the
- * plan sends it every byte it runs (not for a version with an explicit
- * layout: PTC_E_UNSUPPORTED).
+ * plan sends it every byte it runs (for a version with an explicit layout,
+ * the description carries the shard records of every host present).
  *
  * @param version  the version across hosts; 0: the one
  *                 ptc_reshard_hosts_pick() takes (the newest committed one
@@ -333,7 +333,8 @@ PTC_API int ptc_reshard_hosts_save_locals(const ptc_transport *t, int rc, const 
  * from one host holding it, every missing byte moved over @p t by the
  * minimal plan. A host whose store holds no part of the version (a fresh
  * host) takes part: the version's layout and record come from a host that
- * holds one (not for a version with an explicit layout: PTC_E_UNSUPPORTED).
+ * holds one (for a version with an explicit layout, the shard records of
+ * every host present, joined).
  * Host memory only.
  * @param rec  receives the version's record (ptc_ckpt_record_free; may be NULL)
  * @param res  the load's figures, res->version the version loaded (may be NULL)
