@@ -58,6 +58,13 @@ def run_ranks(worker, world, args, out, timeout=180, env=None):
     e["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, e.get("PYTHONPATH")) if p)
     cmd = [sys.executable, os.path.join(HERE, worker), *map(str, args)]
     procs = [subprocess.Popen(cmd, env=dict(e, RANK=str(r))) for r in range(world)]
+    return wait_ranks(procs, out, timeout)
+
+
+def wait_ranks(procs, out, timeout=180):
+    """Wait for the rank processes @p procs (those still running when one
+    times out are killed), check that every one exited 0 and return what
+    each wrote, OUT/rank-R.json."""
     try:
         for p in procs:
             p.wait(timeout=timeout)
@@ -65,8 +72,8 @@ def run_ranks(worker, world, args, out, timeout=180, env=None):
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    assert [p.returncode for p in procs] == [0] * world
-    return [json.load(open(out / ("rank-%d.json" % r))) for r in range(world)]
+    assert [p.returncode for p in procs] == [0] * len(procs)
+    return [json.load(open(os.path.join(out, "rank-%d.json" % r))) for r in range(len(procs))]
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ consumed once (the loop's ids and `ptc dataset audit` agree). On the way, a
 wrong tensor on one process makes every process raise the same error and
 write nothing."""
 
-import json
 import os
 import socket
 import subprocess
@@ -20,6 +19,7 @@ import numpy as np
 import pytest
 
 import ptc
+from conftest import wait_ranks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N = 80            # samples: windows of 9 tokens; global batch 8 -> 10 steps
@@ -44,17 +44,8 @@ def start(world, out, *args):
     return [subprocess.Popen(cmd, env=dict(env, RANK=str(r))) for r in range(world)]
 
 
-def finish(procs, out, timeout=240):
-    try:
-        for p in procs:
-            p.wait(timeout=timeout)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert [p.returncode for p in procs] == [0] * len(procs)
-    return [json.load(open(os.path.join(out, "rank-%d.json" % r)))
-            for r in range(len(procs))]
+def finish(procs, out):
+    return wait_ranks(procs, out, timeout=240)
 
 
 @pytest.fixture

@@ -244,6 +244,17 @@ static void job_close(job *j)
     ptc_rules_destroy(j->rules);
 }
 
+/* The options of @p j's saves: one thread, its replicas, keep and pin. */
+static void save_options(const job *j, ptc_ckpt_options *o, ptc_ckpt_hosts_options *ho)
+{
+    ptc_ckpt_options_init(o);
+    o->threads = 1;
+    ptc_ckpt_hosts_options_init(ho);
+    ho->replicas = j->replicas;
+    ho->keep = j->keep;
+    ho->pin = j->pin;
+}
+
 static int save_body(proc *p)
 {
     job *j = p->arg;
@@ -262,13 +273,8 @@ static int save_body(proc *p)
     }
     ptc_ckpt_record rec = {.step = 100 + j->seed};
     ptc_ckpt_options o;
-    ptc_ckpt_options_init(&o);
-    o.threads = 1;
     ptc_ckpt_hosts_options ho;
-    ptc_ckpt_hosts_options_init(&ho);
-    ho.replicas = j->replicas;
-    ho.keep = j->keep;
-    ho.pin = j->pin;
+    save_options(j, &o, &ho);
     int rc = ptc_ckpt_hosts_save_over(&p->t, h, j->s[h], j->l, j->rules, &r, 1,
                                       (const void *const *)bufs, &rec, &o, &ho, &p->version);
     free(bufs[0]);
@@ -944,11 +950,8 @@ static int async_body(proc *p)
     fill(j->l, r, j->seed + 1, later);
     ptc_ckpt_record rec = {.step = 100 + j->seed};
     ptc_ckpt_options o;
-    ptc_ckpt_options_init(&o);
-    o.threads = 1;
     ptc_ckpt_hosts_options ho;
-    ptc_ckpt_hosts_options_init(&ho);
-    ho.replicas = j->replicas;
+    save_options(j, &o, &ho);
     ptc_ckpt_stage *st = NULL;
     ptc_ckpt_async *as = NULL;
     assert_int_equal(ptc_ckpt_stage_create(&st), PTC_OK);
@@ -1021,11 +1024,8 @@ static int deferred_body(proc *p)
         want += (own + 63) / 64 * 64 + copy;
     }
     ptc_ckpt_options o;
-    ptc_ckpt_options_init(&o);
-    o.threads = 1;
     ptc_ckpt_hosts_options ho;
-    ptc_ckpt_hosts_options_init(&ho);
-    ho.replicas = j->replicas;
+    save_options(j, &o, &ho);
     ptc_ckpt_stage *st = NULL;
     assert_int_equal(ptc_ckpt_stage_create(&st), PTC_OK);
     ptc_ckpt_stage_defer(st, true);
