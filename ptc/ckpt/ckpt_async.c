@@ -295,14 +295,10 @@ static int async_new(ptc_ckpt_async **out, const ptc_transport *t, ptc_store *s,
     ptc_ckpt_async *a = ptc_calloc(1, sizeof *a);
     if (!a)
         return PTC_E_NOMEM;
-    if (pthread_mutex_init(&a->mu, NULL) != 0) {
+    int rc = ptc_ckpt_lock_init(&a->mu, &a->cv);
+    if (rc < 0) {
         ptc_free(a);
-        return ptc_error_set(PTC_E_NOMEM, "cannot create a mutex");
-    }
-    if (pthread_cond_init(&a->cv, NULL) != 0) {
-        pthread_mutex_destroy(&a->mu);
-        ptc_free(a);
-        return ptc_error_set(PTC_E_NOMEM, "cannot create a condition variable");
+        return rc;
     }
     a->snapped = true; /* unless deferred */
     a->t = *t;
@@ -316,7 +312,6 @@ static int async_new(ptc_ckpt_async **out, const ptc_transport *t, ptc_store *s,
     a->hosts = hosts;
     a->caller = a->opts.collectives_in_caller && !hosts;
     a->nranks = nranks;
-    int rc = PTC_OK;
     if (nranks && !ranks)
         rc = ptc_error_set(PTC_E_INVAL, "checkpoint: ranks is NULL with %zu ranks", nranks);
     else if (!(a->ranks = ptc_malloc(sizeof *a->ranks * (nranks + 1))))

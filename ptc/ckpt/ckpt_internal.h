@@ -254,6 +254,10 @@ struct ptc_ckpt_stage {
     bool busy; /* the background part of a save uses it */
 };
 
+/* A mutex and a condition variable, both or neither (PTC_E_NOMEM, said).
+ * The snapshot area's and each asynchronous save's. */
+int ptc_ckpt_lock_init(pthread_mutex_t *mu, pthread_cond_t *cv);
+
 /* Wait until no save uses the area, then hold it; give it back. */
 void ptc_ckpt_stage_take(ptc_ckpt_stage *st);
 void ptc_ckpt_stage_give(ptc_ckpt_stage *st);

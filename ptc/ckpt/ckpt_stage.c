@@ -9,20 +9,27 @@
 #include "ptc/ckpt/ckpt_internal.h"
 #include "base/util_internal.h"
 
+int ptc_ckpt_lock_init(pthread_mutex_t *mu, pthread_cond_t *cv)
+{
+    if (pthread_mutex_init(mu, NULL) != 0)
+        return ptc_error_set(PTC_E_NOMEM, "cannot create a mutex");
+    if (pthread_cond_init(cv, NULL) != 0) {
+        pthread_mutex_destroy(mu);
+        return ptc_error_set(PTC_E_NOMEM, "cannot create a condition variable");
+    }
+    return PTC_OK;
+}
+
 int ptc_ckpt_stage_create(ptc_ckpt_stage **out)
 {
     ptc_ckpt_stage *st = ptc_calloc(1, sizeof *st);
     *out = NULL;
     if (!st)
         return PTC_E_NOMEM;
-    if (pthread_mutex_init(&st->mu, NULL) != 0) {
+    int rc = ptc_ckpt_lock_init(&st->mu, &st->cv);
+    if (rc < 0) {
         ptc_free(st);
-        return ptc_error_set(PTC_E_NOMEM, "cannot create a mutex");
-    }
-    if (pthread_cond_init(&st->cv, NULL) != 0) {
-        pthread_mutex_destroy(&st->mu);
-        ptc_free(st);
-        return ptc_error_set(PTC_E_NOMEM, "cannot create a condition variable");
+        return rc;
     }
     *out = st;
     return PTC_OK;
