@@ -207,18 +207,8 @@ int ptc_shard_rec_encode(ptc_buf *b, const ptc_shard_rec *s)
     PTC_TRY(ptc_buf_u64(b, s->nblocks));
     for (int d = 0; d < s->local_ndim; d++)
         PTC_TRY(ptc_buf_u64(b, (uint64_t)s->local_shape[d]));
-    for (uint32_t i = 0; i < s->npieces; i++) {
-        const ptc_piece *p = &s->pieces[i];
-        PTC_TRY(ptc_buf_u32(b, (uint32_t)p->box.ndim));
-        PTC_TRY(ptc_buf_u32(b, 0));
-        for (int d = 0; d < p->box.ndim; d++)
-            PTC_TRY(ptc_buf_u64(b, (uint64_t)p->box.lo[d]));
-        for (int d = 0; d < p->box.ndim; d++)
-            PTC_TRY(ptc_buf_u64(b, (uint64_t)p->box.hi[d]));
-        PTC_TRY(ptc_buf_u64(b, (uint64_t)p->local_offset));
-        for (int d = 0; d < p->box.ndim; d++)
-            PTC_TRY(ptc_buf_u64(b, (uint64_t)p->local_stride[d]));
-    }
+    for (uint32_t i = 0; i < s->npieces; i++)
+        PTC_TRY(ptc_buf_piece(b, &s->pieces[i]));
     for (uint64_t i = 0; i < s->nblocks; i++) {
         PTC_TRY(ptc_buf_u64(b, s->blocks[i].xxh3));
         PTC_TRY(ptc_buf_u32(b, s->blocks[i].stored));
@@ -294,28 +284,9 @@ int ptc_shard_rec_decode(ptc_shard_rec *s, const void *data, size_t len)
             goto out_free;
         }
     }
-    for (uint32_t i = 0; i < s->npieces; i++) {
-        ptc_piece *p = &s->pieces[i];
-        uint32_t pnd, pad;
-        if ((rc = ptc_rd_u32(&r, &pnd, "piece ndim")) < 0 || (rc = ptc_rd_u32(&r, &pad, "piece")) < 0)
+    for (uint32_t i = 0; i < s->npieces; i++)
+        if ((rc = ptc_rd_piece(&r, &s->pieces[i], "piece")) < 0)
             goto out_free;
-        if (pnd > PTC_MAX_DIMS) {
-            rc = shard_fail("piece ndim > 8");
-            goto out_free;
-        }
-        p->box.ndim = (int)pnd;
-        for (uint32_t d = 0; d < pnd; d++)
-            if ((rc = ptc_rd_i64(&r, &p->box.lo[d], "piece lo")) < 0)
-                goto out_free;
-        for (uint32_t d = 0; d < pnd; d++)
-            if ((rc = ptc_rd_i64(&r, &p->box.hi[d], "piece hi")) < 0)
-                goto out_free;
-        if ((rc = ptc_rd_i64(&r, &p->local_offset, "piece offset")) < 0)
-            goto out_free;
-        for (uint32_t d = 0; d < pnd; d++)
-            if ((rc = ptc_rd_i64(&r, &p->local_stride[d], "piece stride")) < 0)
-                goto out_free;
-    }
     if (s->nblocks != (r.len - r.pos) / 16 || (r.len - r.pos) % 16) {
         rc = shard_fail("block table length does not match block count");
         goto out_free;
