@@ -314,10 +314,11 @@ int ptc_reshard_hosts_load(const ptc_transport *t, int host, ptc_store *s, uint6
                            const ptc_layout *dst, const int *ranks, size_t nranks,
                            void *const *bufs, ptc_reshard_hosts_result *res)
 {
+    ptc_reshard_hosts_version hv; /* opened once: by the pick where it opened it */
+    memset(&hv, 0, sizeof hv);
     if (!version)
-        PTC_TRY(ptc_reshard_hosts_pick(t, host, s, 0, &version));
-    ptc_reshard_hosts_version hv;
-    PTC_TRY(ptc_reshard_hosts_version_open(t, s, version, NULL, NULL, false, &hv));
+        PTC_TRY(ptc_reshard_hosts_pick_open(t, host, s, 0, false, &version, &hv));
+    PTC_TRY(ptc_reshard_hosts_version_ensure(t, s, version, false, &hv));
     int rc = ptc_reshard_hosts_load_open(t, host, s, version, &hv, dst, ranks, nranks, bufs, res);
     ptc_reshard_hosts_version_close(&hv);
     return rc;

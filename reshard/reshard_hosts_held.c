@@ -1,7 +1,9 @@
 /* What the hosts present hold of a store spread over hosts: whether they
  * hold every saved rank of a version (ptc_reshard_hosts_covered), the
  * newest version they hold whole (ptc_reshard_hosts_whole) and the version
- * a reader takes (ptc_reshard_hosts_pick); the inventories under them,
+ * a reader takes (ptc_reshard_hosts_pick; ptc_reshard_hosts_pick_open hands
+ * the reader a version with an explicit layout it opened to choose, so
+ * that the hosts' records are gathered once); the inventories under them,
  * which reshard_hosts.c's load uses as well. */
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +75,11 @@ static int held_here(ptc_store *s, uint64_t version, int *world, uint8_t **mine,
     return rc;
 }
 
-int ptc_reshard_hosts_covered(const ptc_transport *t, ptc_store *s, uint64_t version,
-                              int *missing)
+/* ptc_reshard_hosts_covered; a version with an explicit layout that the
+ * hosts hold whole stays open in *@p hv when @p hv is given (with
+ * @p record: ptc_reshard_hosts_explicit_lost), hv->layout NULL otherwise. */
+static int covered(const ptc_transport *t, ptc_store *s, uint64_t version, bool record,
+                   int *missing, ptc_reshard_hosts_version *hv)
 {
     static const char what[] = "hosts' inventories";
     *missing = 0;
@@ -93,7 +98,7 @@ int ptc_reshard_hosts_covered(const ptc_transport *t, ptc_store *s, uint64_t ver
     if (rc == PTC_OK && expl) { /* the records of every part decide */
         ptc_free(mine);
         ptc_free(worlds);
-        return ptc_reshard_hosts_explicit_lost(t, s, version, missing);
+        return ptc_reshard_hosts_explicit_lost(t, s, version, record, missing, hv);
     }
     if (rc == PTC_OK && world != wmax) { /* parts of other layouts: not counted */
         ptc_free(mine);
@@ -122,8 +127,16 @@ int ptc_reshard_hosts_covered(const ptc_transport *t, ptc_store *s, uint64_t ver
     return rc;
 }
 
-int ptc_reshard_hosts_whole(const ptc_transport *t, ptc_store *s, uint64_t newest,
-                            uint64_t *version, int *missing)
+int ptc_reshard_hosts_covered(const ptc_transport *t, ptc_store *s, uint64_t version,
+                              int *missing)
+{
+    return covered(t, s, version, false, missing, NULL);
+}
+
+/* ptc_reshard_hosts_whole; the version taken open in *@p hv where covered
+ * left it open (an explicit layout), hv->layout NULL otherwise. */
+static int whole(const ptc_transport *t, ptc_store *s, uint64_t newest, bool record,
+                 uint64_t *version, int *missing, ptc_reshard_hosts_version *hv)
 {
     *version = newest;
     *missing = 0;
@@ -132,7 +145,7 @@ int ptc_reshard_hosts_whole(const ptc_transport *t, ptc_store *s, uint64_t newes
     rc = ptc_transport_agree(t, rc, "hosts' versions");
     for (uint64_t cand = newest; rc == PTC_OK && cand;) {
         int m = 0;
-        if ((rc = ptc_reshard_hosts_covered(t, s, cand, &m)) < 0)
+        if ((rc = covered(t, s, cand, record, &m, hv)) < 0)
             break;
         if (cand == newest)
             *missing = m;
@@ -152,11 +165,19 @@ int ptc_reshard_hosts_whole(const ptc_transport *t, ptc_store *s, uint64_t newes
     return rc;
 }
 
-int ptc_reshard_hosts_pick(const ptc_transport *t, int host, ptc_store *s, uint64_t version,
-                           uint64_t *picked)
+int ptc_reshard_hosts_whole(const ptc_transport *t, ptc_store *s, uint64_t newest,
+                            uint64_t *version, int *missing)
+{
+    return whole(t, s, newest, false, version, missing, NULL);
+}
+
+int ptc_reshard_hosts_pick_open(const ptc_transport *t, int host, ptc_store *s, uint64_t version,
+                                bool record, uint64_t *picked, ptc_reshard_hosts_version *hv)
 {
     uint64_t newest = 0;
     *picked = 0;
+    if (hv)
+        memset(hv, 0, sizeof *hv);
     PTC_TRY(ptc_ckpt_hosts_recover_over(t, host, s, &newest));
     int rc = PTC_OK;
     if (!newest || version > newest)
@@ -169,11 +190,17 @@ int ptc_reshard_hosts_pick(const ptc_transport *t, int host, ptc_store *s, uint6
         return PTC_OK;
     }
     int missing = 0;
-    PTC_TRY(ptc_reshard_hosts_whole(t, s, newest, picked, &missing));
+    PTC_TRY(whole(t, s, newest, record, picked, &missing, hv));
     if (*picked != newest && t->rank == 0)
         ptc_log(PTC_LOG_WARN, "version %llu has no copy of %d saved rank%s on the hosts "
                 "present; taking version %llu, the newest one they hold whole",
                 (unsigned long long)newest, missing, missing == 1 ? "" : "s",
                 (unsigned long long)*picked);
     return PTC_OK;
+}
+
+int ptc_reshard_hosts_pick(const ptc_transport *t, int host, ptc_store *s, uint64_t version,
+                           uint64_t *picked)
+{
+    return ptc_reshard_hosts_pick_open(t, host, s, version, false, picked, NULL);
 }

@@ -2,7 +2,8 @@
  * package's torch.distributed jobs) in a store spread over hosts: the
  * layout and buffers as ptc/ckpt binds them, then the save across hosts
  * (ptc_ckpt_hosts_save_over) or the load across hosts
- * (ptc_reshard_hosts_load_open: the version opened once). */
+ * (ptc_reshard_hosts_load_open: the version opened once, by the pick
+ * where it opened it to choose). */
 #include <string.h>
 
 #include "ptc/ckpt.h"
@@ -122,10 +123,12 @@ int ptc_reshard_hosts_load_locals(const ptc_transport *t, int rc, const char *ho
         memset(rec, 0, sizeof *rec);
     PTC_TRY(ptc_transport_agree(t, rc, "load across hosts"));
     PTC_TRY(ptc_reshard_hosts_index(t, host_name, &host, &nhosts));
-    PTC_TRY(ptc_reshard_hosts_pick(t, host, s, version, &version));
-    /* opened once, as the load's source: the version's own layout */
+    /* opened once, as the load's source: the version's own layout (by the
+     * pick where it opened it to choose: an explicit layout) */
     ptc_reshard_hosts_version hv;
-    PTC_TRY(ptc_reshard_hosts_version_open(t, s, version, NULL, NULL, rec != NULL, &hv));
+    PTC_TRY(ptc_reshard_hosts_pick_open(t, host, s, version, rec != NULL, &version, &hv));
+    if ((rc = ptc_reshard_hosts_version_ensure(t, s, version, rec != NULL, &hv)) < 0)
+        return rc;
     ptc_layout *l = NULL, *target = NULL;
     void **bufs = NULL;
     /* under @p cfg the version's tensors under it, alike on every process (a

@@ -20,6 +20,7 @@ typedef struct hs_state {
     int *ranks;
     size_t nranks;
     void **bufs; /* nranks x ntensors */
+    ptc_reshard_hosts_version src; /* the version under its own layout: the load's source */
 } hs_state;
 
 static void hs_free(hs_state *h)
@@ -29,6 +30,7 @@ static void hs_free(hs_state *h)
         ptc_free(h->bufs[i]);
     ptc_free(h->bufs);
     ptc_free(h->ranks);
+    ptc_reshard_hosts_version_close(&h->src);
     if (h->has_rec) {
         h->rec.config = h->rec_config;
         ptc_ckpt_record_free(&h->rec);
@@ -135,9 +137,10 @@ int ptc_reshard_hosts_store_mpi(ptc_store *s, int host, uint64_t version, const 
     hs_state h;
     memset(&h, 0, sizeof h);
     *written = 0;
-    /* the version first (after a recovery), then the target layout from
-     * the hosts' parts */
-    PTC_TRY(ptc_reshard_hosts_pick(&t, host, s, version, &version));
+    /* the version first (after a recovery; an explicit layout the pick
+     * opened to choose it is the load's source: its records gathered once),
+     * then the target layout from the hosts' parts */
+    PTC_TRY(ptc_reshard_hosts_pick_open(&t, host, s, version, false, &version, &h.src));
     int rc = hs_open(&h, &t, s, version, to);
     if (rc == PTC_OK && !o.out && o.replicas < 0) { /* the journals' (the same on every host) */
         ptc_ckpt_host_state st;
@@ -156,7 +159,9 @@ int ptc_reshard_hosts_store_mpi(ptc_store *s, int host, uint64_t version, const 
         goto out_free;
     if ((rc = ptc_transport_agree(&t, hs_ranks(&h, &t, writes), "reshard across hosts")) < 0)
         goto out_free;
-    rc = ptc_reshard_hosts_load(&t, host, s, version, h.lt, h.ranks, h.nranks, h.bufs, res);
+    if ((rc = ptc_reshard_hosts_version_ensure(&t, s, version, false, &h.src)) == PTC_OK)
+        rc = ptc_reshard_hosts_load_open(&t, host, s, version, &h.src, h.lt, h.ranks, h.nranks,
+                                         h.bufs, res);
     if (rc < 0)
         goto out_free;
     if (o.out) {

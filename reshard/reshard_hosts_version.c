@@ -582,11 +582,22 @@ int ptc_reshard_hosts_version_open(const ptc_transport *t, ptc_store *s, uint64_
 }
 
 int ptc_reshard_hosts_explicit_lost(const ptc_transport *t, ptc_store *s, uint64_t version,
-                                    int *lost)
+                                    bool record, int *lost, ptc_reshard_hosts_version *v)
 {
-    ptc_reshard_hosts_version v;
+    ptc_reshard_hosts_version own;
+    ptc_reshard_hosts_version *w = v ? v : &own;
     *lost = 0;
-    int rc = version_open(t, s, version, NULL, NULL, false, lost, &v);
-    ptc_reshard_hosts_version_close(&v);
+    int rc = version_open(t, s, version, NULL, NULL, record, lost, w);
+    if (rc == PTC_OK && (*lost || !v)) /* not whole, or not wanted: closed */
+        ptc_reshard_hosts_version_close(w);
     return rc;
+}
+
+int ptc_reshard_hosts_version_ensure(const ptc_transport *t, ptc_store *s, uint64_t version,
+                                     bool record, ptc_reshard_hosts_version *hv)
+{
+    if (hv->layout) /* opened by the pick (alike on every process) */
+        return PTC_OK;
+    ptc_reshard_hosts_version_close(hv);
+    return ptc_reshard_hosts_version_open(t, s, version, NULL, NULL, record, hv);
 }

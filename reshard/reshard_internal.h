@@ -135,10 +135,30 @@ int ptc_reshard_hosts_load_open(const ptc_transport *t, int host, ptc_store *s, 
                                 ptc_reshard_hosts_result *res);
 /* For a version saved with an explicit layout: how many saved ranks, held
  * by no host present, leave some tensor not covered by the records of the
- * hosts present (*@p lost; 0: whole). Collective; agreed; the errors of
- * ptc_reshard_hosts_version_open but for that one. */
+ * hosts present (*@p lost; 0: whole). Finding out opens the version, the
+ * records of every host gathered: when it is whole and @p v is not NULL,
+ * it stays open in *@p v — as ptc_reshard_hosts_version_open(t, s,
+ * version, NULL, NULL, @p record, v) opens it, to close with
+ * ptc_reshard_hosts_version_close — so that a load need not gather them
+ * again; else *@p v is closed (v->layout NULL). Collective; agreed; the
+ * errors of ptc_reshard_hosts_version_open but for that one. */
 int ptc_reshard_hosts_explicit_lost(const ptc_transport *t, ptc_store *s, uint64_t version,
-                                    int *lost);
+                                    bool record, int *lost, ptc_reshard_hosts_version *v);
+/* ptc_reshard_hosts_pick, handing over the version it opened to choose:
+ * with @p version 0, a version saved with an explicit layout is opened to
+ * count its lost ranks (ptc_reshard_hosts_explicit_lost); when that
+ * version is the one picked, it is open in *@p hv (its own layout, the
+ * record with @p record), else hv->layout is NULL (a version saved under
+ * a configuration, checked from the hosts' inventories alone: the caller
+ * opens it, ptc_reshard_hosts_version_open). Close *@p hv in either case.
+ * Collective; agreed; the errors and the warning of ptc_reshard_hosts_pick. */
+int ptc_reshard_hosts_pick_open(const ptc_transport *t, int host, ptc_store *s, uint64_t version,
+                                bool record, uint64_t *picked, ptc_reshard_hosts_version *hv);
+/* *@p hv as ptc_reshard_hosts_pick_open left it, opened now (version
+ * @p version, its own layout, with @p record) unless the pick opened it.
+ * Collective; agreed. */
+int ptc_reshard_hosts_version_ensure(const ptc_transport *t, ptc_store *s, uint64_t version,
+                                     bool record, ptc_reshard_hosts_version *hv);
 /* A version's description as sent between the processes of a reader: its
  * configuration, rules, record and tensors (the header: empty, with no
  * tensors, in a description that carries shard records alone) and shard
