@@ -18,6 +18,11 @@
  *       overwritten as soon as the call returns, so a load of the version
  *       shows that the snapshot, not the later bytes, was saved
  *
+ * With --layout explicit, save writes CFG's layout given as explicit
+ * per-rank pieces (ptc_layout_create_explicit, the record's config
+ * "explicit:W", the driver's rules stored with it): a version as DTensors
+ * saved without a configuration make, the same pieces and bytes.
+ *
  * With --hosts NAMES (comma-separated, process p's name the p-th) the store
  * is spread over hosts: process p's host is named so
  * (ptc_reshard_hosts_index), its store is DIR/NAME; save writes a version
@@ -236,7 +241,7 @@ static int save_in_background(ptc_store *s, const ptc_layout *l, const ptc_rules
 }
 
 typedef struct args {
-    const char *store, *cfg_text, *hosts;
+    const char *store, *cfg_text, *hosts, *layout;
     uint64_t seed, step, version;
     int threads, replicas;
 } args;
@@ -261,7 +266,65 @@ static void parse_args(int argc, char **argv, args *a)
             a->hosts = argv[i + 1];
         else if (strcmp(argv[i], "--replicas") == 0)
             a->replicas = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--layout") == 0)
+            a->layout = argv[i + 1];
     }
+}
+
+/* @p l's shards as an explicit layout (--layout explicit): each present
+ * shard of each rank an entry with its pieces (no flat shards: a config
+ * without zero). */
+static int as_explicit(const ptc_layout *l, ptc_layout **out)
+{
+    enum { MAXPC = 8 };
+    size_t nt = ptc_layout_count(l), n = 0;
+    int world = ptc_layout_world(l);
+    ptc_layout_explicit_shard *e = calloc(nt * (size_t)world + 1, sizeof *e);
+    ptc_piece *pc = calloc(nt * (size_t)world * MAXPC + 1, sizeof *pc);
+    int rc = e && pc ? PTC_OK : ptc_error_set(PTC_E_NOMEM, "no memory");
+    for (size_t t = 0; rc == PTC_OK && t < nt; t++)
+        for (int r = 0; rc == PTC_OK && r < world; r++) {
+            ptc_shard sh;
+            size_t np = 0;
+            if ((rc = ptc_layout_shard(l, t, r, &sh)) < 0 || !sh.present)
+                continue;
+            if (sh.flat) {
+                rc = ptc_error_set(PTC_E_INVAL, "--layout explicit: a flat shard");
+                break;
+            }
+            if ((rc = ptc_layout_pieces(l, t, r, pc + n * MAXPC, MAXPC, &np)) < 0)
+                break;
+            e[n] = (ptc_layout_explicit_shard){.tensor = t, .rank = r, .ndim = sh.ndim,
+                                               .pieces = pc + n * MAXPC, .npieces = np};
+            memcpy(e[n].shape, sh.shape, sizeof e[n].shape);
+            n++;
+        }
+    if (rc == PTC_OK) {
+        ptc_tensor_info *ti = calloc(nt + 1, sizeof *ti);
+        for (size_t t = 0; ti && t < nt; t++)
+            ti[t] = *ptc_layout_tensor(l, t);
+        rc = ti ? ptc_layout_create_explicit(out, ti, nt, world, e, n)
+                : ptc_error_set(PTC_E_NOMEM, "no memory");
+        free(ti);
+    }
+    free(e);
+    free(pc);
+    return rc;
+}
+
+/* The layout of --config (@p cfg), as explicit pieces with --layout explicit. */
+static int make_layout(const model *m, const ptc_rules *rules, const args *a, ptc_config *cfg,
+                       ptc_layout **out)
+{
+    PTC_TRY(ptc_config_parse(cfg, a->cfg_text));
+    PTC_TRY(ptc_layout_create(out, m->ti, m->nt, rules, cfg));
+    if (!a->layout || strcmp(a->layout, "explicit"))
+        return PTC_OK;
+    ptc_layout *x = NULL;
+    int rc = as_explicit(*out, &x);
+    ptc_layout_destroy(*out);
+    *out = x;
+    return rc;
 }
 
 /* hold: a save begun and held open until STORE/release exists (STORE/ready
@@ -332,7 +395,7 @@ int main(int argc, char **argv)
     int ranks[1024];
     size_t nranks = 0;
     if (ptc_rules_parse(&rules, RULES, strlen(RULES), "driver rules") ||
-        ptc_config_parse(&cfg, a.cfg_text) || ptc_layout_create(&l, m.ti, m.nt, rules, &cfg)) {
+        make_layout(&m, rules, &a, &cfg, &l)) {
         rc = fail("layout");
         goto out;
     }
