@@ -49,6 +49,7 @@
 #include "kernels/pack.h"
 #include "ptc/ckpt.h"
 #include "ptc/reshard.h"
+#include "tests/unit/layout_copy.h"
 
 static const char RULES[] = "layer model.layers.{L}.\n"
                             "optim .exp_avg .exp_avg_sq\n"
@@ -271,47 +272,6 @@ static void parse_args(int argc, char **argv, args *a)
     }
 }
 
-/* @p l's shards as an explicit layout (--layout explicit): each present
- * shard of each rank an entry with its pieces (no flat shards: a config
- * without zero). */
-static int as_explicit(const ptc_layout *l, ptc_layout **out)
-{
-    enum { MAXPC = 8 };
-    size_t nt = ptc_layout_count(l), n = 0;
-    int world = ptc_layout_world(l);
-    ptc_layout_explicit_shard *e = calloc(nt * (size_t)world + 1, sizeof *e);
-    ptc_piece *pc = calloc(nt * (size_t)world * MAXPC + 1, sizeof *pc);
-    int rc = e && pc ? PTC_OK : ptc_error_set(PTC_E_NOMEM, "no memory");
-    for (size_t t = 0; rc == PTC_OK && t < nt; t++)
-        for (int r = 0; rc == PTC_OK && r < world; r++) {
-            ptc_shard sh;
-            size_t np = 0;
-            if ((rc = ptc_layout_shard(l, t, r, &sh)) < 0 || !sh.present)
-                continue;
-            if (sh.flat) {
-                rc = ptc_error_set(PTC_E_INVAL, "--layout explicit: a flat shard");
-                break;
-            }
-            if ((rc = ptc_layout_pieces(l, t, r, pc + n * MAXPC, MAXPC, &np)) < 0)
-                break;
-            e[n] = (ptc_layout_explicit_shard){.tensor = t, .rank = r, .ndim = sh.ndim,
-                                               .pieces = pc + n * MAXPC, .npieces = np};
-            memcpy(e[n].shape, sh.shape, sizeof e[n].shape);
-            n++;
-        }
-    if (rc == PTC_OK) {
-        ptc_tensor_info *ti = calloc(nt + 1, sizeof *ti);
-        for (size_t t = 0; ti && t < nt; t++)
-            ti[t] = *ptc_layout_tensor(l, t);
-        rc = ti ? ptc_layout_create_explicit(out, ti, nt, world, e, n)
-                : ptc_error_set(PTC_E_NOMEM, "no memory");
-        free(ti);
-    }
-    free(e);
-    free(pc);
-    return rc;
-}
-
 /* The layout of --config (@p cfg), as explicit pieces with --layout explicit. */
 static int make_layout(const model *m, const ptc_rules *rules, const args *a, ptc_config *cfg,
                        ptc_layout **out)
@@ -321,7 +281,7 @@ static int make_layout(const model *m, const ptc_rules *rules, const args *a, pt
     if (!a->layout || strcmp(a->layout, "explicit"))
         return PTC_OK;
     ptc_layout *x = NULL;
-    int rc = as_explicit(*out, &x);
+    int rc = layout_explicit_copy(*out, &x);
     ptc_layout_destroy(*out);
     *out = x;
     return rc;

@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/layout_copy.h"
 #include "tests/unit/plan_ref.h"
 
 /* ---- random cases ------------------------------------------------------------- */
@@ -485,26 +486,9 @@ static ptc_layout *x_make(xlist *x, const ptc_tensor_info *ti, size_t nt, int wo
 /* The explicit layout holding every shard of @p l as it is. */
 static ptc_layout *explicit_copy(const ptc_layout *l)
 {
-    xlist x = {0};
-    size_t nt = ptc_layout_count(l);
-    ptc_tensor_info *ti = calloc(nt + 1, sizeof *ti);
-    for (size_t t = 0; t < nt; t++) {
-        ti[t] = *ptc_layout_tensor(l, t);
-        for (int r = 0; r < ptc_layout_world(l); r++) {
-            ptc_shard sh;
-            ptc_piece pc[64];
-            size_t np;
-            assert_int_equal(ptc_layout_shard(l, t, r, &sh), PTC_OK);
-            if (!sh.present)
-                continue;
-            assert_int_equal(ptc_layout_pieces(l, t, r, pc, 64, &np), PTC_OK);
-            x_add(&x, t, r, sh.ndim, sh.shape);
-            for (size_t k = 0; k < np; k++)
-                x_piece(&x, &pc[k]);
-        }
-    }
-    ptc_layout *out = x_make(&x, ti, nt, ptc_layout_world(l));
-    free(ti);
+    ptc_layout *out = NULL;
+    if (layout_explicit_copy(l, &out) != PTC_OK)
+        fail_msg("explicit copy: %s", ptc_last_error());
     return out;
 }
 
