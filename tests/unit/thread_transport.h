@@ -1,6 +1,7 @@
 /* A ptc_transport whose "processes" are threads of one test: the collective
  * checkpoint protocol runs for real (every agreement, broadcast and gather)
- * without MPI. Used by test_ckpt_collect.c and test_ckpt_async.c.
+ * without MPI. Used by test_ckpt_collect.c, test_ckpt_async.c,
+ * test_ckpt_stream.c and test_reshard_hosts.c.
  *
  *   proc ps[N];  run(ps, N, body, arg);   body(proc *p) sees p->t, p->rank
  *
