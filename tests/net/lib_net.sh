@@ -99,6 +99,11 @@ AGENT
 # them mpirun waits forever for the lost daemon, and the lost host's
 # processes stay.
 export PMIX_MCA_gds=hash
+# The namespace hosts are processes of one machine, whose hostfiles give
+# mpirun slots that its cores do not have: a rank waiting in MPI yields its
+# core (what Open MPI does by itself when it knows it runs oversubscribed)
+# instead of spinning beside the ranks and tests that have work.
+export OMPI_MCA_mpi_yield_when_idle=1
 # NET_MPI_OPTS: the settings above, for any mpirun run in the launcher namespace
 NET_MPI_OPTS=(--mca plm_rsh_agent "$T/agent"
     --mca rtc_hwloc_vmhole none --mca btl tcp,self

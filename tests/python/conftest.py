@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+import ranks
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("PTC_SRC") or os.path.dirname(os.path.dirname(HERE))
 
@@ -50,29 +52,22 @@ def run_ptc(*args, check=True):
 def run_ranks(worker, world, args, out, timeout=180, env=None):
     """Run `world` processes of tests/python/WORKER with ARGS (RANK and
     WORLD_SIZE set, one thread each, this folder on PYTHONPATH; env: the
-    environment to start from, os.environ by default), wait for all (those
-    still running when one times out are killed), check that every one exited
-    0 and return what each wrote, OUT/rank-R.json (OUT is made here)."""
+    environment to start from, os.environ by default; forked from a server
+    that has imported torch: ranks.py), wait for all (those still running
+    when one times out are killed), check that every one exited 0 and
+    return what each wrote, OUT/rank-R.json (OUT is made here; each rank's
+    output is OUT/rank-R.log)."""
     out.mkdir()
     e = dict(os.environ if env is None else env, WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
     e["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, e.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, os.path.join(HERE, worker), *map(str, args)]
-    procs = [subprocess.Popen(cmd, env=dict(e, RANK=str(r))) for r in range(world)]
+    procs = ranks.start(os.path.join(HERE, worker), args, world, e, out)
     return wait_ranks(procs, out, timeout)
 
 
 def wait_ranks(procs, out, timeout=180):
-    """Wait for the rank processes @p procs (those still running when one
-    times out are killed), check that every one exited 0 and return what
-    each wrote, OUT/rank-R.json."""
-    try:
-        for p in procs:
-            p.wait(timeout=timeout)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert [p.returncode for p in procs] == [0] * len(procs)
+    """Wait for the rank processes @p procs (ranks.wait_all: every one must
+    exit 0) and return what each wrote, OUT/rank-R.json."""
+    ranks.wait_all(procs, timeout)
     return [json.load(open(os.path.join(out, "rank-%d.json" % r))) for r in range(len(procs))]
 
 

@@ -7,7 +7,6 @@ saving in the background over their own group; a process killed with
 SIGKILL while its save persists leaves the previous version intact, no
 partial version, and a store that verifies and saves again."""
 
-import json
 import os
 import signal
 import subprocess
@@ -19,6 +18,8 @@ import pytest
 import torch
 
 import ptc
+import ranks
+from conftest import wait_ranks
 from ptc import _async, _ring
 from test_checkpoint import RULES, empty_states, local_states, raw, shapes
 from test_device import big_model
@@ -119,28 +120,21 @@ def run(world, mode, store, config, tmp, name, fake=False, kill_on=None):
     env["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, env.get("PYTHONPATH")) if p)
     if fake:
         env["PTC_FAKE_DEVICE"] = "1"
-    cmd = [sys.executable, os.path.join(HERE, "async_worker.py"), mode, str(store), config,
-           str(tmp / (name + ".init")), str(out)]
-    procs = [subprocess.Popen(cmd, env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
-                              text=True) for r in range(world)]
-    try:
-        if kill_on:
+    procs = ranks.start(os.path.join(HERE, "async_worker.py"),
+                        [mode, store, config, tmp / (name + ".init"), out], world, env, out)
+    if kill_on:
+        try:
             for p in procs:                   # every process is persisting
-                line = p.stdout.readline()
-                assert line.startswith(kill_on), line
+                p.wait_for(kill_on)
             for p in procs:
                 p.send_signal(signal.SIGKILL)
-        for p in procs:
-            p.wait(timeout=240)
-    finally:
-        for p in procs:
-            if p.poll() is None:
+            for p in procs:
+                p.wait(timeout=240)
+        finally:
+            for p in procs:
                 p.kill()
-            p.stdout.close()
-    if kill_on:
         return [p.returncode for p in procs]
-    assert [p.returncode for p in procs] == [0] * world
-    return [json.load(open(out / ("rank-%d.json" % r))) for r in range(world)]
+    return wait_ranks(procs, out, timeout=240)
 
 
 def test_four_processes_save_in_the_background(tmp_path):

@@ -17,6 +17,7 @@ import pytest
 
 import ptc
 import ptc.torch
+import ranks as rank_procs
 from conftest import PTC, fuse_available
 
 N = 203      # records, so batches and dp parts are uneven
@@ -188,16 +189,16 @@ RANK = textwrap.dedent("""
 
 
 def launch(src, dp, batch, stop, state, tmp):
+    script = os.path.join(tmp, "rank.py")
+    with open(script, "w") as f:
+        f.write(RANK)
     procs = []
     for r in range(dp):
         out = os.path.join(tmp, "dp%d-r%d.json" % (dp, r))
-        procs.append((subprocess.Popen([sys.executable, "-c", RANK, src, str(dp), str(r),
-                                        str(batch), str(stop), state, out]), out))
-    res = []
-    for p, out in procs:
-        assert p.wait(timeout=300) == 0
-        res.append(json.load(open(out)))
-    return res
+        procs.append((rank_procs.Rank(script, [src, dp, r, batch, stop, state, out], dict(os.environ),
+                                 out + ".log"), out))
+    rank_procs.wait_all([p for p, _ in procs], timeout=300)
+    return [json.load(open(out)) for _, out in procs]
 
 
 def test_rank_processes_resume_with_another_dp(store, tmp_path):

@@ -12,13 +12,12 @@ write nothing."""
 
 import os
 import socket
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import ptc
+import ranks
 from conftest import wait_ranks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,9 +38,7 @@ def start(world, out, *args):
     os.makedirs(out, exist_ok=True)
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, os.path.join(HERE, "tp_train.py"), "--out", str(out),
-           *map(str, args)]
-    return [subprocess.Popen(cmd, env=dict(env, RANK=str(r))) for r in range(world)]
+    return ranks.start(os.path.join(HERE, "tp_train.py"), ["--out", out, *args], world, env, out)
 
 
 def finish(procs, out):
