@@ -27,7 +27,7 @@ int ptc_nccl_comm_create(ncclComm_t *out, MPI_Comm comm)
     ncclResult_t nr = me == 0 ? ncclGetUniqueId(&id) : ncclSuccess;
     PTC_TRY(ptc_mpi_agree(comm, nr == ncclSuccess ? PTC_OK : ptc_nccl_error(nr, "ncclGetUniqueId"),
                           "NCCL setup"));
-    PTC_MPI_TRY(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm));
+    PTC_MPI_TRY(ptc_mpi_bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm));
     ncclComm_t c;
     nr = ncclCommInitRank(&c, np, id, me);
     if (nr != ncclSuccess)

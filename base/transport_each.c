@@ -73,7 +73,7 @@ static int each_mpi(MPI_Comm comm, size_t nsend, const int *to, const void *cons
             crc = arrived(user, j);
     /* what was posted completes, whatever failed */
     for (;;) {
-        int n = 0, err = MPI_Waitsome((int)nreq, req, &n, done, MPI_STATUSES_IGNORE);
+        int n = 0, err = ptc_mpi_waitsome((int)nreq, req, &n, done);
         if (err != MPI_SUCCESS && rc == PTC_OK)
             rc = ptc_mpi_error(err, "MPI_Waitsome");
         if (err != MPI_SUCCESS || n == MPI_UNDEFINED)

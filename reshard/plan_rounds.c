@@ -30,7 +30,7 @@ int ptc_plan_rounds(MPI_Comm comm, const uint64_t *bytes, size_t nt, uint64_t bu
         total += bytes[t];
     }
     m[nt] = total;
-    int mrc = MPI_Allreduce(MPI_IN_PLACE, m, (int)(nt + 1), MPI_UINT64_T, MPI_MAX, comm);
+    int mrc = ptc_mpi_allreduce(MPI_IN_PLACE, m, (int)(nt + 1), MPI_UINT64_T, MPI_MAX, comm);
     if (mrc != MPI_SUCCESS) {
         ptc_free(m);
         return ptc_mpi_error(mrc, "MPI_Allreduce of the rounds' bytes");
@@ -56,7 +56,7 @@ int ptc_plan_rounds(MPI_Comm comm, const uint64_t *bytes, size_t nt, uint64_t bu
         *max_total_bytes = m[nt];
     ptc_free(m);
     uint64_t top = 0;
-    PTC_MPI_TRY(MPI_Allreduce(&round_max, &top, 1, MPI_UINT64_T, MPI_MAX, comm));
+    PTC_MPI_TRY(ptc_mpi_allreduce(&round_max, &top, 1, MPI_UINT64_T, MPI_MAX, comm));
     if (max_round_bytes)
         *max_round_bytes = top;
     *nrounds = n;

@@ -193,7 +193,7 @@ static int phase(const ptc_plan *p, MPI_Comm comm, int me, int np, bool fanout, 
     for (int q = 0; q < np && rc == PTC_OK; q++)
         if (q != me)
             rc = ptc_mpi_post(&req, &nreq, &capreq, buf[q], out_len[q], q, 0, comm, true);
-    int mrc = nreq ? MPI_Waitall((int)nreq, req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+    int mrc = nreq ? ptc_mpi_waitall((int)nreq, req) : MPI_SUCCESS;
     if (mrc != MPI_SUCCESS && rc == PTC_OK)
         rc = ptc_mpi_error(mrc, "MPI_Waitall");
     for (size_t i = 0; i < nx && rc == PTC_OK; i++) {
@@ -271,7 +271,7 @@ static int reused(const ptc_plan *p, MPI_Comm comm, int me, size_t t_lo, size_t 
             }
         }
     ptc_free(mine);
-    int mrc = nreq ? MPI_Waitall((int)nreq, req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+    int mrc = nreq ? ptc_mpi_waitall((int)nreq, req) : MPI_SUCCESS;
     if (mrc != MPI_SUCCESS && rc == PTC_OK)
         rc = ptc_mpi_error(mrc, "MPI_Waitall");
     ptc_free(req);

@@ -148,11 +148,11 @@ int ptc_reshard_hosts_store_mpi(ptc_store *s, int host, uint64_t version, const 
             o.replicas = (int)st.replicas;
     }
     int k = o.replicas;
-    if (MPI_Allreduce(&k, &o.replicas, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS && rc == PTC_OK)
+    if (ptc_mpi_allreduce(&k, &o.replicas, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS && rc == PTC_OK)
         rc = ptc_error_set(PTC_E_MPI, "MPI_Allreduce of the replicas failed");
     /* with --out, the writers are the processes of process 0's host */
     int host0 = host;
-    if (MPI_Bcast(&host0, 1, MPI_INT, 0, comm) != MPI_SUCCESS && rc == PTC_OK)
+    if (ptc_mpi_bcast(&host0, 1, MPI_INT, 0, comm) != MPI_SUCCESS && rc == PTC_OK)
         rc = ptc_error_set(PTC_E_MPI, "MPI_Bcast of process 0's host failed");
     bool writes = !o.out || host == host0;
     if ((rc = ptc_transport_agree(&t, rc, "reshard across hosts")) < 0)
@@ -175,7 +175,7 @@ int ptc_reshard_hosts_store_mpi(ptc_store *s, int host, uint64_t version, const 
             MPI_Comm_free(&sub);
         rc = ptc_transport_agree(&t, rc, "reshard across hosts");
         unsigned long long v = *written;
-        if (rc == PTC_OK && MPI_Bcast(&v, 1, MPI_UNSIGNED_LONG_LONG, 0, comm) != MPI_SUCCESS)
+        if (rc == PTC_OK && ptc_mpi_bcast(&v, 1, MPI_UNSIGNED_LONG_LONG, 0, comm) != MPI_SUCCESS)
             rc = ptc_error_set(PTC_E_MPI, "MPI_Bcast of the new version failed");
         *written = v;
         rc = ptc_transport_agree(&t, rc, "reshard across hosts");

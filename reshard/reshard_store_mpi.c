@@ -123,7 +123,7 @@ out_agree:
         if (prc == PTC_OK)
             prc = ptc_mpi_post(&req, &nreq, &capreq, out[p], out_len[p], p, 0, comm, true);
     }
-    if (nreq && MPI_Waitall((int)nreq, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS && prc == PTC_OK)
+    if (nreq && ptc_mpi_waitall((int)nreq, req) != MPI_SUCCESS && prc == PTC_OK)
         prc = ptc_error_set(PTC_E_MPI, "MPI_Waitall failed in the reshard exchange");
     if (rc == PTC_OK)
         rc = prc;
@@ -154,7 +154,7 @@ static int gather_descriptors(rs_ctx *c, MPI_Comm comm, int me, int np, int rc_i
     rc = ptc_mpi_agree(comm, rc, "reshard");
     if (rc != PTC_OK)
         goto out_free;
-    if (MPI_Gather(&l, 1, MPI_UNSIGNED_LONG_LONG, lens, 1, MPI_UNSIGNED_LONG_LONG, 0, comm) !=
+    if (ptc_mpi_gather(&l, 1, MPI_UNSIGNED_LONG_LONG, lens, 1, MPI_UNSIGNED_LONG_LONG, 0, comm) !=
         MPI_SUCCESS)
         rc = ptc_error_set(PTC_E_MPI, "MPI_Gather of descriptor sizes failed");
     /* the root holds a buffer for every message before anyone sends */
@@ -255,7 +255,7 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
         v = ptc_store_writer_version(c.w);
     if ((rc = ptc_mpi_agree(comm, rc, "reshard")) != PTC_OK)
         goto out_close;
-    if (MPI_Bcast(&v, 1, MPI_UNSIGNED_LONG_LONG, 0, comm) != MPI_SUCCESS) {
+    if (ptc_mpi_bcast(&v, 1, MPI_UNSIGNED_LONG_LONG, 0, comm) != MPI_SUCCESS) {
         rc = ptc_error_set(PTC_E_MPI, "MPI_Bcast of the version failed");
         goto out_close;
     }
@@ -306,12 +306,12 @@ int ptc_reshard_store_mpi(ptc_store *s, uint64_t version, const ptc_config *to, 
     if ((rc = ptc_mpi_agree(comm, rc, "reshard")) != PTC_OK)
         goto out_close;
     unsigned long long cv = committed;
-    MPI_Bcast(&cv, 1, MPI_UNSIGNED_LONG_LONG, 0, comm);
+    ptc_mpi_bcast(&cv, 1, MPI_UNSIGNED_LONG_LONG, 0, comm);
     /* totals over all processes */
     unsigned long long mine_st[4] = {atomic_load(&c.bytes_written), atomic_load(&c.shards_written),
                                      atomic_load(&c.shards_reused), atomic_load(&c.shards_aliased)},
                        all_st[4];
-    MPI_Allreduce(mine_st, all_st, 4, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
+    ptc_mpi_allreduce(mine_st, all_st, 4, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
     rs_fill_result(&c, res, cv, t0);
     if (res) {
         res->bytes_written = all_st[0];

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mpi_internal.h"
 #include "exec/model/model_internal.h"
 #include "kernels/adamw.h"
 #include "kernels/crossentropy.h"
@@ -473,7 +474,7 @@ static int tp_allreduce(ptc_exec_model *x, float *buf, size_t n)
     if (x->tp_comm == MPI_COMM_NULL)
         return ptc_error_set(PTC_E_INVAL, "model: tp=%d without its communicator "
                                           "(ptc_exec_model_set_comms)", x->T);
-    int mrc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, x->tp_comm);
+    int mrc = ptc_mpi_allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, x->tp_comm);
     if (mrc != MPI_SUCCESS)
         return ptc_error_set(PTC_E_MPI, "model: tensor-parallel MPI_Allreduce failed (%d)", mrc);
     return PTC_OK;
@@ -743,7 +744,7 @@ static int zero_gather(ptc_exec_model *x, int c)
             }
         }
         if (pass == 0) {
-            int mrc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs,
+            int mrc = ptc_mpi_allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs,
                                      MPI_FLOAT, x->rep_comm);
             if (mrc != MPI_SUCCESS)
                 rc = ptc_error_set(PTC_E_MPI, "model: ZeRO MPI_Allgatherv failed (%d)", mrc);

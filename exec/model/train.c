@@ -48,11 +48,11 @@ static int report_step(run *r, int64_t k, bool have_model)
                     (double)st.peak_buffers},
            mxo[4];
     double sm[2] = {st.compute_seconds, (double)st.messages}, smo[2];
-    int mrc = MPI_Reduce(g->losses, g->all, g->G, MPI_DOUBLE, MPI_SUM, 0, g->comm);
+    int mrc = ptc_mpi_reduce(g->losses, g->all, g->G, MPI_DOUBLE, MPI_SUM, 0, g->comm);
     if (mrc == MPI_SUCCESS)
-        mrc = MPI_Reduce(mx, mxo, 4, MPI_DOUBLE, MPI_MAX, 0, g->comm);
+        mrc = ptc_mpi_reduce(mx, mxo, 4, MPI_DOUBLE, MPI_MAX, 0, g->comm);
     if (mrc == MPI_SUCCESS)
-        mrc = MPI_Reduce(sm, smo, 2, MPI_DOUBLE, MPI_SUM, 0, g->comm);
+        mrc = ptc_mpi_reduce(sm, smo, 2, MPI_DOUBLE, MPI_SUM, 0, g->comm);
     if (mrc != MPI_SUCCESS) {
         r->res->failed_step = k;
         return ptc_mpi_error(mrc, "MPI_Reduce of the step's figures");
@@ -206,7 +206,7 @@ static int active_boundary(run *r, train_decision *d)
         if (rc == PTC_OK && r->k < end)
             train_decide(o, r->wsize, r->hosts, r->k, r->next_resize, &r->control, d);
     }
-    int mrc = MPI_Bcast(d, (int)sizeof *d, MPI_BYTE, 0, g->comm);
+    int mrc = ptc_mpi_bcast(d, (int)sizeof *d, MPI_BYTE, 0, g->comm);
     if (mrc != MPI_SUCCESS) {
         r->res->failed_step = r->k - 1;
         return ptc_mpi_error(mrc, "MPI_Bcast of the step boundary's decision");
@@ -286,7 +286,7 @@ static int newest_version(run *r, int rc, uint64_t *newest)
     if (rc == PTC_OK && r->wrank == 0)
         rc = ptc_store_latest(r->store, newest);
     int64_t msg[2] = {rc, (int64_t)*newest};
-    PTC_MPI_TRY(MPI_Bcast(msg, 2, MPI_INT64_T, 0, r->world));
+    PTC_MPI_TRY(ptc_mpi_bcast(msg, 2, MPI_INT64_T, 0, r->world));
     *newest = (uint64_t)msg[1];
     return rc != PTC_OK ? rc : (int)msg[0];
 }
@@ -416,7 +416,7 @@ static int run_end(run *r)
     train_watch_enter(r->watch, "gathering the job's last figures", r->k);
     if (g->fake) {
         unsigned long chk = (unsigned long)ptc_exec_fake_checked(g->fake), tot = 0;
-        int mrc = MPI_Reduce(&chk, &tot, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, g->comm);
+        int mrc = ptc_mpi_reduce(&chk, &tot, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, g->comm);
         if (mrc != MPI_SUCCESS)
             return ptc_mpi_error(mrc, "MPI_Reduce");
         r->res->fake_checked = tot;

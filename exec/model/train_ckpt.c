@@ -121,7 +121,7 @@ static int open_on_hosts(const ptc_train_opts *o, bool create, MPI_Comm world, p
     if (lr == 0)
         rc = ptc_store_open(out, o->store, create ? PTC_STORE_CREATE : 0);
     int r0 = rc;
-    MPI_Bcast(&r0, 1, MPI_INT, 0, local);
+    ptc_mpi_bcast(&r0, 1, MPI_INT, 0, local);
     MPI_Comm_free(&local);
     if (lr != 0)
         rc = r0 == PTC_OK ? ptc_store_open(out, o->store, 0)
@@ -140,7 +140,7 @@ int train_state_open(const ptc_train_opts *o, bool create, MPI_Comm world, int w
     if (wrank == 0)
         rc = ptc_store_open(out, o->store, create ? PTC_STORE_CREATE : 0);
     int r0 = rc;
-    int mrc = MPI_Bcast(&r0, 1, MPI_INT, 0, world);
+    int mrc = ptc_mpi_bcast(&r0, 1, MPI_INT, 0, world);
     if (mrc != MPI_SUCCESS)
         r0 = ptc_mpi_error(mrc, "MPI_Bcast of the store's opening");
     if (wrank != 0 && r0 == PTC_OK)
@@ -173,11 +173,11 @@ static int share_record(MPI_Comm world, int root, bool has, ptc_ckpt_record *rec
     if (json)
         len = (int64_t)strlen(json) + 1;
     PTC_TRY(train_agree(world, rc));
-    PTC_MPI_TRY(MPI_Bcast(&len, 1, MPI_INT64_T, root, world));
+    PTC_MPI_TRY(ptc_mpi_bcast(&len, 1, MPI_INT64_T, root, world));
     char *buf = me == root ? json : ptc_malloc((size_t)len);
     rc = buf ? PTC_OK : PTC_E_NOMEM;
     if ((rc = train_agree(world, rc)) == PTC_OK &&
-        MPI_Bcast(buf, (int)len, MPI_CHAR, root, world) != MPI_SUCCESS)
+        ptc_mpi_bcast(buf, (int)len, MPI_CHAR, root, world) != MPI_SUCCESS)
         rc = ptc_error_set(PTC_E_MPI, "MPI_Bcast of the record to resume from failed");
     if (rc == PTC_OK && !has)
         rc = ptc_ckpt_record_from_json(buf, (size_t)len - 1, rec);
@@ -209,7 +209,7 @@ static int resume_on_hosts(ptc_store *store, const ptc_train_opts *o, MPI_Comm w
     PTC_MPI_TRY(MPI_Comm_rank(world, &me));
     mine = lv ? me : INT_MAX;
     PTC_TRY(train_agree(world, rc));
-    PTC_MPI_TRY(MPI_Allreduce(&mine, &root, 1, MPI_INT, MPI_MIN, world));
+    PTC_MPI_TRY(ptc_mpi_allreduce(&mine, &root, 1, MPI_INT, MPI_MIN, world));
     if (root == INT_MAX)
         rc = ptc_error_set(PTC_E_NOTFOUND, "no host present holds a part of version %llu",
                            (unsigned long long)v);
@@ -234,7 +234,7 @@ int train_state_resume_record(ptc_store *store, const ptc_train_opts *o, MPI_Com
                                o->store);
     }
     int64_t msg[2] = {rc, (int64_t)v};
-    PTC_MPI_TRY(MPI_Bcast(msg, 2, MPI_INT64_T, 0, world));
+    PTC_MPI_TRY(ptc_mpi_bcast(msg, 2, MPI_INT64_T, 0, world));
     if (rc == PTC_OK && msg[0] != PTC_OK)
         rc = ptc_error_set((int)msg[0], "resolving the version to resume from failed on "
                                         "process 0");
@@ -419,7 +419,7 @@ int train_state_finish(train_async *as, MPI_Comm comm, bool wait, uint64_t *vers
         return PTC_OK;
     if (!wait) { /* the commit only where nobody would wait for writes */
         int done = ptc_ckpt_async_done(as->a), all = 0;
-        PTC_MPI_TRY(MPI_Allreduce(&done, &all, 1, MPI_INT, MPI_MIN, comm));
+        PTC_MPI_TRY(ptc_mpi_allreduce(&done, &all, 1, MPI_INT, MPI_MIN, comm));
         if (!all)
             return PTC_OK;
     }

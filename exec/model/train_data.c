@@ -163,7 +163,7 @@ static int same_on_hosts(const train_data *d, ptc_store *store, MPI_Comm world, 
     uint64_t *all = ptc_malloc(sizeof mine * (size_t)np);
     if (!all)
         return PTC_E_NOMEM; /* the caller's agreement fails the others */
-    if (MPI_Allgather(mine, 4, MPI_UINT64_T, all, 4, MPI_UINT64_T, world) != MPI_SUCCESS) {
+    if (ptc_mpi_allgather(mine, 4, MPI_UINT64_T, all, 4, MPI_UINT64_T, world) != MPI_SUCCESS) {
         ptc_free(all);
         return ptc_error_set(PTC_E_MPI, "MPI_Allgather of the hosts' datasets failed");
     }
@@ -356,14 +356,14 @@ int train_data_next(train_data *d)
     d->step_index = d->pos.steps;
     int rc = d->reader ? read_step(d) : PTC_OK;
     /* the reader's outcome, then the records, to the whole replica */
-    if (MPI_Bcast(&rc, 1, MPI_INT, 0, d->group) != MPI_SUCCESS)
+    if (ptc_mpi_bcast(&rc, 1, MPI_INT, 0, d->group) != MPI_SUCCESS)
         return ptc_error_set(PTC_E_MPI, "MPI_Bcast of the data failed");
     if (rc != PTC_OK)
         return d->reader ? rc
                          : ptc_error_set(rc, "reading the records of data-parallel rank %d "
                                              "failed", d->dp_rank);
     size_t n = (size_t)d->M * ((size_t)d->tokens + 1);
-    if (MPI_Bcast(d->buf, (int)n, MPI_UINT16_T, 0, d->group) != MPI_SUCCESS)
+    if (ptc_mpi_bcast(d->buf, (int)n, MPI_UINT16_T, 0, d->group) != MPI_SUCCESS)
         return ptc_error_set(PTC_E_MPI, "MPI_Bcast of the data failed");
     return PTC_OK;
 }

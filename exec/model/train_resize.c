@@ -243,10 +243,10 @@ static int seg_owners_get(const train_seg *g, MPI_Comm world, int wrank, seg_own
     }
     /* every process learns the others' ranks (same code on all: collective) */
     int bad = rc != PTC_OK;
-    int mrc = MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, world);
+    int mrc = ptc_mpi_allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, world);
     if (mrc != MPI_SUCCESS)
         bad = 1, rc = rc != PTC_OK ? rc : ptc_mpi_error(mrc, "MPI_Allreduce of the owners");
-    if (!bad && (mrc = MPI_Allreduce(MPI_IN_PLACE, o->owner, w, MPI_INT, MPI_MAX, world)) !=
+    if (!bad && (mrc = ptc_mpi_allreduce(MPI_IN_PLACE, o->owner, w, MPI_INT, MPI_MAX, world)) !=
                     MPI_SUCCESS)
         rc = ptc_mpi_error(mrc, "MPI_Allreduce of the owners");
     else if (bad && rc == PTC_OK)
@@ -273,7 +273,7 @@ static int next_opts(const ptc_train_opts *jo, const train_seg *g, const ptc_con
         no->data_position = g->ds.pos.start + g->ds.pos.steps * (uint64_t)g->ds.per_step;
     }
     uint64_t pos[2] = {no->data_epoch, no->data_position};
-    PTC_MPI_TRY(MPI_Bcast(pos, 2, MPI_UINT64_T, 0, world));
+    PTC_MPI_TRY(ptc_mpi_bcast(pos, 2, MPI_UINT64_T, 0, world));
     no->data_epoch = pos[0];
     no->data_position = pos[1];
     int rc = train_agree(world, train_make_schedule(no, ns));
@@ -365,7 +365,7 @@ int train_resize(ptc_train_opts *jo, train_seg **gp, const ptc_config *to, ptc_s
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     uint64_t rss = (uint64_t)ru.ru_maxrss * 1024, mx = rss;
-    MPI_Reduce(&rss, &mx, 1, MPI_UINT64_T, MPI_MAX, 0, world);
+    ptc_mpi_reduce(&rss, &mx, 1, MPI_UINT64_T, MPI_MAX, 0, world);
     if (rep)
         rep->peak_rss_bytes = mx;
     return PTC_OK;

@@ -3,7 +3,6 @@
  * reduction, a watchdog. The API face (create, step, destroy) is
  * runtime_create.c; device buffers are runtime_nccl.c. */
 #include <math.h>
-#include <sched.h>
 #include <string.h>
 #include <time.h>
 
@@ -137,10 +136,11 @@ static int test_sends(ptc_exec *e)
 }
 
 /* Wait for *r while keeping sends moving; back off from spinning to short
- * sleeps so that oversubscribed ranks leave the cores to those computing. */
+ * sleeps (ptc_mpi_idle) so that oversubscribed ranks leave the cores to
+ * those computing. */
 int rt_wait(ptc_exec *e, MPI_Request *r, size_t at, const char *what)
 {
-    double start = rt_now();
+    double start = ptc_mpi_clock();
     for (long spin = 0;; spin++) {
         int flag = 0;
         int mrc = MPI_Test(r, &flag, MPI_STATUS_IGNORE);
@@ -151,15 +151,11 @@ int rt_wait(ptc_exec *e, MPI_Request *r, size_t at, const char *what)
             return PTC_OK;
         }
         PTC_TRY(test_sends(e));
-        if (spin < 64)
+        if (spin < PTC_MPI_SPINS)
             continue;
-        double now = rt_now();
-        if (e->o.timeout > 0 && now - e->last_progress > e->o.timeout)
+        if (e->o.timeout > 0 && rt_now() - e->last_progress > e->o.timeout)
             return rt_timeout(e, at, what);
-        if (now - start > 50e-6)
-            rt_sleep(20e-6);
-        else
-            sched_yield();
+        ptc_mpi_idle(spin, start);
     }
 }
 

@@ -170,7 +170,7 @@ int ptc_exec_resize_owned(const ptc_layout *from, const int *from_owner,
                            ptc_plan_rounds(world, tin, nt, budget, rounds, &nrounds,
                                            &st.max_round_bytes, &st.max_process_bytes),
                            "resize");
-    int mrc = rc == PTC_OK ? MPI_Allreduce(mine, all, 2, MPI_UINT64_T, MPI_SUM, world)
+    int mrc = rc == PTC_OK ? ptc_mpi_allreduce(mine, all, 2, MPI_UINT64_T, MPI_SUM, world)
                            : MPI_SUCCESS;
     if (mrc != MPI_SUCCESS)
         rc = ptc_mpi_error(mrc, "MPI_Allreduce of the resize totals");

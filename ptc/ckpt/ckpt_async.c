@@ -19,12 +19,19 @@
  * ptc_ckpt_async_snapshot_wait, may change its buffers.
  * Either way a failure of the snapshot on one process is not returned
  * there alone: it is this process's outcome in the protocol's first
- * agreement, so every process fails alike and none waits for it. */
+ * agreement, so every process fails alike and none waits for it.
+ * The thread runs at a lower CPU priority than the job (save_nice): with
+ * more threads than cores it takes the cores the job leaves idle. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "ptc/ckpt/ckpt_internal.h"
 #include "base/pool_internal.h"
@@ -240,9 +247,31 @@ static void set_snapped(ptc_ckpt_async *a)
 
 static int snap_layout(ptc_ckpt_async *a, const ptc_layout *l, const void *const *bufs);
 
+/* Lower the calling thread's priority by PTC_SAVE_NICE (default 19, 0..19;
+ * the threads it starts inherit it), so that a background save takes the
+ * cores the job leaves idle rather than the job's; where the job waits for
+ * it, nothing else wants the cores and it runs at full speed. Best effort. */
+static void save_nice(void)
+{
+    const char *e = getenv("PTC_SAVE_NICE");
+    char *end = NULL;
+    long n = e && *e ? strtol(e, &end, 10) : 19;
+    if (e && *e && (*end || n < 0 || n > 19))
+        n = 19;
+    if (n == 0)
+        return;
+    id_t tid = (id_t)syscall(SYS_gettid);
+    errno = 0;
+    int cur = getpriority(PRIO_PROCESS, tid);
+    if (cur == -1 && errno)
+        return;
+    (void)setpriority(PRIO_PROCESS, tid, cur + (int)n > 19 ? 19 : cur + (int)n);
+}
+
 static void *run(void *arg)
 {
     ptc_ckpt_async *a = arg;
+    save_nice();
     const ptc_ckpt_record *rec = a->has_rec ? &a->rec : NULL;
     if (a->src) { /* the deferred snapshot first: the caller waits for it */
         keep_error(a, snap_layout(a, a->l, a->src));
