@@ -129,7 +129,7 @@ class _Locals:
 
     def __init__(self, rank: Ranks, state: State, writable: bool,
                  global_shapes: Optional[Mapping[str, Sequence[int]]] = None,
-                 ring_bytes: Optional[int] = None) -> None:
+                 ring_bytes: Optional[int] = None, stage: bool = False) -> None:
         items = _rank_states(rank, state)
         DTensor = _arrays.dtensor_class()
         gs = dict(global_shapes or {})
@@ -141,6 +141,11 @@ class _Locals:
         self.stream: Optional[_ring.Stream] = None
         self.local: List[Any] = []   # per description: its array (host) or device tensor
         self._ring_bytes = ring_bytes
+        # with @p stage device tensors go through host copies instead
+        # (calls that bind host buffers only: across hosts); a load's are
+        # copied to the device by unstage() after the call
+        self._stage = stage
+        self.staged: List[Tuple[Any, Any]] = []
         try:
             self._describe(items, DTensor, gs, writable)
         except BaseException:
@@ -171,6 +176,8 @@ class _Locals:
                     g = tuple(int(s) for s in gs[name])
                 i += 1
                 dev = _ring.device_of(x, what)
+                if dev is not None and self._stage:
+                    x, dev = self._host_copy(x, writable), None
                 ref = (self._streamed(dev, x, what) if dev is not None
                        else _arrays.array_ref(x, writable=writable, what=what))
                 b = name.encode("utf-8")
@@ -197,6 +204,25 @@ class _Locals:
         tok = self.stream.add(x, what)
         return _arrays.ArrayRef(x, tok, _arrays.dtype_name(x.dtype), tuple(x.shape),
                                 x.numel() * x.element_size())
+
+    def _host_copy(self, x: Any, writable: bool) -> Any:
+        """A host tensor of device tensor @p x's shape and dtype: for a save
+        holding its bytes now, for a load copied to @p x by unstage()."""
+        import torch
+        host = torch.empty(tuple(x.shape), dtype=x.dtype)
+        if writable:
+            self.staged.append((x, host))
+        else:
+            host.copy_(x)
+        return host
+
+    def unstage(self) -> None:
+        """After a successful load: the staged host copies to their device
+        tensors (on the current stream, which the copies precede when this
+        returns)."""
+        staged, self.staged = self.staged, []
+        for x, host in staged:
+            x.copy_(host)
 
     def options(self, o: Any) -> Any:
         """Options @p o with this call's stream, if it has one."""
@@ -408,8 +434,9 @@ def save(store: StoreLike, state: State, *, config: Any = None, rules: Any = Non
     the returned version G is committed across hosts only when every host
     has written its part: its ranks' shards and, with @p replicas K (< the
     hosts), copies of hosts h-1..h-K's. @p keep_local M keeps the parts of
-    the newest M versions on each host (0: all). Host memory only (no CUDA
-    tensors).
+    the newest M versions on each host (0: all). CUDA tensors are copied to
+    host memory first (a host copy of this process's device tensors for the
+    call; not through the ring).
 
     Raises the ptc.Error of the first failing process on every process; then
     no version becomes visible and its pack files are removed.
@@ -437,7 +464,7 @@ def save(store: StoreLike, state: State, *, config: Any = None, rules: Any = Non
             _u(keep_local, "keep_local", 31)
         # last: a stream holds the ring until closed
         loc = _Locals(tr.rank if rank is None else rank, state, writable=False,
-                      global_shapes=global_shapes, ring_bytes=ring_bytes)
+                      global_shapes=global_shapes, ring_bytes=ring_bytes, stage=across_hosts)
         return st, cfg, rl, loc, rec, loc.options(o)
 
     got, rc, cause = _convert(tr, convert)
@@ -477,6 +504,8 @@ def save(store: StoreLike, state: State, *, config: Any = None, rules: Any = Non
 def _close(loc: _Locals, rc: int, cause: Optional[BaseException]) -> Optional[BaseException]:
     """Close the call's stream; the cause of a failure: @p cause, else a
     device copy's exception. A copy failing after a successful call raises."""
+    if rc >= 0:
+        loc.unstage()
     stream = loc.stream
     if stream is None:
         return cause
@@ -539,7 +568,9 @@ def load(store: StoreLike, state: State, *, config: Any = None, rank: Optional[R
     returned dict
     then also holds "hosts": the hosts, "moved_bytes" (between hosts),
     "lower_bound" (the plan's per-host lower bound), "max_host_bytes" (the
-    busiest host's) and "bytes_read". Host memory only (no CUDA tensors).
+    busiest host's) and "bytes_read". CUDA tensors are filled through host
+    tensors of their shapes (allocated for the call, copied to the device
+    after the load succeeds; not through the ring).
     """
     _require_ckpt("ptc.load")
     if across_hosts:
@@ -561,7 +592,7 @@ def load(store: StoreLike, state: State, *, config: Any = None, rank: Optional[R
             _host_name(host)
         # last: see save
         loc = _Locals(tr.rank if rank is None else rank, state, writable=True,
-                      ring_bytes=ring_bytes)
+                      ring_bytes=ring_bytes, stage=across_hosts)
         return st, cfg, loc, loc.options(opts), v, rl
 
     got, rc, cause = _convert(tr, convert)

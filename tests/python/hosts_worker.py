@@ -19,10 +19,13 @@ list several saves, "1,0") / loaded into zeroed DTensors of the same
 placements (PTC_TEST_LOAD_VERSION may list several loads, "0,2"; CONFIG
 unused).
 A load records the ptc.PtcWarnings it raised (class, message, file) in
-"warnings".
+"warnings". In save, load and whole, odd ranks pass their tensors as device
+tensors (ptc._ring.fake_device: CPU tensors on the device path), staged
+through host copies.
 RANK and WORLD_SIZE come from the environment. Writes OUT_DIR/rank-R.json.
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -32,6 +35,7 @@ import torch
 import torch.distributed as dist
 
 import ptc
+from ptc import _ring
 from test_checkpoint import RULES, empty_states, model, raw, shapes
 
 
@@ -51,7 +55,10 @@ def main():
         return finish(res, out, rank, world)
     lay = ptc.Layout(g, config, RULES)
     assert lay.world == world
-    with ptc.Store(os.path.join(base, host)) as st:
+    # odd ranks hand their tensors over as device tensors (the stand-in
+    # device), which saves and loads across hosts stage through host copies
+    dev = _ring.fake_device() if rank % 2 else contextlib.nullcontext()
+    with dev, ptc.Store(os.path.join(base, host)) as st:
         if mode == "save":
             state = {n: sh.take(g[n]) for n, sh in lay.shards(rank).items() if sh.present}
             res["version"] = ptc.save(st, state, config=config, rules=RULES, rank=rank, step=3,
