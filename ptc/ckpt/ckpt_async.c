@@ -307,11 +307,13 @@ static void *run(void *arg)
     a->rc = rc;
     if (rc < 0)
         snprintf(a->msg, sizeof a->msg, "%s", ptc_last_error());
+    /* done before the area is given: a save waiting for the area finds
+     * this one done (the thread, niced, may run again only later) */
+    atomic_store(&a->done, true);
     /* the next save may use the area (and, after this, the transport) */
     if (a->stage)
         ptc_ckpt_stage_give(a->stage);
     a->stage = NULL;
-    atomic_store(&a->done, true);
     return NULL;
 }
 

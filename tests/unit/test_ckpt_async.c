@@ -12,7 +12,10 @@
  * configuration (an explicit layout: a streamed strided shard of two
  * pieces, a box, a whole tensor) saved in the background with the caller's
  * buffers and pieces overwritten after the call, and a layout that misses
- * part of a tensor refused on every process. */
+ * part of a tensor refused on every process; the background thread runs at
+ * nice + PTC_SAVE_NICE (default 19). */
+#include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -489,6 +494,130 @@ static void test_async_explicit(void **state)
     rmstore(s, dir);
 }
 
+/* ---- the background thread's priority ------------------------------------------------- */
+
+/* The nice value of the threads of this process other than the caller's
+ * (and the other process's, @p other): the highest found (-100: none). */
+static int others_nice(pid_t other)
+{
+    pid_t me = (pid_t)syscall(SYS_gettid);
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    int top = -100;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        pid_t tid = (pid_t)atoi(e->d_name);
+        if (tid <= 0 || tid == me || tid == other)
+            continue;
+        char path[64], line[1024];
+        snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* ended meanwhile */
+        size_t n = fread(line, 1, sizeof line - 1, f);
+        fclose(f);
+        line[n] = 0;
+        const char *q = strrchr(line, ')'); /* after the name: fields 3.. */
+        int nice = 0, field = 2; /* the space before each field counts it */
+        for (const char *t = q ? q + 1 : line; *t && field <= 19; t++)
+            if (*t == ' ' && ++field == 19)
+                nice = atoi(t + 1);
+        top = nice > top ? nice : top;
+    }
+    closedir(d);
+    return top;
+}
+
+typedef struct nice_case {
+    ptc_store *s;
+    group bg;
+    pthread_barrier_t go; /* process 1 saves once process 0 has looked */
+    pid_t tid1;
+    int base;             /* the test's nice value */
+    int seen;             /* the background thread's */
+} nice_case;
+
+/* Process 0 starts a save in the background; its thread waits in the
+ * save's first collective for process 1's, which starts only after
+ * process 0 has found the thread's nice value. */
+static int nice_body(proc *p)
+{
+    nice_case *c = (nice_case *)p->arg;
+    int r = p->rank;
+    member bm = {&c->bg, r};
+    ptc_transport bt = th_transport(&bm);
+    ptc_layout *l = make_layout("tp=2");
+    ptc_rules *rules;
+    assert_int_equal(ptc_rules_parse(&rules, RULES, strlen(RULES), "rules"), PTC_OK);
+    ptc_ckpt_stage *stage;
+    assert_int_equal(ptc_ckpt_stage_create(&stage), PTC_OK);
+    ptc_ckpt_options o;
+    ptc_ckpt_options_init(&o);
+    uint8_t *buf[NT];
+    uint64_t bytes[NT];
+    locals_of(l, r, 0, buf, bytes);
+    if (r == 1) {
+        c->tid1 = (pid_t)syscall(SYS_gettid);
+        pthread_barrier_wait(&c->go);
+    }
+    int rank = r;
+    ptc_ckpt_async *a = NULL;
+    int rc = ptc_ckpt_save_async(&a, &bt, c->s, l, rules, &rank, 1, (const void *const *)buf,
+                                 NULL, &o, stage);
+    if (r == 0) {
+        for (int i = 0; i < 5000 && (c->seen = others_nice(c->tid1)) <= c->base; i++)
+            usleep(1000); /* until the thread has begun (the others: at base) */
+        pthread_barrier_wait(&c->go);
+    }
+    if (rc == PTC_OK)
+        rc = ptc_ckpt_async_wait(a, NULL);
+    for (size_t i = 0; i < NT; i++)
+        free(buf[i]);
+    ptc_ckpt_stage_destroy(stage);
+    ptc_rules_destroy(rules);
+    ptc_layout_destroy(l);
+    return rc;
+}
+
+/* The background part runs at nice + PTC_SAVE_NICE (default 19; capped at
+ * 19), below the job. */
+static void test_async_priority(void **state)
+{
+    (void)state;
+    errno = 0;
+    int base = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+    if (base >= 14)
+        skip(); /* run niced this far: nothing lower to tell apart */
+    static const struct {
+        const char *env;
+        int add;
+    } cases[] = {{NULL, 19}, {"5", 5}, {"junk", 19}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        if (cases[k].env)
+            setenv("PTC_SAVE_NICE", cases[k].env, 1);
+        else
+            unsetenv("PTC_SAVE_NICE");
+        ptc_store *s;
+        char *dir = mkstore(&s);
+        nice_case c = {.s = s, .base = base};
+        assert_int_equal(group_init(&c.bg, 2), 0);
+        assert_int_equal(pthread_barrier_init(&c.go, NULL, 2), 0);
+        proc ps[2];
+        run(ps, 2, nice_body, &c);
+        for (int r = 0; r < 2; r++)
+            if (ps[r].rc != PTC_OK)
+                fail_msg("process %d: %s", r, ps[r].msg);
+        int want = base + cases[k].add > 19 ? 19 : base + cases[k].add;
+        if (c.seen != want)
+            fail_msg("PTC_SAVE_NICE=%s: the background thread at nice %d, not %d",
+                     cases[k].env ? cases[k].env : "(unset)", c.seen, want);
+        pthread_barrier_destroy(&c.go);
+        pthread_barrier_destroy(&c.bg.bar);
+        rmstore(s, dir);
+    }
+    unsetenv("PTC_SAVE_NICE");
+}
+
 /* The handle's edges: a wait of NULL, done of NULL, bad arguments. */
 static void test_async_edges(void **state)
 {
@@ -513,6 +642,7 @@ int main(void)
         cmocka_unit_test(test_async_cancel),
         cmocka_unit_test(test_async_explicit),
         cmocka_unit_test(test_async_edges),
+        cmocka_unit_test(test_async_priority),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
