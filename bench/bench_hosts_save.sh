@@ -8,8 +8,10 @@
 # (parameters and both AdamW moments, f32) is spread over the 4 processes.
 # The same job runs twice with the same seed: without a store, and with
 # --store --save-every 1 --save-async --replicas 1 --keep-local 2 (the
-# snapshot on the job's thread, the replica exchange, writes and two-phase
-# commit on a thread of the library).
+# snapshot, the replica exchange, writes and two-phase commit on a thread
+# of the library, niced: PTC_SAVE_NICE, docs/checkpoint.md; the optimizer
+# waits for the snapshot). The ranks' MPI waits back off to naps in both
+# jobs (base/mpi.c), as does Open MPI between polls (lib_net.sh).
 #
 # Simulated compute: the model's own compute is kept small (4 tokens per
 # microbatch); each of a process's 4 compute actions per step (1f1b, 2
