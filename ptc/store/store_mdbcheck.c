@@ -102,9 +102,6 @@ static int meta_read(int fd, const char *dir, int i, uint32_t psize, mdb_meta *m
 
 int ptc_store_mdb_metas(int fd, const char *dir, uint64_t *txnid)
 {
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return ptc_error_sys(PTC_E_IO, "stat %s/meta/data.mdb", dir);
     mdb_meta m[2];
     int rc = PTC_OK;
     /* a writer rewrites a meta page at each commit: read both again when
@@ -131,6 +128,13 @@ int ptc_store_mdb_metas(int fd, const char *dir, uint64_t *txnid)
     }
     if (rc < 0)
         return rc;
+    /* the size after the metas: a writer extends the file with a
+     * transaction's pages before its meta page names them, so a size taken
+     * before could be older than the newest meta (a store opened beside a
+     * writer then looked damaged) */
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return ptc_error_sys(PTC_E_IO, "stat %s/meta/data.mdb", dir);
     const mdb_meta *cur = &m[m[0].txnid < m[1].txnid];
     uint64_t npages = (uint64_t)st.st_size / cur->psize;
     if (cur->last_pg < 1 || cur->last_pg >= npages)
