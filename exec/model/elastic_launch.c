@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -79,29 +78,6 @@ int elastic_replicas_fit(const int *usable, const char *const *names, int nh, co
                          n == 1 ? "" : "s", list, replicas, replicas + 1);
 }
 
-/* Open MPI tears a job that lost a process down with SIGTERM to the others,
- * then SIGKILL after odls_base_sigkill_timeout seconds (default 1), which
- * the controller would wait out on every failure: the job can save nothing
- * then (a stop that saves goes through the control file), so its processes
- * are killed at once. A value the environment sets is kept. */
-static const char SIGKILL_NOW[] = "OMPI_MCA_odls_base_sigkill_timeout=0";
-
-/* environ, with SIGKILL_NOW unless it names that parameter: NULL-ended, in
- * *@p out (free it; NULL if no memory, and environ is used). */
-static char **spawn_env(char ***out)
-{
-    size_t n = 0, key = (size_t)(strchr(SIGKILL_NOW, '=') - SIGKILL_NOW) + 1;
-    bool set = false;
-    for (; environ[n]; n++)
-        set |= strncmp(environ[n], SIGKILL_NOW, key) == 0;
-    *out = set ? NULL : ptc_calloc(n + 2, sizeof **out);
-    if (!*out)
-        return environ;
-    memcpy(*out, environ, n * sizeof **out);
-    (*out)[n] = (char *)SIGKILL_NOW;
-    return *out;
-}
-
 int elastic_spawn(const char *const *argv, pid_t *pid, int *out_fd, int *err_fd)
 {
     int po[2], pe[2];
@@ -125,9 +101,7 @@ int elastic_spawn(const char *const *argv, pid_t *pid, int *out_fd, int *err_fd)
         posix_spawn_file_actions_adddup2(&fa, pe[1], STDERR_FILENO);
         posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
         posix_spawnattr_setpgroup(&at, 0);
-        char **own = NULL;
-        err = posix_spawnp(pid, argv[0], &fa, &at, (char *const *)argv, spawn_env(&own));
-        ptc_free(own);
+        err = posix_spawnp(pid, argv[0], &fa, &at, (char *const *)argv, environ);
         posix_spawnattr_destroy(&at);
         posix_spawn_file_actions_destroy(&fa);
     }
