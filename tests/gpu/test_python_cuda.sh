@@ -3,7 +3,8 @@
 # tests selected by -k cuda: CUDA tensors saved and loaded under other
 # configurations through the pinned ring, byte-exact; async_save of CUDA
 # tensors is a snapshot; a DTensor state of CUDA local tensors saved,
-# async-saved and loaded without a config): pytest with the package from the source tree and this build's
+# async-saved and loaded without a config; CUDA tensors saved and loaded
+# across hosts through host copies): pytest with the package from the source tree and this build's
 # libptc. Needs a Python with torch that sees a GPU (PY, default python3, or
 # PTC_VENV's); without one it prints 'skipped: ...' and exits 77.
 set -u

@@ -241,6 +241,31 @@ def test_cuda_async_save_is_a_snapshot(st):
         assert raw(st.read(n, like="torch")) == raw(x), n
 
 
+# ---- across hosts: device tensors through host copies made for the call ------------------------
+
+@pytest.mark.parametrize("kind", ["fake", "cuda"])
+def test_across_hosts_through_host_copies(tmp_path, kind):
+    """Device tensors saved across hosts (one process of host h0, two ranks)
+    and loaded under another configuration (three ranks): staged through
+    host tensors, byte-exact."""
+    if kind == "cuda":
+        cuda_or_skip()
+    dev = to_cuda if kind == "cuda" else (lambda states: states)
+    g = big_model()
+    lay, states = local_states(g, "tp=2")
+    with ptc.Store(tmp_path / "h0", create=True) as st:
+        v = ptc.save(st, dev(states), config="tp=2", rules=RULES, rank=[0, 1],
+                     global_shapes=shapes(g), across_hosts=True, host="h0", replicas=0)
+        assert v == 1
+        dlay, want = local_states(g, "tp=3")
+        got = dev(empty_states(dlay))
+        rec = ptc.load(st, got, config="tp=3", rank=[0, 1, 2], across_hosts=True, host="h0")
+        assert rec["version"] == 1 and rec["hosts"] == 1
+    for r in range(dlay.world):
+        for n, x in want[r].items():
+            assert raw(got[r][n].cpu()) == raw(x), (r, n)
+
+
 # ---- DTensors: their local tensors through the ring, on the stand-in or on CUDA ----------------
 
 @pytest.mark.parametrize("kind", ["fake", "cuda"])
