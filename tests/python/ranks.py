@@ -7,7 +7,7 @@ start-up CPU, which on the 2-core CI machine is most of a test's cost.
 Each rank is still a process of its own (forked from the server, not from
 the test), with the environment, argv and sys.path a fresh `python SCRIPT
 ARGS` would have; its stdout and stderr go to a log file, which
-conftest.wait_ranks prints when a rank fails. The differences from a fresh
+wait_all prints when a rank fails. The differences from a fresh
 interpreter: torch is already imported (its thread count is set from the
 rank's OMP_NUM_THREADS), and the process ends with os._exit after the
 script (multiprocessing's way: its stdio flushed, no interpreter teardown).
