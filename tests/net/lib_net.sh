@@ -113,6 +113,8 @@ NET_MPI_OPTS=(--mca plm_rsh_agent "$T/agent"
 NET_MPIRUN=(ip netns exec "$NET-l" mpirun --allow-run-as-root --hostfile "$T/hostfile"
     --map-by node --bind-to none "${NET_MPI_OPTS[@]}")
 net_mpirun() { "${NET_MPIRUN[@]}" "$@"; }
+# json FILE KEY: the value of KEY in the JSON object of FILE
+json() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 
 # net_check_private PATH: with NET_PRIVATE=PATH, host 1 sees its own disk
 # ($T/disks/h1) at PATH and host 0 does not see it there

@@ -18,7 +18,6 @@
 NET_PRIVATE=$T/private
 net_setup 3
 S=$T/private/store
-json() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 reshard() { net_mpirun -np 3 "$PTC" reshard --mpi --across-hosts --store "$S" "$@"; }
 # same NAME: the model of the store host 0 wrote at $T/private/NAME equals the reference
 same() {

@@ -21,7 +21,6 @@ common=(--schedule 1f1b --microbatches 2 --model mlp:layers=6,hidden=24,vocab=32
     --seed 5 --timeout 60)
 S=$T/private/store
 losses() { awk '/^step /{print $2, $4}' "$1"; }
-json() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 
 net_mpirun -np 3 "$PTC" train --config tp=3 "${common[@]}" --steps 2 --store "$S" \
     --save-every 1 --replicas 1 >"$T/save.out" 2>"$T/save.err" ||

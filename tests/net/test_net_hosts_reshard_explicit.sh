@@ -22,7 +22,6 @@ D=$PTC_BUILD/ckpt_mpi
 NET_PRIVATE=$T/private
 net_setup 3
 S=$T/private/store
-json() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 reshard() { net_mpirun -np 3 "$PTC" reshard --mpi --across-hosts --store "$S" "$@"; }
 # exact NAME SEED STEP: the store host 0 wrote at $T/private/NAME holds
 # pp=3's local tensors of SEED's global data, byte for byte, and the record
