@@ -2,10 +2,49 @@
  * choice asked of the configuration search's cost model (docs/elastic.md). */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ptc/elastic.h"
 #include "exec/model/elastic_internal.h"
 #include "base/util_internal.h"
+
+/* ---- the watched inputs ------------------------------------------------------------ */
+
+/* A slots file's typo must not start thousands of processes on one machine. */
+int elastic_local_max_slots(const ptc_elastic_opts *o)
+{
+    if (o->max_slots > 0)
+        return o->max_slots;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cap = (cpus > 0 ? cpus : 1) * ELASTIC_SLOTS_PER_CPU;
+    if (cap < ELASTIC_SLOTS_MIN)
+        cap = ELASTIC_SLOTS_MIN;
+    return cap > PTC_CONFIG_MAX_WORLD ? PTC_CONFIG_MAX_WORLD : (int)cap;
+}
+
+int elastic_read_input(const char *what, const char *path, char *buf, size_t cap)
+{
+    char *txt = NULL;
+    int rc = ptc_file_read_text(path, cap - 1, &txt);
+    if (rc == PTC_OK) {
+        memcpy(buf, txt, strlen(txt) + 1);
+        ptc_free(txt);
+        return PTC_OK;
+    }
+    return ptc_error_set(rc == PTC_E_BUSY ? PTC_E_BUSY : PTC_E_INVAL, "cannot read the %s %s: %s",
+                         what, path, ptc_last_error());
+}
+
+int elastic_read_slots(const ptc_elastic_opts *o, char *sbuf, size_t cap, int *total)
+{
+    *total = o->slots;
+    if (!o->slots_file)
+        return PTC_OK;
+    PTC_TRY(elastic_read_input("slots file", o->slots_file, sbuf, cap));
+    if (elastic_slots_parse(sbuf, total) != PTC_OK)
+        return ptc_error_set(PTC_E_INVAL, "%s: %s", o->slots_file, ptc_last_error());
+    return PTC_OK;
+}
 
 /* ---- hostfiles ------------------------------------------------------------------ */
 

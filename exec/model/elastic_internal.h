@@ -19,6 +19,20 @@
  * "slots file: 'TEXT' is not a number of slots (0..N)". */
 int elastic_slots_parse(const char *text, int *slots);
 
+struct ptc_elastic_opts;
+
+/* The most slots this host is given without a hostfile (--max-slots, or
+ * ELASTIC_SLOTS_PER_CPU per CPU and at least ELASTIC_SLOTS_MIN). */
+int elastic_local_max_slots(const struct ptc_elastic_opts *o);
+
+/* A watched file's text into @p buf (of @p cap bytes). PTC_E_BUSY: being
+ * written (no final newline yet); PTC_E_INVAL: anything else, said. */
+int elastic_read_input(const char *what, const char *path, char *buf, size_t cap);
+
+/* The total the slots option or its file gives (-1: none); the file's text
+ * in @p sbuf (of @p cap bytes). */
+int elastic_read_slots(const struct ptc_elastic_opts *o, char *sbuf, size_t cap, int *total);
+
 /* A pipe's bytes not yet cut into lines. */
 typedef struct elastic_lines {
     char buf[8192];
@@ -47,6 +61,15 @@ int elastic_replicas_fit(const int *usable, const char *const *names, int nh, co
 /* Start @p argv (argv[0] found on PATH) in a process group of its own, its
  * stdout and stderr on two non-blocking pipes. PTC_OK or PTC_E_IO. */
 int elastic_spawn(const char *const *argv, pid_t *pid, int *out_fd, int *err_fd);
+
+/* Which of hosts @p names[0..n-1] can run a process now: one `MPIRUN
+ * --hostfile F -np 1 PROG --version` per host (F naming that host alone, in
+ * @p dir), all at once, output discarded. @p up[i]: that launch exited 0
+ * within @p timeout seconds (a host whose daemon cannot start or call back
+ * fails or is still waiting then, and is killed). PTC_OK or PTC_E_IO when a
+ * probe cannot be started. */
+int elastic_probe(const char *mpirun, const char *prog, const char *dir,
+                  const char *const *names, int n, double timeout, bool *up);
 
 /* Replace @p path by @p text atomically (a temporary beside it, renamed).
  * PTC_OK or PTC_E_IO. */

@@ -5,8 +5,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "exec/model/elastic_internal.h"
@@ -78,6 +82,29 @@ int elastic_replicas_fit(const int *usable, const char *const *names, int nh, co
                          n == 1 ? "" : "s", list, replicas, replicas + 1);
 }
 
+/* Open MPI tears a job that lost a process down with SIGTERM to the others,
+ * then SIGKILL after odls_base_sigkill_timeout seconds (default 1), which
+ * the controller would wait out on every failure: the job can save nothing
+ * then (a stop that saves goes through the control file), so its processes
+ * are killed at once. A value the environment sets is kept. */
+static const char SIGKILL_NOW[] = "OMPI_MCA_odls_base_sigkill_timeout=0";
+
+/* environ, with SIGKILL_NOW unless it names that parameter: NULL-ended, in
+ * *@p out (free it; NULL if no memory, and environ is used). */
+static char **spawn_env(char ***out)
+{
+    size_t n = 0, key = (size_t)(strchr(SIGKILL_NOW, '=') - SIGKILL_NOW) + 1;
+    bool set = false;
+    for (; environ[n]; n++)
+        set |= strncmp(environ[n], SIGKILL_NOW, key) == 0;
+    *out = set ? NULL : ptc_calloc(n + 2, sizeof **out);
+    if (!*out)
+        return environ;
+    memcpy(*out, environ, n * sizeof **out);
+    (*out)[n] = (char *)SIGKILL_NOW;
+    return *out;
+}
+
 int elastic_spawn(const char *const *argv, pid_t *pid, int *out_fd, int *err_fd)
 {
     int po[2], pe[2];
@@ -101,7 +128,9 @@ int elastic_spawn(const char *const *argv, pid_t *pid, int *out_fd, int *err_fd)
         posix_spawn_file_actions_adddup2(&fa, pe[1], STDERR_FILENO);
         posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
         posix_spawnattr_setpgroup(&at, 0);
-        err = posix_spawnp(pid, argv[0], &fa, &at, (char *const *)argv, environ);
+        char **own = NULL;
+        err = posix_spawnp(pid, argv[0], &fa, &at, (char *const *)argv, spawn_env(&own));
+        ptc_free(own);
         posix_spawnattr_destroy(&at);
         posix_spawn_file_actions_destroy(&fa);
     }
@@ -118,6 +147,93 @@ int elastic_spawn(const char *const *argv, pid_t *pid, int *out_fd, int *err_fd)
     *out_fd = po[0];
     *err_fd = pe[0];
     return PTC_OK;
+}
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* One probe: PROG --version on host @p name alone, output to /dev/null. */
+static int probe_start(const char *mpirun, const char *prog, const char *dir, const char *name,
+                       int i, pid_t *pid)
+{
+    char hf[4096], text[300];
+    snprintf(hf, sizeof hf, "%s/probe.%d", dir, i);
+    snprintf(text, sizeof text, "%s slots=1\n", name);
+    PTC_TRY(elastic_write_file(hf, text));
+    const char *argv[10];
+    int n = 0;
+    argv[n++] = mpirun;
+    if (geteuid() == 0)
+        argv[n++] = "--allow-run-as-root";
+    const char *rest[] = {"--hostfile", hf, "-np", "1", prog, "--version", NULL};
+    memcpy(argv + n, rest, sizeof rest);
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    int err = posix_spawn_file_actions_init(&fa);
+    if (err == 0 && (err = posix_spawnattr_init(&at)) != 0)
+        posix_spawn_file_actions_destroy(&fa);
+    if (err == 0) {
+        posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+        posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+        posix_spawnattr_setpgroup(&at, 0);
+        err = posix_spawnp(pid, argv[0], &fa, &at, (char *const *)argv, environ);
+        posix_spawnattr_destroy(&at);
+        posix_spawn_file_actions_destroy(&fa);
+    }
+    if (err != 0) {
+        errno = err;
+        return ptc_error_sys(PTC_E_IO, "cannot run %s", mpirun);
+    }
+    return PTC_OK;
+}
+
+int elastic_probe(const char *mpirun, const char *prog, const char *dir,
+                  const char *const *names, int n, double timeout, bool *up)
+{
+    pid_t pid[ELASTIC_MAX_HOSTS];
+    int rc = PTC_OK, started = 0;
+    for (; started < n && rc == PTC_OK; started++) {
+        up[started] = false;
+        rc = probe_start(mpirun, prog, dir, names[started], started, &pid[started]);
+    }
+    if (rc != PTC_OK)
+        started--;
+    int left = started;
+    bool done[ELASTIC_MAX_HOSTS] = {0};
+    double end = mono() + timeout;
+    while (left > 0) {
+        for (int i = 0; i < started; i++) {
+            int status;
+            if (done[i] || waitpid(pid[i], &status, WNOHANG) != pid[i])
+                continue;
+            done[i] = true;
+            left--;
+            up[i] = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        }
+        if (left > 0 && mono() > end) {
+            for (int i = 0; i < started; i++)
+                if (!done[i]) {
+                    kill(-pid[i], SIGKILL);
+                    waitpid(pid[i], NULL, 0);
+                    done[i] = true;
+                }
+            left = 0;
+        }
+        if (left > 0)
+            usleep(20000);
+    }
+    for (int i = 0; i < n; i++) { /* the failed start's too */
+        char hf[4096];
+        snprintf(hf, sizeof hf, "%s/probe.%d", dir, i);
+        unlink(hf);
+    }
+    return rc;
 }
 
 int elastic_write_file(const char *path, const char *text)

@@ -27,6 +27,8 @@
 
 #define MAX_HOSTS ELASTIC_MAX_HOSTS
 #define MAX_ARGS 256
+/* how long a host has to run a probe after a launch failed (probe_lost) */
+#define PROBE_TIMEOUT_S 10.0
 
 typedef struct host {
     char name[256];
@@ -133,47 +135,6 @@ static bool stop_asked(const ptc_elastic *e)
 #define SLOTS_FILE_MAX 255
 #define HOSTFILE_MAX 8191
 
-/* The most slots this host is given without a hostfile (--max-slots, or 8
- * per CPU and at least 64): a slots file's typo must not start thousands of
- * processes on one machine. */
-static int local_max_slots(const ptc_elastic_opts *o)
-{
-    if (o->max_slots > 0)
-        return o->max_slots;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    long cap = (cpus > 0 ? cpus : 1) * ELASTIC_SLOTS_PER_CPU;
-    if (cap < ELASTIC_SLOTS_MIN)
-        cap = ELASTIC_SLOTS_MIN;
-    return cap > PTC_CONFIG_MAX_WORLD ? PTC_CONFIG_MAX_WORLD : (int)cap;
-}
-
-/* A watched file's text into @p buf (of @p cap bytes). PTC_E_BUSY: being
- * written (no final newline yet); PTC_E_INVAL: anything else, said. */
-static int read_input(const char *what, const char *path, char *buf, size_t cap)
-{
-    char *txt = NULL;
-    int rc = ptc_file_read_text(path, cap - 1, &txt);
-    if (rc == PTC_OK) {
-        memcpy(buf, txt, strlen(txt) + 1);
-        ptc_free(txt);
-        return PTC_OK;
-    }
-    return ptc_error_set(rc == PTC_E_BUSY ? PTC_E_BUSY : PTC_E_INVAL, "cannot read the %s %s: %s",
-                         what, path, ptc_last_error());
-}
-
-/* The total the slots option or its file gives (-1: none). */
-static int read_slots(const ptc_elastic *e, char *sbuf, size_t cap, int *total)
-{
-    *total = e->o.slots;
-    if (!e->o.slots_file)
-        return PTC_OK;
-    PTC_TRY(read_input("slots file", e->o.slots_file, sbuf, cap));
-    if (elastic_slots_parse(sbuf, total) != PTC_OK)
-        return ptc_error_set(PTC_E_INVAL, "%s: %s", e->o.slots_file, ptc_last_error());
-    return PTC_OK;
-}
-
 /* Parse the inputs into hosts; @p text receives what they said (to see a
  * change). PTC_E_INVAL or PTC_E_CONFIG name the problem; PTC_E_BUSY: an
  * input is being written. */
@@ -182,7 +143,7 @@ static int parse_inputs(const ptc_elastic *e, host *hs, int *nh, char *text, siz
     char sbuf[SLOTS_FILE_MAX + 1] = "", hbuf[HOSTFILE_MAX + 1] = "";
     int total = -1;
     *nh = 0;
-    PTC_TRY(read_slots(e, sbuf, sizeof sbuf, &total));
+    PTC_TRY(elastic_read_slots(&e->o, sbuf, sizeof sbuf, &total));
     char src[PATH_MAX + 32] = "--slots";
     if (e->o.slots_file)
         snprintf(src, sizeof src, "the slots file %s", e->o.slots_file);
@@ -190,7 +151,7 @@ static int parse_inputs(const ptc_elastic *e, host *hs, int *nh, char *text, siz
         return ptc_error_set(PTC_E_CONFIG, "%s gives %d slots, more than --max-slots %d", src,
                              total, e->o.max_slots);
     if (e->o.hostfile) {
-        PTC_TRY(read_input("hostfile", e->o.hostfile, hbuf, sizeof hbuf));
+        PTC_TRY(elastic_read_input("hostfile", e->o.hostfile, hbuf, sizeof hbuf));
         static ptc_elastic_host ph[MAX_HOSTS];
         size_t np = 0;
         if (ptc_elastic_hostfile_parse(hbuf, ph, MAX_HOSTS, &np) != PTC_OK)
@@ -215,7 +176,7 @@ static int parse_inputs(const ptc_elastic *e, host *hs, int *nh, char *text, siz
             total -= hs[i].slots;
         }
     } else {
-        int most = local_max_slots(&e->o);
+        int most = elastic_local_max_slots(&e->o);
         if (total > most)
             return ptc_error_set(PTC_E_CONFIG, "%s gives %d slots, more than this host runs: at "
                                  "most %d (%s; give --hostfile for several hosts)", src, total,
@@ -723,11 +684,45 @@ static int follow_job(ptc_elastic *e, bool *by_signal)
 
 /* ---- what comes after a launch ended --------------------------------------------------- */
 
+/* A launch that failed before its first step naming no process: did a host
+ * go? mpirun starts a daemon on every host of the hostfile, and one that
+ * cannot call back fails the launch unnamed (a host cut off the network is
+ * not always named before the job ends either). Probes those hosts and
+ * drops every slot of each that cannot run a process; how many those are. */
+static int probe_lost(ptc_elastic *e, double *took)
+{
+    double t0 = now();
+    const char *names[MAX_HOSTS];
+    bool up[MAX_HOSTS];
+    int at[MAX_HOSTS], n = 0, lost = 0;
+    for (int h = 0; h < e->nhosts; h++)
+        if (e->usable[h] > 0) {
+            at[n] = h;
+            names[n++] = e->hosts[h].name;
+        }
+    if (e->nhosts < 2 || elastic_probe(e->o.mpirun, e->o.prog, e->dir, names, n,
+                                       PROBE_TIMEOUT_S, up) != PTC_OK)
+        return 0;
+    *took = now() - t0;
+    for (int i = 0; i < n; i++)
+        if (!up[i]) {
+            e->hosts[at[i]].failed = e->hosts[at[i]].slots;
+            lost++;
+            char line[400];
+            snprintf(line, sizeof line, "ptc: warning: elastic: host %s cannot run a process "
+                     "(probed after the launch failed): its slots are dropped", names[i]);
+            if (e->o.on_output)
+                e->o.on_output(line, true, e->o.user);
+        }
+    return lost;
+}
+
 /* A failure: drop the dead process's slot (its host's, by name), count it,
  * and fill the reconfiguration's reason and detection. PTC_OK to restart. */
 static int after_failure(ptc_elastic *e, int status, double t_end, pending *np)
 {
     launch *l = &e->l;
+    double probe = 0;
     e->failures++;
     const char *diag = l->killed ? l->kill_reason
                        : l->first_error[0] ? l->first_error
@@ -742,8 +737,9 @@ static int after_failure(ptc_elastic *e, int status, double t_end, pending *np)
             h = 0; /* mpirun names the host by its own name, not "localhost" */
         if (h >= 0) /* a lost host loses all its slots, a dead process one */
             e->hosts[h].failed = l->host_lost ? e->hosts[h].slots : e->hosts[h].failed + 1;
-    } else if (l->last_step < 0 && !l->killed) {
-        /* failed alike before any step, no process died: a bad job, not a fault */
+    } else if (l->last_step < 0 && !l->killed && !probe_lost(e, &probe)) {
+        /* failed alike before any step, no process died, every host answers:
+         * a bad job, not a fault */
         return ptc_error_set(PTC_E_IO, "the job failed before its first step: %s", diag);
     }
     if (e->failures > e->o.max_restarts)
@@ -753,7 +749,7 @@ static int after_failure(ptc_elastic *e, int status, double t_end, pending *np)
     double t0 = l->t_first_err && l->t_first_err < t_end ? l->t_first_err : t_end;
     if (l->killed)
         t0 = l->t_last_step; /* the watchdog's wait is the detection */
-    np->detect = t_end - t0;
+    np->detect = t_end - t0 + probe;
     if (l->stop_requested && l->t_stop_asked < t0)
         np->save = t0 - l->t_stop_asked;
     return PTC_OK;
@@ -840,7 +836,6 @@ static int after_job(ptc_elastic *e, int status, bool by_signal, uint64_t *versi
         return PTC_OK;
     }
     pending np = {.active = true, .t_start = t_end};
-    double t_plan = now();
     if (ok && l->stop_requested) {
         snprintf(np.reason, sizeof np.reason, "%s", e->scale_reason);
         np.detect = e->pend.detect;
@@ -848,6 +843,7 @@ static int after_job(ptc_elastic *e, int status, bool by_signal, uint64_t *versi
     } else {
         PTC_TRY(after_failure(e, status, t_end, &np));
     }
+    double t_plan = now();
     ptc_config next;
     int nslots;
     int rc = plan(e, &next, e->usable, &nslots);

@@ -9,11 +9,14 @@
 #    as dp2-tp1-pp2 from the newest version;
 # 2. host 1's link cut (veth down): mpirun loses the host's daemon; the
 #    controller drops all of its slots and resumes as dp1-tp2-pp2 on hosts 0
-#    and 2;
+#    and 2 (when the job ended before mpirun named the host, the relaunch on
+#    every slot fails, the controller probes the hosts and drops host 1's);
 # 3. scale-out by the hostfile: the job starts on hosts 0 and 1 with one
 #    slot each (dp1-tp1-pp2); host 2 with 2 slots is added to the file while
 #    it runs: it stops at a step boundary, saves and resumes as dp2-tp1-pp2
 #    on the 4 slots, no step lost.
+# 4. host 2 cut off from the start: the first launch fails, the probe drops
+#    it (below).
 # Every case: the steps after the version run again and nothing else, the
 # dataset audit counts exactly those steps' records as repeated and every
 # other record of the 12 steps once (a step reads 4 records per replica),
@@ -41,8 +44,11 @@ hostfile() { # FILE SLOTS...: host i gets the i-th count (0: left out)
         i=$((i + 1))
     done
 }
-# run_case NAME HOSTFILE-SLOTS ACTION WANT-LINE-REGEX: start the job, wait
-# for step 4, do ACTION, check the log, the audit and the store.
+# run_case NAME HOSTFILE-SLOTS ACTION WANT-LINE-REGEX [FIRST-REGEX HOST]:
+# start the job, wait for step 4, do ACTION, check the log, the audit and the
+# store. With FIRST-REGEX, two reconfigurations may be seen instead of one: a
+# first matching it, whose relaunch failed before its first step, then the
+# probe's warning naming HOST, then WANT resuming the same version.
 run_case() {
     local name=$1 action=$3 want=$4 st="$T/$1"
     "$PTC" dataset ingest --store "$st" --name toks --format tokens:u16:5 "$T/tok.bin" >/dev/null
@@ -64,10 +70,23 @@ run_case() {
         return 0
     fi
     ok
-    local out="$T/$name.out" line
-    line=$(grep '^elastic: \(failure\|scale-out\|scale-in\) at step ' "$out") || {
+    local out="$T/$name.out" line lines
+    lines=$(grep '^elastic: \(failure\|scale-out\|scale-in\) at step ' "$out") || {
         cat "$out" >&2; bad "$name: no reconfiguration line"; return 0; }
-    if [ "$(echo "$line" | wc -l)" = 1 ] && echo "$line" | grep -q -- "$want"; then ok
+    line=$lines
+    if [ -n "${5:-}" ] && [ "$(echo "$lines" | wc -l)" = 2 ]; then
+        # the lost host not named before the job ended: the relaunch on
+        # every slot failed before its first step, the probe named it
+        # (warning), and the next relaunch resumed the same version
+        line=$(echo "$lines" | head -1)
+        local s1 s2
+        s1=$(echo "$line" | sed -E 's/.*\(step ([0-9]+)\).*/\1/')
+        s2=$(echo "$lines" | tail -1 | sed -E 's/^elastic: failure at step ([0-9]+): .*\(step ([0-9]+)\), 0 steps lost.*/\1 \2/')
+        if echo "$lines" | tail -1 | grep -q -- "$want" && [ "$s2" = "$s1 $s1" ] &&
+            echo "$line" | grep -q -- "$5" &&
+            grep -q "^ptc: warning: elastic: host $6 cannot run a process" "$T/$name.err"; then ok
+        else cat "$out" "$T/$name.err" >&2; bad "$name: reconfigurations: $lines"; return 0; fi
+    elif [ "$(echo "$line" | wc -l)" = 1 ] && echo "$line" | grep -q -- "$want"; then ok
     else cat "$out" >&2; bad "$name: reconfiguration: $line (want $want)"; return 0; fi
     local K S L
     read -r K S L <<<"$(echo "$line" | sed -E 's/^elastic: [a-z-]+ at step ([0-9]+):.*\(step ([0-9]+)\), ([0-9]+) steps lost.*/\1 \2 \3/')"
@@ -84,7 +103,7 @@ run_case() {
     # 4 micro-batches of one record per replica: 4 x dp records a step; the
     # job resumed at step S reads on from record 4 S (the lost steps' again)
     local audit dp1 u
-    dp1=$(echo "$line" | sed -E 's/.* -> dp=([0-9]+),.*/\1/')
+    dp1=$(echo "$lines" | tail -1 | sed -E 's/.* -> dp=([0-9]+),.*/\1/')
     u=$((4 * S + 4 * dp1 * (12 - S)))
     audit=$("$PTC" dataset audit --store "$st" --name toks --seed 3 --epoch 0 --json)
     [ "$audit" = "{\"samples\":200,\"once\":$((u - 4 * L)),\"repeated\":$((4 * L)),\"missing\":$((200 - u))}" ] &&
@@ -101,10 +120,55 @@ run_case kill-rank "2 2 2" "$kill_rank_on_host1" \
 
 # 2. host 1 cut off: all its slots go, hosts 0 and 2 carry on
 run_case link-cut "2 2 2" 'ip -n $NET-l link set h1 down' \
-    ': dp=1,tp=2,pp=2 -> dp=1,tp=2,pp=2 on 4 slots, resumed version '
+    ': dp=1,tp=2,pp=2 -> dp=1,tp=2,pp=2 on 4 slots, resumed version ' \
+    ': dp=1,tp=2,pp=2 -> dp=1,tp=2,pp=2 on 6 slots, ' 10.177.0.2
 ip -n "$NET-l" link set h1 up
 
 # 3. scale-out by the hostfile: 2 hosts of 1 slot, then host 2 with 2 slots
 run_case hostfile-grows "1 1 0" 'hostfile "$T/hostfile-grows.hosts" 1 1 2' \
     ': dp=1,tp=1,pp=2 -> dp=2,tp=1,pp=2 on 4 slots, resumed version '
+# 4. a host that cannot be reached: host 2's link is down from the start.
+#    mpirun starts a daemon on every host of the hostfile, so the first
+#    launch fails before its first step naming no process; the controller
+#    probes the hosts, drops host 2's slots (a warning names it) and starts
+#    on hosts 0 and 1; then a rank on host 1 is killed and the relaunch stays
+#    off host 2 (3 slots: dp=1,tp=1,pp=2).
+name=down-host st="$T/down-host"
+"$PTC" dataset ingest --store "$st" --name toks --format tokens:u16:5 "$T/tok.bin" >/dev/null
+hostfile "$T/$name.hosts" 2 2 2
+ip -n "$NET-l" link set h2 down
+"$PTC" elastic --store "$st" --hostfile "$T/$name.hosts" --mpirun "$T/mpirun" --pp 2 \
+    --watchdog 60 -- ptc train --schedule 1f1b --microbatches 4 --model $M --seed 3 \
+    --data dataset:toks --steps 12 --save-every 3 --jitter 40 >"$T/$name.out" 2>"$T/$name.err" &
+epid=$!
+if wait_for "$T/$name.out" "^step 4 "; then
+    eval "$kill_rank_on_host1"
+    if wait $epid; then
+        ok
+        out="$T/$name.out"
+        lines=$(grep '^elastic: failure at step ' "$out")
+        if [ "$(echo "$lines" | wc -l)" = 2 ] && echo "$lines" | head -1 |
+            grep -q '^elastic: failure at step 0: dp=1,tp=2,pp=2 -> dp=1,tp=2,pp=2 on 4 slots, resumed version 0 (step 0), 0 steps lost, ' &&
+            echo "$lines" | tail -1 | grep -q ': dp=1,tp=2,pp=2 -> dp=1,tp=1,pp=2 on 3 slots, resumed version '
+        then ok; else cat "$out" >&2; bad "$name: reconfigurations: $lines"; fi
+        grep -q '^ptc: warning: elastic: host 10.177.0.3 cannot run a process (probed after the launch failed): its slots are dropped$' \
+            "$T/$name.err" && ok || { cat "$T/$name.err" >&2; bad "$name: no warning naming host 2"; }
+        grep -q "^elastic: done: step 12, version [0-9]*, dp=1,tp=1,pp=2, 2 reconfigurations (2 failures)" \
+            "$out" && ok || bad "$name: no done line"
+        read -r K S L <<<"$(echo "$lines" | tail -1 | sed -E 's/^elastic: [a-z-]+ at step ([0-9]+):.*\(step ([0-9]+)\), ([0-9]+) steps lost.*/\1 \2 \3/')"
+        audit=$("$PTC" dataset audit --store "$st" --name toks --seed 3 --epoch 0 --json)
+        [ "$audit" = "{\"samples\":200,\"once\":$((48 - 4 * L)),\"repeated\":$((4 * L)),\"missing\":152}" ] &&
+            ok || bad "$name: audit $audit, expected 48 served, $((4 * L)) of them twice (step $K, resumed $S)"
+        "$PTC" verify --store "$st" >/dev/null && ok || bad "$name: verify"
+        echo "$name: $(echo "$lines" | tail -1)"
+    else
+        cat "$T/$name.out" "$T/$name.err" >&2
+        bad "$name: ptc elastic exited non-zero"
+    fi
+else
+    kill $epid 2>/dev/null || true
+    cat "$T/$name.out" "$T/$name.err" >&2
+    bad "$name: no step 4"
+fi
+ip -n "$NET-l" link set h2 up
 finish

@@ -1,7 +1,9 @@
 /* The elastic supervisor (ptc_elastic_create/run) against a fake mpirun: a
- * shell script that records its command line and the hostfile it was given,
- * prints one step and dies the way Open MPI reports a killed rank. The
- * supervisor must launch the job as docs/elastic.md says, drop the dead
+ * shell script that records its command line, the hostfile it was given
+ * and the wait Open MPI's teardown is told (OMPI_MCA_odls_base_sigkill_timeout:
+ * 0, or the environment's), prints one step and dies the way Open MPI
+ * reports a killed rank. The supervisor must launch the job as
+ * docs/elastic.md says, drop the dead
  * process's slot after each failure, re-plan on the slots left, report each
  * restart once the new job made a step, and give up after --max-restarts;
  * a stop asked before a launch launches nothing; bad inputs are refused
@@ -18,11 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "ptc/elastic.h"
+#include "exec/model/elastic_internal.h"
 
 static char dir[] = "/tmp/ptc-test-elastic.XXXXXX";
 static char store[256], fake[256], log_path[256];
@@ -65,6 +69,7 @@ static int setup(void **state)
         return -1;
     fprintf(f, "#!/bin/sh\n"
                "echo \"ARGS $*\" >> \"%s\"\n"
+               "echo \"KILLWAIT ${OMPI_MCA_odls_base_sigkill_timeout-unset}\" >> \"%s\"\n"
                "while [ $# -gt 0 ]; do\n"
                "  [ \"$1\" = --hostfile ] && sed 's/^/HOST /' \"$2\" >> \"%s\"\n"
                "  shift\n"
@@ -73,7 +78,7 @@ static int setup(void **state)
                "echo 'mpirun noticed that process rank 1 with PID 99 on node localhost "
                "exited on signal 9 (Killed).' >&2\n"
                "exit 1\n",
-            log_path, log_path);
+            log_path, log_path, log_path);
     fclose(f);
     return chmod(fake, 0755);
 }
@@ -203,10 +208,36 @@ static void test_failures(void **state)
         snprintf(want, sizeof want, "HOST localhost slots=%d\n", 4 - i);
         assert_non_null(strstr(eol, want));
     }
+    /* each launch is told to kill a torn-down job's processes at once
+     * (Open MPI's 1 s wait between SIGTERM and SIGKILL otherwise) */
+    int kills = 0;
+    for (p = strstr(log, "KILLWAIT 0\n"); p; p = strstr(p + 1, "KILLWAIT 0\n"))
+        kills++;
+    assert_int_equal(kills, 3);
     /* the directory of the control file and the hostfile is gone */
     char cmd[400];
     snprintf(cmd, sizeof cmd, "ls -d '%s'.elastic.* >/dev/null 2>&1", store);
     assert_int_not_equal(system(cmd), 0);
+}
+
+/* A value of that wait the environment gives is the one the job gets. */
+static void test_kill_wait_kept(void **state)
+{
+    (void)state;
+    unlink(log_path);
+    seen s = {0};
+    ptc_elastic_opts o;
+    opts_for(&o, &s);
+    o.max_restarts = 0;
+    setenv("OMPI_MCA_odls_base_sigkill_timeout", "7", 1);
+    ptc_elastic *e = NULL;
+    assert_int_equal(ptc_elastic_create(&e, &o), PTC_OK);
+    ptc_elastic_result res;
+    assert_int_equal(ptc_elastic_run(e, &res), PTC_E_IO);
+    ptc_elastic_destroy(e);
+    unsetenv("OMPI_MCA_odls_base_sigkill_timeout");
+    assert_non_null(strstr(read_log(), "KILLWAIT 7\n"));
+    assert_null(strstr(read_log(), "KILLWAIT 0\n"));
 }
 
 /* A stop asked before the first launch: nothing is launched, no error. */
@@ -572,6 +603,48 @@ static void test_node_local(void **state)
     ptc_elastic_destroy(e);
 }
 
+/* elastic_probe: one launch per host, each given a hostfile naming that host
+ * alone and `-np 1 PROG --version`; a launch that fails or outlives the
+ * timeout is a host that cannot run a process (and is killed). */
+static void test_probe(void **state)
+{
+    (void)state;
+    char probe[300], pdir[300];
+    snprintf(probe, sizeof probe, "%s/probe-mpirun", dir);
+    snprintf(pdir, sizeof pdir, "%s/probes", dir);
+    assert_int_equal(mkdir(pdir, 0755), 0);
+    FILE *f = fopen(probe, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\n"
+               "case \"$*\" in *' -np 1 prog --version') ;; *) exit 3 ;; esac\n"
+               "while [ \"$1\" != --hostfile ]; do shift; done\n"
+               "case $(cat \"$2\") in\n"
+               "'up slots=1') exit 0 ;;\n"
+               "'hang slots=1') exec sleep 60 ;;\n"
+               "*) exit 1 ;;\n"
+               "esac\n");
+    fclose(f);
+    assert_int_equal(chmod(probe, 0755), 0);
+    const char *names[] = {"up", "down", "hang", "up"};
+    bool up[4] = {false, true, true, false};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(elastic_probe(probe, "prog", pdir, names, 4, 1.0, up), PTC_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_true(up[0]);
+    assert_false(up[1]);
+    assert_false(up[2]);
+    assert_true(up[3]);
+    assert_true(t1.tv_sec - t0.tv_sec < 30); /* the hung one was killed, not waited for */
+    assert_int_equal(rmdir(pdir), 0);       /* its hostfiles are gone */
+    /* a launcher that cannot be run: an error, nothing up */
+    assert_int_equal(mkdir(pdir, 0755), 0);
+    assert_int_equal(elastic_probe("/nonexistent/mpirun", "prog", pdir, names, 2, 1.0, up),
+                     PTC_E_IO);
+    assert_false(up[0]);
+    assert_int_equal(rmdir(pdir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -579,9 +652,11 @@ int main(void)
         cmocka_unit_test(test_slots_file_refused),
         cmocka_unit_test(test_slots_file_while_running),
         cmocka_unit_test(test_slots_hostfile_capacity),
+        cmocka_unit_test(test_kill_wait_kept),
         cmocka_unit_test(test_stop_before_launch),
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_node_local),
+        cmocka_unit_test(test_probe),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
