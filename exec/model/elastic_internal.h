@@ -64,7 +64,7 @@ int elastic_spawn(const char *const *argv, pid_t *pid, int *out_fd, int *err_fd)
 
 /* Which of hosts @p names[0..n-1] can run a process now: one `MPIRUN
  * --hostfile F -np 1 PROG --version` per host (F naming that host alone, in
- * @p dir), all at once, output discarded. @p up[i]: that launch exited 0
+ * @p dir), 32 at once, output discarded. @p up[i]: that launch exited 0
  * within @p timeout seconds (a host whose daemon cannot start or call back
  * fails or is still waiting then, and is killed). PTC_OK or PTC_E_IO when a
  * probe cannot be started. */

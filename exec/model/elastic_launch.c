@@ -156,6 +156,10 @@ static double mono(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Hosts probed at once: a wave of mpiruns (each starting a daemon over ssh,
+ * say) should not swamp the controller's host. */
+#define PROBE_WAVE 32
+
 /* One probe: PROG --version on host @p name alone, output to /dev/null. */
 static int probe_start(const char *mpirun, const char *prog, const char *dir, const char *name,
                        int i, pid_t *pid)
@@ -193,19 +197,21 @@ static int probe_start(const char *mpirun, const char *prog, const char *dir, co
     return PTC_OK;
 }
 
-int elastic_probe(const char *mpirun, const char *prog, const char *dir,
-                  const char *const *names, int n, double timeout, bool *up)
+/* Probes of hosts names[0..n-1] (n <= PROBE_WAVE) at once, hostfiles
+ * probe.<i> in @p dir. */
+static int probe_wave(const char *mpirun, const char *prog, const char *dir,
+                      const char *const *names, int n, double timeout, bool *up)
 {
-    pid_t pid[ELASTIC_MAX_HOSTS];
+    pid_t pid[PROBE_WAVE];
+    bool done[PROBE_WAVE] = {0};
     int rc = PTC_OK, started = 0;
-    for (; started < n && rc == PTC_OK; started++) {
-        up[started] = false;
-        rc = probe_start(mpirun, prog, dir, names[started], started, &pid[started]);
-    }
-    if (rc != PTC_OK)
-        started--;
+    for (int i = 0; i < n; i++)
+        up[i] = false;
+    while (started < n && rc == PTC_OK)
+        if ((rc = probe_start(mpirun, prog, dir, names[started], started, &pid[started])) ==
+            PTC_OK)
+            started++;
     int left = started;
-    bool done[ELASTIC_MAX_HOSTS] = {0};
     double end = mono() + timeout;
     while (left > 0) {
         for (int i = 0; i < started; i++) {
@@ -216,24 +222,34 @@ int elastic_probe(const char *mpirun, const char *prog, const char *dir,
             left--;
             up[i] = WIFEXITED(status) && WEXITSTATUS(status) == 0;
         }
-        if (left > 0 && mono() > end) {
+        if (left > 0 && mono() > end) { /* the rest did not answer in time */
             for (int i = 0; i < started; i++)
                 if (!done[i]) {
                     kill(-pid[i], SIGKILL);
                     waitpid(pid[i], NULL, 0);
-                    done[i] = true;
                 }
             left = 0;
         }
         if (left > 0)
             usleep(20000);
     }
-    for (int i = 0; i < n; i++) { /* the failed start's too */
+    for (int i = 0; i < n; i++) { /* a failed start's too */
         char hf[4096];
         snprintf(hf, sizeof hf, "%s/probe.%d", dir, i);
         unlink(hf);
     }
     return rc;
+}
+
+int elastic_probe(const char *mpirun, const char *prog, const char *dir,
+                  const char *const *names, int n, double timeout, bool *up)
+{
+    for (int i = 0; i < n; i++)
+        up[i] = false;
+    for (int at = 0; at < n; at += PROBE_WAVE)
+        PTC_TRY(probe_wave(mpirun, prog, dir, names + at, PTC_MIN(PROBE_WAVE, n - at), timeout,
+                           up + at));
+    return PTC_OK;
 }
 
 int elastic_write_file(const char *path, const char *text)

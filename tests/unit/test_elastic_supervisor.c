@@ -637,6 +637,16 @@ static void test_probe(void **state)
     assert_true(up[3]);
     assert_true(t1.tv_sec - t0.tv_sec < 30); /* the hung one was killed, not waited for */
     assert_int_equal(rmdir(pdir), 0);       /* its hostfiles are gone */
+    /* more hosts than a wave (32 probes at once): every one answered */
+    const char *many[40];
+    bool mup[40];
+    for (int i = 0; i < 40; i++)
+        many[i] = i == 35 ? "down" : "up";
+    assert_int_equal(mkdir(pdir, 0755), 0);
+    assert_int_equal(elastic_probe(probe, "prog", pdir, many, 40, 5.0, mup), PTC_OK);
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(mup[i], i != 35);
+    assert_int_equal(rmdir(pdir), 0);
     /* a launcher that cannot be run: an error, nothing up */
     assert_int_equal(mkdir(pdir, 0755), 0);
     assert_int_equal(elastic_probe("/nonexistent/mpirun", "prog", pdir, names, 2, 1.0, up),
