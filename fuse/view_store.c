@@ -91,6 +91,10 @@ struct ptc_view_store {
     size_t nfiles, fcap;
     struct vs_file *all; /* every live file, cached or not */
     uint64_t tick;
+    int (*source)(void *user, ptc_store *store, uint64_t version, ptc_store **from,
+                  uint64_t *as);
+    void *source_user;
+    pthread_mutex_t source_lock; /* one version's source asked at a time */
 };
 
 static int not_attached(void)
@@ -353,7 +357,17 @@ static int get_reader(ptc_view_store *vs, uint64_t v, struct vs_reader **out)
         return PTC_OK;
     }
     ptc_store_reader *r;
-    PTC_TRY(ptc_store_reader_open(&r, vs->store, v));
+    if (vs->source) { /* the version is read from elsewhere */
+        ptc_store *from = NULL;
+        uint64_t as = 0;
+        pthread_mutex_lock(&vs->source_lock);
+        int src = vs->source(vs->source_user, vs->store, v, &from, &as);
+        pthread_mutex_unlock(&vs->source_lock);
+        PTC_TRY(src);
+        PTC_TRY(ptc_store_reader_open(&r, from, as));
+    } else {
+        PTC_TRY(ptc_store_reader_open(&r, vs->store, v));
+    }
     rd = ptc_calloc(1, sizeof *rd);
     if (!rd) {
         ptc_store_reader_close(r);
@@ -723,6 +737,11 @@ int ptc_view_store_create(ptc_view_store **out, const char *store_dir,
     if (!vs)
         return PTC_E_NOMEM;
     pthread_mutex_init(&vs->lock, NULL);
+    pthread_mutex_init(&vs->source_lock, NULL);
+    if (opts) {
+        vs->source = opts->source;
+        vs->source_user = opts->source_user;
+    }
     vs->fcap = opts && opts->vfile_cache ? opts->vfile_cache : VS_VFILES_DEFAULT;
     vs->files = ptc_calloc(vs->fcap, sizeof *vs->files);
     vs->dir = store_dir ? ptc_strdup(store_dir) : NULL;
@@ -813,6 +832,7 @@ void ptc_view_store_destroy(ptc_view_store *vs)
     if (vs->own_store)
         ptc_store_close(vs->store);
     ptc_free(vs->dir);
+    pthread_mutex_destroy(&vs->source_lock);
     pthread_mutex_destroy(&vs->lock);
     ptc_free(vs);
 }

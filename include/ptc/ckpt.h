@@ -935,6 +935,14 @@ PTC_API int ptc_ckpt_hosts_recover_over(const ptc_transport *t, int host, ptc_st
 PTC_API int ptc_ckpt_hosts_local_version(ptc_store *s, uint64_t version, uint64_t *local);
 
 /**
+ * The version across hosts that local version @p info (of ptc_store_versions
+ * or ptc_store_reader_version) is this host's part of, from its metadata
+ * (`ptc.hosts`); 0 for an ordinary version. Whether that version was
+ * committed across hosts is the journal's to say (ptc_ckpt_host_state_read).
+ */
+PTC_API uint64_t ptc_ckpt_hosts_part_of(const ptc_version_info *info);
+
+/**
  * The newest version across hosts older than @p below whose committed part
  * store @p s holds (*@p version 0: none), read from the journal and the
  * versions' metadata (non-collective). A resume that cannot read the newest

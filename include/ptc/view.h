@@ -348,6 +348,17 @@ typedef struct ptc_view_store_options {
      * (ptc_store_block_cache); 0: PTC_STORE_BLOCK_CACHE_DEFAULT (256 MiB);
      * less than one block (1 MiB, e.g. 1) keeps none. */
     uint64_t block_cache;
+    /** Where the model files of version V of the store are read from; NULL:
+     * the store's version V itself. Called (from any serving thread, not
+     * concurrently for one version) when V is opened, which may take long:
+     * `ptc mount --across-hosts` gathers a part of a store spread over hosts
+     * into a whole version of another store first. @p store is the view's
+     * own. Sets *@p from (not owned; outliving the view) and *@p as, the
+     * version in it; returns PTC_OK or an error, which the read that opened
+     * V returns. */
+    int (*source)(void *user, ptc_store *store, uint64_t version, ptc_store **from,
+                  uint64_t *as);
+    void *source_user; /**< its @p user */
 } ptc_view_store_options;
 
 /**

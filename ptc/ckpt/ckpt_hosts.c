@@ -932,6 +932,11 @@ static uint64_t meta_version(const char *meta_json)
     return r.version;
 }
 
+uint64_t ptc_ckpt_hosts_part_of(const ptc_version_info *info)
+{
+    return info && info->metadata_json ? meta_version(info->metadata_json) : 0;
+}
+
 int ptc_ckpt_hosts_local_version(ptc_store *s, uint64_t version, uint64_t *local)
 {
     *local = 0;

@@ -192,7 +192,8 @@ class ViewStat(Structure):
 
 
 class ViewStoreOptions(Structure):
-    _fields_ = [("vfile_cache", c_size_t), ("block_cache", c_uint64)]
+    _fields_ = [("vfile_cache", c_size_t), ("block_cache", c_uint64), ("source", c_void_p),
+                ("source_user", c_void_p)]
 
 
 class CkptKv(Structure):
