@@ -161,7 +161,12 @@ int ptc_cli_gather_source(void *user, ptc_store *store, uint64_t version, ptc_st
     char out[8192];
     if ((rc = run(g, G, cfg, out, sizeof out)) < 0)
         return rc;
-    json_t *o = json_loads(out, 0, NULL);
+    /* its report: the last line that starts a JSON object (mpirun may say more) */
+    const char *line = NULL;
+    for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (*p == '{')
+            line = p;
+    json_t *o = line ? json_loads(line, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
     json_t *w = json_object_get(o, "version");
     uint64_t written = json_is_integer(w) ? (uint64_t)json_integer_value(w) : 0;
     json_decref(o);

@@ -469,9 +469,16 @@ static int get_layout_locked(ptc_view_store *vs, ptc_store_reader *r, uint64_t v
     return rc == PTC_OK ? PTC_OK : PTC_E_NOTFOUND; /* a CFG that does not fit: no such dir */
 }
 
-static int version_info_text(ptc_store_reader *r, char **out, uint64_t *size)
+/* info.json of version @p v read through @p r: a version read from
+ * elsewhere (vs->source) is described by its record in the view's store
+ * (number, parent, time, step), its tensors by the copy read. */
+static int version_info_text(ptc_view_store *vs, uint64_t v, ptc_store_reader *r, char **out,
+                             uint64_t *size)
 {
     const ptc_version_info *vi = ptc_store_reader_version(r);
+    ptc_store_reader *own = NULL;
+    if (vs->source && ptc_store_reader_open(&own, vs->store, v) == PTC_OK)
+        vi = ptc_store_reader_version(own);
     json_t *tensors = json_array();
     size_t nt = ptc_store_reader_tensor_count(r);
     for (size_t i = 0; tensors && i < nt; i++) {
@@ -493,6 +500,7 @@ static int version_info_text(ptc_store_reader *r, char **out, uint64_t *size)
                           "bytes", (json_int_t)vi->bytes, "tensors", tensors);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
+    ptc_store_reader_close(own);
     if (!s)
         return ptc_error_set(PTC_E_NOMEM, "out of memory formatting info.json");
     size_t l = strlen(s);
@@ -573,7 +581,7 @@ static int get_file(ptc_view_store *vs, const ptc_view_node *n, struct vs_file *
     f->node = *n;
     snprintf(f->cfg, sizeof f->cfg, "%s", key);
     ptc_vfile *vf = NULL;
-    int rc = n->kind == PTC_VIEW_MODEL_INFO ? version_info_text(rd->r, &f->text, &f->size)
+    int rc = n->kind == PTC_VIEW_MODEL_INFO ? version_info_text(vs, n->version, rd->r, &f->text, &f->size)
                                             : file_build(vs, f, rd, &vf);
     pthread_mutex_lock(&vs->lock);
     f->next = vs->all;

@@ -66,6 +66,12 @@ cmp -s "$T/mnt/models/$V/model.safetensors" "$T/ref.safetensors" && ok ||
     bad "the gathered model differs from the reference: $(cat "$T/tmp"/ptc-gathered.*.log 2>/dev/null | tail -5)"
 cmp -s "$T/mnt/models/$V/dp1-tp1-pp3/rank-1.safetensors" "$T/mref/models/1/dp1-tp1-pp3/rank-1.safetensors" &&
     ok || bad "a pp=3 rank file differs from the whole store's"
+# its info.json: the part's record (number), the tensors of the copy
+python3 -c '
+import json, sys
+i = json.load(open(sys.argv[1]))
+assert i["version"] == int(sys.argv[2]) and i["config"].startswith("dp=1,tp=3") and i["tensor_count"] > 0, i
+' "$T/mnt/models/$V/info.json" "$V" && ok || bad "info.json: $(cat "$T/mnt/models/$V/info.json")"
 read -r _ n <<<"$(newest "$(echo "$T/tmp"/ptc-gathered.??????)")"
 [ "$n" = 1 ] && ok || bad "the gathered store holds $n versions, not 1"
 cmp -s "$T/mnt/models/$I/model.safetensors" "$T/ref.safetensors" && ok || bad "the ordinary version"
