@@ -688,7 +688,8 @@ static int follow_job(ptc_elastic *e, bool *by_signal)
  * go? mpirun starts a daemon on every host of the hostfile, and one that
  * cannot call back fails the launch unnamed (a host cut off the network is
  * not always named before the job ends either). Probes those hosts and
- * drops every slot of each that cannot run a process; how many those are. */
+ * drops every slot of each that cannot run a process (unless none can: then
+ * the launcher or the program is at fault); how many were dropped. */
 static int probe_lost(ptc_elastic *e, double *took)
 {
     double t0 = now();
@@ -705,9 +706,12 @@ static int probe_lost(ptc_elastic *e, double *took)
         return 0;
     *took = now() - t0;
     for (int i = 0; i < n; i++)
+        lost += !up[i];
+    if (lost == n) /* no host runs anything: the launcher or the program, not the hosts */
+        return 0;
+    for (int i = 0; i < n; i++)
         if (!up[i]) {
             e->hosts[at[i]].failed = e->hosts[at[i]].slots;
-            lost++;
             char line[400];
             snprintf(line, sizeof line, "ptc: warning: elastic: host %s cannot run a process "
                      "(probed after the launch failed): its slots are dropped", names[i]);

@@ -35,6 +35,7 @@ typedef struct seen {
     ptc_elastic_event ev[8];
     int nev;
     int out_steps, err_lines;
+    char err[2048]; /* the stderr lines, as far as they fit */
 } seen;
 
 static void on_event(const ptc_elastic_event *ev, void *user)
@@ -48,8 +49,11 @@ static void on_event(const ptc_elastic_event *ev, void *user)
 static void on_output(const char *line, bool is_stderr, void *user)
 {
     seen *s = user;
-    if (is_stderr)
+    if (is_stderr) {
         s->err_lines++;
+        size_t n = strlen(s->err);
+        snprintf(s->err + n, sizeof s->err - n, "%s\n", line);
+    }
     else if (!strncmp(line, "step ", 5))
         s->out_steps++;
 }
@@ -603,6 +607,71 @@ static void test_node_local(void **state)
     ptc_elastic_destroy(e);
 }
 
+/* A launch that fails before its first step naming no process (a daemon
+ * that cannot call back): the controller probes the hostfile's hosts, drops
+ * every slot of one that cannot run a process and relaunches without it;
+ * when no host can, the launcher is at fault: the job's error, nothing
+ * dropped. */
+static void test_probe_drops_host(void **state)
+{
+    (void)state;
+    char script[300], hostfile[300], alldown[300];
+    snprintf(script, sizeof script, "%s/mpirun-probe", dir);
+    snprintf(hostfile, sizeof hostfile, "%s/hosts-probe", dir);
+    snprintf(alldown, sizeof alldown, "%s/all-down", dir);
+    FILE *f = fopen(script, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\n"
+               "hf=; for a in \"$@\"; do [ \"$prev\" = --hostfile ] && hf=$a; prev=$a; done\n"
+               "case \"$*\" in *' --version')\n"
+               "  echo \"PROBE $(cat \"$hf\")\" >> '%s'\n"
+               "  [ -e '%s' ] && exit 1\n"
+               "  grep -q node-b \"$hf\" && exit 1\n"
+               "  exit 0 ;;\n"
+               "esac\n"
+               "echo \"LAUNCH $(tr '\\n' ' ' < \"$hf\")\" >> '%s'\n"
+               "echo 'ORTE was unable to reliably start one or more daemons.' >&2\n"
+               "exit 1\n",
+            log_path, alldown, log_path);
+    fclose(f);
+    assert_int_equal(chmod(script, 0755), 0);
+    f = fopen(hostfile, "w");
+    assert_non_null(f);
+    fputs("node-a slots=2\nnode-b slots=2\n", f);
+    fclose(f);
+    for (int all = 0; all < 2; all++) {
+        unlink(log_path);
+        if (all && (f = fopen(alldown, "w")))
+            fclose(f);
+        seen s = {0};
+        ptc_elastic_opts o;
+        opts_for(&o, &s);
+        o.slots = -1;
+        o.hostfile = hostfile;
+        o.mpirun = script;
+        ptc_elastic *e = NULL;
+        assert_int_equal(ptc_elastic_create(&e, &o), PTC_OK);
+        ptc_elastic_result res;
+        assert_int_equal(ptc_elastic_run(e, &res), PTC_E_IO);
+        ptc_elastic_destroy(e);
+        const char *log = read_log();
+        assert_non_null(strstr(ptc_last_error(), "the job failed before its first step"));
+        assert_non_null(strstr(log, "LAUNCH node-a slots=2 node-b slots=2 \n"));
+        assert_non_null(strstr(log, "PROBE node-a slots=1\n"));
+        assert_non_null(strstr(log, "PROBE node-b slots=1\n"));
+        const char *warn = "ptc: warning: elastic: host node-b cannot run a process (probed "
+                           "after the launch failed): its slots are dropped\n";
+        if (!all) { /* node-b dropped: the relaunch on node-a alone, whose failure ends it */
+            assert_non_null(strstr(log, "LAUNCH node-a slots=2 \n"));
+            assert_non_null(strstr(s.err, warn));
+        } else { /* nothing dropped, no relaunch */
+            assert_null(strstr(log, "LAUNCH node-a slots=2 \n"));
+            assert_null(strstr(s.err, "cannot run a process"));
+        }
+    }
+    unlink(alldown);
+}
+
 /* elastic_probe: one launch per host, each given a hostfile naming that host
  * alone and `-np 1 PROG --version`; a launch that fails or outlives the
  * timeout is a host that cannot run a process (and is killed). */
@@ -667,6 +736,7 @@ int main(void)
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_node_local),
         cmocka_unit_test(test_probe),
+        cmocka_unit_test(test_probe_drops_host),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
