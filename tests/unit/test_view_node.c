@@ -759,12 +759,84 @@ static void test_store(void **state)
     sh("rm -rf '%s'", tmp);
 }
 
+/* ptc_view_store_options.source (what ptc mount --across-hosts uses): the
+ * model files of a version are read from the store and version the source
+ * names, its info.json is the view's own record of it with the tensors read;
+ * a source's error is the read's. */
+static ptc_store *src_store;
+static int src_calls;
+static int source_other(void *user, ptc_store *store, uint64_t version, ptc_store **from,
+                        uint64_t *as)
+{
+    (void)user;
+    (void)store;
+    src_calls++;
+    if (version == 2)
+        return ptc_error_set(PTC_E_IO, "no copy of version 2");
+    *from = src_store;
+    *as = 2;
+    return PTC_OK;
+}
+
+static void test_store_source(void **state)
+{
+    (void)state;
+    const char *ptc = getenv("PTC");
+    if (!ptc)
+        skip();
+    char td[64], dir[300], dir2[300], p[300];
+    snprintf(td, sizeof td, "/tmp/ptc-view-source.XXXXXX");
+    assert_non_null(mkdtemp(td));
+    sh("'%s' synth --preset llama-tiny --seed 3 --out %s/a.safetensors", ptc, td);
+    sh("'%s' synth --preset llama-tiny --seed 4 --out %s/b.safetensors", ptc, td);
+    sh("'%s' import --store %s/s --config tp=2 --rules llama %s/a.safetensors >/dev/null", ptc,
+       td, td);
+    sh("'%s' import --store %s/s --config tp=2 --rules llama %s/a.safetensors >/dev/null", ptc,
+       td, td);
+    for (int i = 0; i < 2; i++) /* the copy: version 2 of s2 */
+        sh("'%s' import --store %s/s2 --config tp=2 --rules llama %s/b.safetensors >/dev/null",
+           ptc, td, td);
+    sh("'%s' export --store %s/s2 --out %s/b2.safetensors >/dev/null", ptc, td, td);
+    snprintf(dir, sizeof dir, "%s/s", td);
+    snprintf(dir2, sizeof dir2, "%s/s2", td);
+    ptc_store *store;
+    assert_int_equal(ptc_store_open(&store, dir, 0), PTC_OK);
+    assert_int_equal(ptc_store_open(&src_store, dir2, 0), PTC_OK);
+    ptc_view_store_options o = {.source = source_other};
+    ptc_view_store *vs;
+    assert_int_equal(ptc_view_store_create(&vs, NULL, &o), PTC_OK);
+    assert_int_equal(ptc_view_store_attach(vs, store, false), PTC_OK);
+    ptc_view *v = ptc_view_store_view(vs);
+    static uint8_t got[1 << 20], want[1 << 20];
+    size_t n = read_chunks(v, "/models/1/model.safetensors", NULL, got, sizeof got, 65536);
+    snprintf(p, sizeof p, "%s/b2.safetensors", td);
+    assert_int_equal(slurp(p, want, sizeof want), n);
+    assert_memory_equal(got, want, n); /* s2's version 2, not s's version 1 */
+    n = read_chunks(v, "/models/1/info.json", NULL, got, sizeof got - 1, 4096);
+    got[n] = 0;
+    assert_non_null(strstr((char *)got, "{\"version\":1,\"parent\":0,"));
+    assert_non_null(strstr((char *)got, "\"tensor_count\":"));
+    int calls = src_calls;
+    read_chunks(v, "/models/1/dp1-tp2-pp1/rank-0.safetensors", NULL, got, sizeof got, 65536);
+    assert_int_equal(src_calls, calls); /* the version stays open: asked once */
+    ptc_view_handle *h = NULL;
+    int rc = ptc_view_node_resolve(v, "/models/2/model.safetensors", &h);
+    ptc_view_node_release(h);
+    assert_int_equal(rc, PTC_E_IO);
+    assert_non_null(strstr(ptc_last_error(), "no copy of version 2"));
+    ptc_view_store_destroy(vs);
+    ptc_store_close(src_store);
+    ptc_store_close(store);
+    sh("rm -rf %s", td);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step_files), cmocka_unit_test(test_segs),
         cmocka_unit_test(test_other_files), cmocka_unit_test(test_refcount),
         cmocka_unit_test(test_threads),    cmocka_unit_test(test_store),
+        cmocka_unit_test(test_store_source),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
