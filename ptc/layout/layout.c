@@ -623,12 +623,15 @@ static int check_info(const ptc_tensor_info *ti, size_t i)
     if (ti->ndim < 0 || ti->ndim > PTC_MAX_DIMS)
         return ptc_error_set(PTC_E_INVAL, "tensor '%s': %d dims (0..%d allowed)",
                              ptc_layout_clip(ti->name, cb), ti->ndim, PTC_MAX_DIMS);
+    /* the product of the nonzero extents: every partial product the layout
+     * takes (the volume beside a split dim, a shard's) fits too, also for
+     * an empty tensor (a zero extent) */
     int64_t v = 1;
     for (int e = 0; e < ti->ndim; e++) {
         if (ti->shape[e] < 0)
             return ptc_error_set(PTC_E_INVAL, "tensor '%s': negative extent in dim %d",
                                  ptc_layout_clip(ti->name, cb), e);
-        if (ptc_mul_overflow_i64(v, ti->shape[e], &v))
+        if (ti->shape[e] && ptc_mul_overflow_i64(v, ti->shape[e], &v))
             return ptc_error_set(PTC_E_RANGE, "tensor '%s': element count overflows",
                                  ptc_layout_clip(ti->name, cb));
     }
