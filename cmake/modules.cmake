@@ -133,7 +133,8 @@ function(ptc_module_objects t name srcs link)
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fvisibility=hidden>)
   if(PTC_FUZZ)
     target_compile_options(${t} PRIVATE
-      $<$<COMPILE_LANGUAGE:C>:-fsanitize=fuzzer-no-link,address,undefined>)
+      $<$<COMPILE_LANGUAGE:C>:-fsanitize=fuzzer-no-link,address,undefined>
+      $<$<COMPILE_LANGUAGE:C>:-fno-sanitize-recover=undefined>)
   endif()
   target_link_libraries(${t} PUBLIC ${link})
 endfunction()
