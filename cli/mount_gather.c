@@ -71,8 +71,8 @@ void ptc_cli_gather_fini(ptc_cli_gather *g)
 }
 
 /* Run the gather of version @p G across hosts under configuration @p cfg:
- * its standard output (one JSON object) into @p out, its errors appended to
- * DIR/gather.log. PTC_OK when it exited 0. */
+ * its standard output (its JSON report last) into @p out, its errors appended
+ * to DIR2.log. PTC_OK when it exited 0. */
 static int run(ptc_cli_gather *g, uint64_t G, const char *cfg, char *out, size_t cap)
 {
     char ver[32], script[4096], log[PATH_MAX + 16];
@@ -103,11 +103,15 @@ static int run(ptc_cli_gather *g, uint64_t G, const char *cfg, char *out, size_t
         close(p[0]);
         return ptc_error_set(PTC_E_IO, "cannot run /bin/sh: %s", strerror(err));
     }
+    /* read to the end (a job blocked on a full pipe would never exit), keeping
+     * the last half buffer: the report is the last line */
     size_t got = 0;
     ssize_t n;
     while ((n = read(p[0], out + got, cap - 1 - got)) > 0 || (n < 0 && errno == EINTR))
-        if (n > 0 && (got += (size_t)n) == cap - 1)
-            break;
+        if (n > 0 && (got += (size_t)n) == cap - 1) {
+            memmove(out, out + got - cap / 2, cap / 2);
+            got = cap / 2;
+        }
     out[got] = 0;
     close(p[0]);
     int st = 0;

@@ -43,12 +43,14 @@ echo "part of version 2: local version $V; the import: $I"
 rm -rf "$T/disks/h2"/*
 
 # the launcher: mpirun over hosts 0 and 1 (process 0 on host 0), the paths of
-# host 0's disk as the hosts see it ($T/private)
+# host 0's disk as the hosts see it ($T/private), after 108 KB of chatter on
+# its standard output
 printf '10.177.0.1 slots=1\n10.177.0.2 slots=1\n' >"$T/hosts2"
 {
     echo '#!/bin/bash'
     printf 'from=%q to=%q args=()\n' "$H0/" "$T/private/"
     echo 'for a in "$@"; do args+=("${a//"$from"/"$to"}"); done'
+    echo 'seq 1 20000 # a chatty launcher: 108 KB before the report, which the mount must find'
     printf 'exec ip netns exec %q mpirun --allow-run-as-root --hostfile %q --map-by slot --bind-to none' \
         "$NET-l" "$T/hosts2"
     printf ' %q' "${NET_MPI_OPTS[@]}"
