@@ -80,7 +80,7 @@ kill_trial() {
         --keep-local 2 ${KILL_EXTRA:-} >"$T/a.out" 2>"$T/a.err" &
     local mpid=$!
     if [ -z "$hook" ]; then
-        for _ in $(seq 600); do grep -q "^step $step " "$T/a.out" 2>/dev/null && break; sleep 0.05; done
+        for _ in $(seq 3000); do grep -q "^step $step " "$T/a.out" 2>/dev/null && break; sleep 0.01; done
         sleep "$(awk -v d="$delay" 'BEGIN{printf "%.3f", d / 1000}')"
         for pid in $(ip netns pids "$NET-h$victim"); do
             case "$(cat /proc/$pid/comm 2>/dev/null)" in ptc*) kill -9 "$pid" ;; esac
