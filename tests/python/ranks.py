@@ -79,6 +79,8 @@ class Rank:
                                            stdout=f, stderr=subprocess.STDOUT)
             self._mp = None
         else:
+            # the log exists before the rank runs: wait_for may read it at once
+            open(self.log, "ab").close()
             self._mp = _context().Process(target=_run, args=(script, self.args, dict(env),
                                                              self.log))
             self._mp.start()
