@@ -105,6 +105,37 @@ static char **spawn_env(char ***out)
     return *out;
 }
 
+/* Start @p argv (found on PATH) with environment @p env in a process group of
+ * its own (to stop together; the supervisor's signal handlers do not
+ * survive the exec): stdout and stderr on @p out and @p err, or with @p out
+ * < 0 all three standard streams on /dev/null. Returns 0 or an errno. */
+static int spawn_group(const char *const *argv, int out, int err, char *const *env, pid_t *pid)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    int e = posix_spawn_file_actions_init(&fa);
+    if (e != 0)
+        return e;
+    if ((e = posix_spawnattr_init(&at)) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        return e;
+    }
+    if (out >= 0) {
+        posix_spawn_file_actions_adddup2(&fa, out, STDOUT_FILENO);
+        posix_spawn_file_actions_adddup2(&fa, err, STDERR_FILENO);
+    } else {
+        posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    }
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&at, 0);
+    e = posix_spawnp(pid, argv[0], &fa, &at, (char *const *)argv, env);
+    posix_spawnattr_destroy(&at);
+    posix_spawn_file_actions_destroy(&fa);
+    return e;
+}
+
 int elastic_spawn(const char *const *argv, pid_t *pid, int *out_fd, int *err_fd)
 {
     int po[2], pe[2];
@@ -116,24 +147,9 @@ int elastic_spawn(const char *const *argv, pid_t *pid, int *out_fd, int *err_fd)
         close(po[1]);
         return rc;
     }
-    /* the job and its ranks: one process group, to stop together; the
-     * supervisor's signal handlers do not survive the exec */
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    int err = posix_spawn_file_actions_init(&fa);
-    if (err == 0 && (err = posix_spawnattr_init(&at)) != 0)
-        posix_spawn_file_actions_destroy(&fa);
-    if (err == 0) {
-        posix_spawn_file_actions_adddup2(&fa, po[1], STDOUT_FILENO);
-        posix_spawn_file_actions_adddup2(&fa, pe[1], STDERR_FILENO);
-        posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
-        posix_spawnattr_setpgroup(&at, 0);
-        char **own = NULL;
-        err = posix_spawnp(pid, argv[0], &fa, &at, (char *const *)argv, spawn_env(&own));
-        ptc_free(own);
-        posix_spawnattr_destroy(&at);
-        posix_spawn_file_actions_destroy(&fa);
-    }
+    char **own = NULL;
+    int err = spawn_group(argv, po[1], pe[1], spawn_env(&own), pid);
+    ptc_free(own);
     close(po[1]);
     close(pe[1]);
     if (err != 0) {
@@ -175,21 +191,7 @@ static int probe_start(const char *mpirun, const char *prog, const char *dir, co
         argv[n++] = "--allow-run-as-root";
     const char *rest[] = {"--hostfile", hf, "-np", "1", prog, "--version", NULL};
     memcpy(argv + n, rest, sizeof rest);
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    int err = posix_spawn_file_actions_init(&fa);
-    if (err == 0 && (err = posix_spawnattr_init(&at)) != 0)
-        posix_spawn_file_actions_destroy(&fa);
-    if (err == 0) {
-        posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-        posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-        posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-        posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
-        posix_spawnattr_setpgroup(&at, 0);
-        err = posix_spawnp(pid, argv[0], &fa, &at, (char *const *)argv, environ);
-        posix_spawnattr_destroy(&at);
-        posix_spawn_file_actions_destroy(&fa);
-    }
+    int err = spawn_group(argv, -1, -1, environ, pid);
     if (err != 0) {
         errno = err;
         return ptc_error_sys(PTC_E_IO, "cannot run %s", mpirun);
@@ -197,7 +199,8 @@ static int probe_start(const char *mpirun, const char *prog, const char *dir, co
     return PTC_OK;
 }
 
-/* Probes of hosts names[0..n-1] (n <= PROBE_WAVE) at once, hostfiles
+/* Probes of hosts names[0..n-1] (n <= PROBE_WAVE) at once (up[i] set for
+ * each that answered; the caller cleared them), hostfiles
  * probe.<i> in @p dir. */
 static int probe_wave(const char *mpirun, const char *prog, const char *dir,
                       const char *const *names, int n, double timeout, bool *up)
@@ -205,8 +208,6 @@ static int probe_wave(const char *mpirun, const char *prog, const char *dir,
     pid_t pid[PROBE_WAVE];
     bool done[PROBE_WAVE] = {0};
     int rc = PTC_OK, started = 0;
-    for (int i = 0; i < n; i++)
-        up[i] = false;
     while (started < n && rc == PTC_OK)
         if ((rc = probe_start(mpirun, prog, dir, names[started], started, &pid[started])) ==
             PTC_OK)
