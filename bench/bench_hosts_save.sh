@@ -22,11 +22,17 @@
 # Step time: the wall time between consecutive "step K" lines of rank 0 (a
 # step plus the step boundary, where a save's snapshot is taken and the
 # previous save must have committed), the first 2 steps left out (warm-up:
-# the first snapshot allocates its area). Prints a line per job and the
-# ratio; --json prints one JSON object instead.
+# the first snapshot allocates its area): "ratio". "ratio_steady" leaves out
+# the first 2 + 3 intervals too: the first --keep-local + 1 = 3 saves fill
+# the store with RAM never used before (no version dropped yet, so no spare
+# pack file to overwrite, docs/format.md §7), which this machine gives at
+# ~2.5 GB/s a core; from the 4th save on each one overwrites the files of
+# the version it dropped, the state a long job saving every step is in.
+# Prints a line per job and the ratios; --json prints one JSON object
+# instead.
 # Usage: bench/bench_hosts_save.sh [--json] [BUILD_DIR]
 #   BENCH_LAYERS, BENCH_HIDDEN (state size), BENCH_JITTER (J, ms),
-#   BENCH_STEPS override the defaults (11, 1024, 600, 10: 92M parameters, 1.1 GB of state).
+#   BENCH_STEPS override the defaults (11, 1024, 600, 16: 92M parameters, 1.1 GB of state).
 set -eu
 json=0
 if [ "${1:-}" = --json ]; then json=1; shift; fi
@@ -35,7 +41,7 @@ export PTC PTC_SRC
 PTC=$(cd "$B" && pwd)/ptc
 PTC_SRC=$(cd "$(dirname "$0")/.." && pwd)
 . "$PTC_SRC/tests/net/lib_net.sh"
-L=${BENCH_LAYERS:-11} H=${BENCH_HIDDEN:-1024} J=${BENCH_JITTER:-600} S=${BENCH_STEPS:-10}
+L=${BENCH_LAYERS:-11} H=${BENCH_HIDDEN:-1024} J=${BENCH_JITTER:-600} S=${BENCH_STEPS:-16}
 shm=/dev/shm/ptc-bench-$$
 mkdir -p "$T/disks" "$shm"
 mount -t tmpfs -o size=12g ptc-bench "$T/disks"
@@ -47,23 +53,28 @@ C=(--config tp=4 --schedule 1f1b --microbatches 2 --model "mlp:layers=$L,hidden=
     --seed 3 --timeout 600 --jitter "$J" --steps "$S")
 # rank 0's step lines, stamped as they come: the mean interval after step 2
 stamp() { while IFS= read -r l; do printf '%s %s\n' "$(date +%s.%N)" "$l"; done; }
+# interval_ms FILE FIRST: the mean interval of the steps after step FIRST
 interval_ms() {
-    awk '$2 == "step" && $3 >= 2 {if (p) {s += $1 - p; n++} p = $1} END{printf "%.1f", n ? 1000 * s / n : 0}' "$1"
+    awk -v f="$2" '$2 == "step" && $3 >= f {if (p) {s += $1 - p; n++} p = $1} END{printf "%.1f", n ? 1000 * s / n : 0}' "$1"
 }
 net_mpirun -np 4 "$PTC" train "${C[@]}" 2>"$T/plain.err" | stamp >"$T/plain.out" ||
     { cat "$T/plain.err" >&2; exit 1; }
 net_mpirun -np 4 "$PTC" train "${C[@]}" --store "$shm" --save-every 1 --save-async --replicas 1 \
     --keep-local 2 2>"$T/save.err" | stamp >"$T/save.out" || { cat "$T/save.err" >&2; exit 1; }
-plain=$(interval_ms "$T/plain.out") save=$(interval_ms "$T/save.out")
+plain=$(interval_ms "$T/plain.out" 2) save=$(interval_ms "$T/save.out" 2)
 ratio=$(awk -v a="$save" -v b="$plain" 'BEGIN{printf "%.3f", a / b}')
+plain_st=$(interval_ms "$T/plain.out" 5) save_st=$(interval_ms "$T/save.out" 5)
+ratio_st=$(awk -v a="$save_st" -v b="$plain_st" 'BEGIN{printf "%.3f", a / b}')
 # the state: the bytes of the collection a version holds (every tensor whole)
 state=$("$PTC" versions --store "$T/disks/h0" --json |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["versions"][-1]["bytes"])')
 if [ $json = 1 ]; then
-    printf '{"processes": 4, "hosts": 4, "model": "mlp:layers=%s,hidden=%s", "state_bytes": %s, "jitter_ms": %s, "steps": %s, "step_ms_without_saving": %s, "step_ms_saving_every_step": %s, "ratio": %s}\n' \
-        "$L" "$H" "$state" "$J" "$S" "$plain" "$save" "$ratio"
+    printf '{"processes": 4, "hosts": 4, "model": "mlp:layers=%s,hidden=%s", "state_bytes": %s, "jitter_ms": %s, "steps": %s, "step_ms_without_saving": %s, "step_ms_saving_every_step": %s, "ratio": %s, "steady_step_ms_without_saving": %s, "steady_step_ms_saving_every_step": %s, "ratio_steady": %s}\n' \
+        "$L" "$H" "$state" "$J" "$S" "$plain" "$save" "$ratio" "$plain_st" "$save_st" "$ratio_st"
 else
     printf 'state %s bytes over 4 processes; step without saving %s ms, saving every step (--save-async --replicas 1, memory tier) %s ms; ratio %s\n' \
         "$state" "$plain" "$save" "$ratio"
+    printf 'after the 3 saves that fill the store: without saving %s ms, saving every step %s ms; ratio_steady %s\n' \
+        "$plain_st" "$save_st" "$ratio_st"
 fi
 grep -h "warn\|MPI_THREAD" "$T/save.err" >&2 || true

@@ -850,8 +850,10 @@ static int keep_newest(ptc_store *s, uint64_t g, int keep, uint64_t pin)
         }
     }
     ptc_store_versions_free(vs, n);
+    /* the dropped files are kept as spares for the next save to overwrite
+     * (saves every step on RAM: no pages freed and faulted in again) */
     if (rc == PTC_OK && dropped)
-        rc = ptc_store_gc(s, NULL);
+        rc = ptc_store_gc_recycle(s, NULL);
     return rc;
 }
 

@@ -7,10 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "ptc/store/store_internal.h"
+#include "ptc/store/store_ranks.h"
 #include "base/util_internal.h"
 
 /* A (pack version, pack rank, offset) triple; offset UINT64_MAX for a file. */
@@ -196,6 +198,8 @@ static int referenced_packs(ptc_store *s, MDB_txn *txn, key_set *ref)
 typedef struct gc_run {
     ptc_store *s;
     int lock_fd;
+    bool recycle; /* files no reader holds go to packs/spare (ptc_store_gc_recycle) */
+    int sfd;      /* packs/spare, opened at the first such file; -1 before */
     key_set ref;      /* pack files referenced, as of metadata txn `txnid` */
     uint64_t *ids;    /* dataset ids referenced, the same */
     size_t nids;
@@ -327,6 +331,76 @@ static bool is_dataset_file(const char *n)
     return parse_dataset_file(n, &id);
 }
 
+/* ---- spare pack files ------------------------------------------------------------------ */
+
+/* A recycling gc (ptc_store_gc_recycle: saves that drop their oldest
+ * version at every commit) moves an unreferenced rank file that no reader
+ * holds to packs/spare/rank-<R>.pack instead of unlinking it, and the next
+ * writer of that rank name renames it into its version and overwrites it in
+ * place (store_write.c): the pages or blocks are not freed and allocated
+ * again at every save. A reader holds a shared flock on each pack file it
+ * opens (store_read.c); a file whose exclusive flock gc cannot have is being
+ * read and is unlinked as always, so the reader keeps its bytes. */
+
+/* Move @p name (an unreferenced rank file of directory @p vfd) to
+ * packs/spare, or remove it if a reader holds it or it cannot be moved. */
+static int recycle_file(gc_run *g, int pfd, int vfd, const char *rel, const char *name,
+                        uint64_t *size)
+{
+    ptc_store *s = g->s;
+    int fd = openat(vfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    bool mine = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+                flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (mine && g->sfd < 0) {
+        if (mkdirat(pfd, PTC_STORE_SPARE_DIR, 0755) != 0 && errno != EEXIST)
+            mine = false;
+        else
+            g->sfd = openat(pfd, PTC_STORE_SPARE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                            O_CLOEXEC);
+        mine = mine && g->sfd >= 0;
+    }
+    /* a spare of the same name (an older version's) is replaced: freed */
+    if (mine && renameat(vfd, name, g->sfd, name) == 0) {
+        *size = (uint64_t)st.st_size;
+        close(fd); /* the flock goes with it */
+        return PTC_OK;
+    }
+    if (fd >= 0)
+        close(fd);
+    return ptc_store_remove_file(s, vfd, rel, name, size);
+}
+
+/* Remove every file of packs/spare, then the directory itself unless
+ * @p keep_dir. A spare left by an earlier recycling gc that no writer
+ * took since (the ranks changed) is stale. */
+static int clear_spares(ptc_store *s, int pfd, bool keep_dir, ptc_store_gc_stats *st)
+{
+    static const char rel[] = "packs/" PTC_STORE_SPARE_DIR;
+    int sfd = openat(pfd, PTC_STORE_SPARE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0) {
+        if (errno == ENOENT)
+            return PTC_OK;
+        if (errno == ENOTDIR || errno == ELOOP)
+            return ptc_store_foreign(s, pfd, "packs", PTC_STORE_SPARE_DIR);
+        return ptc_error_sys(PTC_E_IO, "open %s/%s", s->dir, rel);
+    }
+    name_list files = {0};
+    int rc = list_dir(sfd, rel, is_rank_file, &files);
+    for (size_t i = 0; i < files.n && rc == PTC_OK; i++) {
+        uint64_t sz;
+        if ((rc = ptc_store_remove_file(s, sfd, rel, files.v[i], &sz)) == PTC_OK && st) {
+            st->files_removed++;
+            st->bytes_removed += sz;
+        }
+    }
+    ptc_free(files.v);
+    close(sfd);
+    if (rc == PTC_OK && !keep_dir && unlinkat(pfd, PTC_STORE_SPARE_DIR, AT_REMOVEDIR) == 0 && st)
+        st->dirs_removed++;
+    return rc;
+}
+
 /* Everything inside the store is reached by handle from its root and no link
  * is followed: an entry gc would touch that is a link (or not what the store
  * makes) stops gc with an error naming it, nothing removed through it. */
@@ -358,7 +432,8 @@ static int gc_vdir(gc_run *g, int pfd, const char *vname)
         if (set_has(&g->ref, &k))
             continue;
         uint64_t sz;
-        if ((rc = ptc_store_remove_file(s, vfd, rel, files.v[i], &sz)) < 0)
+        if ((rc = g->recycle ? recycle_file(g, pfd, vfd, rel, files.v[i], &sz)
+                             : ptc_store_remove_file(s, vfd, rel, files.v[i], &sz)) < 0)
             break;
         removed = true;
         st->files_removed++;
@@ -420,11 +495,11 @@ static int gc_datasets(gc_run *g, int pfd)
     return rc;
 }
 
-int ptc_store_gc(ptc_store *s, ptc_store_gc_stats *stats)
+static int store_gc(ptc_store *s, bool recycle, ptc_store_gc_stats *stats)
 {
     if (stats)
         memset(stats, 0, sizeof *stats);
-    gc_run g = {.s = s, .lock_fd = -1};
+    gc_run g = {.s = s, .lock_fd = -1, .recycle = recycle, .sfd = -1};
     int pfd = -1;
     name_list vdirs = {0};
     int rc;
@@ -437,6 +512,10 @@ int ptc_store_gc(ptc_store *s, ptc_store_gc_stats *stats)
     }
     if (rc < 0 || (rc = list_dir(pfd, "packs", is_vdir, &vdirs)) < 0)
         goto out_unlock;
+    /* the spares no writer took since the last recycling gc go first; a
+     * plain gc leaves none */
+    if ((rc = clear_spares(s, pfd, recycle, &g.st)) < 0)
+        goto out_unlock;
     for (size_t i = 0; i < vdirs.n && rc == PTC_OK; i++)
         rc = gc_vdir(&g, pfd, vdirs.v[i]);
     if (rc == PTC_OK && (g.st.files_removed || g.st.dirs_removed))
@@ -446,6 +525,8 @@ int ptc_store_gc(ptc_store *s, ptc_store_gc_stats *stats)
 out_unlock:
     if (pfd >= 0)
         close(pfd);
+    if (g.sfd >= 0)
+        close(g.sfd);
     ptc_free(vdirs.v);
     ptc_free(g.ref.k);
     ptc_free(g.ids);
@@ -453,6 +534,16 @@ out_unlock:
     if (stats)
         *stats = g.st;
     return rc;
+}
+
+int ptc_store_gc(ptc_store *s, ptc_store_gc_stats *stats)
+{
+    return store_gc(s, false, stats);
+}
+
+int ptc_store_gc_recycle(ptc_store *s, ptc_store_gc_stats *stats)
+{
+    return store_gc(s, true, stats);
 }
 
 /* ---- info ------------------------------------------------------------------------------ */
@@ -682,7 +773,7 @@ int ptc_store_remove_empty(const char *dir, bool remove_dir)
     /* the payload side first: if it holds anything, nothing is removed */
     rc = ptc_store_subdir(s, "packs", false, &pfd);
     if (rc == PTC_OK) {
-        if ((rc = remove_empty_packs(s, pfd)) < 0)
+        if ((rc = clear_spares(s, pfd, false, NULL)) < 0 || (rc = remove_empty_packs(s, pfd)) < 0)
             goto out_close;
         if (unlinkat(s->rootfd, "packs", AT_REMOVEDIR) != 0) {
             rc = ptc_error_sys(PTC_E_IO, "remove %s/packs", dir);

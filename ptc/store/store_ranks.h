@@ -102,4 +102,16 @@ int ptc_store_writer_set_origin(ptc_store_writer *w, const char *step, uint64_t 
  * foreign entry in its place (a symbolic link) is an error, never followed. */
 int ptc_store_remove_vdir(ptc_store *s, uint64_t v, uint64_t *files, uint64_t *bytes);
 
+/* The spare pack files' directory, under packs/ (docs/format.md §7). */
+#define PTC_STORE_SPARE_DIR "spare"
+
+/* ptc_store_gc, except that an unreferenced rank file no reader holds is
+ * kept as packs/spare/rank-<R>.pack (replacing an older spare of that
+ * name, the spares no writer took since the last such gc removed), for the
+ * next writer of rank R to overwrite in place (ptc_store_writer): for saves
+ * that drop their oldest version at each commit, so that the pages or disk
+ * blocks are not freed and allocated again at every save. A moved file
+ * counts as removed in @p stats. A plain ptc_store_gc removes the spares. */
+int ptc_store_gc_recycle(ptc_store *s, ptc_store_gc_stats *stats);
+
 #endif

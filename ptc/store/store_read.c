@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -477,6 +479,20 @@ int ptc_store_reader_shard(const ptc_store_reader *r, size_t t, uint32_t rank,
 
 /* ---- block access -------------------------------------------------------------------- */
 
+/* Take the shared flock of pack file @p f (entry @p name of @p dfd) and
+ * check that the entry is still @p f. */
+static bool still_in_place(int dfd, const char *name, int f)
+{
+    int rc;
+    while ((rc = flock(f, LOCK_SH)) != 0 && errno == EINTR)
+        ;
+    if (rc != 0) /* no flock here (ENOLCK, EINVAL): nothing recycles beside it either */
+        return true;
+    struct stat a, b;
+    return fstat(f, &a) == 0 && fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 static int get_fd(ptc_store_reader *r, uint64_t v, uint32_t rank, int *fd)
 {
     int rc = PTC_OK;
@@ -497,6 +513,16 @@ static int get_fd(ptc_store_reader *r, uint64_t v, uint32_t rank, int *fd)
     if ((rc = ptc_store_subdir(r->s, rel, false, &dfd)) < 0)
         goto out_unlock;
     int f = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* held shared while open: a recycling gc moves a file away to be
+     * overwritten only when it gets it exclusively (store_maint.c), so a
+     * file still in place once held is this version's for as long as the
+     * reader has it; one moved meanwhile is missing, as if removed. A file
+     * system without flock has no recycling gc beside it (a local store). */
+    if (f >= 0 && !still_in_place(dfd, name, f)) {
+        close(f);
+        f = -1;
+        errno = ENOENT;
+    }
     if (f < 0) {
         int e = errno;
         if (e == ELOOP)

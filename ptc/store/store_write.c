@@ -13,16 +13,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include "ptc/store/store_internal.h"
+#include "ptc/store/store_ranks.h"
 #include "base/util_internal.h"
 
 typedef struct rank_state {
     bool mine;   /* this writer may write this rank */
     int fd;      /* pack file, -1 until the first shard */
+    bool spare;  /* it was a spare (overwritten in place: its tail cut at the sync) */
     uint64_t off;
     char *path;  /* the pack file */
     bool open;   /* a shard is being streamed */
@@ -304,7 +307,37 @@ static int push_rec(rank_state *rs, const ptc_shard_rec *rec)
     return PTC_OK;
 }
 
-/* Create the rank's pack file (with its header) on first use. */
+/* The spare pack file @p name (packs/spare, left by a recycling gc: no
+ * version references it, no reader held it) renamed into directory @p vfd
+ * and opened for writing in place; -1 if there is none or it is not a
+ * plain file of its own (a link, a file with other names: left alone). */
+static int take_spare(const ptc_store_writer *w, int vfd, const char *name)
+{
+    const int dflags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    int pfd = openat(w->s->rootfd, "packs", dflags);
+    int sfd = pfd >= 0 ? openat(pfd, PTC_STORE_SPARE_DIR, dflags) : -1;
+    struct stat st;
+    bool moved = sfd >= 0 && fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                 S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+                 renameat2(sfd, name, vfd, name, RENAME_NOREPLACE) == 0;
+    if (sfd >= 0)
+        close(sfd);
+    if (pfd >= 0)
+        close(pfd);
+    if (!moved)
+        return -1;
+    int fd = openat(vfd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1)) {
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0)
+        unlinkat(vfd, name, 0); /* then made anew */
+    return fd;
+}
+
+/* Create the rank's pack file (with its header) on first use: a spare of
+ * its name if there is one, else a new file. */
 static int open_pack(ptc_store_writer *w, uint32_t rank)
 {
     rank_state *rs = &w->ranks[rank];
@@ -320,7 +353,10 @@ static int open_pack(ptc_store_writer *w, uint32_t rank)
      * file already there (no writer of this version made it) is not ours */
     int vfd, fd;
     PTC_TRY(ptc_store_subdir(w->s, rel, true, &vfd));
-    int rc = ptc_store_create_file(w->s, vfd, rel, name, O_WRONLY, &fd);
+    int rc = PTC_OK;
+    rs->spare = (fd = take_spare(w, vfd, name)) >= 0;
+    if (!rs->spare)
+        rc = ptc_store_create_file(w->s, vfd, rel, name, O_WRONLY, &fd);
     close(vfd);
     PTC_TRY(rc);
     uint8_t h[PTC_PACK_HEADER_SIZE] = {0};
@@ -550,6 +586,8 @@ static int sync_packs(ptc_store_writer *w)
             continue;
         char path[4096];
         PTC_TRY(ptc_store_pack_path(path, sizeof path, w->s->dir, w->version, r));
+        if (rs->spare && ftruncate(rs->fd, (off_t)rs->off) != 0)
+            return ptc_error_sys(PTC_E_IO, "truncate %s", path);
         PTC_TRY(ptc_fsync(rs->fd, path));
         any = true;
     }
