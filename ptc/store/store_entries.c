@@ -159,6 +159,31 @@ int ptc_store_create_file(const ptc_store *s, int dfd, const char *rel, const ch
                          name);
 }
 
+int ptc_store_take_spare(const ptc_store *s, int vfd, const char *name)
+{
+    const int dflags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    int pfd = openat(s->rootfd, "packs", dflags);
+    int sfd = pfd >= 0 ? openat(pfd, PTC_STORE_SPARE_DIR, dflags) : -1;
+    struct stat st;
+    bool moved = sfd >= 0 && fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                 S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+                 renameat2(sfd, name, vfd, name, RENAME_NOREPLACE) == 0;
+    if (sfd >= 0)
+        close(sfd);
+    if (pfd >= 0)
+        close(pfd);
+    if (!moved)
+        return -1;
+    int fd = openat(vfd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1)) {
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0)
+        unlinkat(vfd, name, 0); /* then made anew */
+    return fd;
+}
+
 int ptc_store_remove_file(const ptc_store *s, int dfd, const char *rel, const char *name,
                           uint64_t *size)
 {

@@ -60,6 +60,14 @@ int ptc_store_subdir(const ptc_store *s, const char *rel, bool create, int *fd);
  * access mode in @p oflags. */
 int ptc_store_create_file(const ptc_store *s, int dfd, const char *rel, const char *name,
                           int oflags, int *fd);
+/* The spare pack files' directory, under packs/ (docs/format.md §7). */
+#define PTC_STORE_SPARE_DIR "spare"
+/* The spare pack file @p name (packs/spare, left by a recycling gc: no
+ * version references it, no reader held it; docs/format.md §7) renamed into
+ * directory @p dfd and opened for writing in place: its descriptor, or -1
+ * if there is none or it is not a plain file of its own (a link, a file
+ * with other names: left alone). */
+int ptc_store_take_spare(const ptc_store *s, int dfd, const char *name);
 /* Remove the regular file @p name of directory handle @p dfd (store path
  * @p rel). A symbolic link or any other kind of entry is foreign: reported
  * (PTC_E_STORE), left alone. An absent entry is PTC_OK with *size 0.

@@ -102,9 +102,6 @@ int ptc_store_writer_set_origin(ptc_store_writer *w, const char *step, uint64_t 
  * foreign entry in its place (a symbolic link) is an error, never followed. */
 int ptc_store_remove_vdir(ptc_store *s, uint64_t v, uint64_t *files, uint64_t *bytes);
 
-/* The spare pack files' directory, under packs/ (docs/format.md §7). */
-#define PTC_STORE_SPARE_DIR "spare"
-
 /* ptc_store_gc, except that an unreferenced rank file no reader holds is
  * kept as packs/spare/rank-<R>.pack (replacing an older spare of that
  * name, the spares no writer took since the last such gc removed), for the

@@ -13,13 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include "ptc/store/store_internal.h"
-#include "ptc/store/store_ranks.h"
 #include "base/util_internal.h"
 
 typedef struct rank_state {
@@ -307,35 +305,6 @@ static int push_rec(rank_state *rs, const ptc_shard_rec *rec)
     return PTC_OK;
 }
 
-/* The spare pack file @p name (packs/spare, left by a recycling gc: no
- * version references it, no reader held it) renamed into directory @p vfd
- * and opened for writing in place; -1 if there is none or it is not a
- * plain file of its own (a link, a file with other names: left alone). */
-static int take_spare(const ptc_store_writer *w, int vfd, const char *name)
-{
-    const int dflags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-    int pfd = openat(w->s->rootfd, "packs", dflags);
-    int sfd = pfd >= 0 ? openat(pfd, PTC_STORE_SPARE_DIR, dflags) : -1;
-    struct stat st;
-    bool moved = sfd >= 0 && fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                 S_ISREG(st.st_mode) && st.st_nlink == 1 &&
-                 renameat2(sfd, name, vfd, name, RENAME_NOREPLACE) == 0;
-    if (sfd >= 0)
-        close(sfd);
-    if (pfd >= 0)
-        close(pfd);
-    if (!moved)
-        return -1;
-    int fd = openat(vfd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1)) {
-        close(fd);
-        fd = -1;
-    }
-    if (fd < 0)
-        unlinkat(vfd, name, 0); /* then made anew */
-    return fd;
-}
-
 /* Create the rank's pack file (with its header) on first use: a spare of
  * its name if there is one, else a new file. */
 static int open_pack(ptc_store_writer *w, uint32_t rank)
@@ -354,7 +323,7 @@ static int open_pack(ptc_store_writer *w, uint32_t rank)
     int vfd, fd;
     PTC_TRY(ptc_store_subdir(w->s, rel, true, &vfd));
     int rc = PTC_OK;
-    rs->spare = (fd = take_spare(w, vfd, name)) >= 0;
+    rs->spare = (fd = ptc_store_take_spare(w->s, vfd, name)) >= 0;
     if (!rs->spare)
         rc = ptc_store_create_file(w->s, vfd, rel, name, O_WRONLY, &fd);
     close(vfd);
