@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -182,6 +183,18 @@ int ptc_store_take_spare(const ptc_store *s, int vfd, const char *name)
     if (fd < 0)
         unlinkat(vfd, name, 0); /* then made anew */
     return fd;
+}
+
+int ptc_store_create_pack(const ptc_store *s, int dfd, const char *rel, const char *name,
+                          int *fd, bool *spare)
+{
+    /* a new file in the store's own directory: no link is followed, and a
+     * file already there (no writer of this version made it) is not ours */
+    *spare = (*fd = ptc_store_take_spare(s, dfd, name)) >= 0;
+    if (!*spare)
+        PTC_TRY(ptc_store_create_file(s, dfd, rel, name, O_WRONLY, fd));
+    flock(*fd, LOCK_SH); /* being written: a recycling gc never moves it (a straggler's) */
+    return PTC_OK;
 }
 
 int ptc_store_remove_file(const ptc_store *s, int dfd, const char *rel, const char *name,

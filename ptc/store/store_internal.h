@@ -68,6 +68,12 @@ int ptc_store_create_file(const ptc_store *s, int dfd, const char *rel, const ch
  * if there is none or it is not a plain file of its own (a link, a file
  * with other names: left alone). */
 int ptc_store_take_spare(const ptc_store *s, int dfd, const char *name);
+/* A rank's pack file @p name of version directory @p dfd (store path
+ * @p rel) to write: a spare taken (*spare true: overwritten in place, its
+ * tail to be cut), else made anew (ptc_store_create_file), held with a
+ * shared flock while open so that a recycling gc leaves it alone. */
+int ptc_store_create_pack(const ptc_store *s, int dfd, const char *rel, const char *name,
+                          int *fd, bool *spare);
 /* Remove the regular file @p name of directory handle @p dfd (store path
  * @p rel). A symbolic link or any other kind of entry is foreign: reported
  * (PTC_E_STORE), left alone. An absent entry is PTC_OK with *size 0.

@@ -361,20 +361,23 @@ static int recycle_file(gc_run *g, int pfd, int vfd, const char *rel, const char
         mine = mine && g->sfd >= 0;
     }
     /* a spare of the same name (an older version's) is replaced: freed */
-    if (mine && renameat(vfd, name, g->sfd, name) == 0) {
-        *size = (uint64_t)st.st_size;
-        close(fd); /* the flock goes with it */
-        return PTC_OK;
-    }
+    bool moved = mine && renameat(vfd, name, g->sfd, name) == 0;
+    if (mine) /* now, not at the close: a child forked meanwhile shares the lock */
+        flock(fd, LOCK_UN);
     if (fd >= 0)
         close(fd);
+    if (moved) {
+        *size = (uint64_t)st.st_size;
+        return PTC_OK;
+    }
     return ptc_store_remove_file(s, vfd, rel, name, size);
 }
 
 /* Remove every file of packs/spare, then the directory itself unless
  * @p keep_dir. A spare left by an earlier recycling gc that no writer
- * took since (the ranks changed) is stale. */
-static int clear_spares(ptc_store *s, int pfd, bool keep_dir, ptc_store_gc_stats *st)
+ * took since (the ranks changed) is stale. Within gc (@p g, else NULL)
+ * a queued writer goes first before each removal. */
+static int clear_spares(ptc_store *s, gc_run *g, int pfd, bool keep_dir, ptc_store_gc_stats *st)
 {
     static const char rel[] = "packs/" PTC_STORE_SPARE_DIR;
     int sfd = openat(pfd, PTC_STORE_SPARE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -389,6 +392,8 @@ static int clear_spares(ptc_store *s, int pfd, bool keep_dir, ptc_store_gc_stats
     int rc = list_dir(sfd, rel, is_rank_file, &files);
     for (size_t i = 0; i < files.n && rc == PTC_OK; i++) {
         uint64_t sz;
+        if (g && (rc = gc_turn(g)) < 0)
+            break;
         if ((rc = ptc_store_remove_file(s, sfd, rel, files.v[i], &sz)) == PTC_OK && st) {
             st->files_removed++;
             st->bytes_removed += sz;
@@ -514,7 +519,7 @@ static int store_gc(ptc_store *s, bool recycle, ptc_store_gc_stats *stats)
         goto out_unlock;
     /* the spares no writer took since the last recycling gc go first; a
      * plain gc leaves none */
-    if ((rc = clear_spares(s, pfd, recycle, &g.st)) < 0)
+    if ((rc = clear_spares(s, &g, pfd, recycle, &g.st)) < 0)
         goto out_unlock;
     for (size_t i = 0; i < vdirs.n && rc == PTC_OK; i++)
         rc = gc_vdir(&g, pfd, vdirs.v[i]);
@@ -773,7 +778,8 @@ int ptc_store_remove_empty(const char *dir, bool remove_dir)
     /* the payload side first: if it holds anything, nothing is removed */
     rc = ptc_store_subdir(s, "packs", false, &pfd);
     if (rc == PTC_OK) {
-        if ((rc = clear_spares(s, pfd, false, NULL)) < 0 || (rc = remove_empty_packs(s, pfd)) < 0)
+        if ((rc = clear_spares(s, NULL, pfd, false, NULL)) < 0 ||
+            (rc = remove_empty_packs(s, pfd)) < 0)
             goto out_close;
         if (unlinkat(s->rootfd, "packs", AT_REMOVEDIR) != 0) {
             rc = ptc_error_sys(PTC_E_IO, "remove %s/packs", dir);

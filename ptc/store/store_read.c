@@ -480,17 +480,23 @@ int ptc_store_reader_shard(const ptc_store_reader *r, size_t t, uint32_t rank,
 /* ---- block access -------------------------------------------------------------------- */
 
 /* Take the shared flock of pack file @p f (entry @p name of @p dfd) and
- * check that the entry is still @p f. */
-static bool still_in_place(int dfd, const char *name, int f)
+ * check that the entry is still @p f: 0, or ENOENT when a recycling gc
+ * holds it (it is moving it away) or moved it, or another errno. Never
+ * waits: only gc's move takes the flock exclusively. */
+static int still_in_place(int dfd, const char *name, int f)
 {
     int rc;
-    while ((rc = flock(f, LOCK_SH)) != 0 && errno == EINTR)
+    while ((rc = flock(f, LOCK_SH | LOCK_NB)) != 0 && errno == EINTR)
         ;
-    if (rc != 0) /* no flock here (ENOLCK, EINVAL): nothing recycles beside it either */
-        return true;
+    if (rc != 0)
+        /* no flock here (ENOLCK, EINVAL): no recycling gc beside it either */
+        return errno == EWOULDBLOCK ? ENOENT : 0;
     struct stat a, b;
-    return fstat(f, &a) == 0 && fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    if (fstat(f, &a) != 0)
+        return errno;
+    if (fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno;
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino ? 0 : ENOENT;
 }
 
 static int get_fd(ptc_store_reader *r, uint64_t v, uint32_t rank, int *fd)
@@ -518,10 +524,11 @@ static int get_fd(ptc_store_reader *r, uint64_t v, uint32_t rank, int *fd)
      * file still in place once held is this version's for as long as the
      * reader has it; one moved meanwhile is missing, as if removed. A file
      * system without flock has no recycling gc beside it (a local store). */
-    if (f >= 0 && !still_in_place(dfd, name, f)) {
+    int moved = f >= 0 ? still_in_place(dfd, name, f) : 0;
+    if (moved) {
         close(f);
         f = -1;
-        errno = ENOENT;
+        errno = moved;
     }
     if (f < 0) {
         int e = errno;

@@ -318,14 +318,9 @@ static int open_pack(ptc_store_writer *w, uint32_t rank)
         return PTC_E_NOMEM;
     snprintf(rel, sizeof rel, "packs/v%llu", (unsigned long long)w->version);
     snprintf(name, sizeof name, "rank-%u.pack", rank);
-    /* a new file in the store's own directory: no link is followed, and a
-     * file already there (no writer of this version made it) is not ours */
     int vfd, fd;
     PTC_TRY(ptc_store_subdir(w->s, rel, true, &vfd));
-    int rc = PTC_OK;
-    rs->spare = (fd = ptc_store_take_spare(w->s, vfd, name)) >= 0;
-    if (!rs->spare)
-        rc = ptc_store_create_file(w->s, vfd, rel, name, O_WRONLY, &fd);
+    int rc = ptc_store_create_pack(w->s, vfd, rel, name, &fd, &rs->spare);
     close(vfd);
     PTC_TRY(rc);
     uint8_t h[PTC_PACK_HEADER_SIZE] = {0};

@@ -724,6 +724,13 @@ static void test_keep(void **state)
         assert_int_equal(held, 0);
         check_rank_on(&j, h, h, 3, 3, true);
         check_rank_on(&j, h, (h + 2) % 3, 4, 4, true);
+        /* the files of the version dropped last are kept as spares (those
+         * of the one before went to save 4): own rank, the copy held */
+        char p[128];
+        snprintf(p, sizeof p, "%s/packs/spare/rank-%d.pack", j.dir[h], h);
+        assert_int_equal(access(p, F_OK), 0);
+        snprintf(p, sizeof p, "%s/packs/spare/rank-%d.pack", j.dir[h], (h + 2) % 3);
+        assert_int_equal(access(p, F_OK), 0);
     }
     job_close(&j);
 }

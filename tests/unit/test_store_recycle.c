@@ -8,7 +8,12 @@
  *    the dropped version's bytes;
  *  - a plain gc removes every spare; a spare no writer took is removed by
  *    the next recycling gc;
- *  - a link in a spare's place is neither taken nor followed.
+ *  - a link in a spare's place is neither taken nor followed, a spare with
+ *    another name (a hard link) is not taken;
+ *  - a file being written (a pack-only writer's, never committed) or held
+ *    exclusively (by gc moving it) is not recycled / not read;
+ *  - two dropped versions' files of one rank leave one spare; a spare
+ *    smaller than the new file grows.
  * Needs nothing but a temporary directory. */
 #include <fcntl.h>
 #include <ftw.h>
@@ -19,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -245,6 +251,116 @@ static void test_link_spare_left_alone(void **state)
     rmrf(out);
 }
 
+static void test_hard_linked_spare_not_taken(void **state)
+{
+    (void)state;
+    char *dir = mktmp();
+    ptc_store *s = open_store(dir);
+    put(s, 1, 1000);
+    put(s, 2, 1000);
+    assert_int_equal(ptc_store_version_delete(s, 1), PTC_OK);
+    assert_int_equal(ptc_store_gc_recycle(s, NULL), PTC_OK);
+    char sp[512], other[512];
+    snprintf(sp, sizeof sp, "%s/packs/spare/rank-0.pack", dir);
+    snprintf(other, sizeof other, "%s/backup.pack", dir);
+    assert_int_equal(link(sp, other), 0);
+    struct stat before, x, v3;
+    assert_int_equal(stat(other, &before), 0);
+    put(s, 3, 1000);
+    assert_true(stat_at(dir, "packs/spare/rank-0.pack", &x)); /* left alone */
+    assert_true(stat_at(dir, "packs/v3/rank-0.pack", &v3));
+    assert_int_not_equal(v3.st_ino, before.st_ino);
+    assert_int_equal(stat(other, &x), 0);
+    assert_int_equal(x.st_size, before.st_size);
+    assert_int_equal(x.st_mtime, before.st_mtime);
+    check_version(s, 3, 3, 1000);
+    ptc_store_close(s);
+    rmrf(dir);
+}
+
+static void test_written_file_not_recycled(void **state)
+{
+    (void)state;
+    char *dir = mktmp();
+    ptc_store *s = open_store(dir);
+    put(s, 1, 1000);
+    /* a straggler: a pack-only writer of version 5 that nobody commits */
+    ptc_store_write_options o = {.world_size = 1, .config = "dp=1,tp=1,pp=1"};
+    uint32_t rank = 0;
+    ptc_store_writer *w;
+    assert_int_equal(ptc_store_writer_begin_pack(&w, s, 5, &o, &rank, 1), PTC_OK);
+    int64_t cols = 1000;
+    uint32_t idx;
+    assert_int_equal(ptc_store_writer_add_tensor(w, "w", 1, PTC_DTYPE_F32, 1, &cols, "", &idx),
+                     PTC_OK);
+    float buf[1000] = {0};
+    ptc_piece p = {.box = {.ndim = 1, .lo = {0}, .hi = {cols}}, .local_stride = {1}};
+    assert_int_equal(ptc_store_shard_put(w, idx, 0, 1, &cols, &p, 1, buf, sizeof buf), PTC_OK);
+    struct stat x;
+    assert_true(stat_at(dir, "packs/v5/rank-0.pack", &x));
+    assert_int_equal(ptc_store_gc_recycle(s, NULL), PTC_OK);
+    assert_false(stat_at(dir, "packs/v5/rank-0.pack", &x)); /* unlinked, */
+    assert_false(stat_at(dir, "packs/spare/rank-0.pack", &x)); /* not kept */
+    ptc_store_writer_destroy(w);
+    check_version(s, 1, 1, 1000);
+    ptc_store_close(s);
+    rmrf(dir);
+}
+
+static void test_locked_file_not_read(void **state)
+{
+    (void)state;
+    char *dir = mktmp();
+    ptc_store *s = open_store(dir);
+    put(s, 1, 1000);
+    char p[512];
+    snprintf(p, sizeof p, "%s/packs/v1/rank-0.pack", dir);
+    int fd = open(p, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX), 0); /* as gc holds a file it moves away */
+    ptc_store_reader *r;
+    assert_int_not_equal(ptc_store_reader_open(&r, s, 1), PTC_OK);
+    close(fd);
+    check_version(s, 1, 1, 1000);
+    ptc_store_close(s);
+    rmrf(dir);
+}
+
+static void test_two_dropped_one_spare_grows(void **state)
+{
+    (void)state;
+    char *dir = mktmp();
+    ptc_store *s = open_store(dir);
+    put(s, 1, 1000);
+    put(s, 2, 2000);
+    put(s, 3, 1000);
+    assert_int_equal(ptc_store_version_delete(s, 1), PTC_OK);
+    assert_int_equal(ptc_store_version_delete(s, 2), PTC_OK);
+    ptc_store_gc_stats st;
+    assert_int_equal(ptc_store_gc_recycle(s, &st), PTC_OK);
+    assert_int_equal(st.files_removed, 2);
+    assert_int_equal(st.dirs_removed, 2);
+    struct stat sp, v4, fresh;
+    assert_true(stat_at(dir, "packs/spare/rank-0.pack", &sp));
+    assert_false(stat_at(dir, "packs/v1", &v4));
+    assert_false(stat_at(dir, "packs/v2", &v4));
+    put(s, 4, 700000); /* larger than the spare */
+    assert_true(stat_at(dir, "packs/v4/rank-0.pack", &v4));
+    assert_int_equal(v4.st_ino, sp.st_ino);
+    char *dir2 = mktmp();
+    ptc_store *s2 = open_store(dir2);
+    put(s2, 4, 700000);
+    assert_true(stat_at(dir2, "packs/v1/rank-0.pack", &fresh));
+    assert_int_equal(v4.st_size, fresh.st_size);
+    ptc_store_close(s2);
+    rmrf(dir2);
+    check_version(s, 3, 3, 1000);
+    check_version(s, 4, 4, 700000);
+    assert_int_equal(ptc_store_verify(s, 0, NULL, NULL), PTC_OK);
+    ptc_store_close(s);
+    rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -252,6 +368,10 @@ int main(void)
         cmocka_unit_test(test_held_file_removed_not_recycled),
         cmocka_unit_test(test_gc_removes_spares),
         cmocka_unit_test(test_link_spare_left_alone),
+        cmocka_unit_test(test_hard_linked_spare_not_taken),
+        cmocka_unit_test(test_written_file_not_recycled),
+        cmocka_unit_test(test_locked_file_not_read),
+        cmocka_unit_test(test_two_dropped_one_spare_grows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
