@@ -182,7 +182,7 @@ static int maybe_save(run *r, bool last, bool stopping)
         return train_state_save_async(&r->jo, r->store, r->pers.version, g, r->k, r->has_loss,
                                       r->last_loss, &r->as);
     rc = train_state_save(&r->jo, r->store, r->pers.version, g, r->k, r->has_loss,
-                          r->last_loss, &v);
+                          r->last_loss, last || stopping, &v);
     if (rc == PTC_OK)
         rc = saved(r, v);
     return rc;

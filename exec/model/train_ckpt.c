@@ -302,7 +302,7 @@ static int hosts_setup(const ptc_train_opts *o, const train_seg *g, uint64_t pin
 }
 
 int train_state_save(const ptc_train_opts *o, ptc_store *store, uint64_t pin, const train_seg *g,
-                     int64_t steps, bool has_loss, double loss, uint64_t *version)
+                     int64_t steps, bool has_loss, double loss, bool last, uint64_t *version)
 {
     rec_text x;
     ptc_ckpt_record rec = state_record(o, g, steps, has_loss, loss, &x);
@@ -316,6 +316,7 @@ int train_state_save(const ptc_train_opts *o, ptc_store *store, uint64_t pin, co
     ptc_ckpt_hosts_options ho;
     PTC_TRY(ptc_transport_mpi(&t, g->comm));
     PTC_TRY(hosts_setup(o, g, pin, &host, &ho));
+    ho.last = last;
     return ptc_ckpt_hosts_save_over(&t, host, store, g->layout, g->rules, g->ranks, g->nranks,
                                     (const void *const *)g->bufs, &rec, &co, &ho, version);
 }

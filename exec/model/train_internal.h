@@ -237,9 +237,10 @@ int train_state_resume_record(ptc_store *store, const ptc_train_opts *o, MPI_Com
 /* Save the state of segment @p g after @p steps steps as a new version.
  * Collective over the active processes. */
 /* With a store on each host, @p pin is the version a background copy to
- * the persistent tier reads (--keep-local keeps it; 0: none). */
+ * the persistent tier reads (--keep-local keeps it; 0: none), and @p last
+ * says the job ends or stops after it (no spare pack files left). */
 int train_state_save(const ptc_train_opts *o, ptc_store *store, uint64_t pin, const train_seg *g,
-                     int64_t steps, bool has_loss, double loss, uint64_t *version);
+                     int64_t steps, bool has_loss, double loss, bool last, uint64_t *version);
 /* Load version @p from into segment @p g (its active processes) and push it
  * to the device. Collective over @p world. */
 /* @p moved (may be NULL): with a store on each host, the figures of the

@@ -784,13 +784,19 @@ typedef struct ptc_ckpt_hosts_options {
     int replicas;
     /** After a save commits version G, each host keeps the parts of the
      * newest @c keep versions (G-keep+1..G) and deletes older ones from its
-     * store, then collects their files (ptc_store_gc); 0 (the default):
+     * store, then collects their files (see @c last); 0 (the default):
      * keep every version. */
     int keep;
     /** A version across hosts that @c keep never deletes (its parts stay
      * until a later save trims them): the one a background copy to the
      * persistent tier reads (ptc_ckpt_hosts_persist_over); 0: none. */
     uint64_t pin;
+    /** The job's last save (before it ends or stops): the files of the
+     * versions @c keep deletes are removed, and the spare pack files of
+     * earlier saves with them. Otherwise (false, the default) those files
+     * are kept as spares that the next save overwrites in place instead of
+     * allocating the same RAM or disk blocks again (docs/format.md §7). */
+    bool last;
 } ptc_ckpt_hosts_options;
 
 /** Defaults: no replicas. */

@@ -836,7 +836,7 @@ static int finish(hsave *c, int rc, bool prepared)
 /* Delete this store's parts of versions older than the newest @p keep
  * (G - keep and before), then their files, except version @p pin's (a
  * background copy reads it). A part the journal names is never among them. */
-static int keep_newest(ptc_store *s, uint64_t g, int keep, uint64_t pin)
+static int keep_newest(ptc_store *s, uint64_t g, int keep, uint64_t pin, bool last)
 {
     ptc_version_info *vs = NULL;
     size_t n = 0, dropped = 0;
@@ -851,8 +851,11 @@ static int keep_newest(ptc_store *s, uint64_t g, int keep, uint64_t pin)
     }
     ptc_store_versions_free(vs, n);
     /* the dropped files are kept as spares for the next save to overwrite
-     * (saves every step on RAM: no pages freed and faulted in again) */
-    if (rc == PTC_OK && dropped)
+     * (saves every step on RAM: no pages freed and faulted in again); the
+     * job's last save leaves none */
+    if (rc == PTC_OK && last)
+        rc = ptc_store_gc(s, NULL);
+    else if (rc == PTC_OK && dropped)
         rc = ptc_store_gc_recycle(s, NULL);
     return rc;
 }
@@ -908,7 +911,8 @@ int ptc_ckpt_hosts_save_rc(const ptc_transport *t, int rc_in, int host, ptc_stor
         *version = c.version;
     ptc_fault_step("hosts.acked", c.version);
     if (hopts && hopts->keep > 0) /* committed: a failure here is reported, not undone */
-        rc = ptc_transport_agree(t, c.v.lead ? keep_newest(s, c.version, hopts->keep, hopts->pin)
+        rc = ptc_transport_agree(t, c.v.lead ? keep_newest(s, c.version, hopts->keep, hopts->pin,
+                                                           hopts->last)
                                              : PTC_OK,
                                  "removing old versions");
     ptc_fault_step("hosts.done", c.version);

@@ -248,7 +248,7 @@ class Transport(Structure):
 
 
 class CkptHostsOptions(Structure):
-    _fields_ = [("replicas", c_int), ("keep", c_int), ("pin", c_uint64)]
+    _fields_ = [("replicas", c_int), ("keep", c_int), ("pin", c_uint64), ("last", c_bool)]
 
 
 class ReshardHostsResult(Structure):

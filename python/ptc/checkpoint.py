@@ -434,7 +434,9 @@ def save(store: StoreLike, state: State, *, config: Any = None, rules: Any = Non
     the returned version G is committed across hosts only when every host
     has written its part: its ranks' shards and, with @p replicas K (< the
     hosts), copies of hosts h-1..h-K's. @p keep_local M keeps the parts of
-    the newest M versions on each host (0: all). CUDA tensors are copied to
+    the newest M versions on each host (0: all); the deleted versions' files
+    are kept as spares that the next save overwrites in place (`ptc gc`
+    removes them when the job is done). CUDA tensors are copied to
     host memory first (a host copy of this process's device tensors for the
     call; not through the ring).
 

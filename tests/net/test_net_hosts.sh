@@ -81,6 +81,10 @@ for h in 0 1; do
     n=$("$PTC" versions --store "$T/disks/h$h" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["versions"]))')
     [ "$n" -le 4 ] && [ "$n" -ge 1 ] && ok || bad "host $h keeps $n versions (--keep-local 2)"
 done
+# the files of the versions it deleted are kept as spares for the next save
+# to overwrite (docs/format.md §7): a killed job leaves them; they verify
+[ -n "$(ls "$T/disks/h0/packs/spare")" ] && ok || bad "host 0 keeps no spare pack file"
+"$PTC" verify --store "$T/disks/h0" >/dev/null && ok || bad "ptc verify of host 0's disk with spares"
 
 # 2. host 2 and its disk are gone: resume on hosts 0 and 1
 rm -rf "$T/disks/h2"
@@ -122,7 +126,7 @@ rm -rf "$T/disks/h0/"* "$T/disks/h1/"* "$T/persist"
 if ip netns exec "$NET-l" mpirun --allow-run-as-root --hostfile "$T/hosts2" --map-by slot \
     --bind-to none "${NET_MPI_OPTS[@]}" -x PTC_FAULT_MPI_SINGLE=1 -np 3 "$PTC" train "${common[@]}" \
     --steps 6 --store "$T/store" --save-every 1 --save-async --replicas 1 --persist "$T/persist" \
-    --persist-every 2 >"$T/d.out" 2>"$T/d.err"; then ok
+    --persist-every 2 --keep-local 3 >"$T/d.out" 2>"$T/d.err"; then ok
 else cat "$T/d.out" "$T/d.err" >&2; bad "the job without MPI_THREAD_MULTIPLE failed"; fi
 [ "$(grep -c 'needs MPI_THREAD_MULTIPLE' "$T/d.err")" = 1 ] && ok ||
     { cat "$T/d.err" >&2; bad "not one notice that the saves block"; }
@@ -130,5 +134,11 @@ else cat "$T/d.out" "$T/d.err" >&2; bad "the job without MPI_THREAD_MULTIPLE fai
     bad "losses without MPI_THREAD_MULTIPLE differ from the uninterrupted run's"
 n0=$(newest 0) n1=$(newest 1)
 [ "$n0" = 6 ] && [ "$n1" = 6 ] && ok || bad "hosts 0 and 1 committed up to $n0 and $n1 (want 6)"
+# a job that ended: its last save removed the spares with the versions it dropped
+for h in 0 1; do
+    n=$("$PTC" versions --store "$T/disks/h$h" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["versions"]))')
+    [ "$n" = 3 ] && [ ! -e "$T/disks/h$h/packs/spare" ] && ok ||
+        bad "host $h: $n versions (--keep-local 3), spares: $(ls "$T/disks/h$h/packs/spare" 2>&1)"
+done
 "$PTC" verify --store "$T/persist" >/dev/null && ok || bad "ptc verify of the persistent copy"
 finish

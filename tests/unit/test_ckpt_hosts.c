@@ -173,6 +173,7 @@ typedef struct job {
     ptc_rules *rules;
     ptc_layout *l;
     int replicas, keep;
+    bool last;              /* ptc_ckpt_hosts_options.last of the saves */
     uint64_t pin;           /* ptc_ckpt_hosts_options.pin of the saves */
     uint32_t seed;          /* of the data saved next */
     const char *fail;       /* "process:point": an injected failure */
@@ -253,6 +254,7 @@ static void save_options(const job *j, ptc_ckpt_options *o, ptc_ckpt_hosts_optio
     ho->replicas = j->replicas;
     ho->keep = j->keep;
     ho->pin = j->pin;
+    ho->last = j->last;
 }
 
 static int save_body(proc *p)
@@ -731,6 +733,16 @@ static void test_keep(void **state)
         assert_int_equal(access(p, F_OK), 0);
         snprintf(p, sizeof p, "%s/packs/spare/rank-%d.pack", j.dir[h], (h + 2) % 3);
         assert_int_equal(access(p, F_OK), 0);
+    }
+    /* the job's last save leaves no spare */
+    j.last = true;
+    save_ok(&j, 5, 5);
+    for (int h = 0; h < 3; h++) {
+        char p[128];
+        snprintf(p, sizeof p, "%s/packs/spare", j.dir[h]);
+        assert_int_equal(access(p, F_OK), -1);
+        snprintf(p, sizeof p, "%s/packs/v3", j.dir[h]); /* v3's part: dropped, removed */
+        assert_int_equal(access(p, F_OK), -1);
     }
     job_close(&j);
 }
