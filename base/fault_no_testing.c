@@ -35,3 +35,8 @@ bool ptc_fault_mpi_single(void)
 {
     return false;
 }
+
+bool ptc_fault_no_map(void)
+{
+    return false;
+}

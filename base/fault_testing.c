@@ -143,6 +143,12 @@ bool ptc_fault_mpi_single(void)
     return m && !strcmp(m, "1");
 }
 
+bool ptc_fault_no_map(void)
+{
+    const char *m = getenv("PTC_FAULT_NO_MAP");
+    return m && !strcmp(m, "1");
+}
+
 void ptc_fault_step(const char *point, uint64_t version)
 {
     if (trace_fd >= 0) {

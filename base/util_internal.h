@@ -123,6 +123,10 @@ void ptc_fault_step(const char *point, uint64_t version);
  * the paths that would call MPI from a thread of the library run on the
  * caller's thread instead, as with an MPI that does not provide it. */
 bool ptc_fault_mpi_single(void);
+/* Whether readers read every shard into memory instead of mapping the ones
+ * stored uncompressed (PTC_FAULT_NO_MAP=1 in the test build; never in the
+ * shipped library): the read path's tests on any data. */
+bool ptc_fault_no_map(void);
 
 /* Checked arithmetic on sizes: return false on overflow. */
 static inline bool ptc_mul_overflow_i64(int64_t a, int64_t b, int64_t *out)

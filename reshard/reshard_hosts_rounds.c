@@ -18,6 +18,7 @@
 
 #include "base/pool_internal.h"
 #include "base/util_internal.h"
+#include "ptc/store/store_ranks.h"
 #include "reshard/reshard_internal.h"
 
 uint64_t ptc_reshard_hosts_budget(void)
@@ -174,22 +175,36 @@ int ptc_reshard_hosts_src_init(ptc_reshard_hosts_src *s, const ptc_layout *src, 
     return PTC_OK;
 }
 
-/* The reads of a group: (rank index, tensor) pairs, each shard read whole. */
+/* The reads of a group: (rank index, tensor) pairs, each shard whole. */
 typedef struct reads {
-    const ptc_reshard_hosts_src *s;
+    ptc_reshard_hosts_src *s;
     size_t *it; /* i * nt + t */
     size_t n;
 } reads;
 
+/* One shard: in place in the pack file's mapping where it is stored
+ * uncompressed (verified, no copy, no memory of ours), else read into a
+ * buffer of its own. Each item touches its own entries of bufs/ptrs. */
 static int read_one(void *arg, size_t k)
 {
     const reads *r = arg;
-    const ptc_reshard_hosts_src *s = r->s;
-    size_t nt = ptc_layout_count(s->src), i = r->it[k] / nt, t = r->it[k] % nt;
+    ptc_reshard_hosts_src *s = r->s;
+    size_t x = r->it[k], nt = ptc_layout_count(s->src), i = x / nt, t = x % nt;
     uint64_t b;
     long same;
     PTC_TRY(shard_of(s->src, t, s->mine, i, &b, &same));
-    return ptc_store_reader_read_shard(s->rd, s->map[t], (uint32_t)s->mine[i], s->bufs[r->it[k]],
+    const void *at;
+    PTC_TRY(ptc_store_reader_map_shard(s->rd, s->map[t], (uint32_t)s->mine[i], &at));
+    if (at) {
+        s->ptrs[x] = at;
+        return PTC_OK;
+    }
+    if (!(s->bufs[x] = ptc_malloc((size_t)b)))
+        return ptc_error_set(PTC_E_NOMEM, "no memory for rank %d's shard of '%.200s' (%llu bytes)",
+                             s->mine[i], ptc_layout_tensor(s->src, t)->name,
+                             (unsigned long long)b);
+    s->ptrs[x] = s->bufs[x];
+    return ptc_store_reader_read_shard(s->rd, s->map[t], (uint32_t)s->mine[i], s->bufs[x],
                                        (size_t)b);
 }
 
@@ -212,25 +227,25 @@ int ptc_reshard_hosts_src_read(ptc_reshard_hosts_src *s, size_t g)
         for (size_t t = t0; rc == PTC_OK && t < t1; t++) {
             uint64_t b;
             long same;
-            if ((rc = shard_of(s->src, t, s->mine, i, &b, &same)) < 0 || !b)
+            if ((rc = shard_of(s->src, t, s->mine, i, &b, &same)) < 0 || !b || same >= 0)
                 continue;
-            if (same >= 0) { /* the buffer of an earlier rank with that shard */
-                s->ptrs[i * nt + t] = s->ptrs[(size_t)same * nt + t];
-                continue;
-            }
-            if (!(s->bufs[i * nt + t] = ptc_malloc((size_t)b))) {
-                rc = ptc_error_set(PTC_E_NOMEM, "no memory for rank %d's shard of '%.200s' "
-                                   "(%llu bytes)", s->mine[i], ptc_layout_tensor(s->src, t)->name,
-                                   (unsigned long long)b);
-                break;
-            }
-            s->ptrs[i * nt + t] = s->bufs[i * nt + t];
-            s->held += b;
             r.it[r.n++] = i * nt + t;
         }
-    s->peak = s->held > s->peak ? s->held : s->peak;
     if (rc == PTC_OK && r.n)
         rc = ptc_pool_for(ptc_pool_threads(0, 16), r.n, read_one, &r);
+    /* the shards held in memory of ours; an earlier rank's shard shared */
+    for (size_t i = 0; rc == PTC_OK && i < s->nmine; i++)
+        for (size_t t = t0; rc == PTC_OK && t < t1; t++) {
+            uint64_t b;
+            long same;
+            if ((rc = shard_of(s->src, t, s->mine, i, &b, &same)) < 0 || !b)
+                continue;
+            if (same >= 0)
+                s->ptrs[i * nt + t] = s->ptrs[(size_t)same * nt + t];
+            else if (s->bufs[i * nt + t])
+                s->held += b;
+        }
+    s->peak = s->held > s->peak ? s->held : s->peak;
     ptc_free(r.it);
     s->read_seconds += now_s() - t_start;
     return rc;
@@ -245,7 +260,7 @@ void ptc_reshard_hosts_src_drop(ptc_reshard_hosts_src *s, size_t g)
             if (s->bufs[k]) {
                 uint64_t b;
                 long same;
-                if (shard_of(s->src, t, s->mine, i, &b, &same) == PTC_OK)
+                if (shard_of(s->src, t, s->mine, i, &b, &same) == PTC_OK && s->held >= b)
                     s->held -= b;
                 ptc_free(s->bufs[k]);
             }

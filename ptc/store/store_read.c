@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -23,6 +24,8 @@ typedef struct pack_fd {
     uint64_t version;
     uint32_t rank;
     int fd;
+    const uint8_t *map; /* the whole file read-only, at the first mapped read; NULL before */
+    uint64_t map_len;
 } pack_fd;
 
 struct ptc_store_reader {
@@ -318,8 +321,11 @@ void ptc_store_reader_close(ptc_store_reader *r)
 {
     if (!r)
         return;
-    for (size_t i = 0; i < r->nfds; i++)
+    for (size_t i = 0; i < r->nfds; i++) {
+        if (r->fds[i].map)
+            munmap((void *)r->fds[i].map, (size_t)r->fds[i].map_len);
         close(r->fds[i].fd);
+    }
     ptc_free(r->fds);
     for (size_t i = 0; i < r->nrecs; i++)
         ptc_shard_rec_free(&r->recs[i]);
@@ -542,7 +548,7 @@ static int get_fd(ptc_store_reader *r, uint64_t v, uint32_t rank, int *fd)
         goto out_unlock;
     }
     close(dfd);
-    r->fds[r->nfds++] = (pack_fd){v, rank, f};
+    r->fds[r->nfds++] = (pack_fd){v, rank, f, NULL, 0};
     *fd = f;
 out_unlock:
     pthread_mutex_unlock(&r->mu);
@@ -641,6 +647,66 @@ static int copy_row(blk_ctx *c, const ptc_shard_rec *rec, int64_t e0, int64_t ss
         }
         i += m;
     }
+    return PTC_OK;
+}
+
+/* The mapping of pack file (v, rank), made at its first use (NULL when it
+ * cannot be mapped: the caller reads instead). Safe while the reader is
+ * open: its shared flock keeps the file from being recycled (truncated,
+ * overwritten), and a removed file lives on while mapped. */
+static const uint8_t *get_map(ptc_store_reader *r, uint64_t v, uint32_t rank, uint64_t *len)
+{
+    int fd;
+    if (get_fd(r, v, rank, &fd) < 0)
+        return NULL;
+    const uint8_t *m = NULL;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nfds; i++) {
+        pack_fd *p = &r->fds[i];
+        if (p->version != v || p->rank != rank)
+            continue;
+        struct stat st;
+        if (!p->map && fstat(p->fd, &st) == 0 && st.st_size > 0) {
+            void *a = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, p->fd, 0);
+            if (a != MAP_FAILED) {
+                p->map = a;
+                p->map_len = (uint64_t)st.st_size;
+            }
+        }
+        m = p->map;
+        *len = p->map_len;
+        break;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return m;
+}
+
+int ptc_store_reader_map_shard(const ptc_store_reader *r, size_t t, uint32_t rank,
+                               const void **out)
+{
+    *out = NULL;
+    const ptc_shard_rec *rec;
+    PTC_TRY(ptc_store_reader_rec(r, t, rank, true, &rec));
+    if (rec->kind != PTC_SHARD_DATA || rec->raw_length == 0 || ptc_fault_no_map())
+        return PTC_OK;
+    for (uint64_t k = 0; k < rec->nblocks; k++)
+        if (rec->blocks[k].codec != PTC_BLOCK_RAW)
+            return PTC_OK;
+    ptc_store_reader *w = (ptc_store_reader *)r; /* the fd table only */
+    uint64_t len = 0;
+    const uint8_t *map = get_map(w, rec->pack_version, rec->pack_rank, &len);
+    if (!map) {
+        ptc_error_clear(); /* the read reports it */
+        return PTC_OK;
+    }
+    blk_ctx c = {.r = w};
+    rec_blob b;
+    PTC_TRY(rec_blob_init(&c, rec, &b));
+    b.ref.map = map;
+    b.ref.map_len = len;
+    const uint8_t *p;
+    PTC_TRY(ptc_blob_map(&b.ref, 0, (size_t)rec->raw_length, &p));
+    *out = p;
     return PTC_OK;
 }
 

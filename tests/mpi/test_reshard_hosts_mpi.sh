@@ -8,9 +8,11 @@
 #    bytes moved between hosts equal the plan's lower bound;
 # 1b. the same load in rounds of 64 KiB of source bytes a process
 #    (PTC_HOSTS_LOAD_BUDGET; head.weight's shards of 640 KB exceed it and
-#    go alone): byte-exact, many rounds, the source bytes each process
-#    held at once within max(budget, the largest tensor, 1.28 MB) and below
-#    the one-round load's;
+#    go alone): byte-exact, many rounds; the shards stored uncompressed
+#    are sent from the pack files' mappings (no source bytes held); read
+#    into buffers instead (the test build's PTC_FAULT_NO_MAP=1, as for
+#    compressed shards), the source bytes each process held at once within
+#    max(budget, the largest tensor, 1.28 MB) and below the one-round load's;
 # 2. h2's store deleted: 3 processes on h0,h1,h1 load it again byte-exact
 #    from the survivors and h2's replica on h0; then h2 back with an empty
 #    store (a fresh host) loads dp=1,tp=3,pp=1 with h0 and h1;
@@ -49,11 +51,18 @@ moved_is_bound "$TMP/out"
 echo "ok: $(grep across "$TMP/out")"
 
 # 1b.
-cp "$TMP/out" "$TMP/one_round"
 PTC_HOSTS_LOAD_BUDGET=64K run 6 load --store "$S" --config dp=1,tp=3,pp=2 --seed 5 --step 10 \
     --hosts h0,h0,h1,h1,h2,h2 >"$TMP/out" || fail "load across 3 hosts in rounds"
 [ "$(grep -c '^loaded version 1: ' "$TMP/out")" = 6 ] || fail "load in rounds: $(cat "$TMP/out")"
 moved_is_bound "$TMP/out"
+[ "$(grep -cE '^rounds ([2-9][0-9]|[1-9][0-9][0-9]+) peak 0 allocations' "$TMP/out")" = 6 ] ||
+    fail "mapped load in rounds: $(grep rounds "$TMP/out")"
+export PTC_FAULT_NO_MAP=1
+run 6 load --store "$S" --config dp=1,tp=3,pp=2 --seed 5 --step 10 \
+    --hosts h0,h0,h1,h1,h2,h2 >"$TMP/one_round" || fail "load read into buffers"
+PTC_HOSTS_LOAD_BUDGET=64K run 6 load --store "$S" --config dp=1,tp=3,pp=2 --seed 5 --step 10 \
+    --hosts h0,h0,h1,h1,h2,h2 >"$TMP/out" || fail "load read into buffers in rounds"
+[ "$(grep -c '^loaded version 1: ' "$TMP/out")" = 6 ] || fail "load in rounds: $(cat "$TMP/out")"
 python3 - "$TMP/one_round" "$TMP/out" <<'PY' || fail "rounds: $(grep rounds "$TMP/out")"
 import re, sys
 def each(path):  # process -> (rounds, peak)
@@ -69,6 +78,7 @@ for p in range(6):
 print("ok: rounds %d, peak source bytes %s (one round: %s)" % (
     many[0][0], [many[p][1] for p in range(6)], [one[p][1] for p in range(6)]))
 PY
+unset PTC_FAULT_NO_MAP
 
 # 2.
 rm -rf "${S:?}/h2"
@@ -109,7 +119,9 @@ done
 echo "ok: a failure at any step of the load on one process: the same outcome everywhere"
 # ... and inside a later round of a load in rounds (of process 1's N
 # allocations in a whole load, the 60th and 90th per cent: past the first
-# rounds' reads, on the main thread or the one reading ahead)
+# rounds' reads, on the main thread or the one reading ahead; of the
+# shards read into buffers)
+export PTC_FAULT_NO_MAP=1
 PTC_HOSTS_LOAD_BUDGET=64K run 3 load --store "$S" --config dp=1,tp=3,pp=2 --seed 5 --step 10 \
     --hosts h0,h1,h1 >"$TMP/out" || fail "load in rounds from the survivors"
 n=$(sed -n 's/^rounds \([0-9]*\) peak [0-9]* allocations \([0-9]*\) on process 1$/\1 \2/p' "$TMP/out")
@@ -128,6 +140,7 @@ for k in $(($2 * 6 / 10)) $(($2 * 7 / 10)) $(($2 * 9 / 10)); do
     fi
 done
 [ "$failed" -ge 1 ] || fail "no allocation inside a later round failed the load"
+unset PTC_FAULT_NO_MAP
 echo "ok: a failure inside a later round ($1 rounds, $failed of 3 points of $2 allocations failed the load): every process fails alike"
 
 # 4.

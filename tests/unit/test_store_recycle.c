@@ -13,7 +13,11 @@
  *  - a file being written (a pack-only writer's, never committed) or held
  *    exclusively (by gc moving it) is not recycled / not read;
  *  - two dropped versions' files of one rank leave one spare; a spare
- *    smaller than the new file grows.
+ *    smaller than the new file grows;
+ *  - a shard read in place from the reader's mapping
+ *    (ptc_store_reader_map_shard): its bytes, checked (a flipped byte is a
+ *    checksum error), none for a compressed shard, and still the version's
+ *    bytes after the version is deleted and the next save written.
  * Needs nothing but a temporary directory. */
 #include <fcntl.h>
 #include <ftw.h>
@@ -67,10 +71,11 @@ static float value(int salt, int i)
     return (float)(salt * 100000 + i);
 }
 
-/* A version of one F32 tensor [cols] on rank 0. */
-static uint64_t put(ptc_store *s, int salt, int64_t cols)
+/* A version of one F32 tensor [cols] on rank 0, zstd-compressed with @p zstd. */
+static uint64_t put_codec(ptc_store *s, int salt, int64_t cols, bool zstd)
 {
-    ptc_store_write_options o = {.world_size = 1, .config = "dp=1,tp=1,pp=1", .step = "1"};
+    ptc_store_write_options o = {.world_size = 1, .config = "dp=1,tp=1,pp=1", .step = "1",
+                                 .codec = zstd ? PTC_STORE_CODEC_ZSTD : PTC_STORE_CODEC_NONE};
     ptc_store_writer *w;
     assert_int_equal(ptc_store_writer_begin(&w, s, &o), PTC_OK);
     uint32_t idx;
@@ -88,6 +93,11 @@ static uint64_t put(ptc_store *s, int salt, int64_t cols)
     assert_int_equal(ptc_store_writer_commit(w, &v), PTC_OK);
     ptc_store_writer_destroy(w);
     return v;
+}
+
+static uint64_t put(ptc_store *s, int salt, int64_t cols)
+{
+    return put_codec(s, salt, cols, false);
 }
 
 /* The tensor of version @p v reads back as written with @p salt. */
@@ -363,6 +373,56 @@ static void test_two_dropped_one_spare_grows(void **state)
     rmrf(dir);
 }
 
+static void check_map(ptc_store_reader *r, int salt, int64_t cols)
+{
+    const void *at;
+    assert_int_equal(ptc_store_reader_map_shard(r, 0, 0, &at), PTC_OK);
+    assert_non_null(at);
+    const float *f = at;
+    for (int64_t i = 0; i < cols; i++)
+        if (f[i] != value(salt, (int)i))
+            fail_msg("mapped element %lld: %g", (long long)i, (double)f[i]);
+}
+
+static void test_mapped_shard(void **state)
+{
+    (void)state;
+    char *dir = mktmp();
+    ptc_store *s = open_store(dir);
+    put(s, 1, 600000);
+    put_codec(s, 2, 600000, true);
+    ptc_store_reader *r, *z;
+    assert_int_equal(ptc_store_reader_open(&r, s, 1), PTC_OK);
+    check_map(r, 1, 600000);
+    assert_int_equal(ptc_store_reader_open(&z, s, 2), PTC_OK);
+    const void *at = &at;
+    assert_int_equal(ptc_store_reader_map_shard(z, 0, 0, &at), PTC_OK);
+    assert_null(at); /* compressed: read it */
+    check(z, 2, 600000);
+    ptc_store_reader_close(z);
+    /* deleted, collected, the next save written: the mapping keeps v1's bytes */
+    assert_int_equal(ptc_store_version_delete(s, 1), PTC_OK);
+    assert_int_equal(ptc_store_gc_recycle(s, NULL), PTC_OK);
+    put(s, 3, 600000);
+    check_map(r, 1, 600000);
+    ptc_store_reader_close(r);
+    /* a flipped byte of the payload (block 2): a checksum error */
+    char p[512];
+    snprintf(p, sizeof p, "%s/packs/v3/rank-0.pack", dir);
+    FILE *f = fopen(p, "r+b");
+    assert_non_null(f);
+    fseek(f, 64 + (2 << 20) + 5, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, 64 + (2 << 20) + 5, SEEK_SET);
+    fputc(c ^ 1, f);
+    fclose(f);
+    assert_int_equal(ptc_store_reader_open(&r, s, 3), PTC_OK);
+    assert_int_equal(ptc_store_reader_map_shard(r, 0, 0, &at), PTC_E_CHECKSUM);
+    ptc_store_reader_close(r);
+    ptc_store_close(s);
+    rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -374,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_written_file_not_recycled),
         cmocka_unit_test(test_locked_file_not_read),
         cmocka_unit_test(test_two_dropped_one_spare_grows),
+        cmocka_unit_test(test_mapped_shard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
