@@ -114,9 +114,11 @@ int ptc_store_gc_recycle(ptc_store *s, ptc_store_gc_stats *stats);
 /* The whole stored local tensor (@p t, @p rank) of reader @p r in place: a
  * pointer into the reader's read-only mapping of its pack file (valid until
  * the reader is closed) after every block's checksum was verified, when it
- * is stored uncompressed; else *out is NULL (compressed, or the file
- * cannot be mapped): read it with ptc_store_reader_read_shard. No copy and
- * no memory of the caller's: the page cache's pages are the bytes.
+ * is stored uncompressed; else *out is NULL (compressed, the file cannot
+ * be mapped, or its pages cannot be faulted in: MADV_POPULATE_READ, so that
+ * a disk error is reported by the read, not raised as SIGBUS): read it with
+ * ptc_store_reader_read_shard. No copy and no memory of the caller's: the
+ * page cache's pages are the bytes.
  * @return PTC_OK, PTC_E_NOTFOUND, PTC_E_CHECKSUM, PTC_E_IO. */
 int ptc_store_reader_map_shard(const ptc_store_reader *r, size_t t, uint32_t rank,
                                const void **out);

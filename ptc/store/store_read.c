@@ -699,6 +699,15 @@ int ptc_store_reader_map_shard(const ptc_store_reader *r, size_t t, uint32_t ran
         ptc_error_clear(); /* the read reports it */
         return PTC_OK;
     }
+    /* its pages faulted in now, where a disk error is an error code, not a
+     * SIGBUS at the first touch: then (or on a kernel without
+     * MADV_POPULATE_READ) the read path takes it and reports the error */
+    if (rec->offset > len || rec->length > len - rec->offset)
+        return PTC_OK; /* the read names the short file */
+    uintptr_t lo = (uintptr_t)(map + rec->offset) & ~(uintptr_t)4095;
+    if (madvise((void *)lo, (size_t)((uintptr_t)(map + rec->offset + rec->length) - lo),
+                MADV_POPULATE_READ) != 0)
+        return PTC_OK;
     blk_ctx c = {.r = w};
     rec_blob b;
     PTC_TRY(rec_blob_init(&c, rec, &b));
