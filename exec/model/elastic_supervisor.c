@@ -621,7 +621,7 @@ static int follow_job(ptc_elastic *e, bool *by_signal)
             pf[n++] = (struct pollfd){.fd = l->out_fd, .events = POLLIN};
         if (err_open)
             pf[n++] = (struct pollfd){.fd = l->err_fd, .events = POLLIN};
-        poll(pf, (nfds_t)n, 100);
+        poll(pf, (nfds_t)n, n ? 100 : 2); /* no pipe open: mpirun is exiting, reap it soon */
         for (int i = 0; i < n; i++) {
             if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
