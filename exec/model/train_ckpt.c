@@ -111,6 +111,8 @@ static int open_on_hosts(const ptc_train_opts *o, bool create, MPI_Comm world, p
     int host, nhosts, me, rc;
     PTC_MPI_TRY(MPI_Comm_rank(world, &me));
     rc = train_hosts_index(world, &host, &nhosts);
+    if (rc == PTC_OK && o->replicas >= nhosts) /* every save would fail: say so before a step */
+        rc = ptc_ckpt_hosts_replica_hosts(0, nhosts, o->replicas, NULL);
     MPI_Comm local = MPI_COMM_NULL;
     if (rc == PTC_OK && MPI_Comm_split(world, host, me, &local) != MPI_SUCCESS)
         rc = ptc_error_set(PTC_E_MPI, "MPI_Comm_split by host failed");

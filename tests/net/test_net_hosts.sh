@@ -19,6 +19,7 @@
 #    uninterrupted run's losses;
 # 4. where MPI has no MPI_THREAD_MULTIPLE, --save-async --replicas and the
 #    persistent copy block instead (one notice): every step still saved.
+# First, --replicas 3 on 3 hosts is refused before the first step.
 . "$(dirname "$0")/lib_net.sh"
 NET_PRIVATE=$T/store
 net_setup 3
@@ -37,6 +38,15 @@ net_check_private "$T/store"
 # the reference: the same job without interruption (no store)
 net_mpirun -np 3 "$PTC" train "${common[@]}" --steps 40 >"$T/ref.out" 2>"$T/ref.err" ||
     { cat "$T/ref.err" >&2; bad "the reference run failed"; finish; }
+
+# --replicas 3 on 3 hosts: refused before the first step (every save would fail)
+if net_mpirun -np 3 "$PTC" train "${common[@]}" --steps 2 --store "$T/store" --save-every 1 \
+    --replicas 3 >"$T/k.out" 2>"$T/k.err"; then bad "a job with --replicas 3 ran on 3 hosts"
+else
+    ! grep -q '^step ' "$T/k.out" &&
+        grep -q 'ptc: error: .*--replicas 3 needs more than 3 hosts (there are 3)' "$T/k.err" &&
+        ok || { cat "$T/k.out" "$T/k.err" >&2; bad "--replicas 3: no error before the first step"; }
+fi
 
 # 1. 40 steps saving every step, host 2 killed at step 8
 net_mpirun -np 3 "$PTC" train "${common[@]}" --steps 40 --store "$T/store" --save-every 1 \
