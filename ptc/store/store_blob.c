@@ -4,8 +4,10 @@
  * decompressing, verifying) only the blocks the range covers. */
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <zstd.h>
 
@@ -407,6 +409,19 @@ static int verify_mapped(const ptc_blob_ref *b, uint64_t k, uint64_t raw)
     if (b->verified)
         atomic_store_explicit((_Atomic unsigned char *)&b->verified[k], 1, memory_order_release);
     return PTC_OK;
+}
+
+const uint8_t *ptc_blob_map_file(int fd, uint64_t *len)
+{
+    struct stat st;
+    *len = 0;
+    if (fstat(fd, &st) != 0 || st.st_size <= 0 || (uint64_t)st.st_size > SIZE_MAX)
+        return NULL;
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    *len = (uint64_t)st.st_size;
+    return m;
 }
 
 int ptc_blob_map(const ptc_blob_ref *b, uint64_t off, size_t len, const uint8_t **out)

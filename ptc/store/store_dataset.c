@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -585,14 +584,9 @@ int ptc_store_dataset_open(ptc_store_dataset **out, ptc_store *s, const char *na
     }
     /* pack files never change once committed: map it, so reads of verified
      * raw blocks are plain copies from the page cache, no system calls */
-    struct stat st;
-    if (fstat(d->fd, &st) == 0 && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {
-        d->map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, d->fd, 0);
-        if (d->map == MAP_FAILED)
-            d->map = NULL;
-        else
-            d->map_len = (size_t)st.st_size;
-    }
+    uint64_t len;
+    d->map = (void *)ptc_blob_map_file(d->fd, &len);
+    d->map_len = (size_t)len;
     if ((rc = ptc_blob_block_offsets(&d->rec.data, &d->data_off)) < 0 ||
         (rc = ptc_blob_block_offsets(&d->rec.index, &d->index_off)) < 0)
         goto out_close;

@@ -402,6 +402,9 @@ int ptc_blob_read(ptc_blob_scratch *sc, const ptc_blob_ref *b, const void *key, 
  * and mapped (each verified once, as ptc_blob_read does); otherwise *out
  * is NULL and the caller copies with ptc_blob_read. Thread-safe. */
 int ptc_blob_map(const ptc_blob_ref *b, uint64_t off, size_t len, const uint8_t **out);
+/* The whole pack file @p fd mapped read-only (its length in *len), for
+ * ptc_blob_ref.map; NULL when it is empty or cannot be mapped (then read). */
+const uint8_t *ptc_blob_map_file(int fd, uint64_t *len);
 /* Hint that bytes [off, off + len) will be read soon: the blocks they touch
  * that this handle has not verified yet are asked for from the disk now
  * (madvise / posix_fadvise WILLNEED), so many of them load at once. */

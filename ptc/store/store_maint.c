@@ -331,6 +331,21 @@ static bool is_dataset_file(const char *n)
     return parse_dataset_file(n, &id);
 }
 
+/* Directory @p name under packs/ (handle @p pfd), made first if @p create,
+ * by handle and no link followed: *fd, or -1 when it does not exist (still
+ * PTC_OK); a link or a file in its place is foreign (named, never entered). */
+static int packs_subdir(ptc_store *s, int pfd, const char *name, bool create, int *fd)
+{
+    if (create && mkdirat(pfd, name, 0755) != 0 && errno != EEXIST)
+        return ptc_error_sys(PTC_E_IO, "mkdir %s/packs/%s", s->dir, name);
+    *fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (*fd >= 0 || errno == ENOENT)
+        return PTC_OK;
+    if (errno == ENOTDIR || errno == ELOOP)
+        return ptc_store_foreign(s, pfd, "packs", name);
+    return ptc_error_sys(PTC_E_IO, "open %s/packs/%s", s->dir, name);
+}
+
 /* ---- spare pack files ------------------------------------------------------------------ */
 
 /* A recycling gc (ptc_store_gc_recycle: saves that drop their oldest
@@ -352,14 +367,9 @@ static int recycle_file(gc_run *g, int pfd, int vfd, const char *rel, const char
     struct stat st;
     bool mine = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
                 flock(fd, LOCK_EX | LOCK_NB) == 0;
-    if (mine && g->sfd < 0) {
-        if (mkdirat(pfd, PTC_STORE_SPARE_DIR, 0755) != 0 && errno != EEXIST)
-            mine = false;
-        else
-            g->sfd = openat(pfd, PTC_STORE_SPARE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                            O_CLOEXEC);
-        mine = mine && g->sfd >= 0;
-    }
+    if (mine && g->sfd < 0 && packs_subdir(s, pfd, PTC_STORE_SPARE_DIR, true, &g->sfd) < 0)
+        ptc_error_clear(); /* no spare directory: removed as without recycling */
+    mine = mine && g->sfd >= 0;
     /* a spare of the same name (an older version's) is replaced: freed */
     bool moved = mine && renameat(vfd, name, g->sfd, name) == 0;
     if (mine) /* now, not at the close: a child forked meanwhile shares the lock */
@@ -380,14 +390,10 @@ static int recycle_file(gc_run *g, int pfd, int vfd, const char *rel, const char
 static int clear_spares(ptc_store *s, gc_run *g, int pfd, bool keep_dir, ptc_store_gc_stats *st)
 {
     static const char rel[] = "packs/" PTC_STORE_SPARE_DIR;
-    int sfd = openat(pfd, PTC_STORE_SPARE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (sfd < 0) {
-        if (errno == ENOENT)
-            return PTC_OK;
-        if (errno == ENOTDIR || errno == ELOOP)
-            return ptc_store_foreign(s, pfd, "packs", PTC_STORE_SPARE_DIR);
-        return ptc_error_sys(PTC_E_IO, "open %s/%s", s->dir, rel);
-    }
+    int sfd;
+    PTC_TRY(packs_subdir(s, pfd, PTC_STORE_SPARE_DIR, false, &sfd));
+    if (sfd < 0)
+        return PTC_OK;
     name_list files = {0};
     int rc = list_dir(sfd, rel, is_rank_file, &files);
     for (size_t i = 0; i < files.n && rc == PTC_OK; i++) {
@@ -417,14 +423,10 @@ static int gc_vdir(gc_run *g, int pfd, const char *vname)
     parse_vdir(vname, &v);
     char rel[64];
     snprintf(rel, sizeof rel, "packs/%s", vname);
-    int vfd = openat(pfd, vname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (vfd < 0) {
-        if (errno == ENOENT)
-            return PTC_OK;
-        if (errno == ENOTDIR || errno == ELOOP)
-            return ptc_store_foreign(s, pfd, "packs", vname);
-        return ptc_error_sys(PTC_E_IO, "open %s/%s", s->dir, rel);
-    }
+    int vfd;
+    PTC_TRY(packs_subdir(s, pfd, vname, false, &vfd));
+    if (vfd < 0)
+        return PTC_OK;
     name_list files = {0};
     int rc = list_dir(vfd, rel, is_rank_file, &files);
     bool removed = false;
@@ -463,16 +465,10 @@ static int gc_datasets(gc_run *g, int pfd)
 {
     ptc_store *s = g->s;
     ptc_store_gc_stats *st = &g->st;
-    int dfd = openat(pfd, "datasets", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dfd < 0) {
-        int e = errno;
-        if (e == ENOENT)
-            return PTC_OK;
-        if (e == ENOTDIR || e == ELOOP)
-            return ptc_store_foreign(s, pfd, "packs", "datasets");
-        errno = e;
-        return ptc_error_sys(PTC_E_IO, "open %s/packs/datasets", s->dir);
-    }
+    int dfd;
+    PTC_TRY(packs_subdir(s, pfd, "datasets", false, &dfd));
+    if (dfd < 0)
+        return PTC_OK;
     name_list files = {0};
     int rc = list_dir(dfd, "packs/datasets", is_dataset_file, &files);
     bool removed = false;

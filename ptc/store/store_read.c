@@ -665,14 +665,8 @@ static const uint8_t *get_map(ptc_store_reader *r, uint64_t v, uint32_t rank, ui
         pack_fd *p = &r->fds[i];
         if (p->version != v || p->rank != rank)
             continue;
-        struct stat st;
-        if (!p->map && fstat(p->fd, &st) == 0 && st.st_size > 0) {
-            void *a = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, p->fd, 0);
-            if (a != MAP_FAILED) {
-                p->map = a;
-                p->map_len = (uint64_t)st.st_size;
-            }
-        }
+        if (!p->map)
+            p->map = ptc_blob_map_file(p->fd, &p->map_len);
         m = p->map;
         *len = p->map_len;
         break;
