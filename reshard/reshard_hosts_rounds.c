@@ -233,17 +233,19 @@ int ptc_reshard_hosts_src_read(ptc_reshard_hosts_src *s, size_t g)
         }
     if (rc == PTC_OK && r.n)
         rc = ptc_pool_for(ptc_pool_threads(0, 16), r.n, read_one, &r);
-    /* the shards held in memory of ours; an earlier rank's shard shared */
-    for (size_t i = 0; rc == PTC_OK && i < s->nmine; i++)
-        for (size_t t = t0; rc == PTC_OK && t < t1; t++) {
+    /* the shards held in memory of ours (a failed round's too: the drop
+     * frees them); an earlier rank's shard shared */
+    for (size_t i = 0; i < s->nmine; i++)
+        for (size_t t = t0; t < t1; t++) {
+            size_t k = i * nt + t;
             uint64_t b;
             long same;
-            if ((rc = shard_of(s->src, t, s->mine, i, &b, &same)) < 0 || !b)
+            if (shard_of(s->src, t, s->mine, i, &b, &same) < 0) /* rc says so already */
                 continue;
-            if (same >= 0)
-                s->ptrs[i * nt + t] = s->ptrs[(size_t)same * nt + t];
-            else if (s->bufs[i * nt + t])
+            if (s->bufs[k])
                 s->held += b;
+            else if (b && same >= 0 && rc == PTC_OK)
+                s->ptrs[k] = s->ptrs[(size_t)same * nt + t];
         }
     s->peak = s->held > s->peak ? s->held : s->peak;
     ptc_free(r.it);
@@ -260,7 +262,7 @@ void ptc_reshard_hosts_src_drop(ptc_reshard_hosts_src *s, size_t g)
             if (s->bufs[k]) {
                 uint64_t b;
                 long same;
-                if (shard_of(s->src, t, s->mine, i, &b, &same) == PTC_OK && s->held >= b)
+                if (shard_of(s->src, t, s->mine, i, &b, &same) == PTC_OK)
                     s->held -= b;
                 ptc_free(s->bufs[k]);
             }

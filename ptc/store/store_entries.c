@@ -160,7 +160,12 @@ int ptc_store_create_file(const ptc_store *s, int dfd, const char *rel, const ch
                          name);
 }
 
-int ptc_store_take_spare(const ptc_store *s, int vfd, const char *name)
+/* The spare pack file @p name (packs/spare, left by a recycling gc: no
+ * version references it, no reader held it; docs/format.md §7) renamed into
+ * directory @p vfd and opened for writing in place: its descriptor, or -1
+ * if there is none or it is not a plain file of its own (a link, a file
+ * with other names: left alone). */
+static int take_spare(const ptc_store *s, int vfd, const char *name)
 {
     const int dflags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
     int pfd = openat(s->rootfd, "packs", dflags);
@@ -190,7 +195,7 @@ int ptc_store_create_pack(const ptc_store *s, int dfd, const char *rel, const ch
 {
     /* a new file in the store's own directory: no link is followed, and a
      * file already there (no writer of this version made it) is not ours */
-    *spare = (*fd = ptc_store_take_spare(s, dfd, name)) >= 0;
+    *spare = (*fd = take_spare(s, dfd, name)) >= 0;
     if (!*spare)
         PTC_TRY(ptc_store_create_file(s, dfd, rel, name, O_WRONLY, fd));
     flock(*fd, LOCK_SH); /* being written: a recycling gc never moves it (a straggler's) */

@@ -62,12 +62,6 @@ int ptc_store_create_file(const ptc_store *s, int dfd, const char *rel, const ch
                           int oflags, int *fd);
 /* The spare pack files' directory, under packs/ (docs/format.md §7). */
 #define PTC_STORE_SPARE_DIR "spare"
-/* The spare pack file @p name (packs/spare, left by a recycling gc: no
- * version references it, no reader held it; docs/format.md §7) renamed into
- * directory @p dfd and opened for writing in place: its descriptor, or -1
- * if there is none or it is not a plain file of its own (a link, a file
- * with other names: left alone). */
-int ptc_store_take_spare(const ptc_store *s, int dfd, const char *name);
 /* A rank's pack file @p name of version directory @p dfd (store path
  * @p rel) to write: a spare taken (*spare true: overwritten in place, its
  * tail to be cut), else made anew (ptc_store_create_file), held with a
